@@ -59,10 +59,6 @@ XFAIL = {
         "assert_similar_outputs calls len() on every element): the case fails for onnx's own "
         "ReferenceEvaluator too; tests/graph/onnx/test_import_sequences.py checks rill's output"
     ),
-    r"^test_scan_sum_cpu$": (
-        "an opset-8 (batched) Scan: onnx's version converter drops the batch axis from the "
-        "graph's inputs, so the converted model no longer accepts the case's [1, ...] inputs"
-    ),
 }
 
 

@@ -44,6 +44,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_shape,
 )
 from rill.graph.onnx.import_registry import get_import_rule
+from rill.graph.onnx.import_scan8 import rewrite_scan8
 from rill.graph.onnx.import_sequence import coerce, kind_of_type
 from rill.graph.onnx.import_util import OnnxImportError, op, rill_dtype, static
 from rill.graph.shapes import TensorShape, unknown_shape
@@ -101,18 +102,24 @@ def _ai_onnx_opset(model: onnx.ModelProto) -> int:
     return 1 if not model.opset_import else NEWEST_OPSET
 
 
-def _all_nodes(graph: onnx.GraphProto):
-    """Every node of `graph` and of its subgraphs (iteratively)."""
+def _all_graphs(graph: onnx.GraphProto):
+    """`graph` and every subgraph nested in it (iteratively)."""
     stack = [graph]
     while stack:
         g = stack.pop()
+        yield g
         for n in g.node:
-            yield n
             for a in n.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:
                     stack.append(a.g)
                 elif a.type == onnx.AttributeProto.GRAPHS:
                     stack.extend(a.graphs)
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    """Every node of `graph` and of its subgraphs."""
+    for g in _all_graphs(graph):
+        yield from g.node
 
 
 def unsupported_ops(model) -> list[tuple[str, str, int]]:
@@ -137,6 +144,8 @@ def _upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
         )
     if v >= MIN_OPSET:
         return model
+    if v < 9:
+        model = rewrite_scan8(model)  # the converter's 8→9 Scan adapter drops the batch axis
     try:
         return version_converter.convert_version(model, MIN_OPSET)
     except Exception as e:  # the converter raises RuntimeError/ValueError from C++
@@ -587,9 +596,12 @@ def _captured(node: onnx.NodeProto) -> list[str]:
     for a in node.attribute:
         graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
         for g in graphs:
-            local = {vi.name for vi in g.input} | {t.name for t in g.initializer}
-            for n in _all_nodes(g):
-                local.update(n.output)
+            local = set()
+            for sub in _all_graphs(g):  # a nested body's own inputs are local to it too
+                local.update(vi.name for vi in sub.input)
+                local.update(t.name for t in sub.initializer)
+                for n in sub.node:
+                    local.update(n.output)
             for n in _all_nodes(g):
                 names.extend(i for i in n.input if i and i not in local)
     return names

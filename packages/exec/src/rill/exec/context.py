@@ -51,7 +51,9 @@ class StepState:
     def trace(self, node, start_ns: int, end_ns: int, outputs, thread: int | None = None) -> None:
         """Records one kernel execution on `thread` (the caller's by default; list.append is
         atomic, so threads may call this)."""
-        self.records.append((node, thread or threading.get_ident(), start_ns, end_ns, outputs))
+        self.records.append(
+            (node, thread or threading.get_ident(), start_ns, end_ns, _describe(outputs))
+        )
 
     def cancel(self, reason: str = "the step was cancelled") -> None:
         if not self._cancelled:
@@ -98,3 +100,19 @@ class OpKernelContext:
     @property
     def cancelled(self) -> bool:
         return self.step.cancelled
+
+
+def _describe(outputs) -> list:
+    """(dtype, shape, nbytes) of each array output, None for the rest: a trace must not keep the
+    step's values alive (that would change its memory and defeat in-place updates)."""
+    if outputs is None:
+        return []
+    if not isinstance(outputs, (tuple, list)):
+        outputs = [outputs]
+    out = []
+    for v in outputs:
+        if hasattr(v, "shape") and hasattr(v, "dtype") and hasattr(v, "nbytes"):
+            out.append((v.dtype, tuple(v.shape), int(v.nbytes)))
+        else:
+            out.append(None)
+    return out

@@ -124,8 +124,11 @@ def has_kernel(op_type: str, device_type: str) -> bool:
     return bool(kernel_registry.lookup(op_type, (device_type,)))
 
 
-def instantiate(kdef: KernelDef, op, device) -> Callable:
-    """Builds the compute callable for `op` on `device` (calls the factory once)."""
+def instantiate(kdef: KernelDef, op, device, attrs: dict | None = None) -> Callable:
+    """Builds the compute callable for `op` on `device` (calls the factory once). `attrs`, when
+    given, are the node's own (a planner-made node may differ from the op it stands in for)."""
+    if attrs is None:
+        attrs = op.attrs
     kw = {}
     for name in kdef.params:
         if name == "xp":
@@ -135,5 +138,5 @@ def instantiate(kdef: KernelDef, op, device) -> Callable:
         elif name == "device":
             kw[name] = device
         else:
-            kw[name] = op.attrs[name]
+            kw[name] = attrs[name]
     return kdef.factory(**kw)

@@ -36,6 +36,7 @@ from rill.exec.plan.optimize import (
 )
 from rill.exec.plan.partition import control_flow_info, partition
 from rill.exec.plan.placer import place
+from rill.exec.plan.remap import remap
 from rill.exec.proto import config_pb2
 from rill.exec.rendezvous import LocalRendezvous
 from rill.exec.resources import ResourceMgr
@@ -148,6 +149,8 @@ class _StepPlan:
             fold_constants(pg, session._cpu, opt.max_folded_constant_in_bytes or (10 << 20))
         if not cfg.rill.disable_dead_code_elimination:
             remove_dead_nodes(pg)
+        if not cfg.rill.disable_remapper:
+            remap(pg)
         frames = control_flow_info(pg)
         self.has_control_flow = pg.has_control_flow()
         parts = partition(pg, frames)

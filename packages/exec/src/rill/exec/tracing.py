@@ -10,19 +10,9 @@ from __future__ import annotations
 import json
 import threading
 
-import numpy as np
-
 from rill.graph import dtypes
 
 __all__ = ["fill_step_stats", "chrome_trace"]
-
-
-def _outputs(value):
-    if value is None:
-        return []
-    if isinstance(value, (tuple, list)):
-        return list(value)
-    return [value]
 
 
 def fill_step_stats(step_stats, records) -> None:
@@ -46,20 +36,21 @@ def fill_step_stats(step_stats, records) -> None:
         ns.all_start_micros = start // 1000
         ns.op_end_rel_micros = (end - start) // 1000
         ns.all_end_rel_micros = (end - start) // 1000
-        for slot, v in enumerate(_outputs(outputs)):
+        for slot, desc_tuple in enumerate(outputs):
             out = ns.output.add(slot=slot)
-            if isinstance(v, (np.ndarray, np.generic)):
-                a = np.asarray(v)
-                desc = out.tensor_description
-                try:
-                    desc.dtype = dtypes.as_dtype(a.dtype).enum
-                except TypeError:
-                    pass
-                for d in a.shape:
-                    desc.shape.dim.add(size=d)
-                desc.allocation_description.requested_bytes = a.nbytes
-                desc.allocation_description.allocated_bytes = a.nbytes
-                desc.allocation_description.allocator_name = "cpu"
+            if desc_tuple is None:
+                continue
+            dtype, shape, nbytes = desc_tuple
+            desc = out.tensor_description
+            try:
+                desc.dtype = dtypes.as_dtype(dtype).enum
+            except TypeError:
+                pass
+            for d in shape:
+                desc.shape.dim.add(size=d)
+            desc.allocation_description.requested_bytes = nbytes
+            desc.allocation_description.allocated_bytes = nbytes
+            desc.allocation_description.allocator_name = "cpu"
 
 
 def chrome_trace(step_stats) -> str:

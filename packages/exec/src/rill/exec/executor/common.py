@@ -58,7 +58,8 @@ class KernelTable:
                     op=node.op,
                 )
             try:
-                compute = instantiate(kdef, node.op if node.op is not None else node, node.device)
+                op = node.op if node.op is not None else node
+                compute = instantiate(kdef, op, node.device, node.attrs)
             except OpError as e:
                 raise type(e)(e.message, op=node.op) from None
             k = Kernel(compute, kdef.context, kdef.expensive, kdef.blocking)

@@ -143,7 +143,20 @@ def max_pool_grad(ksize, strides, padding, explicit_paddings, data_format):
     row-major order and a position replaces the current choice only when it is strictly
     greater. So the first maximum wins ties, and NaN wins only as the window's first value.
     """
-    pool = _Pool(ksize, strides, padding, explicit_paddings, data_format, "MaxPoolGrad")
+    return _max_pool_grad(ksize, strides, padding, explicit_paddings, data_format, False)
+
+
+@register_kernel("_FusedMaxPoolGrad", expensive=True)
+def fused_max_pool_grad(ksize, strides, padding, explicit_paddings, data_format):
+    """ReluGrad(MaxPoolGrad(x, y, g), x): a window's gradient reaches its chosen position only
+    where that position's value is positive. Tiling windows do it while routing (the ReluGrad
+    pass over the full-size tensor disappears); other windows run the two kernels' math."""
+    return _max_pool_grad(ksize, strides, padding, explicit_paddings, data_format, True)
+
+
+def _max_pool_grad(ksize, strides, padding, explicit_paddings, data_format, relu: bool):
+    op = "_FusedMaxPoolGrad" if relu else "MaxPoolGrad"
+    pool = _Pool(ksize, strides, padding, explicit_paddings, data_format, op)
 
     def compute(orig_input, orig_output, grad):
         out_shape, taps = pool.geometry(orig_input.shape)
@@ -154,15 +167,24 @@ def max_pool_grad(ksize, strides, padding, explicit_paddings, data_format):
         if grad.size == 0 or orig_input.size == 0:
             return np.zeros(orig_input.shape, grad.dtype)
         if pool.win.strides == pool.ksize and _unclipped(pool, taps, out_shape):
-            return _max_pool_grad_tiled(pool, orig_input, grad, taps, out_shape)
-        return _max_pool_grad_general(pool, orig_input, grad, taps, out_shape)
+            return _max_pool_grad_tiled(pool, orig_input, grad, taps, out_shape, relu)
+        dx = _max_pool_grad_general(pool, orig_input, grad, taps, out_shape)
+        if relu:
+            np.multiply(dx, orig_input > 0, out=dx)
+        return dx
 
     return compute
 
 
-def _max_pool_grad_tiled(pool: _Pool, x, grad, taps, out_shape) -> np.ndarray:
+def _max_pool_grad_tiled(pool: _Pool, x, grad, taps, out_shape, relu: bool) -> np.ndarray:
     """Windows that tile the input (stride == ksize, none clipped): every input position is in
-    at most one window, so each tap's routed gradient is written straight into dx."""
+    at most one window, so each tap's routed gradient is written straight into dx.
+
+    With `relu`, the gradient is masked by the chosen position's value being positive: a later
+    tap is chosen only where it equals the window's maximum, so its mask is `max > 0`, applied
+    to the gradient once; the first tap may be chosen for a NaN, so it is masked by its own
+    value.
+    """
     h, w = x.shape[pool.axes[0]], x.shape[pool.axes[1]]
     oh, ow = out_shape[pool.axes[0]], out_shape[pool.axes[1]]
     covered = oh * pool.ksize[0] == h and ow * pool.ksize[1] == w
@@ -172,6 +194,8 @@ def _max_pool_grad_tiled(pool: _Pool, x, grad, taps, out_shape) -> np.ndarray:
     gb = _bits(grad)
     if len(xs) == 1:
         np.copyto(ds[0], gb)
+        if relu:
+            np.multiply(grad, x > 0, out=dx)
         return dx
     best = _best(x.dtype)
     per_image = grad[:1].size
@@ -191,8 +215,21 @@ def _max_pool_grad_tiled(pool: _Pool, x, grad, taps, out_shape) -> np.ndarray:
                 best(m, v, out=m)
             # The first tap wins unless it is below the maximum (a NaN there is not below it).
             np.less(t[0], m, out=pending)
-            np.logical_not(pending, out=hit)
-            np.multiply(g, hit, out=ds[0][a:b])
+            if relu:
+                # ReluGrad's float products (an infinite gradient times 0 is NaN, as unfused),
+                # then routed bit-exactly like the unfused gradient.
+                gf = grad[a:b]
+                masked = scratch("pool_grad", size, grad.dtype).reshape(shape)
+                np.greater(t[0], 0, out=hit)
+                np.multiply(gf, hit, out=masked)
+                np.logical_not(pending, out=hit)
+                np.multiply(_bits(masked), hit, out=ds[0][a:b])
+                np.greater(m, 0, out=hit)
+                np.multiply(gf, hit, out=masked)
+                g = _bits(masked)
+            else:
+                np.logical_not(pending, out=hit)
+                np.multiply(g, hit, out=ds[0][a:b])
             for k in range(1, len(t) - 1):
                 np.equal(t[k], m, out=hit)
                 np.logical_and(hit, pending, out=hit)

@@ -47,12 +47,14 @@ class ConfigProto(_message.Message):
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     class RillOptions(_message.Message):
-        __slots__ = ("disable_compiled_path", "disable_dead_code_elimination")
+        __slots__ = ("disable_compiled_path", "disable_dead_code_elimination", "disable_remapper")
         DISABLE_COMPILED_PATH_FIELD_NUMBER: _ClassVar[int]
         DISABLE_DEAD_CODE_ELIMINATION_FIELD_NUMBER: _ClassVar[int]
+        DISABLE_REMAPPER_FIELD_NUMBER: _ClassVar[int]
         disable_compiled_path: bool
         disable_dead_code_elimination: bool
-        def __init__(self, disable_compiled_path: _Optional[bool] = ..., disable_dead_code_elimination: _Optional[bool] = ...) -> None: ...
+        disable_remapper: bool
+        def __init__(self, disable_compiled_path: _Optional[bool] = ..., disable_dead_code_elimination: _Optional[bool] = ..., disable_remapper: _Optional[bool] = ...) -> None: ...
     DEVICE_COUNT_FIELD_NUMBER: _ClassVar[int]
     INTRA_OP_PARALLELISM_THREADS_FIELD_NUMBER: _ClassVar[int]
     INTER_OP_PARALLELISM_THREADS_FIELD_NUMBER: _ClassVar[int]

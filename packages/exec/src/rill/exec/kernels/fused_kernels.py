@@ -1,0 +1,110 @@
+"""CPU kernels for the fused ops the planner's remapper substitutes (rill.graph.ops.fused_ops).
+
+_FusedConv2D and _FusedMatMul run the product with the Conv2D / MatMul kernel, then add the bias
+and apply the activation in place, a cache-sized piece of rows at a time: no intermediate
+tensor is allocated, and each piece is still in cache for the activation. The arithmetic is the
+unfused ops' own, so results are identical. _FusedMaxPoolGrad is in pool_kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels.conv_kernels import conv2d
+from rill.exec.kernels.matmul_kernels import matmul
+from rill.graph import dtypes
+from rill.graph.errors import InvalidArgumentError
+
+_HALF = (np.dtype(np.float16), dtypes.bfloat16.np)
+# Elements per piece of the in-place epilogue (1 MiB of float32).
+_PIECE = 1 << 18
+
+
+def _activation(name: str, alpha: float):
+    """The in-place activation for one piece (a 2-D array), exactly the unfused kernel's math."""
+    if name == "Relu":
+        return lambda a: np.maximum(a, 0, out=a)
+    if name == "Relu6":
+
+        def relu6(a):
+            np.maximum(a, 0, out=a)
+            np.minimum(a, 6, out=a)
+
+        return relu6
+    if name == "Elu":
+
+        def elu(a):
+            w = a.astype(np.float32) if a.dtype in _HALF else a
+            a[...] = np.where(w > 0, w, np.expm1(np.minimum(w, 0)))
+
+        return elu
+    if name == "LeakyRelu":
+
+        def leaky(a):
+            w = a.astype(np.float32) if a.dtype in _HALF else a
+            a[...] = np.where(w > 0, w, w * alpha)
+
+        return leaky
+    raise InvalidArgumentError(f"unsupported fused activation {name!r}")
+
+
+def _epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
+    """fn(out, args) applying fused_ops in place to the product `out` (channels last)."""
+    ops = list(fused_ops)
+    if not ops or ops[0] != "BiasAdd" or len(ops) > 2 or num_args != 1:
+        raise InvalidArgumentError(
+            f"{op} supports fused_ops [BiasAdd] or [BiasAdd, <activation>] with one argument, "
+            f"got {ops} with {num_args}"
+        )
+    act = _activation(ops[1], leakyrelu_alpha) if len(ops) == 2 else None
+
+    def apply(out, bias):
+        c = out.shape[-1]
+        if bias.ndim != 1 or bias.shape[0] != c:
+            raise InvalidArgumentError(
+                f"bias has shape {list(bias.shape)}; it must be a vector as long as the "
+                f"channel dimension of the {op} output {list(out.shape)}"
+            )
+        if not (out.flags.c_contiguous and out.flags.writeable and out.base is None):
+            out = np.array(out)  # never write into memory the product might share
+        rows = out.reshape(-1, c)
+        step = max(1, _PIECE // max(c, 1))
+        for r in range(0, rows.shape[0], step):
+            piece = rows[r : r + step]
+            piece += bias
+            if act is not None:
+                act(piece)
+        return out
+
+    return apply
+
+
+@register_kernel("_FusedConv2D", expensive=True)
+def fused_conv2d(
+    strides, padding, explicit_paddings, data_format, dilations, fused_ops, num_args,
+    leakyrelu_alpha, filter_format, num_host_args,
+):  # fmt: skip
+    if data_format != "NHWC" or filter_format != "HWIO" or num_host_args:
+        raise InvalidArgumentError(
+            "the CPU _FusedConv2D takes NHWC data and an HWIO filter without host arguments, got "
+            f"{data_format}, {filter_format} and {num_host_args}"
+        )
+    conv = conv2d(strides, padding, explicit_paddings, data_format, dilations)
+    epilogue = _epilogue(fused_ops, num_args, leakyrelu_alpha, "_FusedConv2D")
+
+    def compute(x, w, bias):
+        return epilogue(conv(x, w), bias)
+
+    return compute
+
+
+@register_kernel("_FusedMatMul", expensive=True)
+def fused_matmul(transpose_a, transpose_b, T, fused_ops, num_args, leakyrelu_alpha):
+    mm = matmul(transpose_a, transpose_b, T, np)
+    epilogue = _epilogue(fused_ops, num_args, leakyrelu_alpha, "_FusedMatMul")
+
+    def compute(a, b, bias):
+        return epilogue(mm(a, b), bias)
+
+    return compute

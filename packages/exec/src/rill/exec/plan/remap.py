@@ -1,0 +1,164 @@
+"""The remapper: replaces chains of ops with one fused op whose kernel skips the intermediates.
+
+Like TensorFlow's grappler remapper, it runs on the step plan (never on the user's graph):
+
+- Conv2D → BiasAdd [→ Relu | Relu6 | Elu | LeakyRelu]  becomes  _FusedConv2D (NHWC);
+- MatMul → BiasAdd or Add/AddV2 of a vector [→ activation]  becomes  _FusedMatMul;
+- ReluGrad(MaxPoolGrad(x, y, g), x)  becomes  _FusedMaxPoolGrad (the gradient of a max pool over a
+  Relu's output, through the Relu).
+
+A chain fuses only when each intermediate value has that one consumer and is not fetched, the
+ops share a device whose type has a kernel for the fused op, the dtype is a floating one, and no
+intermediate is another op's control input (control inputs of the chain's ops move to the
+fused node). The fused node takes the last op's name (what consumers and
+traces see) and the first op's source (what errors point at). Fused kernels compute exactly what
+the chain computes, so results are identical.
+"""
+
+from __future__ import annotations
+
+from rill.exec.kernel_registry import find_kernel
+from rill.exec.plan.ir import PlanGraph, PlanNode
+from rill.graph import dtypes
+from rill.graph.op_def import get_op_def
+
+__all__ = ["remap"]
+
+# Floating types only (the fused ops' own type sets narrow this further per op).
+_FLOATS = frozenset({dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64})
+_ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "LeakyRelu"})
+_CONV_ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
+
+
+def remap(pg: PlanGraph) -> int:
+    """Fuses the chains above in place. Returns how many fused nodes were made."""
+    consumers = pg.consumers()
+    fetched = {s for s, _ in pg.fetches} | set(pg.targets)
+    controlled = {c for n in pg.nodes for c in n.control_inputs}
+    removed: dict[PlanNode, PlanNode] = {}  # intermediate -> the fused node replacing it
+
+    def sole_consumer(n: PlanNode):
+        """The one consumer of n's only output, when n may disappear into it."""
+        uses = consumers[n]
+        if len(uses) != 1 or n in fetched or n in controlled:
+            return None
+        if n in removed or uses[0][1] != 0:
+            return None
+        return uses[0][0]
+
+    def kernel_ok(n: PlanNode, fused_type: str, attrs: dict) -> bool:
+        """Whether the fused op allows this dtype and the device has a kernel for it."""
+        allowed = {a.name: a.allowed for a in get_op_def(fused_type).attrs}["T"]
+        if allowed is not None and attrs["T"] not in allowed:
+            return False
+        dev = n.device
+        return dev is not None and find_kernel(fused_type, dev.device_type, attrs) is not None
+
+    fused = 0
+    for n in list(pg.nodes):
+        if n in removed:
+            continue
+        if n.type in ("Conv2D", "MatMul") and n.attrs.get("T") in _FLOATS:
+            chain = _bias_chain(n, sole_consumer, consumers)
+            if chain is None:
+                continue
+            bias_node, bias_input, act = chain
+            last = act or bias_node
+            if n.type == "Conv2D":
+                if (
+                    n.attrs["data_format"] != "NHWC"
+                    or bias_node.attrs.get("data_format", "NHWC") != "NHWC"
+                ):
+                    continue
+                fused_type = "_FusedConv2D"
+                attrs = {k: n.attrs[k] for k in _CONV_ATTRS}
+                attrs.update(
+                    use_cudnn_on_gpu=n.attrs.get("use_cudnn_on_gpu", True),
+                    TArgs=[n.attrs["T"]],
+                    num_host_args=0,
+                    filter_format="HWIO",
+                )
+            else:
+                fused_type = "_FusedMatMul"
+                attrs = {k: n.attrs[k] for k in ("transpose_a", "transpose_b")}
+            attrs.update(
+                T=n.attrs["T"],
+                num_args=1,
+                fused_ops=["BiasAdd", *([act.type] if act else [])],
+                epsilon=0.0001,
+                leakyrelu_alpha=float(act.attrs.get("alpha", 0.2)) if act else 0.2,
+            )
+            if any(m.device is not n.device for m in (bias_node, last)):
+                continue
+            if not kernel_ok(n, fused_type, attrs):
+                continue
+            gone = (n, bias_node) if act else (n,)
+            _become(last, fused_type, attrs, [*n.inputs, bias_input], n, gone)
+            for m in gone:
+                removed[m] = last
+            fused += 1
+        elif n.type == "MaxPoolGrad" and n.attrs.get("T") in _FLOATS:
+            rg = sole_consumer(n)
+            if rg is None or rg.type != "ReluGrad" or rg.inputs[0] != (n, 0):
+                continue
+            if rg.inputs[1] != n.inputs[0] or rg.device is not n.device:
+                continue
+            attrs = dict(n.attrs)
+            if not kernel_ok(n, "_FusedMaxPoolGrad", attrs):
+                continue
+            _become(rg, "_FusedMaxPoolGrad", attrs, list(n.inputs), n, (n,))
+            removed[n] = rg
+            fused += 1
+    if removed:
+        # No op has an intermediate as a control input: drop them.
+        pg.nodes = [n for n in pg.nodes if n not in removed]
+        pg.renumber()
+    return fused
+
+
+def _bias_chain(n: PlanNode, sole_consumer, consumers):
+    """(bias node, the bias input edge, activation node or None) following product n."""
+    b = sole_consumer(n)
+    if b is None or b.device is not n.device:
+        return None
+    if b.type == "BiasAdd":
+        if b.inputs[0] != (n, 0):
+            return None
+        bias = b.inputs[1]
+    elif b.type in ("Add", "AddV2") and n.type == "MatMul":
+        other = [e for e in b.inputs if e != (n, 0)]
+        if len(other) != 1 or not _is_bias_for(other[0], n):
+            return None
+        bias = other[0]
+    else:
+        return None
+    act = sole_consumer(b)
+    if act is not None and (act.type not in _ACTIVATIONS or act.device is not n.device):
+        act = None
+    return b, bias, act
+
+
+def _is_bias_for(edge, product: PlanNode) -> bool:
+    """Whether `edge` is a vector as long as the product's last dimension (statically)."""
+    src, idx = edge
+    shapes = src.out_shapes
+    out = product.out_shapes
+    if not shapes or not out or src.out_dtypes[idx] != product.out_dtypes[0]:
+        return False
+    bshape, pshape = shapes[idx], out[0]
+    if bshape is None or pshape is None or bshape.rank != 1 or pshape.rank != 2:
+        return False
+    b, p = bshape.dims[0], pshape.dims[1]
+    return b is not None and p is not None and b == p
+
+
+def _become(node: PlanNode, fused_type: str, attrs: dict, inputs, head: PlanNode, gone) -> None:
+    """Turns `node` (the chain's last op) into the fused op, reading the chain's inputs and
+    taking over the control inputs of the ops that disappear (`gone`)."""
+    node.type = fused_type
+    node.op_def = get_op_def(fused_type)
+    node.attrs = attrs
+    node.inputs = list(inputs)
+    controls = [c for m in (*gone, node) for c in m.control_inputs]
+    node.control_inputs = list(dict.fromkeys(controls))
+    node.op = head.op if head.op is not None else node.op

@@ -1,0 +1,75 @@
+"""Fused ops that the step planner's remapper substitutes for chains of ops (names start with "_"
+and users do not build them): TensorFlow's _FusedConv2D and _FusedMatMul, and rill's
+_FusedMaxPoolGrad. Each computes exactly what the chain it replaces computes, in one kernel that
+skips the intermediate tensors."""
+
+from __future__ import annotations
+
+from rill.graph.op_def import defop
+from rill.graph.ops.conv_ops import _conv2d_shape
+from rill.graph.ops.matmul_ops import _matmul_shape
+from rill.graph.ops.pool_ops import _POOL_WINDOW, _max_pool_grad_shape
+
+__all__: list[str] = []
+
+# The chain after the product: "BiasAdd" first, then at most one activation.
+_FUSION_ATTRS = [
+    "fused_ops: list(string) = []",
+    "epsilon: float = 0.0001",
+    "leakyrelu_alpha: float = 0.2",
+]
+
+defop(
+    "_FusedConv2D",
+    inputs=["input: T", "filter: T", "args: TArgs", "host_args: num_host_args * float32"],
+    outputs=["output: T"],
+    attrs=[
+        "T: {float16, float32, float64, int8}",
+        "TArgs: list(type) >= 1",
+        "num_args: int >= 0",
+        "num_host_args: int >= 0 = 0",
+        "strides: list(int)",
+        "padding: {'SAME', 'VALID', 'EXPLICIT'}",
+        "explicit_paddings: list(int) = []",
+        "data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'",
+        "filter_format: {'HWIO', 'OIHW', 'OIHW_VECT_I'} = 'HWIO'",
+        "dilations: list(int) = [1, 1, 1, 1]",
+        "use_cudnn_on_gpu: bool = true",
+        *_FUSION_ATTRS,
+    ],
+    shape=_conv2d_shape,
+    doc="Conv2D followed by the ops in fused_ops (BiasAdd with args[0], then Relu, Relu6, Elu "
+    "or LeakyRelu).",
+)
+
+defop(
+    "_FusedMatMul",
+    inputs=["a: T", "b: T", "args: num_args * T"],
+    outputs=["product: T"],
+    attrs=[
+        "transpose_a: bool = false",
+        "transpose_b: bool = false",
+        "T: {bfloat16, float16, float32}",
+        "num_args: int >= 0",
+        *_FUSION_ATTRS,
+    ],
+    shape=_matmul_shape,
+    doc="MatMul followed by the ops in fused_ops (BiasAdd with args[0], then Relu, Relu6, Elu "
+    "or LeakyRelu).",
+)
+
+defop(
+    "_FusedMaxPoolGrad",
+    inputs=["orig_input: T", "orig_output: T", "grad: T"],
+    outputs=["output: T"],
+    attrs=[
+        *_POOL_WINDOW,
+        "padding: {'SAME', 'VALID', 'EXPLICIT'}",
+        "explicit_paddings: list(int) = []",
+        "data_format: {'NHWC', 'NCHW'} = 'NHWC'",
+        "T: {float16, bfloat16, float32, float64}",
+    ],
+    shape=_max_pool_grad_shape,
+    doc="ReluGrad(MaxPoolGrad(orig_input, orig_output, grad), orig_input): the max-pool gradient "
+    "of a pool whose input is a Relu's output, through that Relu.",
+)

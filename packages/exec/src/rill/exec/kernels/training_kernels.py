@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels.intra_op import parallel_for, scratch
 from rill.exec.kernels.state_kernels import lookup_var
 from rill.exec.resources import Var, update_vars
 from rill.graph import dtypes
@@ -283,10 +284,15 @@ def _apply_dense(step, grad, olds, hyper) -> list:
     in_place = _IN_PLACE.get(step)
     if in_place is not None and all(o.flags.writeable for o in olds):
         states = [o.reshape(-1) for o in olds]
-        t = np.empty(_CHUNK, grad.dtype)
-        for a in range(0, n, _CHUNK):
-            b = min(n, a + _CHUNK)
-            in_place(g[a:b], *(x[a:b] for x in states), *hyper, t[: b - a])
+
+        def part(lo, hi):
+            t = scratch("update", _CHUNK, grad.dtype)
+            for a in range(lo * _CHUNK, min(n, hi * _CHUNK), _CHUNK):
+                b = min(n, a + _CHUNK)
+                in_place(g[a:b], *(x[a:b] for x in states), *hyper, t[: b - a])
+
+        # Chunks are disjoint, so the intra-op threads share them.
+        parallel_for(-(-n // _CHUNK), part, pieces_per_thread=4)
         return list(olds)
     dst = [o if o.flags.writeable else np.empty_like(o) for o in olds]
     src = [o.reshape(-1) for o in olds]

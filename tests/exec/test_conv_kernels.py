@@ -224,6 +224,8 @@ WIDE_GEOMETRIES = [
     ((2, 6, 7, 4), (3, 3, 4, 5), "EXPLICIT", ((2, 0), (0, 1))),  # asymmetric, width 7 -> 6
     ((2, 6, 8, 4), (3, 3, 4, 5), "EXPLICIT", ((1, 3), (3, 1))),  # pads past the kernel
     ((1, 4, 6, 3), (2, 4, 3, 2), "SAME", None),  # even kernel: SAME pads one more after
+    ((2, 5, 6, 3), (2, 2, 3, 4), "EXPLICIT", ((3, 1), (5, 0))),  # whole windows in the padding
+    ((1, 3, 4, 2), (3, 3, 2, 3), "EXPLICIT", ((0, 4), (1, 5))),
 ]
 
 
@@ -256,13 +258,12 @@ def test_widened_stride_one_convolutions(fmt, geom, monkeypatch):
     np.testing.assert_allclose(back(y), want, **tol(np.float64))
     np.testing.assert_allclose(back(dx), want_dx, **tol(np.float64))
     np.testing.assert_allclose(dw, want_dw, **tol(np.float64))
-    # Forward and filter gradient take the widened path for NHWC output widths that are even;
-    # the input gradient unless its padding is past the kernel (then the general path).
+    # Forward and filter gradient take the widened path for NHWC output widths that are even,
+    # the input gradient for even input widths (any padding).
     ow = want.shape[2]
-    wide_dx = explicit[0][1] < ws[0] and explicit[1][1] < ws[1]
     assert (("_wide_backprop_filter", True) in taken) == (ow % 2 == 0)
     assert (("_wide_forward", True) in taken) == (ow % 2 == 0 and fmt == "NHWC")
-    assert (("_wide_backprop_input", True) in taken) == (xs[2] % 2 == 0 and wide_dx)
+    assert (("_wide_backprop_input", True) in taken) == (xs[2] % 2 == 0)
 
 
 def test_widened_convolutions_in_row_blocks(monkeypatch):
@@ -280,6 +281,57 @@ def test_widened_convolutions_in_row_blocks(monkeypatch):
     (dw,) = run_op("Conv2DBackpropFilter", [x, np.array(w.shape, np.int32), dy], attrs)
     np.testing.assert_allclose(dx, want_dx, **tol(np.float32))
     np.testing.assert_allclose(dw, want_dw, **tol(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(25, 1000, 32), (7, 500, 3), (3, 50, 2), (70, 400, 64)])
+def test_long_product(monkeypatch, dtype, shape):
+    """The filter gradient's product over pieces of its inner dimension (with a remainder, too
+    few pieces to split, and a result too large to split) equals one matmul."""
+    monkeypatch.setattr(conv_kernels, "_PIECE_MACS", 2000)
+    k, m, o = shape
+    a = RNG.standard_normal((m, k)).astype(dtype).T  # a transposed view, as patches give
+    b = RNG.standard_normal((m, o)).astype(dtype)
+    out = np.full((k, o), np.nan, dtype)
+    conv_kernels._long_product(a, b, out)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, **tol(dtype))
+    out[...] = np.nan
+    conv_kernels._long_product(np.ascontiguousarray(a), b, out)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, **tol(dtype))
+
+
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "geom",
+    [
+        ((3, 13, 11, 1), (5, 5, 1, 6), (1, 1), "SAME"),  # channels-first patches, odd width
+        ((2, 12, 9, 3), (3, 3, 3, 4), (2, 1), "VALID"),  # row-major patches
+        ((2, 10, 10, 2), (3, 2, 2, 5), (1, 2), "SAME"),
+    ],
+    ids=str,
+)
+def test_small_filter_matrices_in_small_blocks(monkeypatch, fmt, dtype, geom):
+    """Few-channel convolutions take small patch blocks and split filter-gradient products;
+    tiny sizes here make several blocks of whole images and of rows, and pieces with a rest."""
+    monkeypatch.setattr(conv_kernels, "_SMALL_BLOCK_BYTES", 3000)
+    monkeypatch.setattr(conv_kernels, "_PIECE_MACS", 500)
+    xs, ws, strides, padding = geom
+    x = RNG.standard_normal(xs).astype(dtype)
+    w = RNG.standard_normal(ws).astype(dtype)
+    want = ref_conv(x, w, strides, (1, 1), padding)
+    dy = RNG.standard_normal(want.shape).astype(dtype)
+    want_dx, want_dw = ref_conv_grads(x, w, dy, strides, (1, 1), padding)
+    attrs = conv_attrs(fmt, strides, (1, 1), padding)
+    xin, dyin = (x, dy) if fmt == "NHWC" else (to_nchw(x), to_nchw(dy))
+    back = (lambda a: a) if fmt == "NHWC" else to_nhwc
+    (y,) = run_op("Conv2D", [xin, w], attrs)
+    (dx,) = run_op("Conv2DBackpropInput", [np.array(xin.shape, np.int32), w, dyin], attrs)
+    (dw,) = run_op("Conv2DBackpropFilter", [xin, np.array(ws, np.int32), dyin], attrs)
+    assert y.dtype == dx.dtype == dw.dtype == dtype
+    np.testing.assert_allclose(back(y), want, **tol(dtype))
+    np.testing.assert_allclose(back(dx), want_dx, **tol(dtype))
+    np.testing.assert_allclose(dw, want_dw, **tol(dtype))
 
 
 def test_grouped_conv2d():

@@ -68,6 +68,11 @@ def _epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
             )
         if not (out.flags.c_contiguous and out.flags.writeable and out.base is None):
             out = np.array(out)  # never write into memory the product might share
+        if out.size <= _PIECE:  # one piece: no reshaping or slicing
+            out += bias
+            if act is not None:
+                act(out)
+            return out
         rows = out.reshape(-1, c)
         step = max(1, _PIECE // max(c, 1))
         for r in range(0, rows.shape[0], step):

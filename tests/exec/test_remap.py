@@ -232,3 +232,18 @@ def test_a_cnn_trains_identically_fused_and_unfused():
                 s.run(train, {x: xv, y: yv})
             finals.append(s.run([w1, b1, w2, b2, loss], {x: xv, y: yv}))
     assert_identical(finals[0], finals[1])
+
+
+def test_a_fused_op_with_an_unsupported_chain_is_refused_by_name():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [1, 3, 3, 1])
+        w = rg.constant(np.ones((1, 1, 1, 1), np.float32))
+        b = rg.constant(np.ones(1, np.float32))
+        attrs = {"strides": [1, 1, 1, 1], "padding": "SAME", "fused_ops": ["Relu", "BiasAdd"],
+                 "num_args": 1}  # fmt: skip
+        y = g.create_op("_FusedConv2D", [x, w, [b], []], attrs, name="odd_fusion").outputs[0]
+    with Session(graph=g) as s:
+        with pytest.raises(InvalidArgumentError, match=r"fused_ops \[BiasAdd\]") as e:
+            s.run(y, {x: np.ones((1, 3, 3, 1), np.float32)})
+    assert e.value.op is not None and e.value.op.name == "odd_fusion"

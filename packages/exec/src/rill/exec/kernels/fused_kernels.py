@@ -13,10 +13,9 @@ import numpy as np
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels.conv_kernels import conv2d
 from rill.exec.kernels.matmul_kernels import matmul
-from rill.graph import dtypes
+from rill.exec.kernels.nn_kernels import _HALF
 from rill.graph.errors import InvalidArgumentError
 
-_HALF = (np.dtype(np.float16), dtypes.bfloat16.np)
 # Elements per piece of the in-place epilogue (1 MiB of float32).
 _PIECE = 1 << 18
 

@@ -59,7 +59,7 @@ def remap(pg: PlanGraph) -> int:
         if n in removed:
             continue
         if n.type in ("Conv2D", "MatMul") and n.attrs.get("T") in _FLOATS:
-            chain = _bias_chain(n, sole_consumer, consumers)
+            chain = _bias_chain(n, sole_consumer)
             if chain is None:
                 continue
             bias_node, bias_input, act = chain
@@ -116,7 +116,7 @@ def remap(pg: PlanGraph) -> int:
     return fused
 
 
-def _bias_chain(n: PlanNode, sole_consumer, consumers):
+def _bias_chain(n: PlanNode, sole_consumer):
     """(bias node, the bias input edge, activation node or None) following product n."""
     b = sole_consumer(n)
     if b is None or b.device is not n.device:

@@ -50,10 +50,6 @@ CLAIMED = (
 
 # Cases of claimed op types that rill cannot pass, each with the reason (regexes on test names).
 XFAIL = {
-    r"^test_training_dropout(_default)?(_mask)?_cpu$": (
-        "training-mode Dropout with ratio > 0 is random; the expected mask is numpy's random "
-        "stream for the case's seed, which rill's RandomUniform does not reproduce"
-    ),
     r"^test_loop16_seq_none_cpu$": (
         "the expected sequence holds a 0-d tensor, which onnx's runner cannot compare (its "
         "assert_similar_outputs calls len() on every element): the case fails for onnx's own "

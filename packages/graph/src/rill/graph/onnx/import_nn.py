@@ -272,9 +272,19 @@ def lp_normalization(n, x, *, axis=-1, p=2):
     return _select(zero, op("ZerosLike", [x]), op("RealDiv", [x, norm]))
 
 
+# The largest input whose seeded dropout draw import makes a constant (elements).
+_SEEDED_DRAW_LIMIT = 1 << 22
+
+
 @register_onnx_import("Dropout")
 def dropout(n, x, ratio=None, training_mode=None, *, seed=None):
-    """Inference (no training_mode, or false) is the identity with an all-true mask."""
+    """Inference (no training_mode, or false) is the identity with an all-true mask.
+
+    In training mode with a `seed` and a static input shape, the uniform draw is the one onnx's
+    reference implementation makes for that seed (numpy's RandomState(seed), drawn afresh for
+    every run), held as a constant; so the same seed gives the same mask on every run, as there.
+    Without a seed (or with a dynamic shape) the draw is rill's RandomUniform, new each run.
+    """
     training = n.static(training_mode) if training_mode is not None else np.array(False)
     y = op("Identity", [x])
     if training is not None and not bool(training):
@@ -282,10 +292,15 @@ def dropout(n, x, ratio=None, training_mode=None, *, seed=None):
         return [y, mask]
     r = ratio if ratio is not None else _c(x, 0.5)
     r = op("Cast", [r], {"DstT": dtypes.float32}) if r.dtype != dtypes.float32 else r
-    attrs = {"dtype": dtypes.float32, "seed": int(seed or 0), "seed2": 0}
-    u = op("RandomUniform", [op("Shape", [x])], attrs)
+    shape = x.shape.as_list() if x.shape.is_fully_defined() else None
+    if seed is not None and shape is not None and int(np.prod(shape)) <= _SEEDED_DRAW_LIMIT:
+        draw = np.random.RandomState(int(seed)).uniform(0.0, 1.0, shape)
+        u, r_cmp = const(draw, dtypes.float64), op("Cast", [r], {"DstT": dtypes.float64})
+    else:
+        attrs = {"dtype": dtypes.float32, "seed": int(seed or 0), "seed2": 0}
+        u, r_cmp = op("RandomUniform", [op("Shape", [x])], attrs), r
     train = training_mode if training is None else const(True, dtypes.bool_)
-    keep = op("LogicalOr", [op("LogicalNot", [train]), op("GreaterEqual", [u, r])])
+    keep = op("LogicalOr", [op("LogicalNot", [train]), op("GreaterEqual", [u, r_cmp])])
     one = const(1.0, dtypes.float32)
     scale = _select(train, op("RealDiv", [one, op("Sub", [one, r])]), one)
     scaled = op("Mul", [x, op("Cast", [scale], {"DstT": x.dtype})])

@@ -321,6 +321,16 @@ def _padding_attrs(padding) -> dict:
     return {"padding": "EXPLICIT", "explicit_paddings": [int(v) for p in pairs for v in p]}
 
 
+def _window_attrs(strides, padding, data_format: str, dilations) -> dict:
+    """The strides, dilations, data_format and padding attrs every convolution builder sets."""
+    return {
+        "strides": _expand(strides, "strides", data_format),
+        "dilations": _expand(dilations, "dilations", data_format),
+        "data_format": data_format,
+        **_padding_attrs(padding),
+    }
+
+
 def conv2d(
     input,
     filters=None,
@@ -352,13 +362,8 @@ def conv2d(
     filters = filters if filters is not None else filter
     if filters is None or padding is None:
         raise ValueError("conv2d needs filters and padding")
-    attrs = {
-        "strides": _expand(strides, "strides", data_format),
-        "dilations": _expand(dilations, "dilations", data_format),
-        "data_format": data_format,
-        "use_cudnn_on_gpu": use_cudnn_on_gpu,
-        **_padding_attrs(padding),
-    }
+    attrs = _window_attrs(strides, padding, data_format, dilations)
+    attrs["use_cudnn_on_gpu"] = use_cudnn_on_gpu
     return get_default_graph().create_op("Conv2D", [input, filters], attrs, name=name).outputs[0]
 
 
@@ -382,13 +387,8 @@ def conv2d_backprop_input(
     name: str | None = None,
 ) -> Tensor:
     """The gradient of conv2d with respect to its input, of shape `input_sizes`."""
-    attrs = {
-        "strides": _expand(strides, "strides", data_format),
-        "dilations": _expand(dilations, "dilations", data_format),
-        "data_format": data_format,
-        "use_cudnn_on_gpu": use_cudnn_on_gpu,
-        **_padding_attrs(padding),
-    }
+    attrs = _window_attrs(strides, padding, data_format, dilations)
+    attrs["use_cudnn_on_gpu"] = use_cudnn_on_gpu
     g = get_default_graph()
     with g.name_scope(name or "Conv2DBackpropInput") as scope:
         sizes = _sizes(input_sizes, "input_sizes")
@@ -408,13 +408,8 @@ def conv2d_backprop_filter(
     name: str | None = None,
 ) -> Tensor:
     """The gradient of conv2d with respect to its filter, of shape `filter_sizes`."""
-    attrs = {
-        "strides": _expand(strides, "strides", data_format),
-        "dilations": _expand(dilations, "dilations", data_format),
-        "data_format": data_format,
-        "use_cudnn_on_gpu": use_cudnn_on_gpu,
-        **_padding_attrs(padding),
-    }
+    attrs = _window_attrs(strides, padding, data_format, dilations)
+    attrs["use_cudnn_on_gpu"] = use_cudnn_on_gpu
     g = get_default_graph()
     with g.name_scope(name or "Conv2DBackpropFilter") as scope:
         sizes = _sizes(filter_sizes, "filter_sizes")
@@ -439,12 +434,7 @@ def depthwise_conv2d_native(
     ...     depthwise_conv2d_native(x, rg.placeholder(rg.float32, [3, 3, 3, 2]), 1, "SAME")
     <Tensor 'DepthwiseConv2dNative:0' f32[?,8,8,6]>
     """
-    attrs = {
-        "strides": _expand(strides, "strides", data_format),
-        "dilations": _expand(dilations, "dilations", data_format),
-        "data_format": data_format,
-        **_padding_attrs(padding),
-    }
+    attrs = _window_attrs(strides, padding, data_format, dilations)
     g = get_default_graph()
     return g.create_op("DepthwiseConv2dNative", [input, filter], attrs, name=name).outputs[0]
 
@@ -460,12 +450,7 @@ def depthwise_conv2d_native_backprop_input(
     name: str | None = None,
 ) -> Tensor:
     """The gradient of depthwise_conv2d_native with respect to its input."""
-    attrs = {
-        "strides": _expand(strides, "strides", data_format),
-        "dilations": _expand(dilations, "dilations", data_format),
-        "data_format": data_format,
-        **_padding_attrs(padding),
-    }
+    attrs = _window_attrs(strides, padding, data_format, dilations)
     g = get_default_graph()
     with g.name_scope(name or "DepthwiseConv2dNativeBackpropInput") as scope:
         inputs = [_sizes(input_sizes, "input_sizes"), filter, out_backprop]
@@ -484,12 +469,7 @@ def depthwise_conv2d_native_backprop_filter(
     name: str | None = None,
 ) -> Tensor:
     """The gradient of depthwise_conv2d_native with respect to its filter."""
-    attrs = {
-        "strides": _expand(strides, "strides", data_format),
-        "dilations": _expand(dilations, "dilations", data_format),
-        "data_format": data_format,
-        **_padding_attrs(padding),
-    }
+    attrs = _window_attrs(strides, padding, data_format, dilations)
     g = get_default_graph()
     with g.name_scope(name or "DepthwiseConv2dNativeBackpropFilter") as scope:
         inputs = [input, _sizes(filter_sizes, "filter_sizes"), out_backprop]

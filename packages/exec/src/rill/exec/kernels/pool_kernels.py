@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels import jit
 from rill.exec.kernels.conv_kernels import (
     _compute_dtype,
     _in_window,
@@ -95,6 +96,13 @@ def max_pool(ksize, strides, padding, explicit_paddings, data_format):
     def compute(x):
         out_shape, taps = pool.geometry(x.shape)
         if len(taps) > 1 and _unclipped(pool, taps, out_shape):
+            loops = _loops_for(pool, x)
+            if loops is not None:
+                out = np.empty(out_shape, x.dtype)
+                xc = np.ascontiguousarray(x)
+                (kh, kw), (sh, sw) = pool.ksize, pool.win.strides
+                _split(x, lambda lo, hi: loops.max_pool(xc, out, kh, kw, sh, sw, lo, hi))
+                return out
             # Every window has every tap: the first two start the maxima (no fill pass).
             views = [pool.read(x, rows, cols, first) for _, _, rows, cols, first in taps]
             out = np.maximum(views[0], views[1])
@@ -110,6 +118,24 @@ def max_pool(ksize, strides, padding, explicit_paddings, data_format):
         return out
 
     return compute
+
+
+def _loops_for(pool: _Pool, x: np.ndarray):
+    """The compiled loops, when they serve this pooling (NHWC, float32 or float64)."""
+    if pool.axes != (1, 2) or x.dtype not in jit.FLOATS:
+        return None
+    return jit.loops()
+
+
+# Images per piece of a compiled pooling loop: at least this many elements.
+_SPLIT_GRAIN = 1 << 15
+
+
+def _split(x: np.ndarray, fn) -> None:
+    """fn(lo, hi) over the images of x, split over the intra-op threads."""
+    n = x.shape[0]
+    per_image = max(1, x.size // max(n, 1))
+    parallel_for(n, fn, grain=-(-_SPLIT_GRAIN // per_image), pieces_per_thread=4)
 
 
 def _unclipped(pool: _Pool, taps, out_shape) -> bool:
@@ -189,6 +215,17 @@ def _max_pool_grad_tiled(pool: _Pool, x, grad, taps, out_shape, relu: bool) -> n
     oh, ow = out_shape[pool.axes[0]], out_shape[pool.axes[1]]
     covered = oh * pool.ksize[0] == h and ow * pool.ksize[1] == w
     dx = (np.empty if covered else np.zeros)(x.shape, grad.dtype)
+    loops = _loops_for(pool, x) if grad.dtype == x.dtype else None
+    if loops is not None and len(taps) > 1:
+        xc, gc = np.ascontiguousarray(x), np.ascontiguousarray(grad)
+        (kh, kw), c = pool.ksize, x.shape[-1]
+
+        def rows(lo, hi):
+            best, pick = np.empty(c, x.dtype), np.empty(c, np.intp)
+            loops.max_pool_grad_tiled(xc, gc, dx, kh, kw, relu, best, pick, lo, hi)
+
+        _split(x, rows)
+        return dx
     xs = [pool.read(x, rows, cols, first) for _, _, rows, cols, first in taps]
     ds = [pool.read(_bits(dx), rows, cols, first) for _, _, rows, cols, first in taps]
     gb = _bits(grad)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels import jit
 from rill.exec.kernels.intra_op import parallel_for, scratch
 from rill.exec.kernels.state_kernels import lookup_var
 from rill.exec.resources import Var, update_vars
@@ -284,6 +285,12 @@ def _apply_dense(step, grad, olds, hyper) -> list:
     in_place = _IN_PLACE.get(step)
     if in_place is not None and all(o.flags.writeable for o in olds):
         states = [o.reshape(-1) for o in olds]
+        compiled = _compiled(step, grad.dtype, hyper)
+        if compiled is not None:
+            parallel_for(
+                n, lambda lo, hi: compiled(g, *states, *hyper, lo, hi), _CHUNK, pieces_per_thread=8
+            )
+            return list(olds)
 
         def part(lo, hi):
             t = scratch("update", _CHUNK, grad.dtype)
@@ -306,6 +313,19 @@ def _apply_dense(step, grad, olds, hyper) -> list:
 
 # The hottest updates, written straight into their state arrays when all of them may be written.
 _IN_PLACE = {_momentum: _momentum_in_place, _gradient_descent: _gradient_descent_in_place}
+
+
+def _compiled(step, dtype: np.dtype, hyper):
+    """The compiled loop of an in-place update, when there is one for dtype (and the
+    hyperparameters have that dtype, so that the arithmetic is the numpy path's)."""
+    if dtype not in jit.FLOATS or any(
+        isinstance(h, np.generic) and h.dtype != dtype for h in hyper
+    ):
+        return None
+    loops = jit.loops()
+    if loops is None:
+        return None
+    return {_momentum: loops.momentum, _gradient_descent: loops.gradient_descent}.get(step)
 
 
 def _into(old: np.ndarray, new: np.ndarray) -> np.ndarray:

@@ -1,0 +1,102 @@
+"""The compiled loops behind rill.exec.kernels.jit (import that module, not this one).
+
+Each loop does one kernel's arithmetic in the same operations and order as the kernel's numpy
+path, so the two give bit-identical results: no fast-math, no fused multiply-add. Arrays are
+C-contiguous; 4-D ones are NHWC. Each loop works on [lo, hi) of its first axis.
+"""
+
+from __future__ import annotations
+
+import numba
+
+_jit = numba.njit(nogil=True, cache=True, boundscheck=False)
+
+
+@_jit
+def _np_maximum(a, b):
+    # numpy's maximum: a NaN in either operand wins (the first one's if both), ties give b.
+    return a if (a != a or a > b) else b
+
+
+@_jit
+def max_pool(x, out, kh, kw, sh, sw, lo, hi):  # pragma: no cover - compiled
+    """out[n, i, j] = the maximum of x's kh×kw window at (i*sh, j*sw), taps in row-major order,
+    as np.maximum(np.maximum(tap0, tap1), tap2)...; every window lies inside x."""
+    _, oh, ow, c = out.shape
+    for n in range(lo, hi):
+        for i in range(oh):
+            for j in range(ow):
+                dst = out[n, i, j]
+                r0, c0 = i * sh, j * sw
+                a, b = x[n, r0, c0], x[n, r0 + 1 // kw, c0 + 1 % kw]
+                for q in range(c):
+                    dst[q] = _np_maximum(a[q], b[q])
+                for t in range(2, kh * kw):
+                    v = x[n, r0 + t // kw, c0 + t % kw]
+                    for q in range(c):
+                        dst[q] = _np_maximum(dst[q], v[q])
+
+
+@_jit
+def max_pool_grad_tiled(x, grad, dx, kh, kw, relu, best, pick, lo, hi):  # pragma: no cover
+    """dx for windows that tile x (stride == ksize, none clipped); dx is written only inside the
+    windows. Each window's gradient goes to the first position holding its maximum, scanning in
+    row-major order and moving on only for a strictly greater value (a NaN first value keeps it).
+    With relu, the routed value is grad * (chosen value > 0), a float product as ReluGrad's.
+    `best` and `pick` are scratch rows of x's depth."""
+    _, oh, ow, c = grad.shape
+    taps = kh * kw
+    for n in range(lo, hi):
+        for i in range(oh):
+            for j in range(ow):
+                r0, c0 = i * kh, j * kw
+                first = x[n, r0, c0]
+                for q in range(c):
+                    best[q] = first[q]
+                    pick[q] = 0
+                for t in range(1, taps):
+                    v = x[n, r0 + t // kw, c0 + t % kw]
+                    for q in range(c):
+                        if v[q] > best[q]:
+                            best[q] = v[q]
+                            pick[q] = t
+                g = grad[n, i, j]
+                zero = g.dtype.type(0)
+                one = g.dtype.type(1)
+                for t in range(taps):
+                    d = dx[n, r0 + t // kw, c0 + t % kw]
+                    for q in range(c):
+                        if pick[q] == t:
+                            d[q] = g[q] * (one if best[q] > 0 else zero) if relu else g[q]
+                        else:
+                            d[q] = zero
+
+
+@_jit
+def momentum(g, v, a, lr, mom, nesterov, lo, hi):  # pragma: no cover - compiled
+    """TensorFlow's momentum update in place, in the numpy path's operations and order."""
+    # Indexing slices from 0 (not the arrays from lo) lets LLVM drop the negative-index
+    # wraparound and vectorize the loop.
+    g, v, a = g[lo:hi], v[lo:hi], a[lo:hi]
+    if nesterov:
+        for k in range(g.shape[0]):
+            ak = a[k] * mom
+            ak = ak + g[k]
+            a[k] = ak
+            t = ak * mom
+            t = t * lr
+            v[k] = v[k] - (t + g[k] * lr)
+    else:
+        for k in range(g.shape[0]):
+            ak = a[k] * mom
+            ak = ak + g[k]
+            a[k] = ak
+            v[k] = v[k] - ak * lr
+
+
+@_jit
+def gradient_descent(g, v, alpha, lo, hi):  # pragma: no cover - compiled
+    g, v = g[lo:hi], v[lo:hi]
+    for k in range(g.shape[0]):
+        v[k] = v[k] - g[k] * alpha
+

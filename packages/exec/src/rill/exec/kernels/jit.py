@@ -1,0 +1,59 @@
+"""Compiled loops (numba) for the memory-bound CPU kernels.
+
+numpy runs an elementwise expression as one pass over memory per operation; a kernel such as
+the max-pool gradient, which reads each window, picks its maximum and routes the gradient, takes
+a dozen such passes where one loop would do. `loops()` gives the module of those loops compiled
+with numba, or None when numba is missing or turned off (`RILL_JIT=0` in the environment, or
+`set_enabled(False)`): every caller keeps its numpy path, which gives bit-identical results, and
+the tests run both.
+
+The loops release the GIL and work on a range of the outermost axis, so the kernels split them
+over the intra-op threads with `parallel_for` (no second thread pool). They are compiled on
+first use for the dtypes they meet (float32 and float64; the kernels keep numpy for the rest)
+and cached on disk by numba.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+
+import numpy as np
+
+__all__ = ["loops", "set_enabled", "enabled", "FLOATS"]
+
+# The dtypes the compiled loops are used for.
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+_lock = threading.Lock()
+_enabled = os.environ.get("RILL_JIT", "1").strip().lower() not in ("0", "false", "off", "no")
+_module = None
+_failed = False
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def set_enabled(on: bool) -> bool:
+    """Turns the compiled loops on or off (for tests and benchmarks); returns the old setting."""
+    global _enabled
+    old, _enabled = _enabled, bool(on)
+    return old
+
+
+def loops():
+    """The compiled-loop module (rill.exec.kernels._loops), or None when it cannot be used."""
+    global _module, _failed
+    if not _enabled:
+        return None
+    if _module is not None or _failed:
+        return _module
+    with _lock:
+        if _module is None and not _failed:
+            try:
+                _module = importlib.import_module("rill.exec.kernels._loops")
+            except ImportError:
+                _failed = True
+    return _module

@@ -100,3 +100,18 @@ def gradient_descent(g, v, alpha, lo, hi):  # pragma: no cover - compiled
     for k in range(g.shape[0]):
         v[k] = v[k] - g[k] * alpha
 
+
+@_jit
+def bias_activation(rows, bias, act, lo, hi):  # pragma: no cover - compiled
+    """rows[r] += bias, then act: 0 none, 1 np.maximum(·, 0), 2 that and np.minimum(·, 6) —
+    numpy's semantics (a NaN stays; a tie gives the constant)."""
+    zero, six = rows.dtype.type(0), rows.dtype.type(6)
+    for r in range(lo, hi):
+        row = rows[r]
+        for q in range(row.shape[0]):
+            v = row[q] + bias[q]
+            if act >= 1:
+                v = v if (v != v or v > zero) else zero
+            if act == 2:
+                v = v if (v != v or v < six) else six
+            row[q] = v

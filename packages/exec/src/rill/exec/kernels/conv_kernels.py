@@ -315,7 +315,7 @@ def _wide_patch_blocks(xp: np.ndarray, oh: int, ow: int, kh: int, kw: int):
         yield (n0 * oh + h0) * ow2, buf.reshape(m, k)
 
 
-def _wide_forward(x, w, oh, ow, pads) -> np.ndarray:
+def _wide_forward(x, w, oh, ow, pads, epilogue=None) -> np.ndarray:
     """x [n, h, w, c] ⋆ w [kh, kw, c, o] → [n, oh, ow, o] for stride 1 and an even ow."""
     n, h, wd, c = x.shape
     kh, kw, _, o = w.shape
@@ -324,7 +324,10 @@ def _wide_forward(x, w, oh, ow, pads) -> np.ndarray:
     ww = _widen(w)
     flat = out.reshape(-1, _WIDE * o)
     for start, patches in _wide_patch_blocks(xp, oh, ow, kh, kw):
-        np.matmul(patches, ww, out=flat[start : start + len(patches)])
+        block = flat[start : start + len(patches)]
+        np.matmul(patches, ww, out=block)
+        if epilogue is not None:
+            epilogue(block.reshape(-1, o))
     return out
 
 
@@ -399,12 +402,15 @@ def _wide_backprop_input(dy, w, h, wd, pads) -> np.ndarray:
 _ROW_BLOCK = 8192
 
 
-def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False):
+def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False, epilogue=None):
     """x [n, h, w, c] ⋆ w [kh, kw, c, o] → [n, oh, ow, o] (or [n, o, oh, ow]), one group.
 
     Channels-first output comes straight from per-image products w^T · patches^T, so NCHW
-    needs no transposing copy of the output.
+    needs no transposing copy of the output. `epilogue(rows)`, for channels-last output only,
+    is applied in place to each block of output rows ([rows, o]) right after its product, while
+    the block is in cache (a fused op's bias and activation).
     """
+    assert epilogue is None or not channels_first
     n, h, wd, c = x.shape
     kh, kw, _, o = w.shape
     out = np.empty((n, o, oh, ow) if channels_first else (n, oh, ow, o), x.dtype)
@@ -440,11 +446,16 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
     flat = out.reshape(n * oh * ow, o)
     if one_by_one and (oh, ow) == (h, wd):
         np.matmul(x.reshape(n * h * wd, c), wm, out=flat)
+        if epilogue is not None:
+            epilogue(flat)
         return out
     if _wide_ok(win, ow, kw * c):
-        return _wide_forward(x, w, oh, ow, pads)
+        return _wide_forward(x, w, oh, ow, pads, epilogue)
     for start, patches in _patch_blocks(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o)):
-        np.matmul(patches, wm, out=flat[start : start + len(patches)])
+        block = flat[start : start + len(patches)]
+        np.matmul(patches, wm, out=block)
+        if epilogue is not None:
+            epilogue(block)
     return out
 
 
@@ -566,9 +577,17 @@ _CONV_KW = dict(expensive=True)
 
 @register_kernel("Conv2D", **_CONV_KW)
 def conv2d(strides, padding, explicit_paddings, data_format, dilations):
+    return _conv2d(strides, padding, explicit_paddings, data_format, dilations)
+
+
+def _conv2d(strides, padding, explicit_paddings, data_format, dilations, fused=None):
+    """Conv2D's compute(x, w); with `fused` (a fused op's epilogue), compute(x, w, *args) gives
+    fused(product, *args), applied to each block of output rows while it is in cache where
+    `fused.blockwise(out_channels, args)` (which checks the args) can be: channels-last output
+    computed in its own dtype."""
     win = _Window(strides, dilations, padding, explicit_paddings, data_format)
 
-    def compute(x, w):
+    def compute(x, w, *args):
         if x.ndim != 4 or w.ndim != 4:
             raise InvalidArgumentError(
                 f"input and filter must be 4-D, got shapes {list(x.shape)} and {list(w.shape)}"
@@ -582,8 +601,13 @@ def conv2d(strides, padding, explicit_paddings, data_format, dilations):
         groups = _groups(c, kc, o)
         oh, ow, pads = win.resolve(h, wd, kh, kw)
         if groups == 1:
-            out = _conv_forward(xn, w, win, oh, ow, pads, channels_first=win.nchw)
-            return out.astype(dt, copy=False)
+            # Blocks are finished in the compute dtype; a half-precision result keeps the
+            # unfused rounding (the product is rounded before the bias is added).
+            blockwise = fused is not None and not win.nchw and ct == dt
+            epilogue = fused.blockwise(o, args) if blockwise else None
+            out = _conv_forward(xn, w, win, oh, ow, pads, win.nchw, epilogue)
+            out = out.astype(dt, copy=False)
+            return fused(out, *args) if fused is not None and not blockwise else out
         else:
             out = np.empty((n, oh, ow, o), ct)
             og = o // groups
@@ -591,7 +615,8 @@ def conv2d(strides, padding, explicit_paddings, data_format, dilations):
                 xg = xn[..., g * kc : (g + 1) * kc]
                 wg = np.ascontiguousarray(w[..., g * og : (g + 1) * og])
                 out[..., g * og : (g + 1) * og] = _conv_forward(xg, wg, win, oh, ow, pads)
-        return win.from_nhwc(out).astype(dt, copy=False)
+        out = win.from_nhwc(out).astype(dt, copy=False)
+        return out if fused is None else fused(out, *args)
 
     return compute
 

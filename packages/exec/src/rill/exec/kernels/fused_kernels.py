@@ -2,7 +2,8 @@
 
 _FusedConv2D and _FusedMatMul run the product with the Conv2D / MatMul kernel, then add the bias
 and apply the activation in place, a cache-sized piece of rows at a time: no intermediate
-tensor is allocated, and each piece is still in cache for the activation. The arithmetic is the
+tensor is allocated, and each piece is still in cache for the activation. A convolution that is
+computed in blocks of output rows finishes each block right after its product. The arithmetic is the
 unfused ops' own, so results are identical. _FusedMaxPoolGrad is in pool_kernels.
 """
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels.conv_kernels import conv2d
+from rill.exec.kernels import jit
+from rill.exec.kernels.conv_kernels import _conv2d
 from rill.exec.kernels.matmul_kernels import matmul
 from rill.exec.kernels.nn_kernels import _HALF
 from rill.graph.errors import InvalidArgumentError
@@ -58,29 +60,46 @@ def _epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
         )
     act = _activation(ops[1], leakyrelu_alpha) if len(ops) == 2 else None
 
-    def apply(out, bias):
-        c = out.shape[-1]
+    def check(out_shape, bias):
+        c = out_shape[-1]
         if bias.ndim != 1 or bias.shape[0] != c:
             raise InvalidArgumentError(
                 f"bias has shape {list(bias.shape)}; it must be a vector as long as the "
-                f"channel dimension of the {op} output {list(out.shape)}"
+                f"channel dimension of the {op} output {list(out_shape)}"
             )
+
+    code = {None: 0, "Relu": 1, "Relu6": 2}.get(ops[1] if len(ops) == 2 else None)
+
+    def rows(piece, bias):
+        """The epilogue of one piece of output rows, in place."""
+        loops = jit.loops() if code is not None and piece.dtype in jit.FLOATS else None
+        if loops is not None and piece.ndim == 2 and piece.flags.c_contiguous:
+            loops.bias_activation(piece, bias.astype(piece.dtype, copy=False), code, 0, len(piece))
+            return
+        piece += bias
+        if act is not None:
+            act(piece)
+
+    def apply(out, bias):
+        check(out.shape, bias)
         if not (out.flags.c_contiguous and out.flags.writeable and out.base is None):
             out = np.array(out)  # never write into memory the product might share
         if out.size <= _PIECE:  # one piece: no reshaping or slicing
-            out += bias
-            if act is not None:
-                act(out)
+            rows(out, bias)
             return out
-        rows = out.reshape(-1, c)
-        step = max(1, _PIECE // max(c, 1))
-        for r in range(0, rows.shape[0], step):
-            piece = rows[r : r + step]
-            piece += bias
-            if act is not None:
-                act(piece)
+        flat = out.reshape(-1, out.shape[-1])
+        step = max(1, _PIECE // max(out.shape[-1], 1))
+        for r in range(0, flat.shape[0], step):
+            rows(flat[r : r + step], bias)
         return out
 
+    def blockwise(channels, args):
+        """The epilogue for the product's own row blocks (see conv_kernels._conv2d)."""
+        (bias,) = args
+        check((channels,), bias)
+        return lambda block: rows(block, bias)
+
+    apply.blockwise = blockwise
     return apply
 
 
@@ -94,13 +113,8 @@ def fused_conv2d(
             "the CPU _FusedConv2D takes NHWC data and an HWIO filter without host arguments, got "
             f"{data_format}, {filter_format} and {num_host_args}"
         )
-    conv = conv2d(strides, padding, explicit_paddings, data_format, dilations)
     epilogue = _epilogue(fused_ops, num_args, leakyrelu_alpha, "_FusedConv2D")
-
-    def compute(x, w, bias):
-        return epilogue(conv(x, w), bias)
-
-    return compute
+    return _conv2d(strides, padding, explicit_paddings, data_format, dilations, epilogue)
 
 
 @register_kernel("_FusedMatMul", expensive=True)

@@ -155,3 +155,20 @@ def test_turned_off_by_the_environment():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("act", [None, "Relu", "Relu6"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_conv_epilogue_matches_numpy(both_paths, act, dtype):
+    from rill.exec.kernels import fused_kernels as fk
+
+    ops = ["BiasAdd"] if act is None else ["BiasAdd", act]
+    conv = fk.fused_conv2d([1] * 4, "SAME", [], "NHWC", [1] * 4, ops, 1, 0.2, "HWIO", 0)
+    x = _awkward((3, 10, 10, 4), dtype)
+    x[np.isnan(x)] = 1  # NaN products come from the bias below
+    w = RNG.integers(-2, 3, size=(3, 3, 4, 8)).astype(dtype)
+    bias = np.array([0, -0.0, np.nan, 6, -6, np.inf, 1, -1], dtype)
+    a, b = both_paths(lambda: conv(x, w, bias))
+    assert_bits_equal(a, b)
+    if act is not None:
+        assert (a[~np.isnan(a)] >= 0).all()

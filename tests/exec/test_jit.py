@@ -172,3 +172,27 @@ def test_fused_conv_epilogue_matches_numpy(both_paths, act, dtype):
     assert_bits_equal(a, b)
     if act is not None:
         assert (a[~np.isnan(a)] >= 0).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("update_slots", [True, False])
+@pytest.mark.parametrize("v2", [False, True])
+@pytest.mark.parametrize("n", [37, 2 * tk._CHUNK + 9])
+def test_adagrad_update_matches_numpy(both_paths, dtype, update_slots, v2, n):
+    g = RNG.standard_normal(n).astype(dtype)
+    v0 = RNG.standard_normal(n).astype(dtype)
+    a0 = np.abs(RNG.standard_normal(n)).astype(dtype)
+    g[::13] = 0
+    a0[::17] = 0  # 0 / 0 is NaN, as in TensorFlow
+    step = tk._adagrad_v2 if v2 else tk._adagrad
+    hyper = (dtype(0.1), dtype(1e-7), update_slots) if v2 else (dtype(0.1), update_slots)
+
+    def update():
+        v, a = v0.copy(), a0.copy()
+        tk._apply_dense(step, g, [v, a], hyper)
+        return v, a
+
+    (v1, a1), (v2_, a2) = both_paths(update)
+    assert_bits_equal(v1, v2_)
+    assert_bits_equal(a1, a2)
+    assert not np.array_equal(v1, v0)

@@ -8,8 +8,10 @@ C-contiguous; 4-D ones are NHWC. Each loop works on [lo, hi) of its first axis.
 from __future__ import annotations
 
 import numba
+import numpy as np
 
-_jit = numba.njit(nogil=True, cache=True, boundscheck=False)
+# error_model="numpy": IEEE results for x / 0 (inf, NaN), as numpy gives, instead of an exception.
+_jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
 
 @_jit
@@ -115,3 +117,29 @@ def bias_activation(rows, bias, act, lo, hi):  # pragma: no cover - compiled
             if act == 2:
                 v = v if (v != v or v < six) else six
             row[q] = v
+
+
+@_jit
+def adagrad(g, v, a, lr, update_slots, lo, hi):  # pragma: no cover - compiled
+    g, v, a = g[lo:hi], v[lo:hi], a[lo:hi]
+    for k in range(g.shape[0]):
+        gk = g[k]
+        ak = a[k]
+        if update_slots:
+            ak = gk * gk + ak
+            a[k] = ak
+        u = gk / np.sqrt(ak)
+        v[k] = v[k] - u * lr
+
+
+@_jit
+def adagrad_v2(g, v, a, lr, epsilon, update_slots, lo, hi):  # pragma: no cover - compiled
+    g, v, a = g[lo:hi], v[lo:hi], a[lo:hi]
+    for k in range(g.shape[0]):
+        gk = g[k]
+        ak = a[k]
+        if update_slots:
+            ak = gk * gk + ak
+            a[k] = ak
+        u = gk / (np.sqrt(ak) + epsilon)
+        v[k] = v[k] - u * lr

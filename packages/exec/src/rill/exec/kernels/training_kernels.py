@@ -278,19 +278,22 @@ def _apply_dense(step, grad, olds, hyper) -> list:
     Every update is elementwise, so chunks give exactly the results of one whole-array step.
     """
     n = grad.size
-    if n <= _CHUNK or not all(o.flags.c_contiguous for o in (grad, *olds)):
+    contiguous = all(o.flags.c_contiguous for o in (grad, *olds))
+    writeable = all(o.flags.writeable for o in olds)
+    compiled = _compiled(step, grad.dtype, hyper) if contiguous and writeable else None
+    if compiled is not None:
+        g, states = grad.reshape(-1), [o.reshape(-1) for o in olds]
+        parallel_for(
+            n, lambda lo, hi: compiled(g, *states, *hyper, lo, hi), _CHUNK, pieces_per_thread=8
+        )
+        return list(olds)
+    if n <= _CHUNK or not contiguous:
         news = step(grad, *olds, *hyper)
         return [_into(o, x) for o, x in zip(olds, news)]
     g = grad.reshape(-1)
     in_place = _IN_PLACE.get(step)
-    if in_place is not None and all(o.flags.writeable for o in olds):
+    if in_place is not None and writeable:
         states = [o.reshape(-1) for o in olds]
-        compiled = _compiled(step, grad.dtype, hyper)
-        if compiled is not None:
-            parallel_for(
-                n, lambda lo, hi: compiled(g, *states, *hyper, lo, hi), _CHUNK, pieces_per_thread=8
-            )
-            return list(olds)
 
         def part(lo, hi):
             t = scratch("update", _CHUNK, grad.dtype)
@@ -325,7 +328,12 @@ def _compiled(step, dtype: np.dtype, hyper):
     loops = jit.loops()
     if loops is None:
         return None
-    return {_momentum: loops.momentum, _gradient_descent: loops.gradient_descent}.get(step)
+    return {
+        _momentum: loops.momentum,
+        _gradient_descent: loops.gradient_descent,
+        _adagrad: loops.adagrad,
+        _adagrad_v2: loops.adagrad_v2,
+    }.get(step)
 
 
 def _into(old: np.ndarray, new: np.ndarray) -> np.ndarray:

@@ -196,3 +196,25 @@ def test_adagrad_update_matches_numpy(both_paths, dtype, update_slots, v2, n):
     assert_bits_equal(v1, v2_)
     assert_bits_equal(a1, a2)
     assert not np.array_equal(v1, v0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nesterov", [False, True])
+@pytest.mark.parametrize("n", [37, 2 * tk._CHUNK + 9])
+def test_adam_update_matches_numpy(both_paths, dtype, nesterov, n):
+    g = RNG.standard_normal(n).astype(dtype)
+    v0 = RNG.standard_normal(n).astype(dtype)
+    m0 = RNG.standard_normal(n).astype(dtype)
+    s0 = np.abs(RNG.standard_normal(n)).astype(dtype)
+    g[::11] = np.inf
+    hyper = (dtype(0.9**3), dtype(0.999**3), dtype(1e-3), dtype(0.9), dtype(0.999), dtype(1e-7))
+
+    def update():
+        v, m, s = v0.copy(), m0.copy(), s0.copy()
+        tk._apply_dense(tk._adam, g, [v, m, s], (*hyper, nesterov))
+        return v, m, s
+
+    first, second = both_paths(update)
+    for a, b in zip(first, second):
+        assert_bits_equal(a, b)
+    assert not np.array_equal(first[0], v0)

@@ -143,3 +143,21 @@ def adagrad_v2(g, v, a, lr, epsilon, update_slots, lo, hi):  # pragma: no cover 
             a[k] = ak
         u = gk / (np.sqrt(ak) + epsilon)
         v[k] = v[k] - u * lr
+
+
+@_jit
+def adam(g, v, m, vv, alpha, beta1, one_minus_beta1, one_minus_beta2, epsilon, nesterov, lo, hi):
+    """TensorFlow's Adam update in place; alpha = lr·√(1 − β2ᵗ)/(1 − β1ᵗ), computed by numpy."""
+    g, v, m, vv = g[lo:hi], v[lo:hi], m[lo:hi], vv[lo:hi]
+    for k in range(g.shape[0]):
+        gk, mk, vk = g[k], m[k], vv[k]
+        mk = (gk - mk) * one_minus_beta1 + mk
+        vk = (gk * gk - vk) * one_minus_beta2 + vk
+        m[k] = mk
+        vv[k] = vk
+        denom = np.sqrt(vk) + epsilon
+        if nesterov:
+            u = (mk * beta1 + gk * one_minus_beta1) * alpha
+        else:
+            u = mk * alpha
+        v[k] = v[k] - u / denom

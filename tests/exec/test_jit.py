@@ -218,3 +218,17 @@ def test_adam_update_matches_numpy(both_paths, dtype, nesterov, n):
     for a, b in zip(first, second):
         assert_bits_equal(a, b)
     assert not np.array_equal(first[0], v0)
+
+
+def test_fused_conv_with_a_wrong_bias_names_it(both_paths):
+    from rill.exec.kernels import fused_kernels as fk
+    from rill.graph.errors import InvalidArgumentError
+
+    conv = fk.fused_conv2d([1] * 4, "SAME", [], "NHWC", [1] * 4, ["BiasAdd", "Relu"], 1, 0.2,
+                           "HWIO", 0)  # fmt: skip
+    x = np.ones((2, 6, 6, 3), np.float32)
+    w = np.ones((3, 3, 3, 4), np.float32)
+    for on in (False, True):
+        jit.set_enabled(on)
+        with pytest.raises(InvalidArgumentError, match=r"bias has shape \[5\].*_FusedConv2D"):
+            conv(x, w, np.zeros(5, np.float32))

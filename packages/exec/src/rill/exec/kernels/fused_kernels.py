@@ -3,8 +3,8 @@
 _FusedConv2D and _FusedMatMul run the product with the Conv2D / MatMul kernel, then add the bias
 and apply the activation in place, a cache-sized piece of rows at a time: no intermediate
 tensor is allocated, and each piece is still in cache for the activation. A convolution that is
-computed in blocks of output rows finishes each block right after its product. The arithmetic is the
-unfused ops' own, so results are identical. _FusedMaxPoolGrad is in pool_kernels.
+computed in blocks of output rows finishes each block right after its product. The arithmetic is
+the unfused ops' own, so results are identical. _FusedMaxPoolGrad is in pool_kernels.
 """
 
 from __future__ import annotations

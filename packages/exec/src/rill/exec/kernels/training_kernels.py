@@ -21,6 +21,8 @@ InvalidArgumentError, with TensorFlow's wording, and the variables keep their va
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
@@ -326,27 +328,25 @@ def _compiled(step, dtype: np.dtype, hyper):
     ):
         return None
     loops = jit.loops()
-    if loops is None:
-        return None
-    if step is _adam:
-        return _compiled_adam(loops.adam)
+    return None if loops is None else _compiled_steps(loops).get(step)
+
+
+@functools.cache
+def _compiled_steps(loops) -> dict:
+    """update step -> its compiled loop, taking (grad, *states, *hyper, lo, hi)."""
+
+    def adam(g, v, m, vv, beta1_power, beta2_power, lr, beta1, beta2, epsilon, nesterov, lo, hi):
+        # The scalars as _adam computes them, by numpy; the loop does the elementwise part.
+        alpha = lr * np.sqrt(1 - beta2_power) / (1 - beta1_power)
+        loops.adam(g, v, m, vv, alpha, beta1, 1 - beta1, 1 - beta2, epsilon, nesterov, lo, hi)
+
     return {
         _momentum: loops.momentum,
         _gradient_descent: loops.gradient_descent,
         _adagrad: loops.adagrad,
         _adagrad_v2: loops.adagrad_v2,
-    }.get(step)
-
-
-def _compiled_adam(adam):
-    """The compiled Adam loop behind _adam's signature; its scalars are computed here, by numpy,
-    exactly as _adam computes them."""
-
-    def run(g, v, m, vv, beta1_power, beta2_power, lr, beta1, beta2, epsilon, nesterov, lo, hi):
-        alpha = lr * np.sqrt(1 - beta2_power) / (1 - beta1_power)
-        adam(g, v, m, vv, alpha, beta1, 1 - beta1, 1 - beta2, epsilon, nesterov, lo, hi)
-
-    return run
+        _adam: adam,
+    }
 
 
 def _into(old: np.ndarray, new: np.ndarray) -> np.ndarray:

@@ -38,7 +38,9 @@ def _checkout(tmp_path: Path) -> Path:
     return checkout
 
 
-def _run(checkout: Path, tmp_path: Path, *, py: str, extra_path: str = "") -> subprocess.CompletedProcess:
+def _run(
+    checkout: Path, tmp_path: Path, *, py: str, extra_path: str = ""
+) -> subprocess.CompletedProcess:
     path = f"{extra_path}:{BASE_PATH}" if extra_path else BASE_PATH
     env = {"HOME": str(tmp_path / "home"), "PATH": path, "PY": py}
     return subprocess.run(
@@ -83,7 +85,7 @@ def test_missing_uv_goes_into_a_private_venv(tmp_path):
     venv_python = (
         f'echo "pip $*" >> "{pip_log}"\n'
         'bin=$(dirname "$0")\n'
-        f"printf '#!/bin/sh\\necho \"uv $*\" >> \"{log}\"\\n' > \"$bin/uv\"\n"
+        f'printf \'#!/bin/sh\\necho "uv $*" >> "{log}"\\n\' > "$bin/uv"\n'
         'chmod +x "$bin/uv"\n'
     )
     py = _executable(
@@ -123,7 +125,7 @@ def test_without_venv_it_falls_back_to_a_user_install(tmp_path):
         'if [ "$1 $2" = "-m pip" ]; then\n'
         f'  echo "$*" >> "{pip_log}"\n'
         f'  mkdir -p "{home_bin}"\n'
-        f"  printf '#!/bin/sh\\n[ \"$1\" = --version ] && exit 0\\necho \"uv $*\" >> \"{log}\"\\n' > \"{home_bin}/uv\"\n"
+        f'  printf \'#!/bin/sh\\n[ "$1" = --version ] && exit 0\\necho "uv $*" >> "{log}"\\n\' > "{home_bin}/uv"\n'
         f'  chmod +x "{home_bin}/uv"\n'
         "  exit 0\n"
         "fi\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rill.distributed import ClusterConfigError, ClusterSpec, task_device_name
+from rill.distributed.proto import ClusterDef
 from rill.graph.errors import InvalidArgumentError
 
 DENSE = {"worker": ["w0:2222", "w1:2222"], "ps": ["ps0:2222"], "chief": ["c0:2222"]}
@@ -128,14 +129,13 @@ def test_from_a_cluster_def_shaped_message():
 
 
 def test_cluster_def_round_trip():
-    cluster_pb2 = pytest.importorskip("rill.distributed.proto.cluster_pb2")
     spec = ClusterSpec({"worker": {1: "w1:2222", 3: "w3:2222"}, "ps": ["ps0:2222"]})
     cd = spec.as_cluster_def()
-    assert isinstance(cd, cluster_pb2.ClusterDef)
+    assert isinstance(cd, ClusterDef)
     assert [j.name for j in cd.job] == ["ps", "worker"]  # sorted by name
     assert dict(cd.job[1].tasks) == {1: "w1:2222", 3: "w3:2222"}
     assert ClusterSpec(cd) == spec
-    again = cluster_pb2.ClusterDef.FromString(cd.SerializeToString())
+    again = ClusterDef.FromString(cd.SerializeToString())
     assert ClusterSpec(again) == spec
 
 

@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Mapping
 
+from rill.exec.proto.cluster_pb2 import ClusterDef
 from rill.graph.errors import InvalidArgumentError
 
 __all__ = [
@@ -201,9 +202,7 @@ class ClusterSpec:
 
     def as_cluster_def(self):
         """The ClusterDef proto: jobs sorted by name, tasks keyed by index."""
-        from rill.distributed.proto import cluster_pb2
-
-        cluster_def = cluster_pb2.ClusterDef()
+        cluster_def = ClusterDef()
         for job in self.jobs:
             job_def = cluster_def.job.add()
             job_def.name = job

@@ -7,5 +7,7 @@ from rill.distributed.cluster import (
     parse_tf_config,
     task_device_name,
 )
+from rill.distributed.launch import LocalCluster, local_cluster
 
 __all__ = ["ClusterConfigError", "ClusterSpec", "TFConfig", "parse_tf_config", "task_device_name"]
+__all__ += ["LocalCluster", "local_cluster"]

@@ -1,0 +1,235 @@
+"""rill-server / python -m rill.distributed: which task it runs, bad configurations, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rill.distributed import ClusterConfigError
+from rill.distributed.cli import build_parser, main, parse_cluster_flag, resolve_task
+from rill.distributed.launch import pick_ports
+
+TF_CONFIG = json.dumps({"cluster": {"ps": ["ps0:2222"], "worker": ["w0:2222", "w1:2222"]},
+                        "task": {"type": "worker", "index": 1}})  # fmt: skip
+
+
+def resolve(argv, environ=None):
+    return resolve_task(build_parser().parse_args(argv), {} if environ is None else environ)
+
+
+def test_flags_cluster_json_and_compact():
+    c = resolve(["--cluster", '{"ps": ["p:1"], "worker": ["w0:1", "w1:1"]}',
+                 "--job_name", "worker", "--task_index", "1"])  # fmt: skip
+    assert c.task_name == "/job:worker/replica:0/task:1" and c.address == "w1:1"
+    c = resolve(["--cluster", "ps=p:1;worker=w0:1,w1:1", "--job_name", "ps"])
+    assert c.task_name == "/job:ps/replica:0/task:0" and c.rpc_layer == "grpc"
+    c = resolve(["--cluster", '{"ps": {"3": "p:1"}}', "--job_name", "ps", "--task_index", "3"])
+    assert c.address == "p:1"
+
+
+def test_flags_allow_any_job_name():
+    c = resolve(["--cluster", "trainer=t:1", "--job-name", "trainer", "--task-index", "0"])
+    assert c.task_name == "/job:trainer/replica:0/task:0"
+
+
+def test_classic_hosts_flags():
+    c = resolve(["--ps_hosts", "p0:1,p1:1", "--worker_hosts", "w0:1", "--job_name", "ps",
+                 "--task_index", "1"])  # fmt: skip
+    assert c.address == "p1:1" and c.cluster.jobs == ["ps", "worker"]
+
+
+def test_tf_config_from_environment():
+    c = resolve([], {"TF_CONFIG": TF_CONFIG})
+    assert c.task_name == "/job:worker/replica:0/task:1" and c.address == "w1:2222"
+    assert c.rpc_layer == "grpc"
+    c = resolve(["--job_name", "ps"], {"TF_CONFIG": TF_CONFIG})  # flags pick another task
+    assert c.task_name == "/job:ps/replica:0/task:0"
+
+
+def test_flags_win_over_tf_config():
+    c = resolve(["--cluster", "ps=p:1", "--job_name", "ps"], {"TF_CONFIG": TF_CONFIG})
+    assert c.address == "p:1"
+
+
+def test_standalone_server():
+    c = resolve([])
+    assert c.task_name == "/job:localhost/replica:0/task:0" and c.address == "localhost:0"
+    assert resolve(["--port", "5000"]).address == "localhost:5000"
+
+
+@pytest.mark.parametrize(
+    "argv, environ, part",
+    [
+        (["--cluster", "ps=p:1"], None, "needs --job_name (one of: ps)"),
+        (["--cluster", "ps=p:1", "--job_name", "worker"], None, "'worker' is not a job"),
+        (
+            ["--cluster", "ps=p:1", "--job_name", "ps", "--task_index", "1"],
+            None,
+            "--task_index 1 is out of range for job 'ps' (its tasks: 0)",
+        ),
+        (["--cluster", "ps=p:1", "--job_name", "ps", "--task_index", "-1"], None, "negative"),
+        (["--cluster", "ps=p:1,p:1", "--job_name", "ps"], None, "address 'p:1' is given to"),
+        (["--cluster", "ps=grpc://p:1", "--job_name", "ps"], None, "without a scheme"),
+        (["--cluster", "ps:p:1", "--job_name", "ps"], None, "is not 'job=host:port"),
+        (["--cluster", "ps=a:1;ps=b:1", "--job_name", "ps"], None, "names job 'ps' twice"),
+        (["--cluster", '{"ps": ["p:1"]', "--job_name", "ps"], None, "not valid JSON"),
+        (["--cluster", '{"ps": "p:1"}', "--job_name", "ps"], None, "must be a list"),
+        (["--cluster", "ps=p:1", "--ps_hosts", "p:1", "--job_name", "ps"], None, "not both"),
+        (
+            ["--cluster", "ps=p:1", "--job_name", "ps", "--protocol", "http"],
+            None,
+            "rpc layer 'http' is not served",
+        ),
+        (["--cluster", "ps=p:1", "--job_name", "ps", "--port", "70000"], None, "--port 70000"),
+        (["--job_name", "ps"], None, "need a cluster"),
+        ([], {"TF_CONFIG": '{"cluster": {"ps": ["p:1"]}}'}, "TF_CONFIG names no task"),
+        (
+            [],
+            {"TF_CONFIG": '{"cluster": {"ps": ["p:1"]}, "task": {"type": "evaluator"}}'},
+            "evaluator runs a client",
+        ),
+        (
+            [],
+            {"TF_CONFIG": '{"cluster": {"ps": ["p:1"]}, "task": {"type": "ps", "index": 4}}'},
+            "out of range",
+        ),
+        ([], {"TF_CONFIG": "{cluster}"}, "not valid JSON"),
+        (
+            [],
+            {
+                "TF_CONFIG": json.dumps(
+                    {"cluster": {"ps": ["p:1"]}, "rpc_layer": "grpc+verbs", "task": {"type": "ps"}}
+                )
+            },
+            "rpc layer 'grpc+verbs'",
+        ),  # fmt: skip
+        (["--task_index", "3"], {"TF_CONFIG": TF_CONFIG}, "--task_index 3 is out of range"),
+    ],
+)
+def test_bad_configuration(argv, environ, part):
+    with pytest.raises(ClusterConfigError) as info:
+        resolve(argv, environ)
+    assert part in str(info.value)
+
+
+def test_parse_cluster_flag_spaces():
+    assert parse_cluster_flag(" ps=p:1  worker=w:1 ").jobs == ["ps", "worker"]
+    with pytest.raises(ClusterConfigError, match="names no job"):
+        parse_cluster_flag(" ; ")
+
+
+def test_main_check_prints_the_task(capsys):
+    assert main(["--check", "--cluster", "ps=p:1;worker=w0:1,w1:1", "--job_name", "worker"]) == 0
+    out = capsys.readouterr().out
+    assert "task /job:worker/replica:0/task:0 (worker 0, chief) at w0:1" in out
+    assert "/job:ps/replica:0/task:0" in out and "w1:1" in out
+
+
+def test_main_bad_configuration_exits_2(capsys, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"ps": ["p:1"]}, "task": {"type": "boss"}}')
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert 'rill-server: bad configuration: TF_CONFIG "task" has unknown role "type": "boss"' in err
+
+
+def _env(**extra):
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **extra)
+    env.pop("TF_CONFIG", None)
+    env.update(extra)
+    return env
+
+
+def test_module_entry_point_bad_config_exits_2():
+    proc = subprocess.run([sys.executable, "-m", "rill.distributed"], capture_output=True,
+                          text=True, timeout=60,
+                          env=_env(TF_CONFIG='{"cluster": {"ps": ["p:1", "p:1"]}}'))  # fmt: skip
+    assert proc.returncode == 2
+    assert 'address "p:1" is given to 2 tasks' in proc.stderr
+
+
+def _wait_line(proc, mark, timeout=60.0):
+    """Reads proc's merged output until a line holds `mark`; returns the lines read."""
+    lines = []
+    deadline = time.monotonic() + timeout
+    os.set_blocking(proc.stdout.fileno(), False)
+    buf = ""
+    while time.monotonic() < deadline:
+        chunk = proc.stdout.read()
+        if chunk:
+            buf += chunk
+            *done, buf = buf.split("\n")
+            lines += done
+            if any(mark in line for line in done):
+                return lines
+        elif proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"no line with {mark!r} in:\n" + "\n".join(lines + [buf]))
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_server_runs_from_tf_config_and_stops_on_signal(sig):
+    (port,) = pick_ports(1)
+    tf_config = json.dumps({"cluster": {"worker": [f"127.0.0.1:{port}"], "ps": ["127.0.0.1:1"]},
+                            "task": {"type": "worker", "index": 0}})  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "rill.distributed"], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=_env(TF_CONFIG=tf_config))  # fmt: skip
+    try:
+        lines = _wait_line(proc, "serving at")
+        text = "\n".join(lines)
+        assert "task /job:worker/replica:0/task:0 (worker 0, chief)" in text
+        assert "/job:ps/replica:0/task:0" in text  # its peer is logged
+        assert f"serving at grpc://127.0.0.1:{port}" in text
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, rest
+        assert f"stopping ({signal.Signals(sig).name})" in rest and "stopped in" in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.mark.distributed
+def test_standalone_server_port_and_console_script():
+    script = os.path.join(os.path.dirname(sys.executable), "rill-server")
+    cmd = [script] if os.path.exists(script) else [sys.executable, "-m", "rill.distributed"]
+    proc = subprocess.Popen(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=_env())  # fmt: skip
+    try:
+        lines = _wait_line(proc, "serving at grpc://")
+        assert any("/job:localhost/replica:0/task:0" in line for line in lines)
+        proc.terminate()
+        proc.communicate(timeout=60)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.mark.distributed
+def test_port_in_use_exits_1():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    port = s.getsockname()[1]
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "rill.distributed", "--cluster", f"ps=127.0.0.1:{port}",
+             "--job_name", "ps"], capture_output=True, text=True, timeout=60, env=_env(),
+        )  # fmt: skip
+    finally:
+        s.close()
+    assert proc.returncode == 1, proc.stderr
+    assert f"/job:ps/replica:0/task:0 at 127.0.0.1:{port} failed to start" in proc.stderr

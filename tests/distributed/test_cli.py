@@ -233,3 +233,27 @@ def test_port_in_use_exits_1():
         s.close()
     assert proc.returncode == 1, proc.stderr
     assert f"/job:ps/replica:0/task:0 at 127.0.0.1:{port} failed to start" in proc.stderr
+
+
+def test_kubernetes_tfjob_manifest_runs_rill_server_from_tf_config():
+    """examples/k8s/tfjob.yaml: every replica runs `rill-server` unchanged; the TF_CONFIG the
+    operator writes for each replica (formats.md §7) resolves to that replica's task."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).parents[2] / "examples/k8s/tfjob.yaml").read_text()
+    assert "kind: TFJob" in text and "apiVersion: kubeflow.org/v1" in text
+    replicas = dict(re.findall(r"^    (\w+):\n      replicas: (\d+)", text, re.M))
+    assert replicas == {"PS": "1", "Worker": "2"}
+    assert text.count('command: ["rill-server"]') == 2  # one per replica spec
+    assert text.count("name: tensorflow") == 2 and text.count("containerPort: 2222") == 2
+    name = re.search(r"^  name: (\S+)", text, re.M).group(1)
+    cluster = {rtype.lower(): [f"{name}-{rtype.lower()}-{i}.default.svc:2222" for i in range(int(n))]
+               for rtype, n in replicas.items()}  # fmt: skip
+    for rtype, addresses in cluster.items():
+        for i in range(len(addresses)):
+            env = {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": rtype, "index": i},
+                                            "environment": "cloud"})}  # fmt: skip
+            c = resolve([], env)
+            assert c.task_name == f"/job:{rtype}/replica:0/task:{i}"
+            assert c.address == f"rill-mlp-{rtype}-{i}.default.svc:2222" and c.port == 2222

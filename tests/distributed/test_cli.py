@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -153,44 +154,55 @@ def test_module_entry_point_bad_config_exits_2():
     assert 'address "p:1" is given to 2 tasks' in proc.stderr
 
 
-def _wait_line(proc, mark, timeout=60.0):
-    """Reads proc's merged output until a line holds `mark`; returns the lines read."""
-    lines = []
-    deadline = time.monotonic() + timeout
-    os.set_blocking(proc.stdout.fileno(), False)
-    buf = ""
-    while time.monotonic() < deadline:
-        chunk = proc.stdout.read()
-        if chunk:
-            buf += chunk
-            *done, buf = buf.split("\n")
-            lines += done
-            if any(mark in line for line in done):
-                return lines
-        elif proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise AssertionError(f"no line with {mark!r} in:\n" + "\n".join(lines + [buf]))
+class _Output:
+    """Collects a process's merged output on a thread; waits for lines with a deadline."""
+
+    def __init__(self, proc):
+        self.proc, self.lines = proc, []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, mark, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(mark in line for line in self.lines):
+                return "\n".join(self.lines)
+            if self.proc.poll() is not None and not self._thread.is_alive():
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no line with {mark!r} in:\n" + "\n".join(self.lines))
+
+    def finish(self, timeout=60.0):
+        code = self.proc.wait(timeout)
+        self._thread.join(10)
+        return code, "\n".join(self.lines)
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_server_runs_from_tf_config_and_stops_on_signal(sig):
+@pytest.mark.parametrize("sig, port_flag", [(signal.SIGTERM, False), (signal.SIGINT, True)])
+def test_server_runs_from_tf_config_and_stops_on_signal(sig, port_flag):
     (port,) = pick_ports(1)
-    tf_config = json.dumps({"cluster": {"worker": [f"127.0.0.1:{port}"], "ps": ["127.0.0.1:1"]},
+    # With --port the task listens there, whatever port its TF_CONFIG address has.
+    mine = "127.0.0.1:2" if port_flag else f"127.0.0.1:{port}"
+    tf_config = json.dumps({"cluster": {"worker": [mine], "ps": ["127.0.0.1:1"]},
                             "task": {"type": "worker", "index": 0}})  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "rill.distributed"], text=True,
+    flags = ["--port", str(port)] if port_flag else []
+    proc = subprocess.Popen([sys.executable, "-m", "rill.distributed", *flags], text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=_env(TF_CONFIG=tf_config))  # fmt: skip
     try:
-        lines = _wait_line(proc, "serving at")
-        text = "\n".join(lines)
+        out = _Output(proc)
+        text = out.wait_for("serving at")
         assert "task /job:worker/replica:0/task:0 (worker 0, chief)" in text
         assert "/job:ps/replica:0/task:0" in text  # its peer is logged
         assert f"serving at grpc://127.0.0.1:{port}" in text
         proc.send_signal(sig)
-        rest, _ = proc.communicate(timeout=60)
-        assert proc.returncode == 0, rest
+        code, rest = out.finish()
+        assert code == 0, rest
         assert f"stopping ({signal.Signals(sig).name})" in rest and "stopped in" in rest
     finally:
         if proc.poll() is None:
@@ -205,11 +217,11 @@ def test_standalone_server_port_and_console_script():
     proc = subprocess.Popen(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=_env())  # fmt: skip
     try:
-        lines = _wait_line(proc, "serving at grpc://")
-        assert any("/job:localhost/replica:0/task:0" in line for line in lines)
+        out = _Output(proc)
+        assert "/job:localhost/replica:0/task:0" in out.wait_for("serving at grpc://")
         proc.terminate()
-        proc.communicate(timeout=60)
-        assert proc.returncode == 0
+        code, text = out.finish()
+        assert code == 0, text
     finally:
         if proc.poll() is None:
             proc.kill()

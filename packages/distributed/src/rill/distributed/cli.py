@@ -187,14 +187,14 @@ def _start_server(config: TFConfig, port: int | None):
 
     if config.task_type == "localhost" and config.port == 0:
         return Server.create_local_server()
-    cluster = config.cluster
-    if port is not None:
-        from rill.distributed.proto.tensorflow_server_pb2 import ServerDef
-
-        cluster = ServerDef(cluster=cluster.as_cluster_def(), job_name=config.task_type,
-                            task_index=config.task_index, protocol="grpc", port=port)  # fmt: skip
-        return Server(cluster, start=True)
-    return Server(cluster, job_name=config.task_type, task_index=config.task_index,
+    jobs = config.cluster.as_dict()
+    if port is not None:  # listen on another port than the cluster says (behind a proxy)
+        host = config.address.rpartition(":")[0]
+        tasks = dict(enumerate(jobs[config.task_type])) if isinstance(
+            jobs[config.task_type], list) else jobs[config.task_type]  # fmt: skip
+        tasks[config.task_index] = f"{host}:{port}"
+        jobs[config.task_type] = tasks
+    return Server(jobs, job_name=config.task_type, task_index=config.task_index,
                   protocol="grpc", start=True)  # fmt: skip
 
 
@@ -229,15 +229,8 @@ def _serve(server, task: str, parent_pid: int | None) -> int:
 
 
 def _server_done(server) -> bool:
-    """Whether the server has ended by itself (a remote shutdown, the end of the job)."""
-    join = server.join
-    try:
-        result = join(timeout=0)
-    except TypeError:  # pragma: no cover - a Server whose join takes no timeout
-        return False
-    if isinstance(result, bool):
-        return result
-    return bool(getattr(server, "stopped", False))
+    """Whether the server has ended by itself (stopped from elsewhere: the job is over)."""
+    return bool(server.join(timeout=0))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,7 +44,7 @@ class _Deadline:
         self.deadline = deadline
 
     def time_remaining(self):
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+        return 1e18 if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
     def is_active(self):
         return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import grpc
 import numpy as np
@@ -166,6 +167,17 @@ def abort_with(context, e: BaseException):
 
 def grpc_status_of(code: int) -> grpc.StatusCode:
     return next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+
+
+def context_deadline(context) -> float | None:
+    """The caller's deadline as a time.monotonic() value (None when it set none: grpc then
+    reports a remaining time of about 2**63 ns)."""
+    if context is None:
+        return None
+    left = context.time_remaining()
+    if left is None or left > 1e8:
+        return None
+    return time.monotonic() + left
 
 
 def deadline_error(what: str) -> DeadlineExceededError:

@@ -22,7 +22,12 @@ import numpy as np
 
 from rill.distributed.proto import device_attributes_pb2, worker_pb2
 from rill.distributed.rendezvous import RemoteRendezvous
-from rill.distributed.wire import error_to_status, tensor_from_proto, tensor_to_proto
+from rill.distributed.wire import (
+    context_deadline,
+    error_to_status,
+    tensor_from_proto,
+    tensor_to_proto,
+)
 from rill.exec.context import StepState
 from rill.exec.device import CpuDevice
 from rill.exec.proto import config_pb2
@@ -216,8 +221,7 @@ class Worker:
                 "worker restarted or the graph was deregistered)"
             )
         rv = self.step(req.step_id)
-        remaining = context.time_remaining() if context is not None else None
-        deadline = None if remaining is None else time.monotonic() + remaining
+        deadline = context_deadline(context)
         with rv._cv:
             rv.running += 1
         ok = False
@@ -247,8 +251,7 @@ class Worker:
 
     def RecvTensor(self, req, context):
         rv = self.step(req.step_id)
-        remaining = context.time_remaining()
-        deadline = None if remaining is None else time.monotonic() + remaining
+        deadline = context_deadline(context)
         value, dead = rv.take(req.rendezvous_key, deadline, alive=context.is_active)
         resp = worker_pb2.RecvTensorResponse(is_dead=dead)
         if not dead:

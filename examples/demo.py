@@ -317,7 +317,7 @@ def main(argv=None) -> int:
         return 1
 
     # 6. distributed: the Figure 1 MLP on a local cluster, between-graph replication.
-    acc_dist = distributed_training(train_set, test_set, 40 if args.quick else 300, out)
+    acc_dist = distributed_training(train_set, test_set, 40 if args.quick else 200, out)
     if not args.quick and acc_dist < 0.8:
         print("distributed training below 80% test accuracy", file=sys.stderr)
         return 1

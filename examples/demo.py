@@ -11,7 +11,7 @@
    with between-graph replication: one client per worker, variables on the PS, asynchronous
    updates; prints the global steps/s and shuts the cluster down.
 
-    make demo          # or: python examples/demo.py [--out DIR] [--quick]
+    make demo          # or: python examples/demo.py [--out DIR] [--quick] [--no-distributed]
 """
 
 from __future__ import annotations
@@ -275,9 +275,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="demo_out", help="where checkpoints, logs and graphs go")
     ap.add_argument("--quick", action="store_true", help="fewer steps (a smoke test)")
+    ap.add_argument("--no-distributed", action="store_true", help="skip section 6 (the cluster)")
+    ap.add_argument("--distributed-only", action="store_true", help="run section 6 only")
     args = ap.parse_args(argv)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.distributed_only:
+        train_set, test_set = digits.load()
+        acc = distributed_training(train_set, test_set, 40 if args.quick else 200, out)
+        return 0 if args.quick or acc >= 0.8 else 1
     for old in out.glob("*_ckpt"):
         for f in old.iterdir():
             f.unlink()
@@ -317,6 +323,8 @@ def main(argv=None) -> int:
         return 1
 
     # 6. distributed: the Figure 1 MLP on a local cluster, between-graph replication.
+    if args.no_distributed:
+        return 0
     acc_dist = distributed_training(train_set, test_set, 40 if args.quick else 200, out)
     if not args.quick and acc_dist < 0.8:
         print("distributed training below 80% test accuracy", file=sys.stderr)

@@ -269,3 +269,16 @@ def test_kubernetes_tfjob_manifest_runs_rill_server_from_tf_config():
             c = resolve([], env)
             assert c.task_name == f"/job:{rtype}/replica:0/task:{i}"
             assert c.address == f"rill-mlp-{rtype}-{i}.default.svc:2222" and c.port == 2222
+
+
+@pytest.mark.distributed
+def test_unresolvable_host_name_fails_after_the_start_timeout():
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "rill.distributed", "--cluster", "ps=no-such-host.invalid:2222",
+         "--job_name", "ps", "--start_timeout", "1.5"],
+        capture_output=True, text=True, timeout=60, env=_env(),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "host name 'no-such-host.invalid' does not resolve after 1.5 s" in proc.stderr
+    assert time.monotonic() - t0 < 30

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -59,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="this task's index in its job (default 0)")  # fmt: skip
     p.add_argument("--port", type=int, help="port to listen on: overrides the one in this task's "
                    "address; for a standalone server 0 (default) picks a free port")  # fmt: skip
+    p.add_argument("--start_timeout", "--start-timeout", dest="start_timeout", type=float,
+                   default=120.0, help="seconds to wait for this task's host name to resolve "
+                   "(default 120)")  # fmt: skip
     p.add_argument("--protocol", help="rpc layer (default: TF_CONFIG's rpc_layer, else grpc)")
     p.add_argument("--check", action="store_true",
                    help="check the configuration, print the task it describes, and exit")  # fmt: skip
@@ -182,11 +186,34 @@ def _with_protocol(config: TFConfig, args) -> TFConfig:
                     sparse=config.sparse)  # fmt: skip
 
 
-def _start_server(config: TFConfig, port: int | None):
+def _wait_resolvable(host: str, timeout: float) -> None:
+    """Waits (bounded) until `host` resolves: a Kubernetes pod's own name appears in DNS only
+    some time after the pod starts. Raises OSError naming the host after `timeout` seconds."""
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    deadline = time.monotonic() + timeout
+    delay, logged = 0.1, 0.0
+    while True:
+        try:
+            socket.getaddrinfo(host, None)
+            return
+        except OSError as e:
+            now = time.monotonic()
+            if now + delay > deadline:
+                raise OSError(f"host name {host!r} does not resolve after {timeout:g} s "
+                              f"(last error: {e})") from None  # fmt: skip
+            if now - logged > 10.0:
+                log.info("waiting for host name %r to resolve (%s)", host, e)
+                logged = now
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def _start_server(config: TFConfig, port: int | None, start_timeout: float = 120.0):
     from rill.distributed.server import Server
 
     if config.task_type == "localhost" and config.port == 0:
         return Server.create_local_server()
+    _wait_resolvable(config.address.rpartition(":")[0], start_timeout)
     jobs = config.cluster.as_dict()
     if port is not None:  # listen on another port than the cluster says (behind a proxy)
         host = config.address.rpartition(":")[0]
@@ -253,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in config.describe().splitlines():
         log.info("%s", line)
     try:
-        server = _start_server(config, args.port)
+        server = _start_server(config, args.port, args.start_timeout)
     except Exception as e:  # a port in use, an unresolvable host: the task cannot run
         where = f" at {config.address}" if config.address else ""
         print(f"rill-server: {task}{where} failed to start: {type(e).__name__}: {e}",

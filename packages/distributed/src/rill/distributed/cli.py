@@ -10,8 +10,10 @@ The task comes from, in order:
 3. neither: a standalone single-task server (job "localhost") on `--port` (0 picks a free one).
 
 The server logs its role, devices and peers, then serves until it is stopped: SIGTERM or SIGINT
-(what Kubernetes and Ctrl-C send) stop it cleanly, as does the end of the job (`Server.join()`
-returning); either way the exit status is 0. A bad configuration exits with status 2 and a
+(what Kubernetes and Ctrl-C send) stop it cleanly, as does the server being stopped from
+elsewhere (`Server.join()` returning) and, with `--exit_with_coordinator GRACE_S`, the
+coordinator's end (it answered, then stopped answering for GRACE_S seconds: the job is finished);
+each way the exit status is 0. A bad configuration exits with status 2 and a
 message naming what is wrong; a server that cannot start (a port in use) exits with status 1.
 """
 
@@ -63,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start_timeout", "--start-timeout", dest="start_timeout", type=float,
                    default=120.0, help="seconds to wait for this task's host name to resolve "
                    "(default 120)")  # fmt: skip
+    p.add_argument("--exit_with_coordinator", "--exit-with-coordinator", type=float,
+                   dest="exit_with_coordinator", metavar="GRACE_S",
+                   help="end (exit 0) once the coordinator (chief, else worker 0) has answered "
+                   "and then not answered for GRACE_S seconds: for PS tasks under launchers that "
+                   "wait for every task to exit; make GRACE_S longer than a restart")  # fmt: skip
     p.add_argument("--protocol", help="rpc layer (default: TF_CONFIG's rpc_layer, else grpc)")
     p.add_argument("--check", action="store_true",
                    help="check the configuration, print the task it describes, and exit")  # fmt: skip
@@ -225,10 +232,53 @@ def _start_server(config: TFConfig, port: int | None, start_timeout: float = 120
                   protocol="grpc", start=True)  # fmt: skip
 
 
-def _serve(server, task: str, parent_pid: int | None) -> int:
-    """Waits for a signal, the parent's exit or the server's end; then stops the server."""
+def _watch_coordinator(config: TFConfig, grace: float, stop: threading.Event, why: list) -> None:
+    """Sets `stop` once the coordinator, after answering at least once, has not answered for
+    `grace` seconds: it has finished (or died and was not restarted within the grace)."""
+    import grpc
+
+    job, index = config.coordinator
+    name, address = task_device_name(job, index), config.cluster.task_address(job, index)
+    channel = grpc.insecure_channel(address)
+    call = channel.unary_unary("/tensorflow.WorkerService/GetStatus")
+    seen, last_answer = False, time.monotonic()
+    try:
+        while not stop.is_set():
+            try:
+                call(b"", timeout=1.0)
+                answered = True
+            except grpc.RpcError as e:
+                answered = e.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                            grpc.StatusCode.DEADLINE_EXCEEDED)  # fmt: skip
+            now = time.monotonic()
+            if answered:
+                if not seen:
+                    log.info("coordinator %s at %s is up; this task ends when it is gone", name,
+                             address)  # fmt: skip
+                seen, last_answer = True, now
+            elif seen and now - last_answer > grace:
+                why.append(f"coordinator {name} at {address} gone for {grace:g} s: the job is "
+                           "finished")  # fmt: skip
+                stop.set()
+                return
+            stop.wait(1.0)
+    finally:
+        channel.close()
+
+
+def _serve(server, task: str, parent_pid: int | None, config: TFConfig | None = None,
+           exit_with_coordinator: float | None = None) -> int:  # fmt: skip
+    """Waits for a signal, the parent's exit, the coordinator's end (when asked) or the server's
+    end; then stops the server."""
     stop = threading.Event()
     why = []
+    if exit_with_coordinator is not None and config is not None:
+        me = (config.task_type, config.task_index)
+        if config.coordinator is None or config.coordinator == me:
+            log.info("%s: --exit_with_coordinator ignored: this task is the coordinator", task)
+        else:
+            threading.Thread(target=_watch_coordinator, daemon=True, name="coordinator-watch",
+                             args=(config, exit_with_coordinator, stop, why)).start()  # fmt: skip
 
     def on_signal(signum, frame):
         why.append(signal.Signals(signum).name)
@@ -288,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     # Printed whatever the log level: it gives the target, and local_cluster waits for it.
     print(f"rill-server {task}: serving at {server.target}", file=sys.stderr, flush=True)
-    return _serve(server, task, args.parent_pid)
+    return _serve(server, task, args.parent_pid, config, args.exit_with_coordinator)
 
 
 if __name__ == "__main__":  # pragma: no cover

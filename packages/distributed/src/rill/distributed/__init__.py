@@ -18,6 +18,7 @@ from rill.distributed.cluster import (
     parse_tf_config,
     task_device_name,
 )
+from rill.distributed.launch import LocalCluster, local_cluster
 from rill.distributed.server import Server
 
 __all__ = [
@@ -29,3 +30,4 @@ __all__ = [
     "parse_tf_config",
     "task_device_name",
 ]
+__all__ += ["LocalCluster", "local_cluster"]

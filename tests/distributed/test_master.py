@@ -226,3 +226,21 @@ class _FakeTensor(rg.Tensor):
     @property
     def name(self):
         return self._name
+
+
+def test_a_large_tensor_crosses_tasks_in_chunks_intact(cluster):
+    from rill.distributed import wire
+
+    n = (wire.CHUNK_THRESHOLD * 3 + 12345) // 8
+    g = rg.Graph()
+    with g.as_default():
+        with g.device("/job:ps/task:0"):
+            big = rg.range(0, n, dtype=rg.int64) * 3
+        with g.device("/job:worker/task:1"):
+            total = rg.reduce_sum(big - 1)  # worker 1 pulls the value from the PS in chunks
+        with g.device("/job:worker/task:0"):
+            echo = rg.identity(big)
+    with Session(_target(cluster), graph=g) as sess:
+        t, e = sess.run([total, echo])
+    assert t == 3 * (n - 1) * n // 2 - n
+    np.testing.assert_array_equal(e, np.arange(n, dtype=np.int64) * 3)

@@ -82,7 +82,13 @@ class GrpcSession:
             try:
                 return fn(req, timeout=timeout)
             except grpc.RpcError as e:
-                retry = e.code() is grpc.StatusCode.UNAVAILABLE and attempt < _RETRIES
+                # Retry when the master itself is unreachable; not when a reachable master
+                # reports one of its tasks unavailable (its message names the task).
+                retry = (
+                    e.code() is grpc.StatusCode.UNAVAILABLE
+                    and "/job:" not in (e.details() or "")
+                    and attempt < _RETRIES
+                )
                 if not retry or time.monotonic() + delay > deadline:
                     raise error_from_rpc(e, "the master", self._address, self.graph) from None
                 time.sleep(delay * (0.5 + random.random()))

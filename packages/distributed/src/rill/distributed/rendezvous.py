@@ -19,7 +19,10 @@ import grpc
 
 from rill.distributed.proto import worker_pb2
 from rill.distributed.wire import (
+    CHUNKS_OK,
+    RILL_WORKER_SERVICE,
     WORKER_SERVICE,
+    receive_chunks,
     error_from_rpc,
     tensor_from_proto,
 )
@@ -145,6 +148,7 @@ class RemoteRendezvous(Rendezvous):
         call = self._channels.unary(address, WORKER_SERVICE, "RecvTensor",
                                     worker_pb2.RecvTensorResponse)  # fmt: skip
         req = worker_pb2.RecvTensorRequest(step_id=self.step_id, rendezvous_key=key)
+        req.transport_options.type_url = CHUNKS_OK
         deadline = step.deadline if step is not None else None
         timeout = None if deadline is None else max(0.001, deadline - time.monotonic())
         fut = call.future(req, timeout=timeout)
@@ -179,4 +183,23 @@ class RemoteRendezvous(Rendezvous):
                 self._calls.discard(fut)
         if resp.is_dead:
             return None, True
+        if resp.transport_options.type_url == CHUNKS_OK:
+            return self._stream(address, who, req, resp.tensor, timeout), False
         return tensor_from_proto(resp.tensor), False
+
+    def _stream(self, address, who, req, head, timeout):
+        call = self._channels.stream(address, RILL_WORKER_SERVICE, "RecvTensorChunks",
+                                     worker_pb2.RillTensorChunk)  # fmt: skip
+        it = call(req, timeout=timeout)
+        with self._cv:
+            if self._error is not None:
+                it.cancel()
+                raise self._error
+            self._calls.add(it)
+        try:
+            return receive_chunks(head, it)
+        except grpc.RpcError as e:
+            raise (self._error or error_from_rpc(e, who, address)) from None
+        finally:
+            with self._cv:
+                self._calls.discard(it)

@@ -17,6 +17,7 @@ from rill.distributed.cluster import ClusterSpec
 from rill.distributed.proto import master_pb2, tensorflow_server_pb2, worker_pb2
 from rill.distributed.wire import (
     MASTER_SERVICE,
+    RILL_WORKER_SERVICE,
     SERVER_OPTIONS,
     WORKER_SERVICE,
     ChannelCache,
@@ -73,6 +74,24 @@ def _handler(fn, request_cls):
         context.abort(grpc_status_of(code), msg or repr(err))
 
     return grpc.unary_unary_rpc_method_handler(
+        handle, request_deserializer=None, response_serializer=lambda m: m.SerializeToString()
+    )
+
+
+def _stream_handler(fn, request_cls):
+    def handle(raw: bytes, context):
+        try:
+            req = request_cls.FromString(raw)
+        except (DecodeError, RuntimeError, ValueError) as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {request_cls.__name__}: {e}")
+        try:
+            yield from fn(req, context)
+            return
+        except Exception as e:  # noqa: BLE001 - reported to the caller as a status
+            code, msg = error_to_status(e)
+        context.abort(grpc_status_of(code), msg)
+
+    return grpc.unary_stream_rpc_method_handler(
         handle, request_deserializer=None, response_serializer=lambda m: m.SerializeToString()
     )
 
@@ -175,6 +194,13 @@ class Server:
                 {m: _handler(getattr(self._worker, m), req) for m, req in _WORKER_METHODS.items()},
             ),
         ]
+        handlers.append(
+            grpc.method_handlers_generic_handler(
+                RILL_WORKER_SERVICE,
+                {"RecvTensorChunks": _stream_handler(self._worker.RecvTensorChunks,
+                                                     worker_pb2.RecvTensorRequest)},  # fmt: skip
+            )
+        )
         self._grpc.add_generic_rpc_handlers(handlers)
         bind = f"{host}:{port}"
         try:

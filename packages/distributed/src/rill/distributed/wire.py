@@ -77,15 +77,73 @@ SERVER_OPTIONS = [
     ("grpc.http2.max_ping_strikes", 0),
 ]
 
-CHUNK_THRESHOLD = 64 << 20  # values larger than this travel as a RecvTensorChunks stream
-CHUNK_BYTES = 4 << 20
+CHUNK_THRESHOLD = 8 << 20  # values larger than this travel as a RecvTensorChunks stream
+CHUNK_BYTES = 2 << 20
+CHUNKS_OK = "type.rill/chunks"  # RecvTensorRequest.transport_options of a rill receiver
 
 
 def tensor_to_proto(value, dtype=None) -> tensor_pb2.TensorProto:
     """A TensorProto of a fetched or fed value (numeric values in `tensor_content`)."""
     if value is None:
         return tensor_pb2.TensorProto(dtype=dtypes.float32.enum)
+    if (
+        dtype is None
+        and type(value) is np.ndarray
+        and value.dtype.kind in "biufc"
+        and value.dtype.byteorder in "=<|"
+        and value.dtype != np.float16
+    ):
+        # The common case in one copy (make_tensor_proto's general path makes three).
+        p = tensor_pb2.TensorProto(dtype=dtypes.as_dtype(value.dtype).enum)
+        for d in value.shape:
+            p.tensor_shape.dim.add(size=d)
+        p.tensor_content = value.tobytes()
+        return p
     return make_tensor_proto(value, dtype)
+
+
+def tensor_meta(value) -> tensor_pb2.TensorProto:
+    """A TensorProto with `value`'s dtype and shape and no values (a chunked stream's head)."""
+    p = tensor_pb2.TensorProto(dtype=dtypes.as_dtype(value.dtype).enum)
+    for d in value.shape:
+        p.tensor_shape.dim.add(size=d)
+    return p
+
+
+def chunkable(value) -> bool:
+    return (
+        type(value) is np.ndarray
+        and value.nbytes > CHUNK_THRESHOLD
+        and value.dtype.kind in "biufc"
+        and value.dtype.byteorder in "=<|"
+    )
+
+
+def iter_chunks(value):
+    """Slices of `value`'s bytes, CHUNK_BYTES each (no copy of the whole array)."""
+    flat = memoryview(np.ascontiguousarray(value).reshape(-1).view(np.uint8))
+    for start in range(0, len(flat), CHUNK_BYTES):
+        yield flat[start:start + CHUNK_BYTES]
+
+
+def receive_chunks(head, chunks) -> np.ndarray:
+    """Copies a chunk stream into one preallocated array of the head's dtype and shape."""
+    from rill.graph.graph_def import shape_from_proto
+
+    dtype = dtypes.as_dtype(head.dtype).np
+    shape = tuple(shape_from_proto(head.tensor_shape).dims)
+    out = np.empty(shape, dtype)
+    buf = memoryview(out.reshape(-1).view(np.uint8))
+    pos = 0
+    for c in chunks:
+        n = len(c.data)
+        if pos + n > len(buf):
+            raise InternalError(f"a chunked tensor sent more than its {len(buf)} bytes")
+        buf[pos:pos + n] = c.data
+        pos += n
+    if pos != len(buf):
+        raise InternalError(f"a chunked tensor ended after {pos} of {len(buf)} bytes")
+    return out
 
 
 def tensor_from_proto(p: tensor_pb2.TensorProto) -> np.ndarray:

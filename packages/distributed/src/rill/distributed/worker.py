@@ -23,7 +23,11 @@ import numpy as np
 from rill.distributed.proto import device_attributes_pb2, worker_pb2
 from rill.distributed.rendezvous import RemoteRendezvous
 from rill.distributed.wire import (
+    CHUNKS_OK,
+    chunkable,
     context_deadline,
+    iter_chunks,
+    tensor_meta,
     error_to_status,
     tensor_from_proto,
     tensor_to_proto,
@@ -83,6 +87,7 @@ class Worker:
         self._graphs: dict[str, _Registered] = {}
         self._sessions: dict[str, _Devices] = {}
         self._steps: dict[int, RemoteRendezvous] = {}
+        self._parked: dict = {}  # (step id, key) -> (large value, time) for RecvTensorChunks
         self._finished: collections.OrderedDict = collections.OrderedDict()
         self._handles = itertools.count(1)
         self._stopped = False
@@ -254,11 +259,33 @@ class Worker:
         deadline = context_deadline(context)
         value, dead = rv.take(req.rendezvous_key, deadline, alive=context.is_active)
         resp = worker_pb2.RecvTensorResponse(is_dead=dead)
+        if not dead and req.transport_options.type_url == CHUNKS_OK and chunkable(value):
+            # Large: the receiver streams it (RecvTensorChunks) into a buffer of its own.
+            with self._lock:
+                self._parked[(req.step_id, req.rendezvous_key)] = (value, time.monotonic())
+            resp.tensor.CopyFrom(tensor_meta(value))
+            resp.transport_options.type_url = CHUNKS_OK
+            return resp
         if not dead:
             resp.tensor.CopyFrom(tensor_to_proto(value))
         if rv.idle():
             self._forget(req.step_id)
         return resp
+
+    def RecvTensorChunks(self, req, context):
+        """rill's stream: the bytes of a value RecvTensor parked, CHUNK_BYTES at a time."""
+        with self._lock:
+            item = self._parked.pop((req.step_id, req.rendezvous_key), None)
+            now = time.monotonic()
+            for k, (_, t) in list(self._parked.items()):
+                if now - t > _STALE_STEP_S:
+                    del self._parked[k]
+        if item is None:
+            raise NotFoundError(f"no parked value for {req.rendezvous_key!r} on {self.name}")
+        for data in iter_chunks(item[0]):
+            if not context.is_active():
+                return
+            yield worker_pb2.RillTensorChunk(data=bytes(data))
 
     def CleanupGraph(self, req, context):
         with self._lock:

@@ -15,7 +15,7 @@ TF1 reference handle (a 2-element string vector: container and name), and
 >>> with rg.Graph().as_default():
 ...     acc = ConditionalAccumulator(rg.float32, shape=[2], shared_name="w_accum")
 ...     acc.take_grad(3)
-<Tensor 'w_accum_TakeGradient:0' f32[2]>
+<Tensor 'conditional_accumulator_TakeGradient:0' f32[2]>
 """
 
 from __future__ import annotations

@@ -17,7 +17,12 @@ from rill.exec.proto.config_pb2 import (
     RunMetadata,
     RunOptions,
 )
-from rill.exec.session import InteractiveSession, Session
+from rill.exec.session import (
+    InteractiveSession,
+    Session,
+    register_session_factory,
+    session_factory,
+)
 from rill.exec.variant import OptionalValue, TensorList
 
 __version__ = "0.1.0"

@@ -44,7 +44,15 @@ from rill.graph import dtypes
 from rill.graph.errors import CancelledError, InvalidArgumentError, OpError
 from rill.graph.graph import Operation, Tensor, default_session, get_default_graph
 
-__all__ = ["Session", "InteractiveSession", "ConfigProto", "RunOptions", "RunMetadata"]
+__all__ = [
+    "Session",
+    "InteractiveSession",
+    "ConfigProto",
+    "RunOptions",
+    "RunMetadata",
+    "register_session_factory",
+    "session_factory",
+]
 
 ConfigProto = config_pb2.ConfigProto
 RunOptions = config_pb2.RunOptions
@@ -185,38 +193,105 @@ class _StepPlan:
         return [plan_to_graph_def(p) for p, _ in self.partitions]
 
 
+# -- session targets (TensorFlow's SessionFactory) -------------------------------------------------
+
+SESSION_FACTORY_GROUP = "rill.session_factories"
+_factories: dict[str, object] = {}
+_discovered = False
+
+
+def register_session_factory(scheme: str, factory) -> None:
+    """Makes `Session("<scheme>://...")` call `factory(target, graph=..., config=...)`.
+
+    rill.distributed registers "grpc" through the entry point group `rill.session_factories`
+    (`grpc = "rill.distributed.client:GrpcSession"`), so exec never imports it.
+    """
+    _factories[scheme] = factory
+
+
+def session_factory(target: str):
+    """The factory for `target`'s URL scheme, discovering entry points on first use.
+
+    Raises:
+        InvalidArgumentError: no installed package serves that scheme.
+    """
+    global _discovered
+    scheme = target.split("://", 1)[0] if "://" in target else ""
+    if scheme not in _factories and not _discovered:
+        _discovered = True
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=SESSION_FACTORY_GROUP):
+            if ep.name not in _factories:
+                try:
+                    _factories[ep.name] = ep.load()
+                except Exception as e:  # noqa: BLE001 - a broken plugin must not hide the others
+                    _factories.setdefault(ep.name, _broken(ep.name, e))
+    factory = _factories.get(scheme)
+    if factory is None:
+        known = ", ".join(f"{k}://" for k in sorted(_factories)) or "none installed"
+        raise InvalidArgumentError(
+            f"no session factory for target {target!r} (scheme {scheme or '(none)'!r}); "
+            f"installed: {known}. grpc:// targets need the rill-distributed package"
+        )
+    return factory
+
+
+def _broken(name: str, err: BaseException):
+    def factory(target, graph=None, config=None):
+        raise InvalidArgumentError(f"the session factory {name!r} failed to load: {err}")
+
+    return factory
+
+
 class Session:
     """A connection to a local runtime: devices, their resources, and cached step plans.
 
     Args:
-        target: "" for an in-process runtime (grpc:// targets need rill.distributed).
+        target: "" for an in-process runtime; "grpc://host:port" returns a session on that
+            master when rill-distributed is installed (any scheme a package registers through
+            the `rill.session_factories` entry point group).
         graph: the graph to run (default: the default graph).
         config: a ConfigProto: device_count {"CPU": n} for n CPU devices, allow_soft_placement,
             graph_options.optimizer_options to switch CSE / constant folding off,
             operation_timeout_in_ms, inter_op_parallelism_threads.
     """
 
-    def __init__(self, target: str = "", graph=None, config: ConfigProto | None = None):
+    def __new__(cls, target: str = "", graph=None, config=None, **kw):
+        if target and "://" in target:
+            # Another runtime serves this target (a grpc:// master, ...): its session object is
+            # returned instead, and Session.__init__ does not run on it.
+            return session_factory(target)(target, graph=graph, config=config)
+        return super().__new__(cls)
+
+    def __init__(self, target: str = "", graph=None, config: ConfigProto | None = None, *,
+                 _runtime=None):  # fmt: skip
         if target:
             raise InvalidArgumentError(
-                f"target {target!r}: a local Session takes target ''; use "
-                "rill.distributed.Session for grpc:// targets"
+                f"target {target!r}: a local Session takes target ''; other runtimes take a "
+                "URL such as 'grpc://host:port'"
             )
         self.graph = graph if graph is not None else get_default_graph()
         self._config = config if config is not None else ConfigProto()
         tune_malloc()
-        counts = dict(self._config.device_count)
-        n_cpu = max(1, counts.get("CPU", 1))
-        n_gpu = counts.get("GPU", gpu_available()) if "GPU" in counts or gpu_available() else 0
-        self._devices = [CpuDevice(i) for i in range(n_cpu)]
-        for i in range(min(n_gpu, gpu_available())):
-            self._devices.append(GpuDevice(i))
-        for d in self._devices:
-            d.resources = ResourceMgr()
+        # `_runtime` = (devices, pool, blocking pool) shared with its owner (a distributed
+        # worker runs every registered partition on the task's devices and resources).
+        self._shared = _runtime is not None
+        if _runtime is not None:
+            self._devices, self._pool, self._blocking_pool = _runtime
+        else:
+            counts = dict(self._config.device_count)
+            n_cpu = max(1, counts.get("CPU", 1))
+            n_gpu = counts.get("GPU", gpu_available()) if "GPU" in counts or gpu_available() else 0
+            self._devices = [CpuDevice(i) for i in range(n_cpu)]
+            for i in range(min(n_gpu, gpu_available())):
+                self._devices.append(GpuDevice(i))
+            for d in self._devices:
+                d.resources = ResourceMgr()
+            threads = self._config.inter_op_parallelism_threads or max(2, os.cpu_count() or 2)
+            self._pool = ThreadPoolExecutor(threads, thread_name_prefix="rill-op")
+            self._blocking_pool = ThreadPoolExecutor(256, thread_name_prefix="rill-wait")
         self._cpu = self._devices[0]
-        threads = self._config.inter_op_parallelism_threads or max(2, os.cpu_count() or 2)
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="rill-op")
-        self._blocking_pool = ThreadPoolExecutor(256, thread_name_prefix="rill-wait")
         self._plans: dict = {}
         self._fetch_cache: dict = {}
         self._lock = threading.Lock()
@@ -300,11 +375,12 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        for d in self._devices:
-            if d.resources is not None:
-                d.resources.clear()
-        self._pool.shutdown(wait=False)
-        self._blocking_pool.shutdown(wait=False)
+        if not self._shared:
+            for d in self._devices:
+                if d.resources is not None:
+                    d.resources.clear()
+            self._pool.shutdown(wait=False)
+            self._blocking_pool.shutdown(wait=False)
         self._plans.clear()
 
     def __enter__(self):

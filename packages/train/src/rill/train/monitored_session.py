@@ -102,15 +102,11 @@ USE_DEFAULT = _UseDefault()  # "not given": lets save_checkpoint_secs/steps defa
 
 
 def _new_session(master: str, graph, config):
-    if master:
-        # rill.train may not import rill.distributed (DESIGN.md's layering table).
-        raise ValueError(
-            f"master {master!r}: monitored sessions are local for now (rill.distributed "
-            'sessions cannot be created from rill.train); use master=""'
-        )
+    # A "grpc://host:port" master reaches rill.distributed through rill.exec's session-target
+    # registry (an entry point), so rill.train never imports it (DESIGN.md's layering table).
     from rill.exec import Session
 
-    return Session(graph=graph, config=config)
+    return Session(master, graph=graph, config=config)
 
 
 def _report_uninitialized_variables(variables, name: str = "report_uninitialized_variables"):

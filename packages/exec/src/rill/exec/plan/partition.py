@@ -165,8 +165,14 @@ def partition(pg: PlanGraph, frames) -> list[Partition]:
     _add_control_loops(pg, b, frames)
     # One global order, restricted to each partition, so that a partition never waits on a
     # _Recv whose _Send its peer would only reach after waiting on this partition.
+    # A graph registered on a distributed worker also holds _Recvs whose _Send runs on another
+    # task (or is the client's feed): only pairs present here constrain the order.
     sends = {n.attrs["tensor_name"]: n for n in pg.nodes if n.type == "_Send"}
-    pairs = [(sends[n.attrs["tensor_name"]], n) for n in pg.nodes if n.type == "_Recv"]
+    pairs = [
+        (sends[n.attrs["tensor_name"]], n)
+        for n in pg.nodes
+        if n.type == "_Recv" and n.attrs["tensor_name"] in sends
+    ]
     pg.nodes = pg.topo_order(pairs)
     pg.renumber()
     parts: dict[str, Partition] = {}

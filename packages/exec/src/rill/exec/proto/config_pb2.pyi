@@ -1,3 +1,4 @@
+from rill.exec.proto import cluster_pb2 as _cluster_pb2
 from rill.exec.proto import step_stats_pb2 as _step_stats_pb2
 from rill.graph.proto import graph_pb2 as _graph_pb2
 from google.protobuf.internal import containers as _containers
@@ -38,7 +39,7 @@ class GraphOptions(_message.Message):
     def __init__(self, optimizer_options: _Optional[_Union[OptimizerOptions, _Mapping]] = ..., infer_shapes: _Optional[bool] = ..., place_pruned_graph: _Optional[bool] = ...) -> None: ...
 
 class ConfigProto(_message.Message):
-    __slots__ = ("device_count", "intra_op_parallelism_threads", "inter_op_parallelism_threads", "allow_soft_placement", "log_device_placement", "graph_options", "operation_timeout_in_ms", "rill")
+    __slots__ = ("device_count", "intra_op_parallelism_threads", "inter_op_parallelism_threads", "allow_soft_placement", "log_device_placement", "graph_options", "operation_timeout_in_ms", "device_filters", "cluster_def", "isolate_session_state", "rill")
     class DeviceCountEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +63,9 @@ class ConfigProto(_message.Message):
     LOG_DEVICE_PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     GRAPH_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     OPERATION_TIMEOUT_IN_MS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FILTERS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_DEF_FIELD_NUMBER: _ClassVar[int]
+    ISOLATE_SESSION_STATE_FIELD_NUMBER: _ClassVar[int]
     RILL_FIELD_NUMBER: _ClassVar[int]
     device_count: _containers.ScalarMap[str, int]
     intra_op_parallelism_threads: int
@@ -70,11 +74,14 @@ class ConfigProto(_message.Message):
     log_device_placement: bool
     graph_options: GraphOptions
     operation_timeout_in_ms: int
+    device_filters: _containers.RepeatedScalarFieldContainer[str]
+    cluster_def: _cluster_pb2.ClusterDef
+    isolate_session_state: bool
     rill: ConfigProto.RillOptions
-    def __init__(self, device_count: _Optional[_Mapping[str, int]] = ..., intra_op_parallelism_threads: _Optional[int] = ..., inter_op_parallelism_threads: _Optional[int] = ..., allow_soft_placement: _Optional[bool] = ..., log_device_placement: _Optional[bool] = ..., graph_options: _Optional[_Union[GraphOptions, _Mapping]] = ..., operation_timeout_in_ms: _Optional[int] = ..., rill: _Optional[_Union[ConfigProto.RillOptions, _Mapping]] = ...) -> None: ...
+    def __init__(self, device_count: _Optional[_Mapping[str, int]] = ..., intra_op_parallelism_threads: _Optional[int] = ..., inter_op_parallelism_threads: _Optional[int] = ..., allow_soft_placement: _Optional[bool] = ..., log_device_placement: _Optional[bool] = ..., graph_options: _Optional[_Union[GraphOptions, _Mapping]] = ..., operation_timeout_in_ms: _Optional[int] = ..., device_filters: _Optional[_Iterable[str]] = ..., cluster_def: _Optional[_Union[_cluster_pb2.ClusterDef, _Mapping]] = ..., isolate_session_state: _Optional[bool] = ..., rill: _Optional[_Union[ConfigProto.RillOptions, _Mapping]] = ...) -> None: ...
 
 class RunOptions(_message.Message):
-    __slots__ = ("trace_level", "timeout_in_ms", "output_partition_graphs")
+    __slots__ = ("trace_level", "timeout_in_ms", "inter_op_thread_pool", "output_partition_graphs", "report_tensor_allocations_upon_oom")
     class TraceLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         NO_TRACE: _ClassVar[RunOptions.TraceLevel]
@@ -87,11 +94,57 @@ class RunOptions(_message.Message):
     FULL_TRACE: RunOptions.TraceLevel
     TRACE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_IN_MS_FIELD_NUMBER: _ClassVar[int]
+    INTER_OP_THREAD_POOL_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_PARTITION_GRAPHS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_TENSOR_ALLOCATIONS_UPON_OOM_FIELD_NUMBER: _ClassVar[int]
     trace_level: RunOptions.TraceLevel
     timeout_in_ms: int
+    inter_op_thread_pool: int
     output_partition_graphs: bool
-    def __init__(self, trace_level: _Optional[_Union[RunOptions.TraceLevel, str]] = ..., timeout_in_ms: _Optional[int] = ..., output_partition_graphs: _Optional[bool] = ...) -> None: ...
+    report_tensor_allocations_upon_oom: bool
+    def __init__(self, trace_level: _Optional[_Union[RunOptions.TraceLevel, str]] = ..., timeout_in_ms: _Optional[int] = ..., inter_op_thread_pool: _Optional[int] = ..., output_partition_graphs: _Optional[bool] = ..., report_tensor_allocations_upon_oom: _Optional[bool] = ...) -> None: ...
+
+class TensorConnection(_message.Message):
+    __slots__ = ("from_tensor", "to_tensor")
+    FROM_TENSOR_FIELD_NUMBER: _ClassVar[int]
+    TO_TENSOR_FIELD_NUMBER: _ClassVar[int]
+    from_tensor: str
+    to_tensor: str
+    def __init__(self, from_tensor: _Optional[str] = ..., to_tensor: _Optional[str] = ...) -> None: ...
+
+class CallableOptions(_message.Message):
+    __slots__ = ("feed", "fetch", "target", "run_options", "tensor_connection", "feed_devices", "fetch_devices", "fetch_skip_sync")
+    class FeedDevicesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class FetchDevicesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    FEED_FIELD_NUMBER: _ClassVar[int]
+    FETCH_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    RUN_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_CONNECTION_FIELD_NUMBER: _ClassVar[int]
+    FEED_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    FETCH_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    FETCH_SKIP_SYNC_FIELD_NUMBER: _ClassVar[int]
+    feed: _containers.RepeatedScalarFieldContainer[str]
+    fetch: _containers.RepeatedScalarFieldContainer[str]
+    target: _containers.RepeatedScalarFieldContainer[str]
+    run_options: RunOptions
+    tensor_connection: _containers.RepeatedCompositeFieldContainer[TensorConnection]
+    feed_devices: _containers.ScalarMap[str, str]
+    fetch_devices: _containers.ScalarMap[str, str]
+    fetch_skip_sync: bool
+    def __init__(self, feed: _Optional[_Iterable[str]] = ..., fetch: _Optional[_Iterable[str]] = ..., target: _Optional[_Iterable[str]] = ..., run_options: _Optional[_Union[RunOptions, _Mapping]] = ..., tensor_connection: _Optional[_Iterable[_Union[TensorConnection, _Mapping]]] = ..., feed_devices: _Optional[_Mapping[str, str]] = ..., fetch_devices: _Optional[_Mapping[str, str]] = ..., fetch_skip_sync: _Optional[bool] = ...) -> None: ...
 
 class RunMetadata(_message.Message):
     __slots__ = ("step_stats", "partition_graphs")

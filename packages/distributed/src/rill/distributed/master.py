@@ -1,0 +1,638 @@
+"""The master service (`/tensorflow.MasterService/*`): sessions over the cluster's devices.
+
+Per session it holds the graph (CreateSession, ExtendSession with versions) and, per step
+signature (feeds, fetches, targets), a plan (rill.distributed.plan) whose partitions are
+registered with their workers once. A cached step is one RunGraph per participating task; the
+tasks exchange tensors among themselves (RecvTensor). The master's own task runs its partition
+in process, without a loopback RPC.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from rill.distributed.plan import build_plan, device_from_name
+from rill.distributed.proto import master_pb2, worker_pb2
+from rill.distributed.wire import WORKER_SERVICE, error_from_rpc, error_from_status
+from rill.exec.proto import config_pb2
+from rill.graph import Graph
+from rill.graph.device import DeviceSpec
+from rill.graph.errors import (
+    AbortedError,
+    CancelledError,
+    InvalidArgumentError,
+    OpError,
+    UnavailableError,
+    UnimplementedError,
+)
+from rill.graph.graph_def import _node_spec_from_def, _parse_ref, build_nodes, import_graph_def
+
+__all__ = ["Master"]
+
+_SLICE = 0.05
+
+
+class _Deadline:
+    """A fake gRPC context for the in-process worker call: just the time left."""
+
+    def __init__(self, deadline):
+        self.deadline = deadline
+
+    def time_remaining(self):
+        return 1e18 if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def is_active(self):
+        return True
+
+
+class _Plan:
+    def __init__(self, feeds, fetches, targets, parts):
+        self.feeds = feeds
+        self.fetches = fetches
+        self.targets = targets
+        self.parts = parts  # list[TaskPart]
+
+
+class _PartialRun:
+    def __init__(self, feeds, fetches, targets):
+        self.feeds = set(feeds)
+        self.fetches = set(fetches)
+        self.targets = list(targets)
+        self.fed: dict[str, object] = {}  # name -> TensorProto
+        self.fetched: dict[str, object] = {}
+        self.targets_run = False
+
+
+class MasterSession:
+    def __init__(self, master: Master, handle: str, graph_def, config, deadline):
+        self.master = master
+        self.handle = handle
+        self.config = config
+        self.graph = Graph()
+        try:
+            import_graph_def(graph_def, name="", graph=self.graph)
+        except (ValueError, TypeError, KeyError) as e:
+            raise InvalidArgumentError(f"CreateSession: the graph cannot be imported: {e}") from None
+        self.version = 0
+        self.lock = threading.Lock()
+        self.plans: dict = {}
+        self.callables: dict[int, tuple] = {}
+        self.next_callable = 0
+        self.partial: dict[str, _PartialRun] = {}
+        self.worker_sessions: set = set()
+        self.cluster = master.cluster_for(config)
+        self.devices, self.device_attrs = master.discover(self.cluster, config, deadline)
+        self.closed = False
+
+    def extend(self, graph_def, current_version: int) -> int:
+        with self.lock:
+            if current_version != self.version:
+                raise AbortedError(
+                    f"ExtendSession: the current graph version is {self.version} but the "
+                    f"caller expected {current_version} (another client extended the graph)"
+                )
+            specs = [_node_spec_from_def(nd, f"node {nd.name!r}") for nd in graph_def.node]
+            new = {s.name for s in specs}
+            input_map = {}
+            for s in specs:
+                if _has_op(self.graph, s.name):
+                    raise InvalidArgumentError(f"ExtendSession: node {s.name!r} already exists")
+                for ref in s.inputs:
+                    src, idx, ctrl = _parse_ref(ref)
+                    if src in new:
+                        continue
+                    try:
+                        op = self.graph.get_operation_by_name(src)
+                    except (KeyError, ValueError):
+                        raise InvalidArgumentError(
+                            f"ExtendSession: node {s.name!r} has input {ref!r} but no node "
+                            f"named {src!r} exists in the graph"
+                        ) from None
+                    input_map[ref if ctrl else f"{src}:{idx}"] = op if ctrl else op.outputs[idx]
+            try:
+                with self.graph.name_scope(None):
+                    build_nodes(self.graph, specs, input_map, "")
+            except (ValueError, TypeError, KeyError) as e:
+                raise InvalidArgumentError(f"ExtendSession: {e}") from None
+            self.version += 1
+            return self.version
+
+    # -- plans ------------------------------------------------------------------------------------
+
+    def _tensor(self, name: str, what: str):
+        try:
+            el = self.graph.as_graph_element(name, allow_tensor=True, allow_operation=False)
+        except (KeyError, ValueError, TypeError) as e:
+            raise InvalidArgumentError(
+                f"{what} {name!r} is not in the session's graph: {e}"
+            ) from None
+        return el
+
+    def _op(self, name: str):
+        try:
+            return self.graph.get_operation_by_name(name)
+        except (KeyError, ValueError) as e:
+            raise InvalidArgumentError(
+                f"target {name!r} is not an operation of the session's graph: {e}"
+            ) from None
+
+    def plan(self, feeds: tuple, fetches: tuple, targets: tuple, deadline) -> _Plan:
+        key = (feeds, fetches, targets)
+        p = self.plans.get(key)
+        if p is not None:
+            return p
+        with self.lock:
+            p = self.plans.get(key)
+            if p is not None:
+                return p
+            feed_t = [self._tensor(n, "feed") for n in feeds]
+            fetch_t = [self._tensor(n, "fetch") for n in fetches]
+            target_ops = [self._op(n) for n in targets]
+            parts = build_plan(self.graph, feed_t, fetch_t, target_ops, self.devices, self.config)
+            plan = _Plan(feeds, fetches, targets, list(parts.values()))
+            self.master.register(self, plan, deadline)
+            self.plans[key] = plan
+        return plan
+
+    def run(self, feeds: dict, fetches: list, targets: list, deadline):
+        """Runs a step. `feeds` maps names to TensorProtos; returns fetched TensorProtos."""
+        fnames = tuple(feeds)
+        plan = self.plan(fnames, tuple(fetches), tuple(targets), deadline)
+        return self.master.run_plan(self, plan, [feeds[n] for n in fnames], deadline)
+
+
+class Master:
+    def __init__(self, server):
+        self.server = server
+        self.sessions: dict[str, MasterSession] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(32, thread_name_prefix="rill-master")
+        self._active: dict[int, list] = {}  # step id -> parts, for stop()
+        self._stopping = False
+        self.local = (server._job_name, server._task_index)
+
+    # -- cluster -----------------------------------------------------------------------------------
+
+    def cluster_for(self, config):
+        from rill.distributed.cluster import ClusterSpec
+
+        if config.HasField("cluster_def") and config.cluster_def.job:
+            return ClusterSpec(config.cluster_def)
+        return self.server._cluster
+
+    def _call(self, address, method, req, resp_cls, timeout, wait_for_ready=False):
+        fn = self.server._channels.unary(address, WORKER_SERVICE, method, resp_cls)
+        return fn.future(req, timeout=timeout, wait_for_ready=wait_for_ready)
+
+    def _wait(self, fut, who, address, deadline_what="the call"):
+        while True:
+            try:
+                return fut.result(timeout=_SLICE)
+            except grpc.FutureTimeoutError:
+                if self._stopping:
+                    fut.cancel()
+                    raise CancelledError("the server was stopped") from None
+            except grpc.FutureCancelledError:
+                raise CancelledError(f"{deadline_what} to {who} was cancelled") from None
+            except grpc.RpcError as e:
+                if e.code() is grpc.StatusCode.DEADLINE_EXCEEDED and deadline_what == "connect":
+                    raise UnavailableError(
+                        f"{who} at {address} did not come up within the connect deadline "
+                        f"({e.details()})"
+                    ) from None
+                raise error_from_rpc(e, who, address) from None
+
+    def _timeout(self, deadline, cap=None):
+        t = None if deadline is None else max(0.001, deadline - time.monotonic())
+        if cap is not None:
+            t = cap if t is None else min(t, cap)
+        return t
+
+    def discover(self, cluster, config, deadline):
+        """Every device of every task the session may use (device_filters), via GetStatus."""
+        filters = [DeviceSpec.from_string(f) for f in config.device_filters]
+        tasks = []
+        for job, idx, addr in cluster.tasks():
+            name = f"/job:{job}/replica:0/task:{idx}"
+            local = (job, idx) == self.local
+            if filters and not local and not any(_task_matches(f, job, idx) for f in filters):
+                continue
+            tasks.append((job, idx, addr, name, local))
+        futs = []
+        for job, idx, addr, name, local in tasks:
+            if local:
+                futs.append(None)
+                continue
+            futs.append(self._call(addr, "GetStatus", worker_pb2.GetStatusRequest(),
+                                   worker_pb2.GetStatusResponse,
+                                   self._timeout(deadline, self.server.connect_timeout_s),
+                                   wait_for_ready=True))  # fmt: skip
+        devices, attrs = [], []
+        for (job, idx, addr, name, local), fut in zip(tasks, futs):
+            if local:
+                das = self.server._worker.device_attributes()
+            else:
+                das = self._wait(fut, name, addr, "connect").device_attributes
+            for da in das:
+                d = device_from_name(da.name, da.device_type)
+                if filters and not any(_device_matches(f, d) for f in filters) and not local:
+                    continue
+                if local:
+                    devices.insert(sum(1 for x in devices if (x.job, x.task) == self.local), d)
+                else:
+                    devices.append(d)
+                attrs.append(da)
+        return devices, attrs
+
+    # -- registration and steps ------------------------------------------------------------------
+
+    def register(self, sess: MasterSession, plan: _Plan, deadline) -> None:
+        cfg = sess.config
+        jobs = []
+        for tp in plan.parts:
+            local = (tp.job, tp.task) == self.local
+            tp.address = "" if local else sess.cluster.task_address(tp.job, tp.task)
+            req = worker_pb2.RegisterGraphRequest(session_handle=sess.handle,
+                                                  create_worker_session_called=True)  # fmt: skip
+            req.graph_def.CopyFrom(tp.graph_def)
+            req.config_proto.CopyFrom(cfg)
+            if (tp.job, tp.task) not in sess.worker_sessions:
+                cws = worker_pb2.CreateWorkerSessionRequest(
+                    session_handle=sess.handle,
+                    isolate_session_state=cfg.isolate_session_state,
+                    master_task=self.server.task_name,
+                )
+                cws.server_def.CopyFrom(self.server.server_def)
+                if local:
+                    self.server._worker.CreateWorkerSession(cws, None)
+                else:
+                    self._wait(self._call(tp.address, "CreateWorkerSession", cws,
+                                          worker_pb2.CreateWorkerSessionResponse,
+                                          self._timeout(deadline, self.server.connect_timeout_s),
+                                          wait_for_ready=True), tp.name, tp.address, "connect")  # fmt: skip
+                sess.worker_sessions.add((tp.job, tp.task))
+            if local:
+                jobs.append((tp, None, req))
+            else:
+                jobs.append((tp, self._call(tp.address, "RegisterGraph", req,
+                                            worker_pb2.RegisterGraphResponse,
+                                            self._timeout(deadline)), req))  # fmt: skip
+        for tp, fut, req in jobs:
+            if fut is None:
+                try:
+                    tp.handle = self.server._worker.RegisterGraph(req, None).graph_handle
+                except OpError as e:
+                    raise type(e)(f"{e.message} (registering the partition of {tp.name})") from None
+                except (ValueError, TypeError, KeyError) as e:
+                    raise InvalidArgumentError(
+                        f"registering the partition of {tp.name}: {e}"
+                    ) from None
+            else:
+                tp.handle = self._wait(fut, tp.name, tp.address).graph_handle
+
+    def run_plan(self, sess: MasterSession, plan: _Plan, feed_protos: list, deadline) -> list:
+        step_id = secrets.randbits(63) or 1
+        results = [None] * len(plan.fetches)
+        errors: list = []
+        local_req = None
+        local_tp = None
+        calls = []
+        abort_once = threading.Event()
+
+        def abort_all(err):
+            errors.append(err)
+            if abort_once.is_set():
+                return
+            abort_once.set()
+            self._cleanup(plan, step_id)
+
+        timeout = self._timeout(deadline)
+        for tp in plan.parts:
+            req = worker_pb2.RunGraphRequest(session_handle=sess.handle, graph_handle=tp.handle,
+                                             step_id=step_id, store_errors_in_response_body=True,
+                                             create_worker_session_called=True)  # fmt: skip
+            for i, key in tp.feeds:
+                nt = req.send.add(name=key)
+                nt.tensor.CopyFrom(feed_protos[i])
+            req.recv_key.extend(k for _, k in tp.fetches)
+            if tp.address == "":
+                local_req, local_tp = req, tp
+                continue
+            fut = self._call(tp.address, "RunGraph", req, worker_pb2.RunGraphResponse, timeout)
+            calls.append((tp, fut))
+            fut.add_done_callback(lambda f, tp=tp: self._on_done(f, tp, abort_all))
+        with self._lock:
+            self._active[step_id] = plan
+        try:
+            if local_req is not None:
+                resp = self.server._worker.RunGraph(local_req, _Deadline(deadline))
+                self._collect(local_tp, resp, results, abort_all)
+            for tp, fut in calls:
+                try:
+                    resp = self._wait(fut, tp.name, tp.address)
+                except OpError as e:
+                    abort_all(e)
+                    continue
+                self._collect(tp, resp, results, abort_all)
+        finally:
+            with self._lock:
+                self._active.pop(step_id, None)
+        if errors:
+            raise _first_error(errors)
+        return results
+
+    def _on_done(self, fut, tp, abort_all) -> None:
+        if fut.cancelled():
+            return
+        err = fut.exception()
+        if err is not None:
+            abort_all(error_from_rpc(err, tp.name, tp.address))
+            return
+        resp = fut.result()
+        if resp.status_code:
+            abort_all(_task_error(resp, tp))
+
+    def _collect(self, tp, resp, results, abort_all) -> None:
+        if resp.status_code:
+            abort_all(_task_error(resp, tp))
+            return
+        by_key = {nt.name: nt.tensor for nt in resp.recv}
+        for i, key in tp.fetches:
+            results[i] = by_key.get(key)
+
+    def _cleanup(self, plan, step_id) -> None:
+        """Aborts the step on every task of the plan (CleanupGraph)."""
+        req = worker_pb2.CleanupGraphRequest(step_id=step_id)
+        for tp in plan.parts:
+            if tp.address == "":
+                self.server._worker.CleanupGraph(req, None)
+            else:
+                try:
+                    self._call(tp.address, "CleanupGraph", req,
+                               worker_pb2.CleanupGraphResponse, 5.0)  # fmt: skip
+                except Exception:  # noqa: BLE001 - best effort: the task may be gone
+                    pass
+
+    def stop(self) -> None:
+        self._stopping = True
+        with self._lock:
+            active = list(self._active.items())
+        for step_id, plan in active:
+            self._cleanup(plan, step_id)
+        self._pool.shutdown(wait=False)
+
+    # -- the RPC methods -------------------------------------------------------------------------
+
+    def _session(self, handle: str) -> MasterSession:
+        s = self.sessions.get(handle)
+        if s is None or s.closed:
+            raise AbortedError(
+                f"Session {handle!r} is not found on {self.server.task_name}: it was closed, "
+                "reset, or the server restarted"
+            )
+        return s
+
+    def _deadline(self, config, options=None):
+        ms = config.operation_timeout_in_ms if config is not None else 0
+        if options is not None and options.timeout_in_ms:
+            ms = options.timeout_in_ms
+        return None if ms <= 0 else time.monotonic() + ms / 1000.0
+
+    def CreateSession(self, req, context):
+        config = config_pb2.ConfigProto()
+        config.CopyFrom(self.server.default_config())
+        if req.HasField("config"):
+            config.MergeFrom(req.config)
+        handle = secrets.token_hex(8)
+        sess = MasterSession(self, handle, req.graph_def, config, self._deadline(config))
+        with self._lock:
+            self.sessions[handle] = sess
+        return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=0)
+
+    def ExtendSession(self, req, context):
+        sess = self._session(req.session_handle)
+        v = sess.extend(req.graph_def, req.current_graph_version)
+        return master_pb2.ExtendSessionResponse(new_graph_version=v)
+
+    def RunStep(self, req, context):
+        resp = master_pb2.RunStepResponse()
+        try:
+            self._run_step(req, resp)
+        except Exception as e:  # noqa: BLE001 - reported in the body or as the RPC's status
+            if not req.store_errors_in_response_body:
+                raise
+            from rill.distributed.wire import error_to_status
+
+            del resp.tensor[:]
+            resp.status_code, resp.status_error_message = error_to_status(e)
+        return resp
+
+    def _run_step(self, req, resp) -> None:
+        sess = self._session(req.session_handle)
+        options = req.options if req.HasField("options") else None
+        deadline = self._deadline(sess.config, options)
+        feeds = {}
+        for nt in req.feed:
+            if nt.name in feeds:
+                raise InvalidArgumentError(f"tensor {nt.name!r} is fed twice")
+            feeds[nt.name] = nt.tensor
+        fetches = list(req.fetch)
+        if req.partial_run_handle:
+            values = self._partial_step(sess, req.partial_run_handle, feeds, fetches,
+                                        list(req.target), deadline)  # fmt: skip
+        else:
+            values = sess.run(feeds, fetches, list(req.target), deadline)
+        for name, v in zip(fetches, values):
+            nt = resp.tensor.add(name=name)
+            if v is not None:
+                nt.tensor.CopyFrom(v)
+        if options is not None and options.output_partition_graphs:
+            plan = sess.plans.get((tuple(feeds), tuple(fetches), tuple(req.target)))
+            if plan is not None:
+                for tp in plan.parts:
+                    resp.metadata.partition_graphs.add().CopyFrom(tp.graph_def)
+
+    def _partial_step(self, sess, handle, feeds, fetches, targets, deadline):
+        pr = sess.partial.get(handle)
+        if pr is None:
+            raise InvalidArgumentError(f"partial run handle {handle!r} is not set up")
+        for n in feeds:
+            if n not in pr.feeds:
+                raise InvalidArgumentError(
+                    f"Feed {n} was not specified in partial_run_setup (handle {handle})"
+                )
+            if n in pr.fed:
+                raise InvalidArgumentError(f"Feed {n} has already been fed (handle {handle})")
+        for n in fetches:
+            if n not in pr.fetches:
+                raise InvalidArgumentError(
+                    f"Fetch {n} was not specified in partial_run_setup (handle {handle})"
+                )
+            if n in pr.fetched:
+                raise InvalidArgumentError(f"Fetch {n} has already been fetched (handle {handle})")
+        pr.fed.update(feeds)
+        # Earlier results are fed back, so what produced them does not run again.
+        all_feeds = dict(pr.fetched)
+        all_feeds.update(pr.fed)
+        run_targets = []
+        if not pr.targets_run and len(pr.fed) == len(pr.feeds):
+            run_targets = pr.targets
+            pr.targets_run = True
+        values = sess.run(all_feeds, fetches, run_targets, deadline)
+        for n, v in zip(fetches, values):
+            pr.fetched[n] = v
+        if len(pr.fetched) == len(pr.fetches) and pr.targets_run:
+            sess.partial.pop(handle, None)
+        return values
+
+    def PartialRunSetup(self, req, context):
+        sess = self._session(req.session_handle)
+        for n in list(req.feed) + list(req.fetch):
+            sess._tensor(n, "partial run tensor")
+        for n in req.target:
+            sess._op(n)
+        handle = secrets.token_hex(8)
+        sess.partial[handle] = _PartialRun(req.feed, req.fetch, req.target)
+        return master_pb2.PartialRunSetupResponse(partial_run_handle=handle)
+
+    def CloseSession(self, req, context):
+        with self._lock:
+            sess = self.sessions.pop(req.session_handle, None)
+        if sess is None:
+            raise AbortedError(f"Session {req.session_handle!r} is not found")
+        self._close(sess)
+        return master_pb2.CloseSessionResponse()
+
+    def _close(self, sess: MasterSession) -> None:
+        sess.closed = True
+        dws = worker_pb2.DeleteWorkerSessionRequest(session_handle=sess.handle)
+        for job, task in sess.worker_sessions:
+            if (job, task) == self.local:
+                self.server._worker.DeleteWorkerSession(dws, None)
+            else:
+                try:
+                    self._call(sess.cluster.task_address(job, task), "DeleteWorkerSession", dws,
+                               worker_pb2.DeleteWorkerSessionResponse, 5.0)  # fmt: skip
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
+
+    def ListDevices(self, req, context):
+        resp = master_pb2.ListDevicesResponse()
+        if req.session_handle:
+            sess = self._session(req.session_handle)
+            attrs = sess.device_attrs
+        else:
+            from rill.exec.proto import config_pb2 as cp
+
+            _, attrs = self.discover(self.server._cluster, cp.ConfigProto(),
+                                     time.monotonic() + self.server.connect_timeout_s)  # fmt: skip
+        local_prefix = self.server.task_name + "/"
+        for da in attrs:
+            if da.name.startswith(local_prefix):
+                resp.local_device.add().CopyFrom(da)
+            else:
+                resp.remote_device.add().CopyFrom(da)
+        return resp
+
+    def Reset(self, req, context):
+        with self._lock:
+            sessions = list(self.sessions.values())
+            self.sessions.clear()
+        for s in sessions:
+            self._close(s)
+        ca = worker_pb2.CleanupAllRequest(container=list(req.container))
+        filters = [DeviceSpec.from_string(f) for f in req.device_filters]
+        for job, idx, addr in self.server._cluster.tasks():
+            if filters and not any(_task_matches(f, job, idx) for f in filters):
+                continue
+            if (job, idx) == self.local:
+                self.server._worker.CleanupAll(ca, None)
+            else:
+                try:
+                    self._call(addr, "CleanupAll", ca, worker_pb2.CleanupAllResponse,
+                               5.0).result()  # fmt: skip
+                except grpc.RpcError:
+                    pass
+        return master_pb2.ResetResponse()
+
+    def MakeCallable(self, req, context):
+        sess = self._session(req.session_handle)
+        o = req.options
+        if o.tensor_connection:
+            raise UnimplementedError("CallableOptions.tensor_connection is not supported")
+        for n in list(o.feed) + list(o.fetch):
+            sess._tensor(n, "callable tensor")
+        for n in o.target:
+            sess._op(n)
+        with sess.lock:
+            h = sess.next_callable
+            sess.next_callable += 1
+            opts = o.run_options if o.HasField("run_options") else None
+            sess.callables[h] = (tuple(o.feed), tuple(o.fetch), tuple(o.target), opts)
+        return master_pb2.MakeCallableResponse(handle=h)
+
+    def RunCallable(self, req, context):
+        sess = self._session(req.session_handle)
+        c = sess.callables.get(req.handle)
+        if c is None:
+            raise InvalidArgumentError(f"callable handle {req.handle} is not valid")
+        feeds, fetches, targets, opts = c
+        if len(req.feed) != len(feeds):
+            raise InvalidArgumentError(
+                f"the callable takes {len(feeds)} feeds, {len(req.feed)} were given"
+            )
+        deadline = self._deadline(sess.config, opts)
+        values = sess.run(dict(zip(feeds, req.feed)), list(fetches), list(targets), deadline)
+        resp = master_pb2.RunCallableResponse()
+        for v in values:
+            resp.fetch.add().CopyFrom(v)
+        return resp
+
+    def ReleaseCallable(self, req, context):
+        sess = self._session(req.session_handle)
+        with sess.lock:
+            if sess.callables.pop(req.handle, None) is None:
+                raise InvalidArgumentError(f"callable handle {req.handle} is not valid")
+        return master_pb2.ReleaseCallableResponse()
+
+
+def _has_op(graph, name: str) -> bool:
+    try:
+        graph.get_operation_by_name(name)
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
+def _task_matches(spec: DeviceSpec, job: str, task: int) -> bool:
+    return (spec.job is None or spec.job == job) and (spec.task is None or spec.task == task)
+
+
+def _device_matches(spec: DeviceSpec, d) -> bool:
+    return (
+        _task_matches(spec, d.job, d.task)
+        and (spec.device_type is None or spec.device_type == d.device_type)
+        and (spec.device_index is None or spec.device_index == d.index)
+    )
+
+
+def _task_error(resp, tp) -> OpError:
+    msg = resp.status_error_message
+    if tp.name not in msg:
+        msg = f"{msg}\n(on {tp.name})"
+    return error_from_status(resp.status_code, msg)
+
+
+def _first_error(errors: list) -> OpError:
+    real = [e for e in errors if not isinstance(e, (CancelledError, AbortedError))]
+    if real:
+        # A task that died is the cause; the others only failed to reach it.
+        unavailable = [e for e in real if isinstance(e, UnavailableError)]
+        return (unavailable or real)[0]
+    return errors[0]
+

@@ -1,0 +1,280 @@
+"""The worker service (`/tensorflow.WorkerService/*`): runs registered partitions of a step.
+
+A registered graph is a partition GraphDef as a master sends it: ordinary nodes plus `_Send` /
+`_Recv` pairs; feeds are client-terminated `_Recv`s whose values arrive in `RunGraph.send`, and
+fetches are client-terminated `_Send`s whose values go back in `RunGraphResponse.recv`. The
+worker imports it into a rill Graph and runs it with rill.exec's Session machinery (the
+compiled, structured or dataflow executors, unchanged) on the task's devices, whose resources
+(variables, queues) outlive steps and are shared by every graph registered here.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import os
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from rill.distributed.proto import device_attributes_pb2, worker_pb2
+from rill.distributed.rendezvous import RemoteRendezvous
+from rill.distributed.wire import (
+    context_deadline,
+    error_to_status,
+    tensor_from_proto,
+    tensor_to_proto,
+)
+from rill.exec.context import StepState
+from rill.exec.device import CpuDevice
+from rill.exec.proto import config_pb2
+from rill.exec.resources import ResourceMgr
+from rill.exec.session import Session as LocalSession
+from rill.graph import Graph
+from rill.graph.errors import (
+    AbortedError,
+    CancelledError,
+    InvalidArgumentError,
+    NotFoundError,
+)
+from rill.graph.graph_def import import_graph_def
+
+__all__ = ["Worker"]
+
+_STALE_STEP_S = 600.0  # an unfinished step's leftover values are dropped after this long
+
+
+class _Devices:
+    """The devices of one task (or of one isolated session) with their resources."""
+
+    def __init__(self, job: str, task: int, n_cpu: int):
+        self.devices = [CpuDevice(i, job=job, task=task) for i in range(max(1, n_cpu))]
+        for d in self.devices:
+            d.resources = ResourceMgr()
+
+
+class _Registered:
+    __slots__ = ("handle", "session_handle", "sess", "plan", "graph_def", "recv_keys")
+
+    def __init__(self, handle, session_handle, sess, plan):
+        self.handle = handle
+        self.session_handle = session_handle
+        self.sess = sess
+        self.plan = plan
+
+
+class Worker:
+    """The worker half of a Server. `server` gives the cluster and this task's name."""
+
+    def __init__(self, server, n_cpu: int = 1):
+        self.server = server
+        self.job, self.task = server._job_name, server._task_index
+        self.name = f"/job:{self.job}/replica:0/task:{self.task}"
+        self.incarnation = secrets.randbits(63) | 1
+        self._shared = _Devices(self.job, self.task, n_cpu)
+        self._n_cpu = n_cpu
+        threads = max(2, os.cpu_count() or 2)
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="rill-op")
+        self._blocking = ThreadPoolExecutor(256, thread_name_prefix="rill-wait")
+        self._lock = threading.Lock()
+        self._graphs: dict[str, _Registered] = {}
+        self._sessions: dict[str, _Devices] = {}
+        self._steps: dict[int, RemoteRendezvous] = {}
+        self._finished: collections.OrderedDict = collections.OrderedDict()
+        self._handles = itertools.count(1)
+        self._stopped = False
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def device_attributes(self, devices=None) -> list:
+        out = []
+        for d in devices or self._shared.devices:
+            out.append(
+                device_attributes_pb2.DeviceAttributes(
+                    name=d.name,
+                    device_type=d.device_type,
+                    memory_limit=1 << 32,
+                    incarnation=self.incarnation,
+                    physical_device_desc="rill CPU device",
+                )
+            )
+        return out
+
+    def _resolve(self, job: str, task: int) -> str:
+        return self.server._resolve(job, task)
+
+    def step(self, step_id: int, create: bool = True) -> RemoteRendezvous | None:
+        with self._lock:
+            rv = self._steps.get(step_id)
+            if rv is None and create:
+                rv = RemoteRendezvous(step_id, (self.job, self.task), self._resolve,
+                                      self.server._channels)  # fmt: skip
+                if step_id in self._finished or self._stopped:
+                    rv.abort(AbortedError(f"step {step_id} was already cleaned up on {self.name}"))
+                else:
+                    self._steps[step_id] = rv
+                    self._sweep()
+            return rv
+
+    def _forget(self, step_id: int) -> None:
+        with self._lock:
+            self._steps.pop(step_id, None)
+            self._finished[step_id] = True
+            while len(self._finished) > 4096:
+                self._finished.popitem(last=False)
+
+    def _sweep(self) -> None:
+        if len(self._steps) < 64:
+            return
+        now = time.monotonic()
+        for sid, rv in list(self._steps.items()):
+            if now - rv.touched > _STALE_STEP_S and rv.idle():
+                rv.abort(AbortedError(f"step {sid} was abandoned"))
+                del self._steps[sid]
+
+    def stop(self) -> None:
+        """Cancels every running step (Server.stop())."""
+        with self._lock:
+            self._stopped = True
+            steps = list(self._steps.values())
+        for rv in steps:
+            rv.abort(CancelledError(f"the server of {self.name} was stopped"))
+        self._pool.shutdown(wait=False)
+        self._blocking.shutdown(wait=False)
+
+    # -- methods ---------------------------------------------------------------------------------
+
+    def GetStatus(self, req, context):
+        return worker_pb2.GetStatusResponse(device_attributes=self.device_attributes())
+
+    def CreateWorkerSession(self, req, context):
+        with self._lock:
+            if req.isolate_session_state:
+                self._sessions[req.session_handle] = _Devices(self.job, self.task, self._n_cpu)
+            else:
+                self._sessions[req.session_handle] = self._shared
+        return worker_pb2.CreateWorkerSessionResponse()
+
+    def DeleteWorkerSession(self, req, context):
+        with self._lock:
+            devs = self._sessions.pop(req.session_handle, None)
+            dead = [h for h, g in self._graphs.items() if g.session_handle == req.session_handle]
+            regs = [self._graphs.pop(h) for h in dead]
+        for g in regs:
+            g.sess.close()
+        if devs is not None and devs is not self._shared:
+            for d in devs.devices:
+                d.resources.clear()
+        return worker_pb2.DeleteWorkerSessionResponse()
+
+    def RegisterGraph(self, req, context):
+        with self._lock:
+            devs = self._sessions.get(req.session_handle, self._shared)
+        g = Graph()
+        import_graph_def(req.graph_def, name="", graph=g)
+        cfg = config_pb2.ConfigProto()
+        cfg.allow_soft_placement = True
+        # The master already optimized the partition: run it as it is.
+        cfg.graph_options.optimizer_options.opt_level = config_pb2.OptimizerOptions.L0
+        cfg.rill.disable_remapper = True
+        cfg.rill.disable_dead_code_elimination = True
+        src = req.config_proto.rill if req.HasField("config_proto") else None
+        if src is not None and src.disable_compiled_path:
+            cfg.rill.disable_compiled_path = True
+        sess = LocalSession(graph=g, config=cfg,
+                            _runtime=(devs.devices, self._pool, self._blocking))  # fmt: skip
+        ops = tuple(g.get_operations())
+        plan = sess._plan((ops, ()))
+        handle = f"{next(self._handles):x}{secrets.token_hex(4)}"
+        with self._lock:
+            self._graphs[handle] = _Registered(handle, req.session_handle, sess, plan)
+        return worker_pb2.RegisterGraphResponse(graph_handle=handle)
+
+    def DeregisterGraph(self, req, context):
+        with self._lock:
+            g = self._graphs.pop(req.graph_handle, None)
+        if g is not None:
+            g.sess.close()
+        return worker_pb2.DeregisterGraphResponse()
+
+    def RunGraph(self, req, context):
+        resp = worker_pb2.RunGraphResponse()
+        try:
+            self._run_graph(req, context, resp)
+        except BaseException as e:  # noqa: BLE001 - every failure becomes the response's status
+            code, msg = error_to_status(e)
+            if not req.store_errors_in_response_body:
+                raise
+            del resp.recv[:]
+            resp.status_code = code
+            resp.status_error_message = msg
+        return resp
+
+    def _run_graph(self, req, context, resp) -> None:
+        g = self._graphs.get(req.graph_handle)
+        if g is None:
+            raise NotFoundError(
+                f"graph handle {req.graph_handle!r} is not registered on {self.name} (the "
+                "worker restarted or the graph was deregistered)"
+            )
+        rv = self.step(req.step_id)
+        deadline = context_deadline(context)
+        with rv._cv:
+            rv.running += 1
+        ok = False
+        try:
+            for nt in req.send:
+                rv.send(nt.name, tensor_from_proto(nt.tensor), False)
+            step = StepState(req.step_id, deadline, rv, False)
+            try:
+                with np.errstate(all="ignore"):
+                    g.sess._execute(g.plan, [], step)
+            except BaseException as e:
+                rv.abort(e)
+                raise
+            for key in req.recv_key:
+                value, dead = rv.take(key, deadline, step.check_cancelled)
+                nt = resp.recv.add(name=key)
+                if dead:
+                    raise InvalidArgumentError(f"the fetched value {key!r} is dead")
+                nt.tensor.CopyFrom(tensor_to_proto(value))
+            ok = True
+        finally:
+            with rv._cv:
+                rv.running -= 1
+            # A failed step stays (aborted) until CleanupGraph, so late pulls fail fast.
+            if ok and rv.idle():
+                self._forget(req.step_id)
+
+    def RecvTensor(self, req, context):
+        rv = self.step(req.step_id)
+        deadline = context_deadline(context)
+        value, dead = rv.take(req.rendezvous_key, deadline, alive=context.is_active)
+        resp = worker_pb2.RecvTensorResponse(is_dead=dead)
+        if not dead:
+            resp.tensor.CopyFrom(tensor_to_proto(value))
+        if rv.idle():
+            self._forget(req.step_id)
+        return resp
+
+    def CleanupGraph(self, req, context):
+        with self._lock:
+            rv = self._steps.get(req.step_id)
+        if rv is not None:
+            rv.abort(CancelledError(f"step {req.step_id} was cleaned up"))
+        self._forget(req.step_id)
+        return worker_pb2.CleanupGraphResponse()
+
+    def CleanupAll(self, req, context):
+        containers = list(req.container) or [""]
+        with self._lock:
+            all_devs = {id(d): d for d in self._sessions.values()}
+            all_devs[id(self._shared)] = self._shared
+        for devs in all_devs.values():
+            for d in devs.devices:
+                for c in containers:
+                    d.resources.cleanup(c)
+        return worker_pb2.CleanupAllResponse()

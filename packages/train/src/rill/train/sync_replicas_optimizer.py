@@ -175,7 +175,11 @@ class SyncReplicasOptimizer(Optimizer):
                 [g for g, _ in grads_and_vars if g is not None], self._total_num_replicas
             )
         with graph.as_default(), graph.name_scope(name or self._name):
-            with graph.name_scope(None):
+            # The local step is this replica's own: colocated with an op on the replica's device
+            # so that a device function does not put it on a PS, where every replica's graph
+            # would share it (TensorFlow anchors it the same way).
+            local_anchor = no_op(name="local_step_anchor")
+            with graph.name_scope(None), graph.colocate_with(local_anchor):
                 self._local_step = Variable(
                     np.zeros((), global_step.dtype.np),
                     trainable=False,

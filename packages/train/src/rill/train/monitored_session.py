@@ -50,6 +50,7 @@ from rill.graph import dtypes
 from rill.graph.errors import (
     AbortedError,
     DeadlineExceededError,
+    OpError,
     OutOfRangeError,
     UnavailableError,
 )
@@ -69,6 +70,7 @@ from rill.train.hooks import (
     CheckpointSaverHook,
     SessionRunArgs,
     SessionRunContext,
+    SessionRunHook,
     SessionRunValues,
     StepCounterHook,
 )
@@ -667,6 +669,8 @@ def MonitoredTrainingSession(
     max_wait_secs: float = 7200,
     save_checkpoint_steps=USE_DEFAULT,
     summary_dir=None,
+    finish_job: bool = True,
+    finish_job_grace_secs: float = 5.0,
 ) -> MonitoredSession:
     """A MonitoredSession set up for training, as TensorFlow-1's function of that name.
 
@@ -678,6 +682,13 @@ def MonitoredTrainingSession(
     runs only `hooks`.
 
     Summaries are not written (save_summaries_* and summary_dir are accepted and ignored).
+
+    rill's own: on a distributed master (`master="grpc://..."`), when the chief's training ends
+    without an error (the session is closed after StopAtStepHook, the end of the data, ...), the
+    chief tells every task of the cluster that the job is finished (`finish_job`): each stops
+    serving after `finish_job_grace_secs`, so PS tasks exit 0 instead of waiting forever.
+    Replicas still training see the end through their own StopAtStepHook or the closed
+    SyncReplicasOptimizer barrier within that grace.
     """
     if save_checkpoint_steps is USE_DEFAULT and save_checkpoint_secs is USE_DEFAULT:
         save_checkpoint_steps, save_checkpoint_secs = None, 600
@@ -716,4 +727,30 @@ def MonitoredTrainingSession(
             )
         )
     all_hooks.extend(hooks or [])
+    if finish_job and master:
+        all_hooks.append(_JobCompletionHook(finish_job_grace_secs))  # after every other end()
     return MonitoredSession(creator, all_hooks, stop_grace_period_secs)
+
+
+class _JobCompletionHook(SessionRunHook):
+    """The chief's last hook: when training ends cleanly, tells the cluster the job is done."""
+
+    def __init__(self, grace_secs: float):
+        self._grace_secs = float(grace_secs)
+        self._op = None
+
+    def begin(self) -> None:
+        g = get_default_graph()
+        with g.name_scope(None), g.device(None), g.colocate_with(None):
+            self._op = g.create_op(
+                "_JobDone",
+                [],
+                {"reason": "the chief's training ended", "grace_secs": self._grace_secs},
+                name="job_done",
+            )
+
+    def end(self, session) -> None:
+        try:
+            session.run(self._op)
+        except OpError as e:
+            _log.warning("could not tell the cluster that the job is finished: %s", e)

@@ -46,10 +46,12 @@ from rill.autodiff import IndexedSlices
 from rill.exec.proto import config_pb2
 from rill.graph import dtypes
 from rill.graph.errors import (
+    AbortedError,
     CancelledError,
     DeadlineExceededError,
     OpError,
     OutOfRangeError,
+    UnavailableError,
 )
 from rill.graph.graph import convert_to_tensor
 from rill.graph.ops.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
@@ -414,6 +416,11 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
                 out = self._session.run(opt._sync_fetches, options=opts)
             except (OutOfRangeError, CancelledError):
                 return  # the barrier was closed: training is over
+            except (UnavailableError, AbortedError) as e:
+                # A task died: the MonitoredSession recreates the session (restoring the model)
+                # and this hook's after_create_session starts a new loop.
+                _log.info("SyncReplicasOptimizer's update loop ends: %s", e)
+                return
             except DeadlineExceededError as e:
                 if self._stop.is_set():
                     return

@@ -76,7 +76,8 @@ def test_teardown_when_the_body_raises():
 
 
 def test_kill_9_and_restart_one_task():
-    with local_cluster(ps=1, workers=1, chief=True, log=None) as c:
+    # log_level WARNING: the "serving at" line is printed whatever the level
+    with local_cluster(ps=1, workers=1, chief=True, log=None, log_level="WARNING") as c:
         assert c.cluster_spec.jobs == ["chief", "ps", "worker"]
         ps = c.task("ps", 0)
         old_pid = ps.pid
@@ -128,3 +129,29 @@ def test_pick_ports_distinct_and_cpu_seconds():
 def test_bad_counts():
     with pytest.raises(ValueError, match="positive number of tasks"):
         LocalCluster(ps=0, workers=0)
+
+
+def test_tasks_stop_when_the_launching_process_is_killed():
+    import subprocess
+    import sys
+
+    script = (
+        "from rill.distributed import local_cluster\n"
+        "c = local_cluster(ps=1, workers=1, log=None)\n"
+        "print(' '.join(map(str, c.pids)), flush=True)\n"
+        "import time; time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2 and not any(_gone(p) for p in pids)
+    finally:
+        parent.kill()  # kill -9: no teardown runs in the launcher
+        parent.wait(10)
+    deadline = time.monotonic() + 20
+    while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in pids if not _gone(p)]
+    for p in left:  # do not leave them behind even when the assertion fails
+        os.kill(p, signal.SIGKILL)
+    assert not left

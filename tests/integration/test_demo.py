@@ -20,11 +20,21 @@ def _run(tmp_path, *args):
 
 
 def test_demo_quick(tmp_path):
-    out = _run(tmp_path, "--quick")
+    out = _run(tmp_path, "--quick", "--no-distributed")  # section 6 is multi-process: below
     assert "identical evaluation" in out and "DIFFERENT" not in out
     assert (tmp_path / "figure1.pb").stat().st_size > 1000
     log = (tmp_path / "train.log").read_text()
     assert re.search(r"step 60/60 +loss=", log)
+
+
+@pytest.mark.distributed
+def test_demo_distributed_section(tmp_path):
+    out = _run(tmp_path, "--quick", "--distributed-only")
+    assert re.search(r"^4\d global steps \(\d+ by worker 0, \d+ by worker 1\) in .* global steps/s",
+                     out, re.M), out  # fmt: skip
+    assert "cluster shut down (task exit status 0)" in out
+    log = (tmp_path / "cluster.log").read_text()
+    assert "[ps:0] " in log and "[worker:1] " in log
 
 
 @pytest.mark.slow

@@ -259,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rill-server: {task}{where} failed to start: {type(e).__name__}: {e}",
               file=sys.stderr, flush=True)  # fmt: skip
         return EXIT_FAILED
-    # local_cluster waits for this line; keep its form.
-    log.info("%s: serving at %s", task, server.target)
+    # Printed whatever the log level: it gives the target, and local_cluster waits for it.
+    print(f"rill-server {task}: serving at {server.target}", file=sys.stderr, flush=True)
     return _serve(server, task, args.parent_pid)
 
 

@@ -76,7 +76,9 @@ class GrpcSession:
         deadline = time.monotonic() + (ms / 1000.0 if ms > 0 else self._connect_timeout)
         delay = 0.05
         for attempt in range(_RETRIES + 1):
-            timeout = None if ms <= 0 else max(0.001, deadline - time.monotonic())
+            # A little longer than the step's own deadline, so the master's error (naming what
+            # timed out) arrives before the call itself expires.
+            timeout = None if ms <= 0 else max(0.001, deadline - time.monotonic()) + 2.0
             try:
                 return fn(req, timeout=timeout)
             except grpc.RpcError as e:

@@ -290,11 +290,14 @@ class LocalCluster:
         if sink is None:
             return
         with self._log_lock:
-            if callable(sink) and not hasattr(sink, "write"):
-                sink(line)
-            else:
-                sink.write(line + "\n")
-                sink.flush()
+            try:
+                if callable(sink) and not hasattr(sink, "write"):
+                    sink(line)
+                else:
+                    sink.write(line + "\n")
+                    sink.flush()
+            except (ValueError, OSError):  # the sink was closed (late lines at teardown)
+                pass
 
     # -- lifetime ---------------------------------------------------------------------------------
 

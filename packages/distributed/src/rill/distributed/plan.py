@@ -84,6 +84,9 @@ def build_plan(graph, feeds, fetches, targets, devices, config: config_pb2.Confi
         remove_dead_nodes(pg)
     if not config.rill.disable_remapper:
         remap(pg)
+    # Feed and fetch nodes get names a GraphDef reader accepts (no leading "_").
+    for i, arg in enumerate(pg.feeds):
+        arg.name = _unique(pg, f"rill_feed_{i}")
     frames = control_flow_info(pg)
     parts = partition(pg, frames)
     tasks: dict[tuple[str, int], TaskPart] = {}
@@ -118,7 +121,7 @@ def build_plan(graph, feeds, fetches, targets, devices, config: config_pb2.Confi
             _attrs_into(nd, n)
         for i, src, idx in p.fetches:
             key_name = f"_fetch_{i}"
-            nd = gd.node.add(name=f"_rill_fetch_{i}/_send", op="_Send", device=dev.name)
+            nd = gd.node.add(name=_unique(pg, f"rill_fetch_{i}"), op="_Send", device=dev.name)
             nd.input.append(src.name if idx == 0 else f"{src.name}:{idx}")
             nd.attr["T"].CopyFrom(attr_to_proto(src.out_dtypes[idx], "type"))
             for k, v in (("tensor_name", key_name), ("send_device", dev.name),
@@ -130,6 +133,15 @@ def build_plan(graph, feeds, fetches, targets, devices, config: config_pb2.Confi
         if not tp.graph_def.node:
             raise InvalidArgumentError(f"empty partition for /job:{job}/task:{task}")
     return tasks
+
+
+def _unique(pg, name: str) -> str:
+    base, k = name, 0
+    while name in pg._names:
+        k += 1
+        name = f"{base}_{k}"
+    pg._names.add(name)
+    return name
 
 
 def local_devices(job: str, task: int, n_cpu: int) -> list:

@@ -129,6 +129,8 @@ class DataflowPartition:
                 it.value = readonly(self.device.from_host(n.attrs["value"]))
             elif it.kind in (SEND, RECV):
                 a = n.attrs
+                # The root frame's keys end in "0:0", as the compiled path's do: partitions of one
+                # step on different tasks may run on different executors.
                 it.key = make_key(a["send_device"], a["send_device_incarnation"],
                                   a["recv_device"], a["tensor_name"], "")  # fmt: skip
                 it.blocking = it.kind == RECV
@@ -292,7 +294,7 @@ class _Step:
             return
         if kind == SEND:
             try:
-                self.step.rendezvous.send(item.key + f"{frame.id}:{it}", args[0] if args else None,
+                self.step.rendezvous.send(item.key + f"{frame.id or 0}:{it}", args[0] if args else None,
                                           is_dead)  # fmt: skip
             except BaseException as e:  # noqa: BLE001
                 self._fail(e, item.node)
@@ -384,7 +386,7 @@ class _Step:
             t0 = time.perf_counter_ns() if step.tracing else 0
             try:
                 if item.kind == RECV:
-                    value, dead = step.rendezvous.recv(item.key + f"{frame.id}:{it}", step)
+                    value, dead = step.rendezvous.recv(item.key + f"{frame.id or 0}:{it}", step)
                     done_q.put((tagged, value, dead, None, t0, time.perf_counter_ns(), get_ident()))
                     return
                 if item.context:

@@ -1,0 +1,180 @@
+"""Shared by the distributed benchmarks: rill's side of each measurement and the TensorFlow peer.
+
+Every task is a separate process on loopback (rill: `local_cluster`, TensorFlow:
+tools/bench/_tf_cluster_peer.py run by the peer Python); the client is this process. Cluster CPU
+is the user + system time of every task process (/proc/<pid>/stat), not the client's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+from tools.bench import peer_python
+from tools.bench._fig1 import batch
+
+PEER_SCRIPT = pathlib.Path(__file__).with_name("_tf_cluster_peer.py")
+START_TIMEOUT = 300.0  # 17 task processes importing rill on a loaded 2-core machine
+VAR_OPS = {"VariableV2", "VarHandleOp", "Variable", "VariableV1"}
+
+
+def measure(step, cpu, min_time: float = 1.0, min_steps: int = 20, warmup: int = 5):
+    """(wall ms per step, cluster CPU ms per step); the same loop as the peer script's."""
+    for _ in range(warmup):
+        step()
+    n, c0, t0 = 0, cpu(), time.perf_counter()
+    while n < min_steps or time.perf_counter() - t0 < min_time:
+        step()
+        n += 1
+    return (time.perf_counter() - t0) / n * 1e3, (cpu() - c0) / n * 1e3
+
+
+def run_tf(*args: str, timeout: float = 1200) -> dict:
+    """Runs one benchmark of the TensorFlow peer script; {} without a peer or on failure."""
+    py = peer_python()
+    if py is None:
+        return {}
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
+    try:
+        proc = subprocess.run([py, str(PEER_SCRIPT), *args], capture_output=True, text=True,
+                              timeout=timeout, env=env)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        sys.stderr.write(f"TensorFlow peer {args} timed out\n")
+        return {}
+    for line in reversed(proc.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    sys.stderr.write(f"TensorFlow peer {args} failed:\n{proc.stderr[-2000:]}\n")
+    return {}
+
+
+def _cluster(**jobs):
+    from rill.distributed import local_cluster
+
+    return local_cluster(**jobs, log=None, log_level="WARNING", start_timeout=START_TIMEOUT)
+
+
+def rill_null(counts: list[int]) -> dict:
+    import rill.graph as rg
+    from rill.exec import Session
+
+    out = {}
+    with _cluster(ps=max(counts), workers=1) as c:
+        for n in counts:
+            g = rg.Graph()
+            with g.as_default():
+                vs = []
+                for i in range(n):
+                    with g.device(f"/job:ps/task:{i}"):
+                        vs.append(rg.Variable(rg.constant(float(i)), name=f"v{i}"))
+                init = rg.global_variables_initializer()
+            with Session(c.target("worker", 0), graph=g) as sess:
+                sess.run(init)
+                got = sess.run(vs)
+                assert [float(v) for v in got] == [float(i) for i in range(n)], got
+                ms, cpu = measure(lambda vs=vs: sess.run(vs), c.cpu_seconds)
+            out[str(n)] = {"ms": ms, "cpu_ms": cpu}
+    return out
+
+
+def rill_fetch(mb: int) -> dict:
+    import rill.graph as rg
+    from rill.exec import Session
+
+    n = mb * 1_000_000 // 4
+    with _cluster(ps=1, workers=1) as c:
+        g = rg.Graph()
+        with g.as_default(), g.device("/job:ps/task:0"):
+            v = rg.Variable(rg.zeros([n], rg.float32), name="big")
+            init = rg.global_variables_initializer()
+        with Session(c.target("worker", 0), graph=g) as sess:
+            sess.run(init)
+            value = sess.run(v)
+            assert value.shape == (n,) and not value.any()
+            ms, cpu = measure(lambda: sess.run(v), c.cpu_seconds, min_time=2.0, min_steps=5,
+                              warmup=1)  # fmt: skip
+    return {"MB/s": mb / (ms / 1e3), "ms": ms, "cpu_ms": cpu}
+
+
+def fig1_between_graph(worker: int, lr: float = 0.01):
+    """The Figure 1 MLP for worker `worker` of a between-graph replicated job: variables (and
+    their optimizer slots) on /job:ps/task:0, everything else on the worker."""
+    import rill.graph as rg
+    from rill.train import AdagradOptimizer
+
+    g = rg.Graph()
+
+    def device(op):
+        return "/job:ps/task:0" if op.type in VAR_OPS else f"/job:worker/task:{worker}"
+
+    with g.as_default(), g.device(device):
+        g.seed = 1
+        x = rg.placeholder(rg.float32, [None, 784], name="x")
+        y = rg.placeholder(rg.float32, [None, 10], name="y")
+        w1 = rg.Variable(rg.random_uniform([784, 100], -0.05, 0.05), name="W_1")
+        b1 = rg.Variable(rg.zeros([100]), name="b_1")
+        layer_1 = rg.relu(rg.matmul(x, w1) + b1)
+        w2 = rg.Variable(rg.random_uniform([100, 10], -0.05, 0.05), name="W_2")
+        b2 = rg.Variable(rg.zeros([10]), name="b_2")
+        layer_2 = rg.matmul(layer_1, w2) + b2
+        loss = rg.reduce_mean(rg.softmax_cross_entropy_with_logits(labels=y, logits=layer_2))
+        train = AdagradOptimizer(lr).minimize(loss)
+        init = rg.global_variables_initializer()
+    return g, x, y, loss, train, init
+
+
+def async_steps(workers, seconds: float, cpu) -> dict:
+    """Each worker's client loops on its own thread; global steps/s over `seconds` (the same
+    loop as the peer script's)."""
+    for sess, train, _, feed in workers:
+        for _ in range(5):
+            sess.run(train, feed)
+    loss0 = float(workers[0][0].run(workers[0][2], workers[0][3]))
+    counts = [0] * len(workers)
+    c0, t0 = cpu(), time.perf_counter()
+    end = time.monotonic() + seconds
+
+    def loop(k):
+        sess, train, _, feed = workers[k]
+        while time.monotonic() < end:
+            sess.run(train, feed)
+            counts[k] += 1
+
+    threads = [threading.Thread(target=loop, args=(k,)) for k in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    dt = time.perf_counter() - t0
+    steps = sum(counts)
+    loss1 = float(workers[0][0].run(workers[0][2], workers[0][3]))
+    return {"steps/s": steps / dt, "cpu_ms": (cpu() - c0) / max(steps, 1) * 1e3,
+            "steps": counts, "loss": [loss0, loss1]}  # fmt: skip
+
+
+def rill_mlp(seconds: float) -> dict:
+    from rill.exec import Session
+
+    xv, yv = batch()
+    with _cluster(ps=1, workers=2) as c:
+        workers = []
+        try:
+            for w in range(2):
+                g, x, y, loss, train, init = fig1_between_graph(w)
+                sess = Session(c.target("worker", w), graph=g)
+                if w == 0:
+                    sess.run(init)
+                workers.append((sess, train, loss, {x: xv, y: yv}))
+            out = async_steps(workers, seconds, c.cpu_seconds)
+        finally:
+            for sess, *_ in workers:
+                sess.close()
+    assert np.isfinite(out["loss"]).all()
+    return out

@@ -144,16 +144,14 @@ def run_worker(args, master: str, num_ps: int, num_workers: int) -> int:
             except OutOfRangeError:
                 log.info("the chief closed the barrier: training is over")
             rate = steps / max(time.monotonic() - t0, 1e-9)
-        if is_chief:
-            # Evaluate in a plain session on the trained variables.
-            from rill.exec import Session
-
-            with Session(master, graph=g) as s:
-                acc = float(
-                    s.run(m["accuracy"], {m["x"]: test_set.images, m["y"]: test_set.one_hot})
+            if is_chief:
+                # Evaluated before the session closes: closing it ends the job (every task
+                # of the cluster stops serving).
+                feed = {m["x"]: test_set.images, m["y"]: test_set.one_hot}
+                acc, gstep = sess.run_step_fn(
+                    lambda ctx: ctx.session.run([m["accuracy"], m["step"]], feed)
                 )
-                gstep = int(s.run(m["step"]))
-            print(f"final global step {gstep}; test accuracy {acc:.4f}", flush=True)
+                print(f"final global step {int(gstep)}; test accuracy {float(acc):.4f}", flush=True)
     print(f"worker {args.task_index}: {steps} local steps, {rate:.1f} steps/s", flush=True)
     return 0
 

@@ -135,8 +135,8 @@ def test_a_worker_killed_mid_training_does_not_stop_the_job(replicas, tmp_path):
         _wait_until(lambda: chief.global_step() >= 40, 300, "global step 40", replicas)
         victim.kill()
         cluster.task("worker", 2).kill()
-        assert chief.wait(600) == 0
-        assert replicas[1].wait(120) == 0
+        assert chief.wait(600) == 0, chief.output()[-5000:]
+        assert replicas[1].wait(120) == 0, replicas[1].output()[-5000:]
     final_step, accuracy = _final(chief)
     assert final_step == steps
     assert accuracy >= 0.9

@@ -274,3 +274,21 @@ def test_session_producer_consumer(graph):
             got.extend(ints.tolist())
         t.join(30)
     assert got == list(range(10))
+
+
+def test_dequeue_timeout_ms_bounds_the_wait_and_names_the_queue():
+    from rill.exec import Session
+    from rill.graph.errors import DeadlineExceededError as _Deadline
+
+    g = rg.Graph()
+    with g.as_default():
+        q = rg.FIFOQueue(2, rg.float32, shapes=[[]], name="barrier")
+        take = q.dequeue(timeout_ms=150)
+        put = q.enqueue(1.0)
+    with Session(graph=g) as sess:
+        t0 = time.monotonic()
+        with pytest.raises(_Deadline, match="'barrier'.*timeout_ms=150"):
+            sess.run(take)
+        assert time.monotonic() - t0 < 5
+        sess.run(put)  # the session is still usable, and a satisfied dequeue does not time out
+        assert sess.run(take) == 1.0

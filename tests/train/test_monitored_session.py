@@ -241,12 +241,6 @@ def test_hooks_feed_and_conflicts(graph):
             s.run(y)
 
 
-def test_remote_masters_are_not_supported_yet(graph):
-    _model()
-    with pytest.raises(ValueError, match="local for now"):
-        MonitoredTrainingSession(master="grpc://localhost:2222")
-
-
 def test_chief_only_hooks_run_only_on_the_chief(graph):
     step, w, train = _model()
     seen = []

@@ -37,14 +37,16 @@ def measure(step, cpu, min_time: float = 1.0, min_steps: int = 20, warmup: int =
     return (time.perf_counter() - t0) / n * 1e3, (cpu() - c0) / n * 1e3, client
 
 
-def run_tf(*args: str, timeout: float = 1200) -> dict:
-    """Runs one benchmark of the TensorFlow peer script; {} without a peer or on failure."""
+def run_tf(*args: str, timeout: float = 1200, script: str | None = None) -> dict:
+    """Runs one benchmark of the TensorFlow peer script (`script` names another peer script in
+    this folder); {} without a peer or on failure."""
     py = peer_python()
     if py is None:
         return {}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
     try:
-        proc = subprocess.run([py, str(PEER_SCRIPT), *args], capture_output=True, text=True,
+        path = PEER_SCRIPT if script is None else PEER_SCRIPT.with_name(script)
+        proc = subprocess.run([py, str(path), *args], capture_output=True, text=True,
                               timeout=timeout, env=env)  # fmt: skip
     except subprocess.TimeoutExpired:
         sys.stderr.write(f"TensorFlow peer {args} timed out\n")

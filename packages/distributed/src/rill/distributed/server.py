@@ -201,6 +201,10 @@ class Server:
                                                      worker_pb2.RecvTensorRequest)},  # fmt: skip
             )
         )
+        from rill.distributed.control import JobControl
+
+        self._control = JobControl(self)
+        handlers.append(self._control.handler())
         self._grpc.add_generic_rpc_handlers(handlers)
         bind = f"{host}:{port}"
         try:
@@ -263,6 +267,7 @@ class Server:
                 raise InvalidArgumentError("a stopped Server cannot be started again")
             if not self._started:
                 self._grpc.start()
+                self._control.start()
                 self._started = True
 
     def join(self, timeout: float | None = None) -> bool:
@@ -274,6 +279,7 @@ class Server:
         with self._lock:
             if self._stopped.is_set():
                 return
+            self._control.stop()
             self._master.stop()
             self._worker.stop()
             if self._started:
@@ -281,6 +287,12 @@ class Server:
             self._executor.shutdown(wait=False)
             self._channels.close()
             self._stopped.set()
+
+    def finish_job(self, reason: str = "", grace_secs: float = 2.0) -> None:
+        """Tells every task of the cluster that the job is finished; each (this one too) stops
+        serving after `grace_secs`, and `rill-server` exits 0. What a chief's
+        MonitoredTrainingSession does by itself when training ends (a `_JobDone` op)."""
+        self._control.finish(reason, grace_secs, broadcast=True)
 
     def __enter__(self) -> Server:
         return self

@@ -65,8 +65,11 @@ from rill.train.learning_rate_decay import (
     polynomial_decay,
 )
 from rill.train.momentum import MomentumOptimizer
+from rill.train.moving_averages import ExponentialMovingAverage
 from rill.train.optimizer import Optimizer
 from rill.train.rmsprop import RMSPropOptimizer
+from rill.train.session_manager import SessionManager
+from rill.train.sync_replicas_optimizer import SyncReplicasOptimizer
 from rill.train.training_util import (
     assert_global_step,
     create_global_step,

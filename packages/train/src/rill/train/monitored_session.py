@@ -50,6 +50,7 @@ from rill.graph import dtypes
 from rill.graph.errors import (
     AbortedError,
     DeadlineExceededError,
+    OpError,
     OutOfRangeError,
     UnavailableError,
 )
@@ -69,6 +70,7 @@ from rill.train.hooks import (
     CheckpointSaverHook,
     SessionRunArgs,
     SessionRunContext,
+    SessionRunHook,
     SessionRunValues,
     StepCounterHook,
 )
@@ -91,6 +93,9 @@ _PREEMPTION_ERRORS = (AbortedError, UnavailableError)
 INIT_OP = "init_op"
 LOCAL_INIT_OP = "local_init_op"
 READY_OP = "ready_op"
+READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
+# The queue by which a distributed chief announces that the model is ready (see _Readiness).
+_READY_QUEUE = "rill_model_ready"
 
 
 class _UseDefault:
@@ -131,7 +136,8 @@ class Scaffold:
         init_fn: called as init_fn(scaffold, session) after init_op.
         ready_op: a 1-D string tensor of what is not initialized yet, empty when the model is
             ready (default: the names of uninitialized global and local variables).
-        ready_for_local_init_op: accepted for TensorFlow compatibility (not used).
+        ready_for_local_init_op: what must be initialized before a worker runs local_init_op
+            (default: the names of uninitialized global variables).
         local_init_op: run after init or restore (default: local variables' initializers).
         summary_op: accepted for TensorFlow compatibility (not used).
         saver: the Saver to restore with (default: the one in the "savers" collection, or a new
@@ -201,6 +207,12 @@ class Scaffold:
                     g.get_collection(GLOBAL_VARIABLES) + g.get_collection(LOCAL_VARIABLES)
                 ),
             )
+        if self._ready_for_local_init_op is None:
+            self._ready_for_local_init_op = Scaffold.get_or_default(
+                "ready_for_local_init_op",
+                READY_FOR_LOCAL_INIT_OP,
+                lambda: _report_uninitialized_variables(g.get_collection(GLOBAL_VARIABLES)),
+            )
         if self._local_init_op is None:
             self._local_init_op = Scaffold.get_or_default(
                 "local_init_op",
@@ -252,11 +264,51 @@ class Scaffold:
         return self._saver
 
 
-def _not_ready(sess, scaffold: Scaffold) -> list[str]:
-    if scaffold.ready_op is None:
+def _not_ready(sess, scaffold: Scaffold, op=None) -> list[str]:
+    op = scaffold.ready_op if op is None else op
+    if op is None:
         return []
-    names = np.asarray(sess.run(scaffold.ready_op)).reshape(-1)
+    names = np.asarray(sess.run(op)).reshape(-1)
     return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+
+
+class _Readiness:
+    """How a distributed chief tells the other replicas that the model is ready, so that they
+    start at once instead of polling every 30 seconds as TensorFlow's workers do.
+
+    A queue on the global step's task (shared by name, so every replica's graph reaches the same
+    one) holds a token once the chief has initialized or restored the model. A waiting replica
+    takes the token and puts it back in one step (`await_op`), so one token wakes every replica.
+    A restarted PS starts with an empty queue, and the chief announces again after restoring.
+    """
+
+    WAIT_SLICE_MS = 2000
+
+    def __init__(self, graph):
+        from rill.graph.ops.data_flow_ops import FIFOQueue
+        from rill.train.training_util import get_global_step
+
+        self.announce_op = self.await_op = None
+        step = get_global_step(graph)
+        if step is None:
+            return
+        with graph.as_default(), graph.name_scope(None), graph.colocate_with(step):
+            with graph.name_scope("model_ready"):
+                q = FIFOQueue(-1, dtypes.int32, shapes=[[]], shared_name=_READY_QUEUE,
+                              name="queue")  # fmt: skip
+                self.announce_op = q.enqueue(0, name="announce")
+                token = q.dequeue(timeout_ms=self.WAIT_SLICE_MS, name="take")
+                self.await_op = q.enqueue(token, name="await")
+
+    @staticmethod
+    def build(scaffold: Scaffold, master: str) -> _Readiness | None:
+        """The readiness ops of a distributed session's graph (None for a local session)."""
+        if not master:
+            return None
+        g = get_default_graph()
+        if g.finalized:
+            return None
+        return _Readiness(g)
 
 
 class SessionCreator:
@@ -285,6 +337,7 @@ class ChiefSessionCreator(SessionCreator):
         self._checkpoint_filename_with_path = checkpoint_filename_with_path
 
     def create_session(self):
+        readiness = _Readiness.build(self._scaffold, self._master)
         self._scaffold.finalize()
         s = self._scaffold
         sess = _new_session(self._master, get_default_graph(), self._config)
@@ -309,6 +362,8 @@ class ChiefSessionCreator(SessionCreator):
                     f"{missing} (init_op: {getattr(s.init_op, 'name', s.init_op)}, init_fn: "
                     f"{s.init_fn}, local_init_op: {getattr(s.local_init_op, 'name', None)})"
                 )
+            if readiness is not None and readiness.announce_op is not None:
+                sess.run(readiness.announce_op)
         except BaseException:
             sess.close()
             raise
@@ -332,8 +387,14 @@ class ChiefSessionCreator(SessionCreator):
 
 
 class WorkerSessionCreator(SessionCreator):
-    """Creates a Session for a non-chief worker: waits (polling every `recovery_wait_secs`) until
-    the chief has made the model ready, up to `max_wait_secs` (then DeadlineExceededError)."""
+    """Creates a Session for a non-chief worker: waits until the chief has made the model ready
+    (what `ready_for_local_init_op` reports), runs `local_init_op`, and checks `ready_op`, up to
+    `max_wait_secs` (then DeadlineExceededError).
+
+    On a distributed master the worker wakes as soon as the chief announces the model ready;
+    otherwise (or when an announcement is missed) it checks again after `recovery_wait_secs`
+    at most, starting at 50 ms and doubling.
+    """
 
     def __init__(
         self,
@@ -350,28 +411,41 @@ class WorkerSessionCreator(SessionCreator):
         self._recovery_wait_secs = recovery_wait_secs
 
     def create_session(self):
+        readiness = _Readiness.build(self._scaffold, self._master)
         self._scaffold.finalize()
+        s = self._scaffold
         deadline = time.monotonic() + self._max_wait_secs
-        while True:
-            sess = _new_session(self._master, get_default_graph(), self._config)
-            try:
-                missing = _not_ready(sess, self._scaffold)
+        pause, woke = 0.05, False
+        sess = _new_session(self._master, get_default_graph(), self._config)
+        try:
+            while True:
+                missing = _not_ready(sess, s, s.ready_for_local_init_op)
                 if not missing:
-                    if self._scaffold.local_init_op is not None:
-                        sess.run(self._scaffold.local_init_op)
-                    return sess
-            except BaseException:
-                sess.close()
-                raise
+                    if s.local_init_op is not None:
+                        sess.run(s.local_init_op)
+                    missing = _not_ready(sess, s)
+                    if not missing:
+                        return sess
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise DeadlineExceededError(
+                        f"Session was not ready after waiting {self._max_wait_secs} secs; "
+                        f"uninitialized: {missing}"
+                    )
+                _log.info("Waiting for model to be ready: uninitialized %s", missing)
+                if readiness is not None and readiness.await_op is not None and not woke:
+                    try:
+                        sess.run(readiness.await_op)  # returns once the chief has announced
+                        woke = True
+                        continue
+                    except DeadlineExceededError:
+                        pass
+                woke = False  # announced but still not ready (a PS came back): back off
+                time.sleep(min(pause, self._recovery_wait_secs, max(left, 0.0)))
+                pause *= 2
+        except BaseException:
             sess.close()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise DeadlineExceededError(
-                    f"Session was not ready after waiting {self._max_wait_secs} secs; "
-                    f"uninitialized: {missing}"
-                )
-            _log.info("Waiting for model to be ready: uninitialized %s", missing)
-            time.sleep(min(self._recovery_wait_secs, left))
+            raise
 
 
 def _merge_run_options(options, incoming):
@@ -595,6 +669,8 @@ def MonitoredTrainingSession(
     max_wait_secs: float = 7200,
     save_checkpoint_steps=USE_DEFAULT,
     summary_dir=None,
+    finish_job: bool = True,
+    finish_job_grace_secs: float = 5.0,
 ) -> MonitoredSession:
     """A MonitoredSession set up for training, as TensorFlow-1's function of that name.
 
@@ -606,6 +682,13 @@ def MonitoredTrainingSession(
     runs only `hooks`.
 
     Summaries are not written (save_summaries_* and summary_dir are accepted and ignored).
+
+    rill's own: on a distributed master (`master="grpc://..."`), when the chief's training ends
+    without an error (the session is closed after StopAtStepHook, the end of the data, ...), the
+    chief tells every task of the cluster that the job is finished (`finish_job`): each stops
+    serving after `finish_job_grace_secs`, so PS tasks exit 0 instead of waiting forever.
+    Replicas still training see the end through their own StopAtStepHook or the closed
+    SyncReplicasOptimizer barrier within that grace.
     """
     if save_checkpoint_steps is USE_DEFAULT and save_checkpoint_secs is USE_DEFAULT:
         save_checkpoint_steps, save_checkpoint_secs = None, 600
@@ -644,4 +727,30 @@ def MonitoredTrainingSession(
             )
         )
     all_hooks.extend(hooks or [])
+    if finish_job and master:
+        all_hooks.append(_JobCompletionHook(finish_job_grace_secs))  # after every other end()
     return MonitoredSession(creator, all_hooks, stop_grace_period_secs)
+
+
+class _JobCompletionHook(SessionRunHook):
+    """The chief's last hook: when training ends cleanly, tells the cluster the job is done."""
+
+    def __init__(self, grace_secs: float):
+        self._grace_secs = float(grace_secs)
+        self._op = None
+
+    def begin(self) -> None:
+        g = get_default_graph()
+        with g.name_scope(None), g.device(None), g.colocate_with(None):
+            self._op = g.create_op(
+                "_JobDone",
+                [],
+                {"reason": "the chief's training ended", "grace_secs": self._grace_secs},
+                name="job_done",
+            )
+
+    def end(self, session) -> None:
+        try:
+            session.run(self._op)
+        except OpError as e:
+            _log.warning("could not tell the cluster that the job is finished: %s", e)

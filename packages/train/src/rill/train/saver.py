@@ -440,6 +440,8 @@ class Saver:
         if self._is_empty:
             return None
         out = sess.run(self._save_tensor, {self._filename_tensor: checkpoint_file})
+        if isinstance(out, np.ndarray):
+            out = out.item()  # a scalar string tensor (bytes from a remote session, as TF's)
         model_checkpoint_path = out.decode() if isinstance(out, bytes) else str(out)
         if write_state:
             self._record(

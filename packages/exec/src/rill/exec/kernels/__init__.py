@@ -4,6 +4,7 @@ Importing this package registers every kernel.
 """
 
 from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
+    accumulator_kernels,
     array_kernels,
     control_flow_kernels,
     conv_kernels,

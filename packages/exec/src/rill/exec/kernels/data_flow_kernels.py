@@ -7,6 +7,8 @@ cancellation and deadline between slices (rill.exec.resources.QueueBase).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
@@ -19,7 +21,7 @@ from rill.exec.resources import (
     handle_array,
     handle_of,
 )
-from rill.graph.errors import InvalidArgumentError
+from rill.graph.errors import DeadlineExceededError, InvalidArgumentError
 
 
 def _creator(device, container: str, name: str, make):
@@ -87,14 +89,42 @@ def _check_types(q: QueueBase, types) -> None:
         )
 
 
-# timeout_ms is accepted and ignored, as in TensorFlow ("not supported yet"); the step's own
-# deadline (RunOptions.timeout_in_ms) bounds the wait instead.
+class _OpDeadline:
+    """The kernel's context with the op's own `timeout_ms` added to the step's deadline.
+
+    TensorFlow accepts timeout_ms and ignores it ("not supported yet"); rill honors it, so that a
+    wait on a queue (a synchronous-replica barrier, say) can be bounded per op: past it the op
+    fails with DeadlineExceededError naming the queue and the timeout.
+    """
+
+    __slots__ = ("_ctx", "_deadline", "_what")
+
+    def __init__(self, ctx, timeout_ms: int, what: str):
+        self._ctx = ctx
+        self._deadline = time.monotonic() + timeout_ms / 1000.0
+        self._what = what
+
+    def check_cancelled(self) -> None:
+        self._ctx.check_cancelled()
+        if time.monotonic() > self._deadline:
+            raise DeadlineExceededError(self._what)
+
+
+def _bounded(ctx, timeout_ms: int, q: QueueBase, action: str):
+    if timeout_ms is None or timeout_ms <= 0:
+        return ctx
+    return _OpDeadline(
+        ctx,
+        timeout_ms,
+        f"{action} on queue {q.name!r} waited longer than its timeout_ms={timeout_ms}",
+    )
 
 
 @register_kernel("QueueEnqueueV2", context=True, blocking=True)
 def queue_enqueue(Tcomponents, timeout_ms):
     def compute(ctx, h, *components):
-        lookup_queue(ctx, h).enqueue(components, ctx)
+        q = lookup_queue(ctx, h)
+        q.enqueue(components, _bounded(ctx, timeout_ms, q, "an enqueue"))
 
     return compute
 
@@ -102,7 +132,8 @@ def queue_enqueue(Tcomponents, timeout_ms):
 @register_kernel("QueueEnqueueManyV2", context=True, blocking=True)
 def queue_enqueue_many(Tcomponents, timeout_ms):
     def compute(ctx, h, *components):
-        lookup_queue(ctx, h).enqueue_many(components, ctx)
+        q = lookup_queue(ctx, h)
+        q.enqueue_many(components, _bounded(ctx, timeout_ms, q, "an enqueue"))
 
     return compute
 
@@ -112,7 +143,7 @@ def queue_dequeue(component_types, timeout_ms):
     def compute(ctx, h):
         q = lookup_queue(ctx, h)
         _check_types(q, component_types)
-        element = q.dequeue(ctx)
+        element = q.dequeue(_bounded(ctx, timeout_ms, q, "a dequeue"))
         return element[0] if len(element) == 1 else list(element)
 
     return compute
@@ -135,7 +166,8 @@ def _dequeue_many_kernel(allow_small: bool):
             _check_types(q, component_types)
             if np.ndim(n) != 0:
                 raise InvalidArgumentError(f"n must be a scalar, got shape {np.shape(n)}")
-            out = _batch(q, q.dequeue_many(int(n), ctx, allow_small=allow_small))
+            bounded = _bounded(ctx, timeout_ms, q, "a dequeue")
+            out = _batch(q, q.dequeue_many(int(n), bounded, allow_small=allow_small))
             return out[0] if len(out) == 1 else out
 
         return compute

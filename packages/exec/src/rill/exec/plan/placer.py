@@ -4,7 +4,10 @@
   (`colocate_with`) and from resource edges: every op that uses a resource handle runs where the
   resource lives.
 - A group's requested device is the merge of its members' (partial) device specs; conflicting
-  specs are an error naming both ops.
+  specs are an error naming both ops — except, as in TensorFlow, the spec of an op that reaches
+  the group only through a resource input: the resource decides, and that op's own device
+  request is ignored (a read of a PS variable built under a worker's device scope runs on the
+  PS). Members that produce resources are merged first.
 - Candidates are the session's devices that match the spec and have a kernel for every member.
   With `allow_soft_placement`, a spec no device can satisfy falls back to any device with
   kernels; otherwise the error names the op, the spec and the available devices.
@@ -84,7 +87,7 @@ def place(pg: PlanGraph, devices: list, allow_soft_placement: bool = False) -> N
     for members in groups.values():
         spec, spec_from = DeviceSpec(), None
         conflict = None
-        for n in members:
+        for n in sorted(members, key=_resource_rank):
             if not n.requested_device:
                 continue
             try:
@@ -92,6 +95,8 @@ def place(pg: PlanGraph, devices: list, allow_soft_placement: bool = False) -> N
             except ValueError as e:
                 raise InvalidArgumentError(str(e), op=n.op) from None
             if spec_from is not None and not s.is_compatible_with(spec):
+                if _resource_rank(n) == 2:
+                    continue  # a resource consumer follows its resource (TensorFlow's rule)
                 conflict = (spec_from, n)
                 if not allow_soft_placement:
                     raise InvalidArgumentError(
@@ -140,6 +145,15 @@ def place(pg: PlanGraph, devices: list, allow_soft_placement: bool = False) -> N
     default = devices[0]
     for n in pg.feeds:
         n.device = default
+
+
+def _resource_rank(n: PlanNode) -> int:
+    """0 for an op that makes a resource, 2 for one that only uses one, 1 otherwise."""
+    if any(dt is dtypes.resource for dt in n.out_dtypes):
+        return 0
+    if any(src.out_dtypes[i] is dtypes.resource for src, i in n.inputs):
+        return 2
+    return 1
 
 
 def _kernel_attrs(n: PlanNode) -> str:

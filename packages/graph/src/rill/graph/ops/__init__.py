@@ -4,6 +4,7 @@ Importing this package declares every op; a malformed declaration fails the impo
 """
 
 from rill.graph.ops import (  # noqa: F401 - imported for their declarations
+    accumulator_ops,
     array_ops,
     control_flow_ops,
     conv_ops,

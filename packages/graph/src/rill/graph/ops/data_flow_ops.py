@@ -353,19 +353,26 @@ class QueueBase:
             return dict(zip(self._names, outputs))
         return outputs[0] if len(outputs) == 1 else list(outputs)
 
-    def _dequeue(self, op_type: str, n, name: str):
+    def _dequeue(self, op_type: str, n, name: str, timeout_ms: int | None = None):
         g = get_default_graph()
         inputs = [self._queue_ref] if n is None else [self._queue_ref, n]
-        op = g.create_op(op_type, inputs, {"component_types": self._dtypes}, name=name)
+        attrs = {"component_types": self._dtypes}
+        if timeout_ms is not None:
+            attrs["timeout_ms"] = int(timeout_ms)
+        op = g.create_op(op_type, inputs, attrs, name=name)
         return self._result(op.outputs)
 
-    def dequeue(self, name: str | None = None):
-        """Removes one element; the op waits while the queue is empty."""
-        return self._dequeue("QueueDequeueV2", None, name or f"{self._name}_Dequeue")
+    def dequeue(self, name: str | None = None, timeout_ms: int | None = None):
+        """Removes one element; the op waits while the queue is empty — at most `timeout_ms`
+        milliseconds when given (rill honors the attr; TensorFlow ignores it), then fails with
+        DeadlineExceededError."""
+        return self._dequeue("QueueDequeueV2", None, name or f"{self._name}_Dequeue", timeout_ms)
 
-    def dequeue_many(self, n, name: str | None = None):
+    def dequeue_many(self, n, name: str | None = None, timeout_ms: int | None = None):
         """Removes n elements and stacks each component along a new dimension 0."""
-        return self._dequeue("QueueDequeueManyV2", n, name or f"{self._name}_DequeueMany")
+        return self._dequeue(
+            "QueueDequeueManyV2", n, name or f"{self._name}_DequeueMany", timeout_ms
+        )
 
     def dequeue_up_to(self, n, name: str | None = None):
         """Like dequeue_many, but once the queue is closed returns the remaining elements."""

@@ -51,3 +51,12 @@ defop(
     stateful=True,
     doc="Result `index` of a step: a fetched value.",
 )
+
+
+defop(
+    "_JobDone",
+    attrs=["reason: string = ''", "grace_secs: float = 2.0"],
+    stateful=True,
+    doc="rill's own: tells every task of the cluster that the job is finished (each stops "
+    "serving after grace_secs). Run by the chief when training ends.",
+)

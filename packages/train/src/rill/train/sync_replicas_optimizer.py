@@ -1,0 +1,474 @@
+"""SyncReplicasOptimizer: synchronous data-parallel training with backup workers (paper §4.4).
+
+Each replica computes gradients from the current parameters and applies them to one accumulator
+per variable (on the variable's PS); the chief takes the average as soon as
+`replicas_to_aggregate` gradients have arrived, applies it with the wrapped optimizer, advances
+the global step and hands out tokens; a replica waits for a token before its next step. With
+`replicas_to_aggregate < total_num_replicas` the slowest replicas are backups: their gradients
+arrive late, are stale (computed at an older global step) and are dropped.
+
+TensorFlow's algorithm and names, with what its users lacked:
+
+- the barrier has a deadline (`barrier_timeout_secs`, 300 s by default): a replica waiting for a
+  token, or the chief waiting for gradients, fails with DeadlineExceededError naming what it waited
+  for, instead of hanging (a dead replica with no backup, a chief that is gone, or training run
+  without the chief's hook);
+- when the chief's training ends (StopAtStepHook, end of data, an error), its hook closes the
+  token queue and the accumulators: replicas waiting for a token get OutOfRangeError, which a
+  MonitoredSession treats as the end of training, so every replica finishes;
+- every global step reports which replicas contributed and how many stale gradients were dropped,
+  as a log line on the chief and in `stats` (replicas are numbered by `replica_id`, or by the
+  task index of the worker the gradients are computed on).
+
+>>> import rill.graph as rg
+>>> from rill.train import GradientDescentOptimizer
+>>> from rill.train.training_util import get_or_create_global_step
+>>> with rg.Graph().as_default():
+...     w = rg.Variable([1.0], name="w")
+...     opt = SyncReplicasOptimizer(GradientDescentOptimizer(0.1), replicas_to_aggregate=2,
+...                                 total_num_replicas=3, replica_id=0)
+...     train = opt.minimize(rg.reduce_sum(w * w), global_step=get_or_create_global_step())
+...     hook = opt.make_session_run_hook(is_chief=True)
+...     train.type
+'AssignVariableOp'
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+
+import numpy as np
+
+from rill.autodiff import IndexedSlices
+from rill.exec.proto import config_pb2
+from rill.graph import dtypes
+from rill.graph.errors import (
+    AbortedError,
+    CancelledError,
+    DeadlineExceededError,
+    OpError,
+    OutOfRangeError,
+    UnavailableError,
+)
+from rill.graph.graph import convert_to_tensor
+from rill.graph.ops.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
+from rill.graph.ops.array_ops import fill, group, identity, no_op
+from rill.graph.ops.data_flow_ops import FIFOQueue
+from rill.graph.ops.state_ops import GLOBAL_VARIABLES, LOCAL_VARIABLES, Variable
+from rill.train.hooks import SessionRunHook
+from rill.train.optimizer import Optimizer
+
+__all__ = ["SyncReplicasOptimizer"]
+
+_log = logging.getLogger("rill.train.sync_replicas")
+_TASK_RE = re.compile(r"/job:(?P<job>[^/]+).*?/task:(?P<task>\d+)")
+
+
+class SyncReplicasOptimizer(Optimizer):
+    """Wraps `opt` so that replicas aggregate their gradients before each update.
+
+    Args:
+        opt: the optimizer that applies the aggregated gradients.
+        replicas_to_aggregate: gradients averaged per update.
+        total_num_replicas: replicas training (default: replicas_to_aggregate); those beyond
+            replicas_to_aggregate are backups.
+        variable_averages: an ExponentialMovingAverage updated by the chief after each update.
+        variables_to_average: the variables it averages.
+        use_locking: passed to the apply ops.
+        name: the name scope of the ops.
+        replica_id: rill's own: this replica's number in [0, total_num_replicas), for the
+            per-step report of contributors (default: the task index of the worker device the
+            gradients are computed on; unknown leaves contributors out of the report).
+        barrier_timeout_secs: rill's own: how long a replica waits for a token and the chief for
+            gradients before DeadlineExceededError (None: wait without a deadline).
+
+    Raises:
+        ValueError: replicas_to_aggregate < 1, or more than total_num_replicas.
+    """
+
+    def __init__(
+        self,
+        opt: Optimizer,
+        replicas_to_aggregate: int,
+        total_num_replicas: int | None = None,
+        variable_averages=None,
+        variables_to_average=None,
+        use_locking: bool = False,
+        name: str = "sync_replicas",
+        replica_id: int | None = None,
+        barrier_timeout_secs: float | None = 300.0,
+    ):
+        if total_num_replicas is None:
+            total_num_replicas = replicas_to_aggregate
+        if int(replicas_to_aggregate) < 1:
+            raise ValueError(f"replicas_to_aggregate must be >= 1, got {replicas_to_aggregate}")
+        if int(replicas_to_aggregate) > int(total_num_replicas):
+            raise ValueError(
+                f"replicas_to_aggregate ({replicas_to_aggregate}) > total_num_replicas "
+                f"({total_num_replicas}): an update would wait for more gradients than there are "
+                "replicas. Use replicas_to_aggregate <= total_num_replicas (fewer means backup "
+                "workers)."
+            )
+        if replica_id is not None and not 0 <= int(replica_id) < int(total_num_replicas):
+            raise ValueError(
+                f"replica_id {replica_id} is outside [0, total_num_replicas={total_num_replicas})"
+            )
+        super().__init__(use_locking, name)
+        self._opt = opt
+        self._replicas_to_aggregate = int(replicas_to_aggregate)
+        self._total_num_replicas = int(total_num_replicas)
+        self._tokens_per_step = max(self._total_num_replicas, self._replicas_to_aggregate)
+        self._variable_averages = variable_averages
+        self._variables_to_average = variables_to_average
+        self._replica_id = None if replica_id is None else int(replica_id)
+        self._barrier_timeout_secs = barrier_timeout_secs
+        self._gradients_applied = False
+        self._global_step = None
+        self._accumulators: list = []
+        self._sync_token_queue = None
+        self._chief_init_op = None
+        self._local_step_init_op = None
+        self._ready_for_local_init_op = None
+        self._sync_fetches = None
+        self.stats = SyncStats()
+
+    # -- the Optimizer API -----------------------------------------------------------------------
+
+    def compute_gradients(self, *args, **kwargs):
+        """The wrapped optimizer's compute_gradients."""
+        return self._opt.compute_gradients(*args, **kwargs)
+
+    def get_slot(self, *args, **kwargs):
+        return self._opt.get_slot(*args, **kwargs)
+
+    def get_slot_names(self, *args, **kwargs):
+        return self._opt.get_slot_names(*args, **kwargs)
+
+    def variables(self):
+        return self._opt.variables()
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name: str | None = None):
+        """Builds the replica's train op (apply to the accumulators, then wait for a token) and
+        the chief's update (take the aggregates, apply them, hand out tokens).
+
+        Raises:
+            ValueError: no global_step, no gradients, or apply_gradients called twice.
+        """
+        if global_step is None:
+            raise ValueError("SyncReplicasOptimizer needs a global_step to check staleness")
+        if not isinstance(global_step, Variable):
+            raise TypeError(f"global_step must be a Variable, got {global_step!r}")
+        if self._gradients_applied:
+            raise ValueError("SyncReplicasOptimizer.apply_gradients was already called")
+        grads_and_vars = [(g, v) for g, v in grads_and_vars]
+        if not any(g is not None for g, _ in grads_and_vars):
+            raise ValueError("No gradients provided for any variable")
+        self._global_step = global_step
+        graph = global_step.graph
+        timeout_ms = (
+            None if self._barrier_timeout_secs is None else int(self._barrier_timeout_secs * 1000)
+        )
+        replica_id = self._replica_id
+        if replica_id is None:
+            replica_id = _replica_from_devices(
+                [g for g, _ in grads_and_vars if g is not None], self._total_num_replicas
+            )
+        with graph.as_default(), graph.name_scope(name or self._name):
+            # The local step is this replica's own: colocated with an op on the replica's device
+            # so that a device function does not put it on a PS, where every replica's graph
+            # would share it (TensorFlow anchors it the same way).
+            local_anchor = no_op(name="local_step_anchor")
+            with graph.name_scope(None), graph.colocate_with(local_anchor):
+                self._local_step = Variable(
+                    np.zeros((), global_step.dtype.np),
+                    trainable=False,
+                    collections=[LOCAL_VARIABLES],
+                    name="sync_rep_local_step",
+                )
+            self._local_step_init_op = self._local_step.assign(
+                global_step.read_value(), read_value=False
+            )
+            local_step = self._local_step.read_value()
+            # rill's own record of who contributed: each replica adds its one-hot row to an
+            # accumulator that drops stale rows exactly as the gradients' accumulators do. A
+            # replica adds its row after all its gradients, and the chief takes the rows before
+            # the gradients, so every replica step counted is in the update (a gradient that
+            # lands during the takes is averaged in and counted with the next step). The last
+            # column counts replicas whose number is unknown.
+            with graph.colocate_with(global_step):
+                contrib = ConditionalAccumulator(
+                    dtypes.int64,
+                    shape=[self._total_num_replicas + 1],
+                    shared_name="sync_replicas/contributors",
+                    reduction_type="SUM",
+                    resource=True,
+                )
+                contributors = contrib.take_grad(self._replicas_to_aggregate)
+                dropped = contrib.num_dropped()
+                self._sync_token_queue = FIFOQueue(
+                    -1, global_step.dtype, shapes=[[]], name="sync_token_q",
+                    shared_name="sync_token_q",
+                )  # fmt: skip
+            applies, aggregated = [], []
+            for grad, var in grads_and_vars:
+                if grad is None:
+                    aggregated.append(None)
+                    continue
+                with graph.colocate_with(var):
+                    shared = f"{var.op.name}/grad_accum"
+                    if isinstance(grad, IndexedSlices):
+                        acc = SparseConditionalAccumulator(
+                            grad.dtype, shape=var.shape, shared_name=shared
+                        )
+                        applies.append(acc.apply_indexed_slices_grad(grad, local_step=local_step))
+                        with graph.control_dependencies([contributors]):
+                            indices, values, shape = acc.take_grad(self._replicas_to_aggregate)
+                        aggregated.append(IndexedSlices(values, indices, shape))
+                    else:
+                        acc = ConditionalAccumulator(
+                            grad.dtype, shape=var.shape, shared_name=shared, resource=True
+                        )
+                        applies.append(acc.apply_grad(grad, local_step=local_step))
+                        with graph.control_dependencies([contributors]):
+                            aggregated.append(acc.take_grad(self._replicas_to_aggregate))
+                self._accumulators.append(acc)
+            self._accumulators.append(contrib)
+            with graph.colocate_with(global_step), graph.control_dependencies(applies):
+                row = np.zeros(self._total_num_replicas + 1, np.int64)
+                row[self._total_num_replicas if replica_id is None else replica_id] = 1
+                row = convert_to_tensor(row, dtypes.int64, name="contribution")
+                contributed = contrib.apply_grad(row, local_step=local_step)
+            with graph.control_dependencies([contributed]):
+                token = self._sync_token_queue.dequeue(timeout_ms=timeout_ms)
+            train_op = self._local_step.assign(token, read_value=False)
+
+            with graph.control_dependencies([contributors]):
+                update_op = self._opt.apply_gradients(
+                    [(g, v) for g, (_, v) in zip(aggregated, grads_and_vars) if g is not None],
+                    global_step,
+                )
+            with graph.control_dependencies([update_op]):
+                if self._variable_averages is not None:
+                    with graph.colocate_with(global_step):
+                        update_op = self._variable_averages.apply(self._variables_to_average)
+            with graph.control_dependencies([update_op]), graph.colocate_with(global_step):
+                step_now = global_step.read_value()
+                tokens = fill([self._tokens_per_step], step_now)
+                sync_op = self._sync_token_queue.enqueue_many((tokens,))
+            self._sync_fetches = {
+                "sync": sync_op,
+                "global_step": identity(step_now),
+                "contributors": contributors,
+                "dropped": dropped,
+            }
+            self._chief_init_op = group(
+                *[a.set_global_step(global_step.read_value()) for a in self._accumulators],
+                self._local_step_init_op,
+            )
+            from rill.train.monitored_session import _report_uninitialized_variables
+
+            self._ready_for_local_init_op = _report_uninitialized_variables(
+                graph.get_collection(GLOBAL_VARIABLES)
+            )
+            self._close_op = group(
+                self._sync_token_queue.close(cancel_pending_enqueues=True),
+                name="close_sync_token_q",
+            )
+        self._replica_id_used = replica_id
+        self._gradients_applied = True
+        return train_op
+
+    # -- what the chief and the replicas run ----------------------------------------------------
+
+    def get_chief_queue_runner(self):
+        """TensorFlow has the chief run its update in a QueueRunner thread; rill's hook runs it in
+        a thread of its own (`make_session_run_hook`), which also reports each step."""
+        raise NotImplementedError(
+            "rill runs the chief's update from make_session_run_hook(is_chief=True); use the hook"
+        )
+
+    def get_init_tokens_op(self, num_tokens: int = -1):
+        """The op the chief runs once to let the replicas start: `num_tokens` tokens (default
+        replicas_to_aggregate) carrying the global step.
+
+        Raises:
+            ValueError: before apply_gradients, or fewer tokens than replicas_to_aggregate -
+                total_num_replicas.
+        """
+        if not self._gradients_applied:
+            raise ValueError("get_init_tokens_op() must be called after apply_gradients()")
+        needed = self._replicas_to_aggregate - self._total_num_replicas
+        if num_tokens == -1:
+            num_tokens = self._replicas_to_aggregate
+        elif num_tokens < needed:
+            raise ValueError(f"too few tokens to start: {num_tokens} < {needed}")
+        g = self._global_step.graph
+        with g.as_default(), g.colocate_with(self._global_step):
+            if num_tokens <= 0:
+                return no_op(name="no_init_tokens")
+            tokens = fill([num_tokens], self._global_step.read_value())
+            return self._sync_token_queue.enqueue_many((tokens,), name="init_tokens")
+
+    @property
+    def chief_init_op(self):
+        return self._chief_init_op
+
+    @property
+    def local_step_init_op(self):
+        return self._local_step_init_op
+
+    @property
+    def ready_for_local_init_op(self):
+        return self._ready_for_local_init_op
+
+    def make_session_run_hook(self, is_chief: bool, num_tokens: int = -1) -> SessionRunHook:
+        """The hook that prepares a replica's session (and, on the chief, starts the update loop
+        and closes the barrier at the end)."""
+        return _SyncReplicasOptimizerHook(self, is_chief, num_tokens)
+
+
+class SyncStats:
+    """What the chief's update loop has seen: global steps, contributors, stale drops."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.steps = 0
+        self.dropped = 0
+        self.contributions = None  # per replica, summed over steps
+        self.last = None  # (global step, contributing replicas, stale dropped this step)
+        self.history: list = []  # (global step, contributions per replica), the last 1000 steps
+
+    def record(self, step: int, contributors: np.ndarray, dropped_total: int) -> tuple:
+        with self.lock:
+            new_drops = dropped_total - self.dropped
+            self.dropped = dropped_total
+            self.steps += 1
+            counts = np.asarray(contributors, np.int64)
+            self.contributions = (
+                counts if self.contributions is None else self.contributions + counts
+            )
+            self.history.append((step, counts))
+            del self.history[:-1000]
+            who = [int(i) for i in np.flatnonzero(counts[:-1])]
+            who += ["?"] * int(counts[-1])  # contributions of replicas with an unknown number
+            self.last = (step, who, new_drops)
+            return self.last
+
+
+def _replica_from_devices(grads, total: int) -> int | None:
+    for g in grads:
+        dev = getattr(g, "device", "") or ""
+        m = _TASK_RE.search(dev)
+        if m and m.group("job") == "worker" and int(m.group("task")) < total:
+            return int(m.group("task"))
+    return None
+
+
+class _SyncReplicasOptimizerHook(SessionRunHook):
+    def __init__(self, opt: SyncReplicasOptimizer, is_chief: bool, num_tokens: int):
+        self._opt = opt
+        self._is_chief = is_chief
+        self._num_tokens = num_tokens
+        self._thread = None
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._session = None
+
+    def begin(self) -> None:
+        if not self._opt._gradients_applied:
+            raise ValueError(
+                "SyncReplicasOptimizer.apply_gradients should be called before using the hook"
+            )
+        if self._is_chief:
+            self._local_init_op = self._opt.chief_init_op
+            self._init_tokens_op = self._opt.get_init_tokens_op(self._num_tokens)
+        else:
+            self._local_init_op = self._opt.local_step_init_op
+            self._init_tokens_op = None
+
+    def after_create_session(self, session, coord) -> None:
+        missing = session.run(self._opt.ready_for_local_init_op)
+        if np.size(missing):
+            raise RuntimeError(
+                "Model is not ready for SyncReplicasOptimizer local init: uninitialized "
+                f"{[m.decode() if isinstance(m, bytes) else m for m in np.ravel(missing)]}"
+            )
+        session.run(self._local_init_op)
+        if self._is_chief:
+            session.run(self._init_tokens_op)
+            self._session = session
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._update_loop, name="sync-replicas-chief", daemon=True
+            )
+            self._thread.start()
+
+    def _update_loop(self) -> None:
+        opt = self._opt
+        opts = config_pb2.RunOptions()
+        if opt._barrier_timeout_secs is not None:
+            opts.timeout_in_ms = int(opt._barrier_timeout_secs * 1000)
+        while not self._stop.is_set():
+            try:
+                out = self._session.run(opt._sync_fetches, options=opts)
+            except (OutOfRangeError, CancelledError):
+                return  # the barrier was closed: training is over
+            except (UnavailableError, AbortedError) as e:
+                # A task died: the MonitoredSession recreates the session (restoring the model)
+                # and this hook's after_create_session starts a new loop.
+                _log.info("SyncReplicasOptimizer's update loop ends: %s", e)
+                return
+            except DeadlineExceededError as e:
+                if self._stop.is_set():
+                    return
+                self._error = DeadlineExceededError(
+                    f"SyncReplicasOptimizer: no update for {opt._barrier_timeout_secs} s: fewer "
+                    f"than replicas_to_aggregate={opt._replicas_to_aggregate} replicas sent "
+                    f"gradients (a replica died with no backup left?): {e}"
+                )
+                _log.error("%s", self._error)
+                return
+            except OpError as e:
+                if not self._stop.is_set():
+                    self._error = e
+                    _log.error("SyncReplicasOptimizer's update failed: %s", e)
+                return
+            step, who, dropped = opt.stats.record(
+                int(out["global_step"]), out["contributors"], int(out["dropped"])
+            )
+            _log.info(
+                "global step %d: replicas %s contributed, %d stale gradient(s) dropped "
+                "(%d dropped in all)",
+                step,
+                who,
+                dropped,
+                opt.stats.dropped,
+            )
+
+    def after_run(self, run_context, run_values) -> None:
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def end(self, session) -> None:
+        self._finish(session)
+
+    def _finish(self, session) -> None:
+        if not self._is_chief:
+            return
+        self._stop.set()
+        try:
+            # Releases every replica waiting for a token (they see OutOfRangeError: the end).
+            session.run(self._opt._close_op)
+        except OpError as e:
+            _log.warning("closing the sync token queue failed: %s", e)
+        # A loop blocked in a take ends when the session closes (the accumulators are closed with
+        # the session's resources, or the master cancels the step); it is a daemon thread.
+        if self._thread is not None:
+            deadline = time.monotonic() + 1
+            while self._thread.is_alive() and time.monotonic() < deadline:
+                self._thread.join(0.1)
+            self._thread = None

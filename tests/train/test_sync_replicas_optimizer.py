@@ -1,0 +1,176 @@
+"""SyncReplicasOptimizer in one process: replicas are threads sharing one Session, each with its
+own train op built by its own optimizer (the accumulators and the token queue are shared by name,
+as between-graph replicas share them on the PS)."""
+
+import logging
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import rill.graph as rg
+from rill.exec import Session
+from rill.graph.errors import DeadlineExceededError, OutOfRangeError
+from rill.train import GradientDescentOptimizer
+from rill.train.sync_replicas_optimizer import SyncReplicasOptimizer
+from rill.train.training_util import get_or_create_global_step
+
+
+def _build(n_replicas, to_aggregate, coeffs, timeout=30.0, lr=0.1):
+    g = rg.Graph()
+    with g.as_default():
+        step = get_or_create_global_step()
+        w = rg.Variable(np.zeros(2, np.float32), name="w")
+        opts, trains = [], []
+        for i in range(n_replicas):
+            loss = rg.reduce_sum(w * rg.constant(coeffs[i], rg.float32))
+            opt = SyncReplicasOptimizer(
+                GradientDescentOptimizer(lr),
+                replicas_to_aggregate=to_aggregate,
+                total_num_replicas=n_replicas,
+                replica_id=i,
+                barrier_timeout_secs=timeout,
+            )
+            trains.append(opt.minimize(loss, global_step=step))
+            opts.append(opt)
+        hooks = [o.make_session_run_hook(is_chief=(i == 0)) for i, o in enumerate(opts)]
+        init = [rg.global_variables_initializer(), rg.local_variables_initializer()]
+    return g, step, w, opts, trains, hooks, init
+
+
+def _start(g, hooks, init):
+    sess = Session(graph=g)
+    sess.run(init)
+    for h in hooks:
+        h.begin()
+    # The chief first (it sets the accumulators' step and hands out the first tokens).
+    for h in hooks:
+        h.after_create_session(sess, None)
+    return sess
+
+
+def _replica_loop(sess, train, step, last_step, errors, delay=0.0):
+    try:
+        while sess.run(step) < last_step:
+            if delay:
+                time.sleep(delay)
+            sess.run(train)
+    except OutOfRangeError:
+        pass  # the chief closed the barrier: training is over
+    except Exception as e:  # noqa: BLE001 - recorded for the assertion
+        errors.append(e)
+
+
+def test_two_of_two_applies_the_mean_gradient_once_per_global_step():
+    # Both replicas have the same gradient, so every update moves w by -lr * c however many
+    # gradients each one averaged.
+    coeffs = [np.array([1.0, 2.0]), np.array([1.0, 2.0])]
+    g, step, w, opts, trains, hooks, init = _build(2, 2, coeffs)
+    sess = _start(g, hooks, init)
+    errors = []
+    threads = [
+        threading.Thread(target=_replica_loop, args=(sess, t, step, 5, errors)) for t in trains
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    hooks[0].end(sess)
+    assert not errors, errors
+    k = int(sess.run(step))
+    assert k >= 5
+    stats = opts[0].stats
+    assert stats.steps == k
+    # One update per global step, each of at least two fresh gradients (as in TensorFlow,
+    # tokens are not per replica, so a fast replica may give both).
+    assert [s for s, _ in stats.history] == list(range(1, k + 1))
+    assert all(c.sum() >= 2 and c[2] == 0 for _, c in stats.history)
+    np.testing.assert_allclose(sess.run(w), -0.1 * k * coeffs[0], rtol=1e-5)
+    sess.close()
+
+
+def test_backup_worker_gradients_are_dropped_and_counted(caplog):
+    coeffs = [np.array([1.0, 0.0]), np.array([0.0, 1.0]), np.array([1.0, 1.0])]
+    g, step, w, opts, trains, hooks, init = _build(3, 2, coeffs)
+    sess = _start(g, hooks, init)
+    errors = []
+    delays = [0.0, 0.0, 0.15]  # replica 2 is a straggler: its gradients arrive stale
+    threads = [
+        threading.Thread(target=_replica_loop, args=(sess, t, step, 12, errors, d))
+        for t, d in zip(trains, delays)
+    ]
+    with caplog.at_level(logging.INFO, logger="rill.train.sync_replicas"):
+        for t in threads:
+            t.start()
+        threads[0].join(60)
+        threads[1].join(60)
+        hooks[0].end(sess)  # the chief is done: the straggler is released, not left hanging
+        threads[2].join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert not errors, errors
+    stats = opts[0].stats
+    k = int(sess.run(step))
+    assert stats.steps == k >= 12
+    # Every update aggregated at least replicas_to_aggregate fresh gradients.
+    assert all(c.sum() >= 2 for _, c in stats.history)
+    assert stats.dropped > 0
+    assert stats.contributions[2] < stats.contributions[0]
+    lines = [r.getMessage() for r in caplog.records if "contributed" in r.getMessage()]
+    assert len(lines) == k
+    assert "stale gradient(s) dropped" in lines[-1]
+    sess.close()
+
+
+def test_without_the_chief_hook_a_replica_fails_at_the_barrier_deadline():
+    g, step, w, opts, trains, hooks, init = _build(2, 2, [np.ones(2)] * 2, timeout=0.3)
+    with Session(graph=g) as sess:
+        sess.run(init)
+        t0 = time.monotonic()
+        with pytest.raises(DeadlineExceededError, match="sync_token_q"):
+            sess.run(trains[1])
+        assert time.monotonic() - t0 < 10
+
+
+def test_a_token_queue_closed_under_a_waiting_replica_ends_it():
+    g, step, w, opts, trains, hooks, init = _build(2, 2, [np.ones(2)] * 2)
+    with g.as_default():
+        hooks[0] = opts[0].make_session_run_hook(is_chief=True, num_tokens=0)  # no first tokens
+    sess = _start(g, hooks, init)
+    result = []
+
+    def wait_for_token():
+        try:
+            sess.run(trains[1])  # one gradient in; then it waits for a token that never comes
+        except Exception as e:  # noqa: BLE001
+            result.append(e)
+
+    t = threading.Thread(target=wait_for_token)
+    t.start()
+    time.sleep(0.3)
+    assert t.is_alive()
+    hooks[0].end(sess)
+    t.join(10)
+    assert not t.is_alive()
+    assert result and isinstance(result[0], OutOfRangeError)
+    sess.close()
+
+
+def test_bad_configurations_are_refused():
+    with pytest.raises(ValueError, match="replicas_to_aggregate \\(3\\) > total_num_replicas"):
+        SyncReplicasOptimizer(GradientDescentOptimizer(0.1), 3, 2)
+    with pytest.raises(ValueError, match=">= 1"):
+        SyncReplicasOptimizer(GradientDescentOptimizer(0.1), 0, 2)
+    with pytest.raises(ValueError, match="replica_id 5"):
+        SyncReplicasOptimizer(GradientDescentOptimizer(0.1), 1, 2, replica_id=5)
+    opt = SyncReplicasOptimizer(GradientDescentOptimizer(0.1), 1, 2)
+    with pytest.raises(ValueError, match="apply_gradients should be called"):
+        opt.make_session_run_hook(True).begin()
+    with rg.Graph().as_default():
+        w = rg.Variable([1.0])
+        with pytest.raises(ValueError, match="global_step"):
+            opt.apply_gradients([(rg.constant([1.0]), w)])
+        with pytest.raises(ValueError, match="too few tokens"):
+            o = SyncReplicasOptimizer(GradientDescentOptimizer(0.1), 1, 3)
+            o.minimize(rg.reduce_sum(w), global_step=get_or_create_global_step())
+            o.get_init_tokens_op(num_tokens=-5)

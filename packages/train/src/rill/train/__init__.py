@@ -75,6 +75,18 @@ from rill.train.training_util import (
     global_step,
 )
 
+# isort: split
+# -- placement, partitioned variables and sampled losses (device_setter, ...) -------------------
+from rill.train.device_setter import (
+    STANDARD_PS_OPS,
+    GreedyLoadBalancingStrategy,
+    byte_size_load_fn,
+    local_device_setter,
+    replica_device_setter,
+)
+
+# -- end of placement block ---------------------------------------------------------------------
+
 # -- end of optimizers block -------------------------------------------------------------------
 
 # isort: split

@@ -34,6 +34,7 @@ from rill.graph.ops.array_ops import *  # noqa: F403
 from rill.graph.ops.control_flow_ops import *  # noqa: F403
 from rill.graph.ops.conv_ops import *  # noqa: F403
 from rill.graph.ops.data_flow_ops import *  # noqa: F403
+from rill.graph.ops.embedding_ops import *  # noqa: F403
 from rill.graph.ops.gather_ops import *  # noqa: F403
 from rill.graph.ops.io_ops import *  # noqa: F403
 from rill.graph.ops.list_ops import *  # noqa: F403
@@ -53,6 +54,7 @@ from rill.graph.ops.state_ops import *  # noqa: F403
 from rill.graph.ops.tensor_array_ops import *  # noqa: F403
 from rill.graph.ops.training_ops import *  # noqa: F403
 from rill.graph.shapes import TensorShape, as_shape
+from rill.graph.sparse_tensor import SparseTensor, SparseTensorValue, sparse_placeholder
 from rill.graph.text import format_graph, parse_graph
 
 __version__ = "0.1.0"

@@ -8,6 +8,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     control_flow_ops,
     conv_ops,
     data_flow_ops,
+    embedding_ops,
     fused_ops,
     gather_ops,
     grad_ops,

@@ -84,6 +84,14 @@ from rill.train.device_setter import (
     local_device_setter,
     replica_device_setter,
 )
+from rill.train.partitioned_variables import (
+    PartitionedVariable,
+    PartitionInfo,
+    SaveSliceInfo,
+    fixed_size_partitioner,
+    min_max_variable_partitioner,
+    variable_axis_size_partitioner,
+)
 
 # -- end of placement block ---------------------------------------------------------------------
 

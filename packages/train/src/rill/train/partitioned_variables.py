@@ -406,3 +406,102 @@ def _shard_initializer(initializer, info: PartitionInfo):
         return initializer(shape, dtype=dtype, partition_info=info)
 
     return init
+
+
+# -- what the Saver writes -------------------------------------------------------------------------
+
+
+class SlicedVariable:
+    """A logical variable made of shards, as the Saver sees it: written once, whole (the shards
+    joined on the writing device), and restored shard by shard from slices of it.
+
+    Raises (at construction):
+        ValueError: the shards disagree on the logical shape or dtype, overlap, or leave part of
+            the logical variable uncovered (each problem named by slice).
+    """
+
+    def __init__(self, name: str, shards: list):
+        self.name = name
+        infos = [v._save_slice_info for v in shards]
+        order = sorted(range(len(shards)), key=lambda i: infos[i].var_offset)
+        self.shards = [shards[i] for i in order]
+        self.infos = [infos[i] for i in order]
+        full = self.infos[0].full_shape
+        for v, info in zip(self.shards, self.infos):
+            if list(info.full_shape) != list(full) or v.dtype is not self.shards[0].dtype:
+                raise ValueError(
+                    f"the shards of {name} disagree: {v.op.name} is a slice {info.spec!r} of "
+                    f"{v.dtype.name}, {self.shards[0].op.name} a slice {self.infos[0].spec!r} "
+                    f"of {self.shards[0].dtype.name}"
+                )
+        self.full_shape = list(full)
+        self.dtype = self.shards[0].dtype
+        split = {i for info in self.infos for i, (n, f) in enumerate(zip(info.var_shape, full))
+                 if n != f}  # fmt: skip
+        self.axis = min(split) if split else 0
+        expected = 0
+        for info in self.infos:
+            if len(split) > 1 or info.var_offset[self.axis] != expected:
+                raise ValueError(
+                    f"the shards of {name} do not tile its shape {full}: slice {info.spec!r} "
+                    f"starts at {info.var_offset}, the previous shards end at row {expected} "
+                    f"(a Saver needs every shard of a partitioned variable)"
+                )
+            expected += info.var_shape[self.axis]
+        if full and expected != full[self.axis]:
+            raise ValueError(
+                f"the shards of {name} cover {expected} of its {full[self.axis]} rows along "
+                f"axis {self.axis}: slices {[i.spec for i in self.infos]} (a Saver needs every "
+                "shard of a partitioned variable)"
+            )
+
+    @property
+    def shape(self) -> TensorShape:
+        return TensorShape(self.full_shape)
+
+    @property
+    def graph(self):
+        return self.shards[0].graph
+
+    @property
+    def specs(self) -> list[str]:
+        return [i.spec for i in self.infos]
+
+    def joined(self) -> Tensor:
+        """The logical value: the shards' reads joined along the split axis."""
+        g = self.graph
+        reads = []
+        for v in self.shards:
+            with g.colocate_with(v):
+                reads.append(v.value())
+        if len(reads) == 1:
+            return reads[0]
+        return reshape_ops.concat(reads, self.axis)
+
+
+def saver_entries(items: list) -> list:
+    """(checkpoint name, Variable or SlicedVariable) pairs for a Saver's var_list items, which
+    are (name or None, Variable | PartitionedVariable | list of shards). Shards carrying a
+    SaveSliceInfo are grouped under their logical name (or the name given)."""
+    out, groups = [], {}
+    for name, v in items:
+        if isinstance(v, PartitionedVariable):
+            v = v._get_variable_list()
+        if isinstance(v, (list, tuple)):
+            key = name or v[0]._save_slice_info.full_name
+            groups.setdefault(key, []).extend(v)
+            continue
+        info = getattr(v, "_save_slice_info", None)
+        if info is not None and name is None:
+            groups.setdefault(info.full_name, []).append(v)
+            continue
+        out.append((name, v))
+    for key, shards in groups.items():
+        missing = [s for s in shards if getattr(s, "_save_slice_info", None) is None]
+        if missing:
+            raise TypeError(
+                f"var_list[{key!r}] holds {missing[0]!r}, which is not a shard of a partitioned "
+                "variable (no SaveSliceInfo)"
+            )
+        out.append((key, SlicedVariable(key, shards)))
+    return out

@@ -92,6 +92,7 @@ from rill.train.partitioned_variables import (
     min_max_variable_partitioner,
     variable_axis_size_partitioner,
 )
+from rill.train.placement_report import DeviceUsage, placement_report, placement_summary
 from rill.train.sampled_losses import nce_loss, sampled_softmax_loss
 
 # -- end of placement block ---------------------------------------------------------------------

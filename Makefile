@@ -1,14 +1,19 @@
-# Everything a fresh machine with Python 3.11 and make needs: uv is installed with pip when missing,
-# then uv builds the locked environment in .venv.
+# Everything a fresh machine with Python 3.11+ and make needs. tools/uv.sh finds uv (PATH, the
+# places uv's installers use, .venv-tools/) or installs it into the private .venv-tools/ without
+# touching the system Python (PEP 668); uv then builds the locked environment in .venv with $(PY).
 PY ?= python3
-UV := $(PY) -m uv
+export PY
+# uv uses the Python named by PY and never downloads an interpreter of its own.
+export UV_PYTHON := $(PY)
+export UV_PYTHON_DOWNLOADS := never
+UV := sh tools/uv.sh
 SYNC := $(UV) sync --locked --all-packages --quiet
 RUN := $(UV) run --no-sync
 
 .PHONY: uv sync demo test test-slow test-all lint format bench coverage protos clean
 
 uv:
-	@$(UV) --version >/dev/null 2>&1 || $(PY) -m pip install --quiet uv || $(PY) -m pip install --quiet --user uv
+	@$(UV) --version >/dev/null
 
 sync: uv
 	@$(SYNC)
@@ -43,4 +48,4 @@ protos: sync
 	$(RUN) python -m tools.gen_protos
 
 clean:
-	rm -rf .venv .pytest_cache build dist
+	rm -rf .venv .venv-tools .pytest_cache build dist

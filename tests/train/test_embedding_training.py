@@ -108,3 +108,29 @@ def test_no_dense_gradient_of_a_shard_is_built(strategy):
         assert isinstance(gr, IndexedSlices)
         # The rows sent back to each shard are the distinct rows it served.
         assert gr.values.shape.as_list() == [None, D]
+
+
+@pytest.mark.parametrize("opt_name", ["sgd", "adagrad", "momentum"])
+def test_sparse_updates_write_rows_in_place_unless_a_reader_holds_the_value(opt_name):
+    g = rg.Graph()
+    with g.as_default():
+        emb = rg.Variable(INIT, name="emb")
+        ids = rg.placeholder(rg.int64, [None])
+        loss = rg.reduce_sum(rg.embedding_lookup(emb, ids))
+        step = OPTIMIZERS[opt_name]().minimize(loss)
+        init = rg.global_variables_initializer()
+    with Session(graph=g) as s:
+        s.run(init)
+        s.run(step, {ids: IDS})
+        held = s.run(emb.value())
+        snapshot = held.copy()
+        s.run(step, {ids: IDS})  # a fetched value is never written: copy on write
+        np.testing.assert_array_equal(held, snapshot)
+        assert not np.array_equal(s.run(emb.value()), snapshot)
+        del held
+        before = s.run(emb.value())
+        address = before.__array_interface__["data"][0]
+        del before
+        s.run(step, {ids: IDS})  # nothing holds the value: the rows are written in place
+        after = s.run(emb.value())
+        assert after.__array_interface__["data"][0] == address

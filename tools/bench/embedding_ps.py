@@ -1,0 +1,115 @@
+"""A sparse embedding step over 4 shards: look up 512 random ids in a V×64 float32 embedding
+split over 4 devices (rill: 4 CPU devices of one session; TensorFlow: 4 logical CPU devices)
+and apply a sparse SGD update, for V = 1e5, 1e6, 4e6 (the paper's claim: the step time does not
+depend on V). Also reports the bytes rill's step moves between devices (from its trace).
+
+Set RILL_EMB_VOCABS="100000,1000000" to run fewer sizes (each 4e6 table is 1 GiB per process).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from tools.bench import Row, measure_time, run_peer
+
+DIM, IDS, SHARDS = 64, 512, 4
+
+
+def _vocabs() -> list[int]:
+    raw = os.environ.get("RILL_EMB_VOCABS", "100000,1000000,4000000")
+    return [int(float(v)) for v in raw.split(",") if v.strip()]
+
+
+PEER = """
+import json, os, sys, time, statistics
+import numpy as np
+import tensorflow as tf
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 4)
+tf.compat.v1.disable_eager_execution()
+DIM, IDS = 64, 512
+out = {}
+for vocab in VOCABS:
+    g = tf.Graph()
+    with g.as_default():
+        shards = []
+        rows = [vocab // 4 + (1 if i < vocab % 4 else 0) for i in range(4)]
+        for i, n in enumerate(rows):
+            with tf.device(f"/device:CPU:{i}"):
+                shards.append(tf.compat.v1.get_variable(
+                    f"emb/part_{i}", [n, DIM], initializer=tf.compat.v1.zeros_initializer(),
+                    use_resource=True))
+        ids = tf.compat.v1.placeholder(tf.int64, [IDS])
+        with tf.device("/device:CPU:0"):
+            rows_ = tf.compat.v1.nn.embedding_lookup(shards, ids, partition_strategy="mod")
+            loss = tf.reduce_sum(rows_)
+            step = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        init = tf.compat.v1.global_variables_initializer()
+    sess = tf.compat.v1.Session(graph=g)
+    sess.run(init)
+    rng = np.random.default_rng(0)
+    f = lambda: sess.run(step, {ids: rng.integers(0, vocab, IDS)})
+    for _ in range(20): f()
+    k = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(k): f()
+        if time.perf_counter() - t0 > 0.2: break
+        k *= 2
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(k): f()
+        times.append(1000 * (time.perf_counter() - t0) / k)
+    out[str(vocab)] = statistics.median(times)
+    sess.close()
+    del sess, g
+print(json.dumps(out))
+"""
+
+
+def _rill_step(vocab: int):
+    import rill.graph as rg
+    import rill.train as rt
+    from rill.exec import ConfigProto, RunMetadata, RunOptions, Session
+
+    g = rg.Graph()
+    with g.as_default(), g.device(rt.local_device_setter(SHARDS)):
+        emb = rt.get_variable(
+            "emb", [vocab, DIM], partitioner=rt.fixed_size_partitioner(SHARDS),
+            initializer=rt.zeros_initializer(),
+        )  # fmt: skip
+        ids = rg.placeholder(rg.int64, [IDS])
+        with g.device("/device:CPU:0"):
+            loss = rg.reduce_sum(rg.embedding_lookup(emb, ids, partition_strategy="mod"))
+            step = rt.GradientDescentOptimizer(0.1).minimize(loss)
+        init = rg.global_variables_initializer()
+    sess = Session(graph=g, config=ConfigProto(device_count={"CPU": SHARDS}))
+    sess.run(init)
+    rng = np.random.default_rng(0)
+    md = RunMetadata()
+    opts = RunOptions(trace_level=RunOptions.FULL_TRACE, output_partition_graphs=True)
+    sess.run(step, {ids: rng.integers(0, vocab, IDS)}, options=opts, run_metadata=md)
+    moved = sum(u.received_bytes for u in rt.placement_summary(g, md).values())
+    return sess, (lambda: sess.run(step, {ids: rng.integers(0, vocab, IDS)})), moved
+
+
+def run() -> list[Row]:
+    vocabs = _vocabs()
+    peer = run_peer(PEER.replace("VOCABS", repr(vocabs)))
+    rows = []
+    for vocab in vocabs:
+        sess, fn, moved = _rill_step(vocab)
+        for _ in range(20):
+            fn()
+        ms = measure_time(fn)
+        sess.close()
+        del sess, fn
+        rows.append(Row(
+            f"embedding step, {IDS} ids in {vocab:.0e}x{DIM} over 4 devices + sparse SGD",
+            "ms", ms, {"tensorflow": peer.get(str(vocab))},
+            note=f"rill moved {moved} bytes between devices in one step",
+        ))  # fmt: skip
+    return rows

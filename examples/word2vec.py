@@ -210,7 +210,7 @@ def _main_cluster(args, pairs, heldout, topic, out) -> dict:
         )  # fmt: skip
         g, m = build(args, setter)
         out("shards: " + ", ".join(f"{v.op.name} on {v.device}" for v in m["embeddings"]))
-        with Session(cluster.worker_target(0), graph=g) as sess:
+        with Session(cluster.target("worker", 0), graph=g) as sess:
             result = train(args, sess, m, pairs, heldout, out)
             result["same_topic"] = neighbours(args, sess, m, topic, out)
     return result

@@ -469,7 +469,9 @@ class Saver:
         if self._is_empty:
             return None
         out = sess.run(self._save_tensor, {self._filename_tensor: checkpoint_file})
-        model_checkpoint_path = out.decode() if isinstance(out, bytes) else str(out)
+        if isinstance(out, np.ndarray):  # a remote session returns a 0-d array of bytes
+            out = out.item()
+        model_checkpoint_path = bytes(out).decode() if isinstance(out, bytes) else str(out)
         if write_state:
             self._record(
                 model_checkpoint_path, save_dir, latest_filename, metric, meta_graph_suffix

@@ -1,7 +1,12 @@
 """A sparse embedding step over 4 shards: look up 512 random ids in a V×64 float32 embedding
-split over 4 devices (rill: 4 CPU devices of one session; TensorFlow: 4 logical CPU devices)
-and apply a sparse SGD update, for V = 1e5, 1e6, 4e6 (the paper's claim: the step time does not
-depend on V). Also reports the bytes rill's step moves between devices (from its trace).
+split over 4 shards and apply a sparse SGD update, for V = 1e5, 1e6, 4e6 (the paper's claim: the
+step time does not depend on V).
+
+- "over 4 devices": rill with 4 CPU devices of one session, TensorFlow with 4 logical CPU
+  devices; also reports the bytes rill's step moves between devices (from its trace).
+- "over 4 PS": a cluster of 4 PS tasks + 1 worker, each task its own process on loopback (rill:
+  `local_cluster`; TensorFlow: `tf.distribute.Server` processes), the client talking to the
+  worker. Runs when rill.distributed has local_cluster.
 
 Set RILL_EMB_VOCABS="100000,1000000" to run fewer sizes (each 4e6 table is 1 GiB per process).
 Both sides report the best of 9 timed batches (steps of random ids), not the median: on a shared
@@ -118,6 +123,104 @@ def _rill_step(vocab: int):
     return sess, (lambda: sess.run(step, {ids: rng.integers(0, vocab, IDS)})), moved
 
 
+PEER_CLUSTER = """
+import json, os, socket, subprocess, sys, time
+import numpy as np
+import tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+DIM, IDS = 64, 512
+socks = [socket.socket() for _ in range(5)]
+for s in socks: s.bind(("127.0.0.1", 0))
+ports = [s.getsockname()[1] for s in socks]
+for s in socks: s.close()
+spec = {"ps": [f"127.0.0.1:{p}" for p in ports[:4]], "worker": [f"127.0.0.1:{ports[4]}"]}
+server = ("import sys, json, tensorflow as tf; s = tf.distribute.Server(json.loads(sys.argv[1]), "
+          "sys.argv[2], int(sys.argv[3])); s.join()")
+procs = [subprocess.Popen([sys.executable, "-c", server, json.dumps(spec), job, str(i)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         for job in ("ps", "worker") for i in range(len(spec[job]))]
+out = {}
+try:
+    for vocab in VOCABS:
+        g = tf.Graph()
+        with g.as_default():
+            with tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(
+                    cluster=spec, worker_device="/job:worker/task:0")):
+                emb = tf.compat.v1.get_variable(
+                    f"emb{vocab}", [vocab, DIM], initializer=tf.compat.v1.zeros_initializer(),
+                    partitioner=tf.compat.v1.fixed_size_partitioner(4), use_resource=True)
+                ids = tf.compat.v1.placeholder(tf.int64, [IDS])
+                loss = tf.reduce_sum(tf.compat.v1.nn.embedding_lookup(emb, ids))
+                step = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+            init = tf.compat.v1.global_variables_initializer()
+        sess = tf.compat.v1.Session("grpc://" + spec["worker"][0], graph=g)
+        sess.run(init)
+        rng = np.random.default_rng(0)
+        f = lambda: sess.run(step, {ids: rng.integers(0, vocab, IDS)})
+        for _ in range(20): f()
+        k = 1
+        while True:
+            t0 = time.perf_counter()
+            for _ in range(k): f()
+            if time.perf_counter() - t0 > 0.2: break
+            k *= 2
+        best = float("inf")
+        for _ in range(9):
+            t0 = time.perf_counter()
+            for _ in range(k): f()
+            best = min(best, 1000 * (time.perf_counter() - t0) / k)
+        out[str(vocab)] = best
+        sess.close()
+finally:
+    for p in procs: p.kill()
+    for p in procs: p.wait()
+print(json.dumps(out))
+"""
+
+
+def _rill_cluster_rows(vocabs: list[int]) -> list[Row]:
+    try:
+        from rill.distributed import local_cluster
+    except ImportError:
+        return []
+    import rill.graph as rg
+    import rill.train as rt
+    from rill.exec import Session
+
+    peer = run_peer(PEER_CLUSTER.replace("VOCABS", repr(vocabs)))
+    rows = []
+    with local_cluster(ps=SHARDS, workers=1, log_level="WARNING") as cluster:
+        for vocab in vocabs:
+            g = rg.Graph()
+            setter = rt.replica_device_setter(
+                cluster=cluster.cluster_spec, worker_device="/job:worker/task:0"
+            )
+            with g.as_default(), g.device(setter):
+                emb = rt.get_variable(
+                    f"emb{vocab}", [vocab, DIM], partitioner=rt.fixed_size_partitioner(SHARDS),
+                    initializer=rt.zeros_initializer(),
+                )  # fmt: skip
+                ids = rg.placeholder(rg.int64, [IDS])
+                loss = rg.reduce_sum(rg.embedding_lookup(emb, ids, partition_strategy="mod"))
+                step = rt.GradientDescentOptimizer(0.1).minimize(loss)
+                init = rg.global_variables_initializer()
+            rng = np.random.default_rng(0)
+            with Session(cluster.target("worker", 0), graph=g) as sess:
+                sess.run(init)
+
+                def fn(sess=sess, step=step, ids=ids, rng=rng, vocab=vocab):
+                    sess.run(step, {ids: rng.integers(0, vocab, IDS)})
+
+                for _ in range(20):
+                    fn()
+                ms = _best_ms(fn)
+            rows.append(Row(
+                f"embedding step, {IDS} ids in {vocab:.0e}x{DIM} over 4 PS tasks + sparse SGD",
+                "ms", ms, {"tensorflow": peer.get(str(vocab))},
+            ))  # fmt: skip
+    return rows
+
+
 def run() -> list[Row]:
     vocabs = _vocabs()
     peer = run_peer(PEER.replace("VOCABS", repr(vocabs)))
@@ -134,4 +237,4 @@ def run() -> list[Row]:
             "ms", ms, {"tensorflow": peer.get(str(vocab))},
             note=f"rill moved {moved} bytes between devices in one step",
         ))  # fmt: skip
-    return rows
+    return rows + _rill_cluster_rows(vocabs)

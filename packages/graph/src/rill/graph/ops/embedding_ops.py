@@ -7,9 +7,10 @@ A lookup of `ids` in shards `params[0..n-1]` (a list, a PartitionedVariable, or 
    `"div"`: shards hold contiguous ranges, in order (row `id - offset[shard]`, where the offsets
    are the shards' actual row counts, so shards of any sizes are correct);
 2. `DynamicPartition` splits the rows (and their positions) by shard;
-3. per shard, `Unique` leaves each row once, a `Gather` colocated with the shard reads those rows
-   (so a parameter server sends each distinct row once), and a local gather repeats them;
-4. `DynamicStitch` puts the rows back in the order of `ids`.
+3. a `Gather` colocated with each shard reads its rows; the ids were made distinct first
+   (`Unique`), so a parameter server sends each distinct row once;
+4. `DynamicStitch` puts the rows back in order, and a local gather repeats them for repeated
+   ids.
 
 Ids outside `[0, total rows)` fail with InvalidArgumentError from the op
 `<scope>/check_ids`, naming the id. The gradient of each shard's gather is an IndexedSlices of
@@ -208,14 +209,16 @@ def _restore_shape(rows: Tensor, ids: Tensor, shards: list) -> Tensor:
 def _lookup_sharded(shards: list, ids: Tensor, strategy: str, max_norm) -> Tensor:
     n = len(shards)
     sizes = [_rows(p) for p in shards]
-    flat_ids = _check_ids(reshape_ops.reshape(ids, [-1]), _sum_rows(sizes))
-    shard, row = _assign_shards(flat_ids, sizes, strategy)
+    # Each distinct id once: its shard reads the row once, and the rows are repeated at the end.
+    uniq, idx = gather_ops.unique(reshape_ops.reshape(ids, [-1]), out_idx=dtypes.int32)
+    uniq = _check_ids(uniq, _sum_rows(sizes))
+    shard, row = _assign_shards(uniq, sizes, strategy)
     rows_by_shard = gather_ops.dynamic_partition(row, shard, n)
-    positions = math_ops.range(0, array_ops.size(flat_ids))
+    positions = math_ops.range(0, array_ops.size(uniq))
     positions_by_shard = gather_ops.dynamic_partition(positions, shard, n)
-    looked_up = [_unique_lookup(p, r, max_norm) for p, r in zip(shards, rows_by_shard)]
+    looked_up = [_clip_rows(_gather_rows(p, r), max_norm) for p, r in zip(shards, rows_by_shard)]
     stitched = gather_ops.dynamic_stitch(positions_by_shard, looked_up)
-    return _restore_shape(stitched, ids, shards)
+    return _restore_shape(gather_ops.gather(stitched, idx), ids, shards)
 
 
 # -- sparse lookups ------------------------------------------------------------------------------

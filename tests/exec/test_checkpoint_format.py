@@ -328,7 +328,7 @@ def test_restore_kernel_errors(graph, tmp_path):
 def test_slices(graph, tmp_path):
     prefix = np.array(str(tmp_path / "m").encode(), dtype=object)
     save = _save_op(["w"], [""], [rg.float32])
-    w = np.zeros((4, 5), np.float32)
+    w = np.arange(20, dtype=np.float32).reshape(4, 5)
     run_kernel(save, prefix, _s("w"), _s("4 5 -:-"), w)  # a spec naming the whole tensor
     with pytest.raises(UnimplementedError, match="part of a larger tensor"):
         run_kernel(save, prefix, _s("w"), _s("8 5 0,4:-"), w)
@@ -336,8 +336,14 @@ def test_slices(graph, tmp_path):
         run_kernel(save, prefix, _s("w"), _s("4 5 x"), w)
     restore = rg.restore_v2(prefix, ["w"], ["4 5 0,2:-"], [rg.float32])
     assert restore[0].shape == rg.TensorShape([2, 5])
-    with pytest.raises(UnimplementedError):
-        run_kernel(restore[0].op, prefix, _s("w"), _s("4 5 0,2:-"))
+    # RestoreV2 reads a slice (a shard of a partitioned variable) out of the whole tensor.
+    (part,) = run_kernel(restore[0].op, prefix, _s("w"), _s("4 5 0,2:-"))
+    np.testing.assert_array_equal(part, w[0:2])
+    (part,) = run_kernel(restore[0].op, prefix, _s("w"), _s("4 5 1,3:2,3"))
+    np.testing.assert_array_equal(part, w[1:4, 2:5])
+    with pytest.raises(InvalidArgumentError, match=r"'w': the slice '6 5 0,2:-' is of a tensor "
+                       r"of shape \[6,5\], but the checkpoint holds shape \[4,5\]"):  # fmt: skip
+        run_kernel(restore[0].op, prefix, _s("w"), _s("6 5 0,2:-"))
     whole = rg.restore_v2(prefix, ["w"], ["4 5 -:-"], [rg.float32])
     (got,) = run_kernel(whole[0].op, prefix, _s("w"), _s("4 5 -:-"))
     assert got.shape == (4, 5)

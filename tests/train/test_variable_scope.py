@@ -249,8 +249,8 @@ def test_argument_errors(graph):
     with pytest.raises(ValueError, match="reuse=True cannot be used without a name_or_scope"):
         with variable_scope(None, default_name="d", reuse=True):
             pass
-    with pytest.raises(NotImplementedError, match="partition"):
-        get_variable("p", [4, 2], partitioner=lambda shape, dtype: [2, 1])
+    # Partitioned variables are tested in test_partitioned_variables.py.
+    assert len(get_variable("p", [4, 2], partitioner=lambda shape, dtype: [2, 1])) == 2
 
 
 def test_auxiliary_name_scope_false(graph):

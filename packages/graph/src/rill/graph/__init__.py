@@ -31,9 +31,11 @@ from rill.graph.graph import (
 from rill.graph.graph_def import import_graph_def, make_ndarray, make_tensor_proto
 from rill.graph.op_def import RuleRegistry, all_op_defs, defop, get_op_def
 from rill.graph.ops.array_ops import *  # noqa: F403
+from rill.graph.ops.candidate_sampling_ops import *  # noqa: F403
 from rill.graph.ops.control_flow_ops import *  # noqa: F403
 from rill.graph.ops.conv_ops import *  # noqa: F403
 from rill.graph.ops.data_flow_ops import *  # noqa: F403
+from rill.graph.ops.embedding_ops import *  # noqa: F403
 from rill.graph.ops.gather_ops import *  # noqa: F403
 from rill.graph.ops.io_ops import *  # noqa: F403
 from rill.graph.ops.list_ops import *  # noqa: F403
@@ -53,6 +55,7 @@ from rill.graph.ops.state_ops import *  # noqa: F403
 from rill.graph.ops.tensor_array_ops import *  # noqa: F403
 from rill.graph.ops.training_ops import *  # noqa: F403
 from rill.graph.shapes import TensorShape, as_shape
+from rill.graph.sparse_tensor import SparseTensor, SparseTensorValue, sparse_placeholder
 from rill.graph.text import format_graph, parse_graph
 
 __version__ = "0.1.0"

@@ -422,15 +422,19 @@ class Graph:
             if stack[i] is None:
                 start = i + 1
                 break
+        # As TensorFlow: innermost first. A string scope fills the fields the op's device does
+        # not set yet; a function sees the device the inner scopes gave (so a device setter can
+        # merge with it) and its result is the op's device from then on.
         spec = DeviceSpec()
-        for s in stack[start:]:
+        for s in reversed(stack[start:]):
             if callable(s):
                 op._device = spec.to_string()
                 s = s(op)
                 if isinstance(s, DeviceSpec):
                     s = s.to_string()
-            if s:
-                spec = spec.merged(DeviceSpec.from_string(s))
+                spec = DeviceSpec.from_string(s or "")
+            elif s:
+                spec = DeviceSpec.from_string(s).merged(spec)
         return spec.to_string()
 
     @contextlib.contextmanager

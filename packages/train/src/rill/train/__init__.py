@@ -78,6 +78,28 @@ from rill.train.training_util import (
     global_step,
 )
 
+# isort: split
+# -- placement, partitioned variables and sampled losses (device_setter, ...) -------------------
+from rill.train.device_setter import (
+    STANDARD_PS_OPS,
+    GreedyLoadBalancingStrategy,
+    byte_size_load_fn,
+    local_device_setter,
+    replica_device_setter,
+)
+from rill.train.partitioned_variables import (
+    PartitionedVariable,
+    PartitionInfo,
+    SaveSliceInfo,
+    fixed_size_partitioner,
+    min_max_variable_partitioner,
+    variable_axis_size_partitioner,
+)
+from rill.train.placement_report import DeviceUsage, placement_report, placement_summary
+from rill.train.sampled_losses import nce_loss, sampled_softmax_loss
+
+# -- end of placement block ---------------------------------------------------------------------
+
 # -- end of optimizers block -------------------------------------------------------------------
 
 # isort: split

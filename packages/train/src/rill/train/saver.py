@@ -13,6 +13,11 @@ The reads and assignments are colocated with their variables; SaveV2 and Restore
 `sharded=True` is accepted and writes the same single-shard checkpoint (there is no
 MergeV2Checkpoints yet).
 
+A partitioned variable (its shards carry a SaveSliceInfo) is written once, whole, under its
+logical name: the shards' reads travel to the writing device, which joins them, so no shared
+filesystem is needed. Each shard restores its slice of that tensor (RestoreV2 with the shard's
+shape_and_slice), so a checkpoint restores into any other partitioning, or none.
+
 `save(sess, "ckpt/model", global_step=100)` writes the checkpoint `ckpt/model-100` (the file
 format is rill.exec's; see rill-exec's README, "Checkpoint format"), then rewrites the state file
 `ckpt/checkpoint` (see `checkpoint_management`) with paths relative to `ckpt/`, then deletes the
@@ -60,6 +65,7 @@ from rill.graph.ops.io_ops import restore_v2, save_v2
 from rill.graph.ops.state_ops import GLOBAL_VARIABLES, Variable
 from rill.graph.shapes import TensorShape
 from rill.train import checkpoint_management as cm
+from rill.train.partitioned_variables import PartitionedVariable, SlicedVariable, saver_entries
 
 __all__ = ["SAVERS", "SAVEABLE_OBJECTS", "Saver", "SaverDef"]
 
@@ -113,27 +119,33 @@ def _describe(dtype, shape) -> str:
     return f"{dtypes.as_dtype(dtype).name}[{dims}]"
 
 
-def _names_to_variables(var_list) -> dict[str, Variable]:
+def _names_to_variables(var_list) -> dict:
+    """{checkpoint name: Variable or SlicedVariable (the shards of a partitioned variable)}."""
     if isinstance(var_list, dict):
         items = list(var_list.items())
         for name, _ in items:
             if not isinstance(name, str):
                 raise TypeError(f"var_list keys must be checkpoint names (str), found {name!r}")
     else:
-        if isinstance(var_list, Variable):
+        if isinstance(var_list, (Variable, PartitionedVariable)):
             var_list = [var_list]
         items = []
         for v in var_list:
-            if not isinstance(v, Variable):
+            if not isinstance(v, (Variable, PartitionedVariable)):
                 raise TypeError(
                     f"Saver saves Variables; var_list holds {v!r}. Pass a dict name -> Variable "
                     "to choose the checkpoint names."
                 )
-            items.append((v.op.name, v))
-    out: dict[str, Variable] = {}
+            items.append((None, v))
     for name, v in items:
-        if not isinstance(v, Variable):
+        ok = isinstance(v, (Variable, PartitionedVariable)) or (
+            isinstance(v, (list, tuple)) and v and all(isinstance(x, Variable) for x in v)
+        )
+        if not ok:
             raise TypeError(f"var_list[{name!r}] is {v!r}, not a Variable")
+    out: dict = {}
+    for name, v in saver_entries(items):
+        name = name if name is not None else v.op.name
         if name in out:
             raise ValueError(f"At least two variables have the same name: {name}")
         out[name] = v
@@ -257,12 +269,29 @@ class Saver:
         g: Graph = next(iter(graphs.values()))
         names = list(self._items)
         variables = list(self._items.values())
+        # What RestoreV2 reads: each variable whole, each shard its slice of its logical tensor.
+        targets, restore_names, restore_specs = [], [], []
+        for name, v in self._items.items():
+            if isinstance(v, SlicedVariable):
+                targets += v.shards
+                restore_names += [name] * len(v.shards)
+                restore_specs += v.specs
+            else:
+                targets.append(v)
+                restore_names.append(name)
+                restore_specs.append("")
         with g.as_default(), g.name_scope(self._name or "save") as scope:
             reads = []
             for v in variables:
+                if isinstance(v, SlicedVariable):
+                    reads.append(None)  # joined on the writing device below
+                    continue
                 with g.colocate_with(v):
                     reads.append(v.value())
             with g.device(_IO_DEVICE):
+                # The shards of a partitioned variable travel to the writer, which joins them:
+                # the checkpoint holds each logical variable once, whole.
+                reads = [v.joined() if r is None else r for r, v in zip(reads, variables)]
                 self._filename_tensor = placeholder_with_default(
                     constant(self._filename or "model", dtypes.string, name="filename/input"),
                     shape=[],
@@ -281,13 +310,13 @@ class Saver:
                 with g.name_scope("RestoreV2") as op_scope:
                     restored = restore_v2(
                         self._filename_tensor,
-                        constant(names, dtypes.string, name="tensor_names"),
-                        constant([""] * len(names), dtypes.string, name="shape_and_slices"),
-                        [v.dtype for v in variables],
+                        constant(restore_names, dtypes.string, name="tensor_names"),
+                        constant(restore_specs, dtypes.string, name="shape_and_slices"),
+                        [v.dtype for v in targets],
                         name=op_scope,
                     )
             assigns = []
-            for v, value in zip(variables, restored):
+            for v, value in zip(targets, restored):
                 with g.colocate_with(v):
                     assigns.append(v.assign(value, read_value=False))
             self._restore_op = group(*assigns, name="restore_all")
@@ -550,14 +579,21 @@ class Saver:
         reader = CheckpointReader(save_path)
         missing, differs = [], []
         for name, v in self._items.items():
+            sliced = isinstance(v, SlicedVariable)
+            what = (
+                f"partitioned variable, slices {', '.join(repr(s) for s in v.specs)}"
+                if sliced
+                else f"variable {v.op.name}"
+            )
             if not reader.has_tensor(name):
-                missing.append(f"{name!r} ({_describe(v.dtype, v.shape)}, variable {v.op.name})")
+                missing.append(f"{name!r} ({_describe(v.dtype, v.shape)}, {what})")
                 continue
             dt, shape = reader.dtype(name), reader.shape(name)
             if dt is not v.dtype or not v.shape.is_compatible_with(TensorShape(list(shape))):
+                slices = f" ({what})" if sliced else ""
                 differs.append(
-                    f"{name!r}: the variable is {_describe(v.dtype, v.shape)}, the checkpoint "
-                    f"has {_describe(dt, list(shape))}"
+                    f"{name!r}: the variable is {_describe(v.dtype, v.shape)}{slices}, the "
+                    f"checkpoint has {_describe(dt, list(shape))}"
                 )
         if not missing and not differs:
             return

@@ -135,6 +135,7 @@ class _GraphState:
     def __init__(self):
         self.lock = threading.RLock()
         self.vars: dict[str, Variable] = {}
+        self.partitioned: dict = {}  # name -> PartitionedVariable
         self._local = threading.local()
 
     @property
@@ -390,11 +391,10 @@ def _store_get(st: _GraphState, name: str, custom_getter=None, **kw) -> Variable
     def true_getter(name, *args, **kwargs):
         kwargs.update(zip(_GETTER_ARGS, args))
         shape = kwargs.get("shape")
-        if kwargs.get("partitioner") is not None and not (isinstance(shape, list) and not shape):
-            raise NotImplementedError(
-                f"get_variable({name!r}): partitioned variables (partitioner=...) are not "
-                "supported by rill.train.get_variable yet"
-            )
+        if kwargs.get("partitioner") is not None and not (
+            shape is not None and as_shape(shape).rank == 0
+        ):
+            return _get_partitioned_variable(st, name, kwargs)
         return _get_single_variable(st, name, **{k: kwargs.get(k) for k in _SINGLE_ARGS})
 
     if custom_getter is None:
@@ -402,6 +402,37 @@ def _store_get(st: _GraphState, name: str, custom_getter=None, **kw) -> Variable
     if not _accepts(custom_getter, "constraint"):
         kw.pop("constraint", None)
     return custom_getter(getter=true_getter, name=name, **kw)
+
+
+def _get_partitioned_variable(st: _GraphState, name: str, kwargs: dict):
+    """The PartitionedVariable `name` (see rill.train.partitioned_variables): its shards are
+    single variables `name/part_<i>` made here with the other arguments unchanged."""
+    from rill.train.partitioned_variables import create_partitioned_variable
+
+    dtype = dtypes.as_dtype(kwargs.get("dtype") or dtypes.float32)
+    initializer = kwargs.get("initializer")
+    if initializer is None:
+        initializer = _default_initializer(name, dtype)
+    if inspect.isclass(initializer):
+        initializer = initializer()
+    single = {k: kwargs.get(k) for k in _SINGLE_ARGS if k not in ("shape", "initializer")}
+
+    def get_single(shard_name, shape, init):
+        return _get_single_variable(st, shard_name, shape=shape, initializer=init, **single)
+
+    with st.lock:
+        found = st.partitioned.get(name)
+        if found is None and name in st.vars:
+            raise ValueError(
+                f"Variable {name} already exists as an unpartitioned variable; it cannot be "
+                "fetched with a partitioner"
+            )
+        pv = create_partitioned_variable(
+            get_single, name, kwargs.get("shape"), dtype, initializer,
+            kwargs["partitioner"], kwargs.get("reuse"), found,
+        )  # fmt: skip
+        st.partitioned[name] = pv
+    return pv
 
 
 def _get_single_variable(

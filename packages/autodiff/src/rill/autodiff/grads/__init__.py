@@ -2,6 +2,7 @@
 
 from rill.autodiff.grads import (  # noqa: F401 - imported for their registrations
     array_grad,
+    candidate_sampling_grad,
     control_flow_grad,
     conv_grad,
     gather_grad,

@@ -125,7 +125,10 @@ def sparse_rows_grad(grad, indices: Tensor, dims: Dims) -> IndexedSlices:
     n = indices.shape.num_elements()
     size = n if n is not None else array_ops.size(indices)
     values = array_ops.reshape(grad, vector([size, dims[1:]]))
-    flat = array_ops.reshape(indices, vector([size]))
+    # Indices that are already a vector are used as they are: when they were sent to the
+    # variable's device for the gather, the gradient's indices are that same tensor (no
+    # second transfer).
+    flat = indices if indices.shape.rank == 1 else array_ops.reshape(indices, vector([size]))
     return IndexedSlices(values, flat, vector([dims[0:]]))
 
 

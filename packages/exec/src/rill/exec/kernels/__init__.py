@@ -6,6 +6,7 @@ Importing this package registers every kernel.
 from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     accumulator_kernels,
     array_kernels,
+    candidate_sampling_kernels,
     control_flow_kernels,
     conv_kernels,
     data_flow_kernels,

@@ -31,7 +31,8 @@ def _prefix(value) -> str:
 
 
 def _whole(spec: str, name: str, shape: tuple[int, ...] | None) -> None:
-    """Accepts "" or a spec naming the whole tensor; partial slices are not supported."""
+    """Accepts "" or a spec naming the whole tensor: a checkpoint holds whole tensors (the Saver
+    joins a partitioned variable's shards before writing it)."""
     try:
         parsed = parse_shape_and_slice(spec)
     except ValueError as e:
@@ -43,8 +44,8 @@ def _whole(spec: str, name: str, shape: tuple[int, ...] | None) -> None:
         shape is not None and tuple(dims) != tuple(shape)
     ):
         raise UnimplementedError(
-            f"tensor {name!r}: shape_and_slice {spec!r} names part of a larger tensor; saving "
-            'and restoring slices (partitioned variables) is not supported yet — use ""'
+            f"tensor {name!r}: shape_and_slice {spec!r} names part of a larger tensor; SaveV2 "
+            'writes whole tensors (save the joined shards with ""; RestoreV2 reads slices)'
         )
 
 
@@ -61,17 +62,55 @@ def save_v2(dtypes):
     return compute
 
 
+class _CachedReader:
+    """A checkpoint reader that reads each tensor once per RestoreV2 run (several shards of one
+    partitioned variable slice the same tensor)."""
+
+    def __init__(self, prefix: str):
+        self._reader = CheckpointReader(prefix)
+        self._values: dict = {}
+
+    def shape(self, name: str):
+        return self._reader.shape(name)
+
+    def read(self, name: str, dt):
+        key = (name, dt)
+        if key not in self._values:
+            self._values[key] = self._reader.read(name, dt)
+        return self._values[key]
+
+
+def _read_slice(reader: _CachedReader, name: str, spec: str, dt) -> np.ndarray:
+    """The part of checkpoint tensor `name` that `spec` names (the whole tensor for ""). The
+    checkpoint holds each logical tensor whole; a slice (a partitioned variable's shard) is read
+    from it, and its full shape must be the stored one."""
+    try:
+        parsed = parse_shape_and_slice(spec)
+    except ValueError as e:
+        raise InvalidArgumentError(f"tensor {name!r}: {e}") from None
+    if parsed is None:
+        return reader.read(name, dt)
+    dims, slices = parsed
+    stored = tuple(reader.shape(name))
+    if tuple(dims) != stored:
+        shown = "[" + ",".join(map(str, stored)) + "]"
+        raise InvalidArgumentError(
+            f"tensor {name!r}: the slice {spec!r} is of a tensor of shape "
+            f"[{','.join(map(str, dims))}], but the checkpoint holds shape {shown}"
+        )
+    value = reader.read(name, dt)
+    index = tuple(slice(None) if s is None else slice(s[0], s[0] + s[1]) for s in slices)
+    return np.ascontiguousarray(value[index])
+
+
 @register_kernel("RestoreV2", expensive=True)
 def restore_v2(dtypes):
     def compute(prefix, tensor_names, shape_and_slices):
         n = len(dtypes)
         names = _strings(tensor_names, "tensor_names", n)
         specs = _strings(shape_and_slices, "shape_and_slices", n)
-        reader = CheckpointReader(_prefix(prefix))
-        out = []
-        for name, spec, dt in zip(names, specs, dtypes):
-            _whole(spec, name, reader.shape(name) if spec else None)
-            out.append(reader.read(name, dt))
+        reader = _CachedReader(_prefix(prefix))
+        out = [_read_slice(reader, name, spec, dt) for name, spec, dt in zip(names, specs, dtypes)]
         return out[0] if n == 1 else out
 
     return compute

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.resources import ResourceHandle, Var, handle_array, handle_of
+from rill.exec.resources import ResourceHandle, Var, handle_array, handle_of, update_vars
 from rill.graph.dtypes import NUMBER_TYPES
 from rill.graph.errors import InvalidArgumentError
 from rill.graph.shapes import TensorShape
@@ -217,14 +217,16 @@ def _scatter_kernel(mode: str):
                         f"variable.shape[1:] = {TensorShape(want)}, got "
                         f"{TensorShape(updates.shape)}"
                     )
-                new = old.copy()
+                # In place when nothing but the variable refers to its value (see update_vars),
+                # so a scatter costs O(rows touched); otherwise copy on write.
+                new = old if old.flags.writeable else old.copy()
                 if mode == "update":
                     new[indices] = updates  # duplicates: the last update wins
                 else:
                     ufunc.at(new, indices, updates)  # duplicates accumulate
-                return new
+                return [new]
 
-            var.update(apply)
+            update_vars([var], apply, in_place=True)
 
         return compute
 

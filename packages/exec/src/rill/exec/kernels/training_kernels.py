@@ -416,12 +416,15 @@ def _sparse(ctx, t, handles, names, grad, indices, step, hyper) -> None:
             after = step(g, *before, *hyper)
             for k, (b, a) in enumerate(zip(before, after)):
                 if a is not b:
-                    if news[k] is olds[k]:
-                        news[k] = olds[k].copy()
+                    if news[k] is olds[k] and not olds[k].flags.writeable:
+                        news[k] = olds[k].copy()  # a reader holds the value: copy on write
                     news[k][idx] = a
         return news
 
-    update_vars(vs, update)
+    # Every check above runs before the first write, so the rows can be written in place when
+    # nothing but the variable refers to its value: a sparse step costs O(rows touched), not
+    # O(rows of the variable).
+    update_vars(vs, update, in_place=True)
 
 
 # -- dense kernels ------------------------------------------------------------------------------

@@ -6,9 +6,11 @@ Importing this package declares every op; a malformed declaration fails the impo
 from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     accumulator_ops,
     array_ops,
+    candidate_sampling_ops,
     control_flow_ops,
     conv_ops,
     data_flow_ops,
+    embedding_ops,
     fused_ops,
     gather_ops,
     grad_ops,

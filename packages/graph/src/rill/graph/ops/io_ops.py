@@ -75,8 +75,14 @@ def _check_common(op, n: int) -> None:
     _vector_shape(op, 1, "tensor_names", n)
     _vector_shape(op, 2, "shape_and_slices", n)
     names = constant_value(op._inputs[1])
-    if names is not None and len(set(names.reshape(-1).tolist())) != names.size:
-        raise ValueError(f"tensor_names has duplicates: {names.reshape(-1).tolist()}")
+    specs = constant_value(op._inputs[2])
+    if names is not None:
+        # One name may appear with several slices (the shards of a partitioned variable).
+        keys = names.reshape(-1).tolist()
+        if specs is not None and specs.size == names.size:
+            keys = list(zip(keys, specs.reshape(-1).tolist()))
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"tensor_names has duplicates: {names.reshape(-1).tolist()}")
 
 
 def _save_shape(op):

@@ -154,7 +154,7 @@ class _StepPlan:
         frames = control_flow_info(pg)
         self.has_control_flow = pg.has_control_flow()
         parts = partition(pg, frames)
-        kernels = KernelTable()
+        kernels = KernelTable(session._stateful_kernels)
         fast = not cfg.rill.disable_compiled_path
         compiled = fast and not self.has_control_flow
         self.partitions = []
@@ -218,6 +218,8 @@ class Session:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="rill-op")
         self._blocking_pool = ThreadPoolExecutor(256, thread_name_prefix="rill-wait")
         self._plans: dict = {}
+        # Stateful kernels shared by every step plan (see KernelTable).
+        self._stateful_kernels: dict = {}
         self._fetch_cache: dict = {}
         self._lock = threading.Lock()
         self._steps = itertools.count(1)
@@ -306,6 +308,7 @@ class Session:
         self._pool.shutdown(wait=False)
         self._blocking_pool.shutdown(wait=False)
         self._plans.clear()
+        self._stateful_kernels.clear()
 
     def __enter__(self):
         self._default_ctx = default_session(self)

@@ -55,4 +55,11 @@ from rill.graph.ops.training_ops import *  # noqa: F403
 from rill.graph.shapes import TensorShape, as_shape
 from rill.graph.text import format_graph, parse_graph
 
+# isort: split
+# TensorFlow's namespaces (tf.nn, tf.math, ...) and module-level scopes (tf.device, ...). The
+# scope functions come last: `device` replaces the rill.graph.device module as the attribute.
+from rill.graph import image, linalg, math, nn, random
+from rill.graph.ops.nn_impl import *  # noqa: F403
+from rill.graph.scopes import colocate_with, control_dependencies, device, name_scope
+
 __version__ = "0.1.0"

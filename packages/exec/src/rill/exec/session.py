@@ -252,6 +252,11 @@ class Session:
             graph = self.graph
             for k, v in feed_dict.items():
                 if type(k) is not Tensor:
+                    if isinstance(k, (tuple, list)):
+                        # A nested key (an LSTMStateTuple, a list of placeholders) feeds each
+                        # of its tensors from the same place in the value's structure.
+                        self._feed_nested(k, v, feed_keys, feed_vals)
+                        continue
                     k = self._feed_key(k)
                 elif k.op.graph is not graph:
                     raise ValueError(f"cannot feed {k.name}: it is not an element of this graph")
@@ -345,6 +350,29 @@ class Session:
                 self._fetch_cache.clear()
             self._fetch_cache[fetches] = cached
         return cached
+
+    def _feed_nested(self, key, value, feed_keys: list, feed_vals: list) -> None:
+        # TensorFlow's rule (nest.flatten_dict_items): the value is taken apart only as deep
+        # as the key's structure, so a list value can still feed one tensor inside it.
+        stack = [(key, value)]
+        while stack:
+            k, v = stack.pop()
+            if isinstance(k, (tuple, list)):
+                if not isinstance(v, (tuple, list)) or len(v) != len(k):
+                    names = [getattr(x, "name", x) for x in k]
+                    raise ValueError(
+                        f"feed_dict key {names} is a structure of {len(k)}; its value must be a "
+                        f"sequence of {len(k)} values, got {type(v).__name__}"
+                        + (f" of length {len(v)}" if isinstance(v, (tuple, list)) else "")
+                    )
+                stack.extend(reversed(list(zip(k, v))))
+                continue
+            if type(k) is not Tensor:
+                k = self._feed_key(k)
+            elif k.op.graph is not self.graph:
+                raise ValueError(f"cannot feed {k.name}: it is not an element of this graph")
+            feed_keys.append(k)
+            feed_vals.append(v)
 
     def _feed_key(self, k) -> Tensor:
         try:

@@ -31,12 +31,14 @@ from rill.graph.graph import (
 from rill.graph.graph_def import import_graph_def, make_ndarray, make_tensor_proto
 from rill.graph.op_def import RuleRegistry, all_op_defs, defop, get_op_def
 from rill.graph.ops.array_ops import *  # noqa: F403
+from rill.graph.ops.check_ops import *  # noqa: F403
 from rill.graph.ops.control_flow_ops import *  # noqa: F403
 from rill.graph.ops.conv_ops import *  # noqa: F403
 from rill.graph.ops.data_flow_ops import *  # noqa: F403
 from rill.graph.ops.gather_ops import *  # noqa: F403
 from rill.graph.ops.io_ops import *  # noqa: F403
 from rill.graph.ops.list_ops import *  # noqa: F403
+from rill.graph.ops.logging_ops import *  # noqa: F403
 from rill.graph.ops.logic_ops import *  # noqa: F403
 from rill.graph.ops.math_ops import *  # noqa: F403
 from rill.graph.ops.matmul_ops import *  # noqa: F403
@@ -50,6 +52,7 @@ from rill.graph.ops.sequence_ops import *  # noqa: F403
 from rill.graph.ops.slice_ops import *  # noqa: F403
 from rill.graph.ops.stack_ops import *  # noqa: F403
 from rill.graph.ops.state_ops import *  # noqa: F403
+from rill.graph.ops.summary_ops import *  # noqa: F403
 from rill.graph.ops.tensor_array_ops import *  # noqa: F403
 from rill.graph.ops.training_ops import *  # noqa: F403
 from rill.graph.shapes import TensorShape, as_shape

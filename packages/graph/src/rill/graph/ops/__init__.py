@@ -5,6 +5,7 @@ Importing this package declares every op; a malformed declaration fails the impo
 
 from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     array_ops,
+    check_ops,
     control_flow_ops,
     conv_ops,
     data_flow_ops,
@@ -14,6 +15,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     internal_ops,
     io_ops,
     list_ops,
+    logging_ops,
     logic_ops,
     math_ops,
     matmul_ops,
@@ -27,6 +29,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     slice_ops,
     stack_ops,
     state_ops,
+    summary_ops,
     tensor_array_ops,
     training_ops,
 )

@@ -1,7 +1,7 @@
 """Training libraries for rill: optimizers, layers, Saver, training loops."""
 
 # -- initializers, variable scopes, layers and losses (init_ops, variable_scope, layers, losses) --
-from rill.train import layers, losses, summary  # the tf.layers, tf.losses, tf.summary namespaces
+from rill.train import layers, losses, metrics, summary  # tf.layers, .losses, .metrics, .summary
 from rill.train.init_ops import (
     Constant,
     GlorotNormal,

@@ -143,3 +143,22 @@ from rill.train.rnn_cell import (
     RNNCell,
 )
 # -- end of recurrent networks block ------------------------------------------------------------
+
+# isort: split
+# -- queue-based input, coordinator, supervisor -------------------------------------------------
+from rill.train.coordinator import Coordinator
+from rill.train.input import (
+    batch,
+    batch_join,
+    input_producer,
+    limit_epochs,
+    range_input_producer,
+    shuffle_batch,
+    shuffle_batch_join,
+    slice_input_producer,
+    string_input_producer,
+)
+from rill.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
+from rill.train.supervisor import Supervisor
+
+# -- end of queue-based input block -------------------------------------------------------------

@@ -142,6 +142,7 @@ from rill.train.rnn_cell import (
     MultiRNNCell,
     RNNCell,
 )
+
 # -- end of recurrent networks block ------------------------------------------------------------
 
 # isort: split

@@ -142,3 +142,11 @@ def test_module_level_scopes():
     with pytest.raises(ValueError):
         with g.as_default(), rg.device("/nonsense:zz"):
             pass
+
+
+def test_batch_normalization_formula():
+    x = rng.normal(size=(4, 3))
+    m, v = x.mean(0), x.var(0)
+    off, sc = rng.normal(size=3), rng.normal(size=3)
+    got = _run(lambda: rg.nn.batch_normalization(x, m, v, off, sc, 1e-3))
+    np.testing.assert_allclose(got, (x - m) * sc / np.sqrt(v + 1e-3) + off, rtol=1e-10)

@@ -24,6 +24,7 @@ from rill.graph.ops.math_ops import sigmoid, tanh
 from rill.graph.ops.nn_impl import (
     atrous_conv2d,
     avg_pool1d,
+    batch_normalization,
     conv1d,
     conv2d_transpose,
     depthwise_conv2d,

@@ -35,6 +35,7 @@ __all__ = [
     "conv1d",
     "max_pool1d",
     "avg_pool1d",
+    "batch_normalization",
 ]
 
 
@@ -282,3 +283,28 @@ def max_pool1d(input, ksize, strides, padding, data_format="NWC", name=None) -> 
 def avg_pool1d(input, ksize, strides, padding, data_format="NWC", name=None) -> Tensor:
     """Average pooling over the width of [batch, width, channels] (`tf.nn.avg_pool1d`)."""
     return _pool1d(avg_pool, "AvgPool1D", input, ksize, strides, padding, data_format, name)
+
+
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None) -> Tensor:
+    """(x - mean) · scale / sqrt(variance + epsilon) + offset, broadcasting the statistics
+    (`tf.nn.batch_normalization`; offset and scale may be None).
+
+    >>> import rill.graph as rg
+    >>> from rill.exec import Session
+    >>> with rg.Graph().as_default():
+    ...     y = batch_normalization(rg.constant([1.0, 3.0]), 2.0, 1.0, None, None, 0.0)
+    ...     Session().run(y)
+    array([-1.,  1.], dtype=float32)
+    """
+    g = get_default_graph()
+    with g.name_scope(name or "batchnorm") as scope:
+        x = convert_to_tensor(x, name="x")
+        mean = convert_to_tensor(mean, dtype=x.dtype, name="mean")
+        variance = convert_to_tensor(variance, dtype=x.dtype, name="variance")
+        inv = math_ops.rsqrt(math_ops.add(variance, constant(variance_epsilon, dtype=x.dtype)))
+        if scale is not None:
+            inv = math_ops.multiply(inv, convert_to_tensor(scale, dtype=x.dtype))
+        shift = math_ops.negative(math_ops.multiply(mean, inv))
+        if offset is not None:
+            shift = math_ops.add(shift, convert_to_tensor(offset, dtype=x.dtype))
+        return math_ops.add(math_ops.multiply(x, inv), shift, name=scope)

@@ -1,0 +1,7 @@
+"""`tf.linalg` of TensorFlow 1.x (rill.graph.linalg)."""
+
+# ruff: noqa: F401, F403 - a namespace of re-exports
+
+from rill.graph.linalg import *
+
+transpose = matrix_transpose  # tf.linalg.transpose transposes the last two dimensions

@@ -63,9 +63,12 @@ from rill.graph import (
 )
 from rill.graph import bool_ as bool  # noqa: A004 - TensorFlow's name
 from rill.graph import cond as _cond
+from rill.graph.dtypes import int64
+from rill.graph.graph import get_default_graph
 from rill.graph.graph_def import import_graph_def
 from rill.graph.ops.array_ops import group, no_op
 from rill.graph.ops.logging_ops import check_numerics
+from rill.graph.ops.math_ops import floordiv
 from rill.graph.ops.reduction_ops import argmax, argmin
 from rill.graph.ops.state_ops import (
     Variable,
@@ -115,7 +118,7 @@ from rill.train.summary import Event, SessionLog, Summary, SummaryMetadata
 # -- TensorFlow 1.x's modules -----------------------------------------------------------------
 # The star import above brought rill.graph's own namespace modules under these names; drop
 # them so that the imports below load this package's modules (which add rill.train's parts).
-del nn, math, random, image, linalg, errors, dtypes
+del nn, math, random, image, linalg, errors, dtypes  # noqa: F821
 from rill.compat.v1 import (
     app,
     debugging,

@@ -110,9 +110,7 @@ from rill.train import (
     variance_scaling_initializer,
     zeros_initializer,
 )
-from rill.train.monitored_session import (
-    _report_uninitialized_variables as report_uninitialized_variables,
-)
+from rill.train.monitored_session import _report_uninitialized_variables
 from rill.train.summary import Event, SessionLog, Summary, SummaryMetadata
 
 # -- TensorFlow 1.x's modules -----------------------------------------------------------------
@@ -176,6 +174,14 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
     if true_fn is None or false_fn is None:
         raise TypeError("cond needs true_fn and false_fn")
     return _cond(pred, true_fn, false_fn, name=name or "cond", strict=strict)
+
+
+def report_uninitialized_variables(var_list=None, name="report_uninitialized_variables"):
+    """The names of the variables in `var_list` (default: all global and local ones) that are
+    not initialized, as a 1-D string tensor."""
+    if var_list is None:
+        var_list = global_variables() + local_variables()
+    return _report_uninitialized_variables(list(var_list), name=name)
 
 
 def model_variables(scope=None) -> list:

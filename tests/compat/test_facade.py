@@ -218,5 +218,6 @@ def test_summary_name_with_rejected_characters_is_a_clear_error():
 def test_write_graph(tmp_path):
     tf.constant(1.0, name="c")
     path = tf.io.write_graph(tf.get_default_graph(), str(tmp_path), "g.pb", as_text=False)
-    gd = tf.GraphDef.FromString(open(path, "rb").read())
+    with open(path, "rb") as f:
+        gd = tf.GraphDef.FromString(f.read())
     assert [n.name for n in gd.node] == ["c"]

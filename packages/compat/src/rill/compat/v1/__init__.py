@@ -68,6 +68,7 @@ from rill.graph.graph import get_default_graph
 from rill.graph.graph_def import import_graph_def
 from rill.graph.ops.array_ops import group, no_op
 from rill.graph.ops.logging_ops import check_numerics
+from rill.graph.ops.logic_ops import select_v2
 from rill.graph.ops.math_ops import floordiv
 from rill.graph.ops.reduction_ops import argmax, argmin
 from rill.graph.ops.state_ops import (
@@ -82,6 +83,7 @@ from rill.graph.ops.state_ops import (
 from rill.graph.proto.attr_value_pb2 import AttrValue
 from rill.graph.proto.graph_pb2 import GraphDef
 from rill.graph.proto.node_def_pb2 import NodeDef
+from rill.graph.tensor_util import constant_value
 
 # -- rill.train: variables, scopes, initializers, clipping, summaries' protos --------------------
 from rill.train import (
@@ -155,6 +157,16 @@ verify_tensor_all_finite = check_numerics
 floor_div = floordiv
 NotDifferentiable = not_differentiable
 NoGradient = not_differentiable
+no_gradient = not_differentiable
+matrix_transpose = linalg.matrix_transpose
+get_logger = logging.get_logger
+get_static_value = constant_value
+where_v2 = select_v2
+
+
+def is_tensor(x) -> bool:
+    """Whether `x` is a graph tensor (or a tensor-like rill type: Variable, IndexedSlices)."""
+    return isinstance(x, (Tensor, Variable, IndexedSlices))
 
 
 def arg_max(input, dimension, output_type=int64, name=None):  # noqa: A002 - TF1's names

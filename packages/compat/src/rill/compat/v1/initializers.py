@@ -44,3 +44,11 @@ from rill.train.init_ops import (
 from rill.train.init_ops import (
     zeros_initializer as zeros,
 )
+
+
+def tables_initializer(name: str = "init_all_tables"):
+    """A no-op: rill graphs have no lookup tables to initialize (TensorFlow's result for a
+    graph without tables)."""
+    from rill.graph.ops.array_ops import no_op
+
+    return no_op(name=name)

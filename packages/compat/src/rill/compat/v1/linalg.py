@@ -6,3 +6,4 @@ from rill.graph.linalg import *
 from rill.graph.linalg import matrix_transpose
 
 transpose = matrix_transpose  # tf.linalg.transpose transposes the last two dimensions
+from rill.train.clip_ops import global_norm

@@ -3,6 +3,7 @@ monitored sessions, queue-based input, Coordinator, Supervisor)."""
 
 # ruff: noqa: F401 - a namespace of re-exports
 
+from rill.graph.graph_io import write_graph
 from rill.train import (
     AdadeltaOptimizer,
     AdagradOptimizer,

@@ -45,7 +45,7 @@ def main(_):
     rng = np.random.RandomState(0)
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
-        for step in range(FLAGS.steps):
+        for _ in range(FLAGS.steps):
             batch = rng.normal(3.0, 0.5, (64, 1)).astype(np.float32)
             noise = rng.uniform(-1, 1, (64, 4)).astype(np.float32)
             sess.run(d_train, {real: batch, z: noise})

@@ -65,7 +65,7 @@ def main(_):
         tf.global_variables_initializer().run()
         batches = skipgram_batches(data, 64, 1, np.random.RandomState(0))
         first = None
-        for step in range(FLAGS.steps):
+        for _ in range(FLAGS.steps):
             inputs, labels = next(batches)
             _, l = session.run([optimizer, loss], {train_inputs: inputs, train_labels: labels})
             first = l if first is None else first

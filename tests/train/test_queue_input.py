@@ -161,3 +161,21 @@ def test_supervisor_restores_from_logdir_and_writes_summaries(tmp_path):
         sv = Supervisor(logdir=None)
         with pytest.raises(ZeroDivisionError), sv.managed_session():
             raise ZeroDivisionError("user error")
+
+
+def test_monitored_training_session_starts_and_stops_queue_runners():
+    with rg.Graph().as_default():
+        x = tin.range_input_producer(6, num_epochs=1, shuffle=False).dequeue()
+        total = rg.Variable(0, name="total")
+        train_op = total.assign_add(x)
+        seen = []
+
+        class Hook(train.SessionRunHook):
+            def after_create_session(self, session, coord):
+                seen.append(coord)
+
+        with train.MonitoredTrainingSession(hooks=[Hook()]) as sess:
+            while not sess.should_stop():
+                last = sess.run(train_op)
+        assert int(last) == 15 and isinstance(seen[0], Coordinator)
+        assert seen[0].should_stop() and seen[0].joined

@@ -65,6 +65,7 @@ from rill.graph.ops.state_ops import (
     local_variables_initializer,
 )
 from rill.train import checkpoint_management as cm
+from rill.train.coordinator import Coordinator
 from rill.train.hooks import (
     CheckpointSaverHook,
     SessionRunArgs,
@@ -72,6 +73,7 @@ from rill.train.hooks import (
     SessionRunValues,
     StepCounterHook,
 )
+from rill.train.queue_runner import start_queue_runners
 from rill.train.saver import SAVERS, Saver
 
 __all__ = [
@@ -418,6 +420,8 @@ class _MonitoredSession:
         self._should_recover = should_recover
         self._session_creator = session_creator or ChiefSessionCreator()
         self._tf_sess = None
+        self._coord = None
+        self._stop_grace_period_secs = stop_grace_period_secs
         self._should_stop = False
         self._closed = False
         try:
@@ -437,15 +441,20 @@ class _MonitoredSession:
         with self._graph.as_default():
             self._tf_sess = self._session_creator.create_session()
             self._graph.finalize()
+            # As TensorFlow's coordinated session: the graph's queue runners start here, under
+            # a Coordinator that close() stops and joins.
+            self._coord = Coordinator()
+            start_queue_runners(self._tf_sess, self._coord)
             for h in self._hooks:
-                h.after_create_session(self._tf_sess, None)
+                h.after_create_session(self._tf_sess, self._coord)
 
     @property
     def graph(self):
         return self._graph
 
     def should_stop(self) -> bool:
-        return self._closed or self._should_stop
+        coord_stop = self._coord is not None and self._coord.should_stop()
+        return self._closed or self._should_stop or coord_stop
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         """Runs `fetches` with the hooks; returns the caller's results.
@@ -513,6 +522,14 @@ class _MonitoredSession:
 
     def _close_tf_sess(self) -> None:
         sess, self._tf_sess = self._tf_sess, None
+        coord, self._coord = self._coord, None
+        if coord is not None:
+            coord.request_stop()
+            try:
+                coord.join(stop_grace_period_secs=self._stop_grace_period_secs,
+                           ignore_live_threads=True)  # fmt: skip
+            except Exception:
+                _log.warning("A queue runner thread reported an error.", exc_info=True)
         if sess is not None:
             try:
                 sess.close()

@@ -90,7 +90,7 @@ def test_an_error_in_a_runner_reaches_join_and_a_stop_unblocks_full_queues():
     with rg.Graph().as_default():
         x = rg.placeholder_with_default(rg.constant([1.0]), [1])
         q = rg.FIFOQueue(2, [rg.float32], shapes=[[1]])
-        bad = rg.Assert(rg.constant(False), ["input broke"])
+        bad = rg.assert_op(rg.constant(False), ["input broke"])
         with rg.control_dependencies([bad]):
             failing = q.enqueue([rg.identity(x)])
         qr = QueueRunner(q, [q.enqueue([x]), failing])

@@ -16,5 +16,6 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     sequence_grad,
     slice_grad,
     state_grad,
+    summary_grad,
     tensor_array_grad,
 )

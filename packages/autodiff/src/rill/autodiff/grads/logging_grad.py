@@ -1,17 +1,9 @@
-"""Gradients of rill.graph.ops.logging_ops and summary_ops."""
+"""Gradients of rill.graph.ops.logging_ops."""
 
 from rill.autodiff.registry import not_differentiable, register_gradient
 from rill.graph.ops.logging_ops import check_numerics
 
-not_differentiable(
-    "Assert",
-    "ScalarSummary",
-    "HistogramSummary",
-    "ImageSummary",
-    "AudioSummaryV2",
-    "TensorSummaryV2",
-    "MergeSummary",
-)
+not_differentiable("Assert")
 
 
 @register_gradient("Print")

@@ -32,6 +32,7 @@ from rill.autodiff import (
     not_differentiable,
 )
 from rill.autodiff import register_gradient as RegisterGradient
+from rill.compat.v1._aliases import Assert, Print
 
 # -- rill.exec --------------------------------------------------------------------------------
 from rill.exec import (
@@ -47,11 +48,9 @@ from rill.exec import (
 # -- rill.graph: dtypes, Graph/Tensor, every op builder, control flow, scopes ------------------
 from rill.graph import *
 from rill.graph import (
-    Assert,
     DeviceSpec,
     Graph,
     Operation,
-    Print,
     Tensor,
     TensorShape,
     as_dtype,

@@ -17,7 +17,7 @@ from rill.graph.errors import InvalidArgumentError
 from rill.graph.graph import Operation, constant, convert_to_tensor, get_default_graph
 from rill.graph.ops import logic_ops
 from rill.graph.ops.array_ops import rank as rank_op
-from rill.graph.ops.logging_ops import Assert
+from rill.graph.ops.logging_ops import assert_op
 from rill.graph.ops.reduction_ops import reduce_all
 from rill.graph.tensor_util import constant_value
 
@@ -60,7 +60,9 @@ def _binary_assert(sym, compare, npcompare, default_name, x, y, data, summarize,
                 f"{message or ''} Condition x {sym} y did not hold element-wise: x = {xs}, "
                 f"y = {ys}".strip()
             )
-        return Assert(reduce_all(compare(x, y)), data, summarize=summarize)
+        return assert_op(
+            reduce_all(compare(x, y)), data, summarize=3 if summarize is None else summarize
+        )
 
 
 def assert_equal(x, y, data=None, summarize=None, message=None, name=None) -> Operation:
@@ -157,7 +159,9 @@ def assert_rank(x, rank, data=None, summarize=None, message=None, name=None):
             return None
         data = data or [message or f"Tensor {x.name} must have rank {want}. Received rank:",
                         rank_op(x)]  # fmt: skip
-        return Assert(logic_ops.equal(rank_op(x), want), data, summarize=summarize)
+        return assert_op(
+            logic_ops.equal(rank_op(x), want), data, summarize=3 if summarize is None else summarize
+        )
 
 
 def assert_scalar(tensor, name=None, message=None):

@@ -4,7 +4,7 @@ report values while a step runs.
 >>> import rill.graph as rg
 >>> with rg.Graph().as_default():
 ...     x = rg.constant([1.0, 2.0])
-...     rg.Assert(rg.reduce_all(x > 0.0), [x]).type, rg.check_numerics(x, "x").op.type
+...     rg.assert_op(rg.reduce_all(x > 0.0), [x]).type, rg.check_numerics(x, "x").op.type
 ('Assert', 'CheckNumerics')
 """
 
@@ -14,7 +14,7 @@ from rill.graph import dtypes, shape_fns
 from rill.graph.graph import Operation, Tensor, convert_to_tensor, get_default_graph
 from rill.graph.op_def import defop
 
-__all__ = ["Assert", "Print", "check_numerics"]
+__all__ = ["assert_op", "check_numerics", "print_op"]
 
 
 def _assert_shape(op):
@@ -58,31 +58,27 @@ defop(
 )
 
 
-def Assert(condition, data, summarize: int | None = None, name: str | None = None) -> Operation:
+def assert_op(condition, data, summarize: int = 3, name: str | None = None) -> Operation:
     """An op that fails the step when `condition` is false, its error showing the first
-    `summarize` entries of each tensor in `data` (`tf.Assert`)."""
+    `summarize` entries of each tensor in `data` (the Assert op; `tf.Assert`)."""
     g = get_default_graph()
     with g.name_scope(name or "Assert"):
         condition = convert_to_tensor(condition, dtypes.bool_, name="Condition")
         data = [convert_to_tensor(d) for d in data]
         if not data:
             raise ValueError("Assert needs at least one data tensor")
-        attrs = {"summarize": 3 if summarize is None else int(summarize)}
+        attrs = {"summarize": int(summarize)}
         return g.create_op("Assert", [condition, data], attrs, name="Assert")
 
 
-def Print(input_, data, message=None, first_n=None, summarize=None, name=None) -> Tensor:
-    """`input_` unchanged; each time it runs, prints `message` and the values of `data` to
-    standard error (`tf.Print`)."""
+def print_op(input, data, message: str = "", first_n: int = -1, summarize: int = 3, name=None):  # noqa: A002
+    """`input` unchanged; each time it runs, prints `message` and the values of `data` to
+    standard error (the Print op; `tf.Print`)."""
     g = get_default_graph()
-    input_ = convert_to_tensor(input_)
+    input = convert_to_tensor(input)  # noqa: A001
     data = [convert_to_tensor(d) for d in data]
-    attrs = {
-        "message": message or "",
-        "first_n": -1 if first_n is None else int(first_n),
-        "summarize": 3 if summarize is None else int(summarize),
-    }
-    return g.create_op("Print", [input_, data], attrs, name=name or "Print").outputs[0]
+    attrs = {"message": message, "first_n": int(first_n), "summarize": int(summarize)}
+    return g.create_op("Print", [input, data], attrs, name=name or "Print").outputs[0]
 
 
 def check_numerics(tensor, message: str, name: str | None = None) -> Tensor:

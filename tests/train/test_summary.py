@@ -83,3 +83,27 @@ def test_summary_names_tensorboard_rejects_are_clear_errors():
 def test_add_summary_refuses_what_is_not_a_summary(tmp_path):
     with summary.FileWriter(tmp_path) as w, pytest.raises(TypeError, match="serialized Summary"):
         w.add_summary(3.0)
+
+
+def test_monitored_training_session_writes_summaries_every_n_steps(tmp_path):
+    from rill import train
+
+    with rg.Graph().as_default():
+        step = train.get_or_create_global_step()
+        w = rg.Variable(0.0, name="w")
+        train_op = rg.group(w.assign_add(1.0), step.assign_add(1))
+        summary.scalar("w_value", w)
+        with train.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path), save_summaries_steps=3, save_checkpoint_secs=None,
+            log_step_count_steps=None,
+        ) as sess:  # fmt: skip
+            for _ in range(7):
+                sess.run(train_op)
+    summary.FileWriterCache.clear()
+    acc = _accumulator(tmp_path)
+    got = [(e.step, e.value) for e in acc.Scalars("w_value")]
+    assert [s for s, _ in got] == [0, 3, 6]
+    # The summary reads w in the same step as its update: before or after it.
+    assert all(v in (s, s + 1) for s, v in got)
+    with pytest.raises(ValueError, match="exactly one of save_steps and save_secs"):
+        train.SummarySaverHook(output_dir=str(tmp_path))

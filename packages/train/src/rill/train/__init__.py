@@ -160,6 +160,7 @@ from rill.train.input import (
     string_input_producer,
 )
 from rill.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
+from rill.train.summary_hooks import SummarySaverHook
 from rill.train.supervisor import Supervisor
 
 # -- end of queue-based input block -------------------------------------------------------------

@@ -626,7 +626,9 @@ def MonitoredTrainingSession(
     `chief_only_hooks`, then `hooks`. A worker waits for the chief (up to `max_wait_secs`) and
     runs only `hooks`.
 
-    Summaries are not written (save_summaries_* and summary_dir are accepted and ignored).
+    With a summary_dir (or checkpoint_dir), a SummarySaverHook writes the graph's summaries
+    (scaffold.summary_op, else merge_all()) every `save_summaries_steps` steps (default 100) or
+    `save_summaries_secs` seconds.
     """
     if save_checkpoint_steps is USE_DEFAULT and save_checkpoint_secs is USE_DEFAULT:
         save_checkpoint_steps, save_checkpoint_secs = None, 600
@@ -646,6 +648,26 @@ def MonitoredTrainingSession(
     )
     if (summary_dir or checkpoint_dir) and log_step_count_steps and log_step_count_steps > 0:
         all_hooks.append(StepCounterHook(every_n_steps=log_step_count_steps))
+    if save_summaries_steps is USE_DEFAULT and save_summaries_secs is USE_DEFAULT:
+        save_summaries_steps, save_summaries_secs = 100, None
+    elif save_summaries_secs is USE_DEFAULT:
+        save_summaries_secs = None
+    elif save_summaries_steps is USE_DEFAULT:
+        save_summaries_steps = None
+    if (summary_dir or checkpoint_dir) and (
+        (save_summaries_steps and save_summaries_steps > 0)
+        or (save_summaries_secs and save_summaries_secs > 0)
+    ):
+        from rill.train.summary_hooks import SummarySaverHook  # summary imports tensorboardX
+
+        all_hooks.append(
+            SummarySaverHook(
+                save_steps=save_summaries_steps or None,
+                save_secs=None if save_summaries_steps else save_summaries_secs,
+                output_dir=summary_dir or checkpoint_dir,
+                scaffold=scaffold,
+            )
+        )
     if checkpoint_dir and (
         (save_checkpoint_secs and save_checkpoint_secs > 0)
         or (save_checkpoint_steps and save_checkpoint_steps > 0)

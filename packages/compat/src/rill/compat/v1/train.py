@@ -36,6 +36,7 @@ from rill.train import (
     SingularMonitoredSession,
     StepCounterHook,
     StopAtStepHook,
+    SummarySaverHook,
     Supervisor,
     WorkerSessionCreator,
     add_queue_runner,

@@ -2,8 +2,9 @@
 writes them to event files that TensorBoard reads.
 
 The summary values are computed by graph ops (rill.graph's ScalarSummary, HistogramSummary,
-...); the event files are written by tensorboardX's `EventFileWriter` (its TFRecord framing with
-masked CRCs and its `Event` protocol buffers), so rill does not frame records of its own.
+...); the event files are written by tensorboardX's `EventsWriter` (its TFRecord framing with
+masked CRCs, the file name and version record TensorBoard expects, and its `Event` protocol
+buffers), so rill does not frame records of its own.
 
 >>> import rill.graph as rg
 >>> with rg.Graph().as_default():
@@ -14,13 +15,17 @@ masked CRCs and its `Event` protocol buffers), so rill does not frame records of
 
 from __future__ import annotations
 
+import atexit
+import os
 import re
 import threading
 import time
+import weakref
 
 import numpy as np
-from tensorboardX.event_file_writer import EventFileWriter
+from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto import event_pb2, summary_pb2
+from tensorboardX.record_writer import directory_check
 
 from rill.graph import dtypes
 from rill.graph.graph import Graph, Tensor, convert_to_tensor, get_default_graph
@@ -212,8 +217,10 @@ def _summary_bytes(summary) -> bytes:
 
 class FileWriter:
     """Writes Summary protocol buffers and graphs to an event file in `logdir`
-    (`tf.summary.FileWriter`). Events are queued and written by a background thread every
-    `flush_secs` seconds or on `flush()` / `close()`.
+    (`tf.summary.FileWriter`). Each event is appended to the file's buffer at once (no
+    background thread); the file is flushed every `max_queue` events, when `flush_secs`
+    seconds have passed since the last flush, on `flush()` / `close()`, and at interpreter exit
+    for writers never closed.
 
     Args:
         logdir: the directory (created if missing).
@@ -238,18 +245,37 @@ class FileWriter:
                 "FileWriter(session=...) writes through summary ops of TF2's writer API, which "
                 "rill does not have; pass a logdir"
             )
-        self._writer = EventFileWriter(str(logdir), max_queue, flush_secs, filename_suffix or "")
-        self._closed = False
+        self._logdir = str(logdir)
+        self._suffix = filename_suffix or ""
+        self._max_queue = max(1, int(max_queue))
+        self._flush_secs = float(flush_secs)
+        self._lock = threading.Lock()
+        self._open()
         if graph is not None or graph_def is not None:
             self.add_graph(graph, graph_def=graph_def)
 
+    def _open(self) -> None:
+        directory_check(self._logdir)
+        self._events = EventsWriter(os.path.join(self._logdir, "events"), self._suffix)
+        self._pending = 0
+        self._last_flush = time.monotonic()
+        self._closed = False
+        _OPEN_WRITERS.add(self)
+
     def get_logdir(self) -> str:
-        return self._writer.get_logdir()
+        return self._logdir
 
     def add_event(self, event) -> None:
-        if self._closed:
-            raise RuntimeError("the FileWriter is closed; reopen() it to write again")
-        self._writer.add_event(event)
+        """Appends an Event protocol buffer to the file."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the FileWriter is closed; reopen() it to write again")
+            self._events.write_event(event)
+            self._pending += 1
+            now = time.monotonic()
+            if self._pending >= self._max_queue or now - self._last_flush >= self._flush_secs:
+                self._events.flush()
+                self._pending, self._last_flush = 0, now
 
     def _event(self, global_step, **fields) -> Event:
         e = Event(wall_time=time.time(), **fields)
@@ -287,17 +313,23 @@ class FileWriter:
         self.add_event(self._event(global_step, tagged_run_metadata=meta))
 
     def flush(self) -> None:
-        self._writer.flush()
+        with self._lock:
+            if not self._closed:
+                self._events.flush()
+                self._pending, self._last_flush = 0, time.monotonic()
 
     def close(self) -> None:
-        if not self._closed:
-            self._writer.close()
-            self._closed = True
+        with self._lock:
+            if not self._closed:
+                self._events.close()
+                self._closed = True
+                _OPEN_WRITERS.discard(self)
 
     def reopen(self) -> None:
-        if self._closed:
-            self._writer.reopen()
-            self._closed = False
+        """Starts a new event file in the same directory after close()."""
+        with self._lock:
+            if self._closed:
+                self._open()
 
     def __enter__(self):
         return self
@@ -305,6 +337,20 @@ class FileWriter:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+# Writers still open at exit are closed (their queued events written) before the interpreter
+# tears down the writer threads' queues: TF1 programs often never call close().
+_OPEN_WRITERS: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_writers() -> None:
+    for w in list(_OPEN_WRITERS):
+        try:
+            w.close()
+        except Exception:  # noqa: BLE001, S110 - best effort at interpreter exit
+            pass
 
 
 class FileWriterCache:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rill.graph.graph import get_default_graph
 from rill.train.hooks import SecondOrStepTimer, SessionRunArgs, SessionRunHook
 from rill.train.summary import FileWriterCache, SessionLog, merge_all
-from rill.train.training_util import get_global_step
+from rill.train.training_util import get_or_create_global_step
 
 __all__ = ["SummarySaverHook"]
 
@@ -42,9 +42,8 @@ class SummarySaverHook(SessionRunHook):
             self._summary_op = self._scaffold.summary_op
         if self._summary_op is None:
             self._summary_op = merge_all()
-        self._global_step = get_global_step(get_default_graph())
-        if self._global_step is None:
-            raise RuntimeError("Global step should be created to use SummarySaverHook.")
+        # As TensorFlow's hook: the global step is created if the graph has none.
+        self._global_step = get_or_create_global_step(get_default_graph())
 
     def after_create_session(self, session, coord) -> None:
         self._writer.add_session_log(SessionLog(status=SessionLog.START), None)

@@ -49,12 +49,14 @@ __all__ = [
     "Event",
     "SessionLog",
     "TaggedRunMetadata",
+    "HistogramProto",
 ]
 
 # The protocol buffers TensorFlow-1 exposes as tf.summary.Summary, tf.Event, ...
 Summary = summary_pb2.Summary
 SummaryDescription = summary_pb2.SummaryDescription
 SummaryMetadata = summary_pb2.SummaryMetadata
+HistogramProto = summary_pb2.HistogramProto
 Event = event_pb2.Event
 SessionLog = event_pb2.SessionLog
 TaggedRunMetadata = event_pb2.TaggedRunMetadata

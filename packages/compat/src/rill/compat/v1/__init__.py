@@ -20,7 +20,6 @@ array([12.], dtype=float32)
 from __future__ import annotations
 
 import numpy as _np
-from tensorboardX.proto.summary_pb2 import HistogramProto
 
 # -- rill.autodiff --------------------------------------------------------------------------------
 from rill.autodiff import (
@@ -112,7 +111,7 @@ from rill.train import (
     zeros_initializer,
 )
 from rill.train.monitored_session import _report_uninitialized_variables
-from rill.train.summary import Event, SessionLog, Summary, SummaryMetadata
+from rill.train.summary import Event, HistogramProto, SessionLog, Summary, SummaryMetadata
 
 # -- TensorFlow 1.x's modules -----------------------------------------------------------------
 # The star import above brought rill.graph's own namespace modules under these names; drop

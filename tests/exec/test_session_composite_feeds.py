@@ -48,3 +48,18 @@ def test_fetching_indexed_slices_gives_an_indexed_slices_value():
             np.testing.assert_array_equal(v.dense_shape, [4, 3])
             both = s.run({"g": grad, "l": loss})
             assert isinstance(both["g"], IndexedSlicesValue) and float(both["l"]) == 2 * 42.0
+
+
+def test_an_indexed_slices_is_fed_from_an_indexed_slices_value():
+    g = rg.Graph()
+    with g.as_default():
+        values = rg.placeholder(rg.float32, [None, 2])
+        indices = rg.placeholder(rg.int32, [None])
+        shape = rg.placeholder(rg.int32, [2])
+        from rill.autodiff import IndexedSlices, convert_to_dense
+
+        slices = IndexedSlices(values, indices, shape)
+        dense = convert_to_dense(slices)
+        with Session(graph=g) as s:
+            feed = IndexedSlicesValue(np.ones((2, 2)), np.array([2, 0]), np.array([3, 2]))
+            np.testing.assert_array_equal(s.run(dense, {slices: feed}), [[1, 1], [0, 0], [1, 1]])

@@ -252,9 +252,10 @@ class Session:
             graph = self.graph
             for k, v in feed_dict.items():
                 if type(k) is not Tensor:
-                    if isinstance(k, (tuple, list)):
+                    if isinstance(k, (tuple, list)) or hasattr(k, "_fetch_components"):
                         # A nested key (an LSTMStateTuple, a list of placeholders) feeds each
-                        # of its tensors from the same place in the value's structure.
+                        # of its tensors from the same place in the value's structure; a
+                        # composite (IndexedSlices) feeds its components from its value type.
                         self._feed_nested(k, v, feed_keys, feed_vals)
                         continue
                     k = self._feed_key(k)
@@ -357,6 +358,8 @@ class Session:
         stack = [(key, value)]
         while stack:
             k, v = stack.pop()
+            if hasattr(k, "_fetch_components"):
+                k = k._fetch_components()[0]
             if isinstance(k, (tuple, list)):
                 if not isinstance(v, (tuple, list)) or len(v) != len(k):
                     names = [getattr(x, "name", x) for x in k]

@@ -150,3 +150,29 @@ def test_batch_normalization_formula():
     off, sc = rng.normal(size=3), rng.normal(size=3)
     got = _run(lambda: rg.nn.batch_normalization(x, m, v, off, sc, 1e-3))
     np.testing.assert_allclose(got, (x - m) * sc / np.sqrt(v + 1e-3) + off, rtol=1e-10)
+
+
+def test_math_composites():
+    x = rng.normal(size=(3, 4)) * 10
+    np.testing.assert_allclose(
+        _run(lambda: rg.math.reduce_logsumexp(x, 1)), np.log(np.exp(x).sum(1)), rtol=1e-10
+    )
+    np.testing.assert_allclose(
+        _run(lambda: rg.math.reduce_logsumexp(x, keepdims=True)),
+        [[np.log(np.exp(x).sum())]],
+        rtol=1e-10,
+    )
+    big = _run(lambda: rg.math.reduce_logsumexp(np.array([1000.0, 1000.0])))
+    assert np.isclose(big, 1000.0 + np.log(2))
+    neg_inf = _run(lambda: rg.math.reduce_logsumexp(np.array([-np.inf, -np.inf])))
+    assert neg_inf == -np.inf
+    np.testing.assert_allclose(_run(lambda: rg.math.reduce_variance(x, 0)), x.var(0), rtol=1e-10)
+    np.testing.assert_allclose(_run(lambda: rg.math.reduce_std(x)), x.std(), rtol=1e-10)
+    np.testing.assert_allclose(
+        _run(lambda: rg.math.reduce_euclidean_norm(x, 1)), np.linalg.norm(x, axis=1), rtol=1e-10
+    )
+    np.testing.assert_allclose(
+        _run(lambda: rg.math.log_sigmoid(np.array([-800.0, 0.0, 30.0]))),
+        [-800.0, np.log(0.5), -np.log1p(np.exp(-30.0))],
+        rtol=1e-10,
+    )

@@ -62,6 +62,7 @@ from rill.graph.text import format_graph, parse_graph
 # TensorFlow's namespaces (tf.nn, tf.math, ...) and module-level scopes (tf.device, ...). The
 # scope functions come last: `device` replaces the rill.graph.device module as the attribute.
 from rill.graph import image, linalg, math, nn, random
+from rill.graph.ops.math_impl import *  # noqa: F403
 from rill.graph.ops.nn_impl import *  # noqa: F403
 from rill.graph.scopes import colocate_with, control_dependencies, device, name_scope
 

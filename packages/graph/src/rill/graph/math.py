@@ -21,6 +21,13 @@ from rill.graph.ops.logic_ops import (
     logical_xor,
     not_equal,
 )
+from rill.graph.ops.math_impl import (
+    log_sigmoid,
+    reduce_euclidean_norm,
+    reduce_logsumexp,
+    reduce_std,
+    reduce_variance,
+)
 from rill.graph.ops.math_ops import (
     abs,
     add,

@@ -176,3 +176,25 @@ def test_math_composites():
         [-800.0, np.log(0.5), -np.log1p(np.exp(-30.0))],
         rtol=1e-10,
     )
+
+
+def test_nn_composites():
+    x, w, b = rng.normal(size=(2, 3)), rng.normal(size=(3, 4)), rng.normal(size=4)
+    np.testing.assert_allclose(_run(lambda: rg.nn.relu_layer(x, w, b)), np.maximum(x @ w + b, 0))
+    np.testing.assert_allclose(
+        _run(lambda: rg.nn.crelu(x)), np.concatenate([np.maximum(x, 0), np.maximum(-x, 0)], -1)
+    )
+    np.testing.assert_allclose(_run(lambda: rg.nn.silu(x)), x / (1 + np.exp(-x)), rtol=1e-10)
+    assert float(_run(lambda: rg.nn.zero_fraction(np.array([0.0, 1.0, 0.0, 2.0])))) == 0.5
+    z = np.array([0.0, 1.0, 3.0, 10.0])
+    c = np.array([0.5, -0.2, 1.0, 2.0])
+    base = np.exp(c) - z * c
+    np.testing.assert_allclose(_run(lambda: rg.nn.log_poisson_loss(z, c)), base, rtol=1e-10)
+    stirling = np.where(
+        z > 1, z * np.log(np.maximum(z, 1)) - z + 0.5 * np.log(2 * np.pi * np.maximum(z, 1)), 0
+    )
+    np.testing.assert_allclose(
+        _run(lambda: rg.nn.log_poisson_loss(z, c, compute_full_loss=True)),
+        base + stirling,
+        rtol=1e-10,
+    )

@@ -27,12 +27,17 @@ from rill.graph.ops.nn_impl import (
     batch_normalization,
     conv1d,
     conv2d_transpose,
+    crelu,
     depthwise_conv2d,
     l2_normalize,
+    log_poisson_loss,
     max_pool1d,
+    relu_layer,
     separable_conv2d,
+    swish,
     weighted_cross_entropy_with_logits,
     xw_plus_b,
+    zero_fraction,
 )
 from rill.graph.ops.nn_ops import (
     bias_add,
@@ -58,3 +63,6 @@ from rill.graph.ops.pool_ops import avg_pool, max_pool
 lrn = local_response_normalization  # TensorFlow's short name
 avg_pool2d = avg_pool
 max_pool2d = max_pool
+silu = swish
+depthwise_conv2d_backprop_input = depthwise_conv2d_native_backprop_input
+depthwise_conv2d_backprop_filter = depthwise_conv2d_native_backprop_filter

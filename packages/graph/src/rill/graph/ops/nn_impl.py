@@ -36,6 +36,11 @@ __all__ = [
     "max_pool1d",
     "avg_pool1d",
     "batch_normalization",
+    "relu_layer",
+    "crelu",
+    "swish",
+    "zero_fraction",
+    "log_poisson_loss",
 ]
 
 
@@ -308,3 +313,68 @@ def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name
         if offset is not None:
             shift = math_ops.add(shift, convert_to_tensor(offset, dtype=x.dtype))
         return math_ops.add(math_ops.multiply(x, inv), shift, name=scope)
+
+
+def relu_layer(x, weights, biases, name=None) -> Tensor:
+    """relu(matmul(x, weights) + biases) (`tf.nn.relu_layer`)."""
+    g = get_default_graph()
+    with g.name_scope(name or "relu_layer") as scope:
+        return relu(bias_add(matmul(x, weights), biases), name=scope)
+
+
+def crelu(features, name=None, axis: int = -1) -> Tensor:
+    """Concatenated ReLU: concat([relu(x), relu(-x)], axis) (`tf.nn.crelu`)."""
+    from rill.graph.ops.reshape_ops import concat
+
+    g = get_default_graph()
+    with g.name_scope(name or "CRelu") as scope:
+        x = convert_to_tensor(features, name="features")
+        return relu(concat([x, math_ops.negative(x)], axis), name=scope)
+
+
+def swish(features, name=None) -> Tensor:
+    """x · sigmoid(x) (`tf.nn.swish`, also called silu)."""
+    g = get_default_graph()
+    with g.name_scope(name or "swish") as scope:
+        x = convert_to_tensor(features, name="features")
+        return math_ops.multiply(x, math_ops.sigmoid(x), name=scope)
+
+
+def zero_fraction(value, name=None) -> Tensor:
+    """The fraction of zeros in `value`, as float32 (`tf.nn.zero_fraction`)."""
+    from rill.graph import dtypes
+    from rill.graph.ops.logic_ops import equal
+    from rill.graph.ops.reduction_ops import reduce_mean
+
+    g = get_default_graph()
+    with g.name_scope(name or "zero_fraction") as scope:
+        v = convert_to_tensor(value, name="value")
+        zero = constant(0, dtype=v.dtype)
+        return reduce_mean(math_ops.cast(equal(v, zero), dtypes.float32), name=scope)
+
+
+def log_poisson_loss(targets, log_input, compute_full_loss: bool = False, name=None) -> Tensor:
+    """exp(c) - z·c per element, plus Stirling's term z·log(z) - z + ½·log(2πz) for z > 1
+    when compute_full_loss (`tf.nn.log_poisson_loss`)."""
+    from rill.graph.ops.logic_ops import greater, select_v2
+
+    g = get_default_graph()
+    with g.name_scope(name or "log_poisson_loss") as scope:
+        c = convert_to_tensor(log_input, name="log_input")
+        z = convert_to_tensor(targets, dtype=c.dtype, name="targets")
+        if not z.shape.is_compatible_with(c.shape):
+            raise ValueError(f"log_input {c.shape} and targets {z.shape} must have the same shape")
+        result = math_ops.subtract(math_ops.exp(c), math_ops.multiply(z, c))
+        if not compute_full_loss:
+            return math_ops.add(result, constant(0, dtype=c.dtype), name=scope)
+        one = constant(1.0, dtype=c.dtype)
+        safe_z = select_v2(greater(z, one), z, one)
+        stirling = math_ops.add(
+            math_ops.subtract(math_ops.multiply(z, math_ops.log(safe_z)), z),
+            math_ops.multiply(
+                constant(0.5, dtype=c.dtype),
+                math_ops.log(math_ops.multiply(constant(2 * np.pi, dtype=c.dtype), safe_z)),
+            ),  # fmt: skip
+        )
+        zeros = math_ops.multiply(z, constant(0.0, dtype=c.dtype))
+        return math_ops.add(result, select_v2(greater(z, one), stirling, zeros), name=scope)

@@ -114,3 +114,57 @@ def test_metric_collections_and_reset():
         assert float(s.run(m)) == 0.0
         with pytest.raises(ValueError, match="same shape"):
             metrics.accuracy(rg.constant([1, 2]), rg.constant([1, 2, 3]))
+
+
+def test_threshold_and_per_class_metrics():
+    labels = rng.integers(0, 2, 100).astype(np.int64)
+    scores = rng.uniform(size=100).astype(np.float32)
+    th = [0.25, 0.5, 0.75]
+
+    def build(lab, sc):
+        return [
+            metrics.true_positives_at_thresholds(lab, sc, th),
+            metrics.false_positives_at_thresholds(lab, sc, th),
+            metrics.true_negatives_at_thresholds(lab, sc, th),
+            metrics.false_negatives_at_thresholds(lab, sc, th),
+            metrics.precision_at_thresholds(lab, sc, th),
+            metrics.recall_at_thresholds(lab, sc, th),
+            metrics.percentage_below(sc, 0.5),
+        ]
+
+    (tp, fp, tn, fn, prec, rec, below), _ = _stream(build, _split(labels, scores))
+    for i, t in enumerate(th):
+        pred = scores > t
+        assert tp[i] == np.sum(pred & (labels == 1)) and fp[i] == np.sum(pred & (labels == 0))
+        assert tn[i] == np.sum(~pred & (labels == 0)) and fn[i] == np.sum(~pred & (labels == 1))
+        assert prec[i] == pytest.approx(skm.precision_score(labels, pred), rel=1e-5)
+        assert rec[i] == pytest.approx(skm.recall_score(labels, pred), rel=1e-5)
+    assert below == pytest.approx(np.mean(scores < 0.5))
+
+    classes = rng.integers(0, 3, 100).astype(np.int64)
+    guess = np.where(rng.uniform(size=100) < 0.7, classes, rng.integers(0, 3, 100))
+    (mpca,), _ = _stream(lambda a, b: [metrics.mean_per_class_accuracy(a, b, 3)],
+                         _split(classes, guess))  # fmt: skip
+    per_class = [np.mean(guess[classes == c] == c) for c in range(3)]
+    assert mpca == pytest.approx(np.mean(per_class), rel=1e-5)
+
+
+def test_mean_tensor_relative_error_and_cosine_distance():
+    with rg.Graph().as_default():
+        x = rg.placeholder(rg.float32, [2])
+        m, up = metrics.mean_tensor(x)
+        lab = rg.placeholder(rg.float32, [None])
+        pred = rg.placeholder(rg.float32, [None])
+        rel, rel_up = metrics.mean_relative_error(lab, pred, lab)
+        a = rg.placeholder(rg.float32, [None, 2])
+        b = rg.placeholder(rg.float32, [None, 2])
+        cos, cos_up = metrics.mean_cosine_distance(a, b, dim=1)
+        s = Session()
+        s.run(rg.local_variables_initializer())
+        s.run(up, {x: [1.0, 2.0]})
+        s.run(up, {x: [3.0, 6.0]})
+        np.testing.assert_allclose(s.run(m), [2.0, 4.0])
+        s.run(rel_up, {lab: [2.0, 4.0], pred: [1.0, 5.0]})
+        assert float(s.run(rel)) == pytest.approx(np.mean([0.5, 0.25]))
+        s.run(cos_up, {a: [[1.0, 0.0], [0.0, 1.0]], b: [[1.0, 0.0], [1.0, 0.0]]})
+        assert float(s.run(cos)) == pytest.approx(0.5)

@@ -45,6 +45,17 @@ __all__ = [
     "recall",
     "auc",
     "mean_iou",
+    "mean_tensor",
+    "mean_relative_error",
+    "mean_cosine_distance",
+    "percentage_below",
+    "mean_per_class_accuracy",
+    "true_positives_at_thresholds",
+    "false_positives_at_thresholds",
+    "true_negatives_at_thresholds",
+    "false_negatives_at_thresholds",
+    "precision_at_thresholds",
+    "recall_at_thresholds",
 ]
 
 _COLLECTIONS = [GraphKeys.LOCAL_VARIABLES, GraphKeys.METRIC_VARIABLES]
@@ -298,3 +309,166 @@ def mean_iou(labels, predictions, num_classes: int, weights=None, metrics_collec
 
         value, update = compute(cm.read_value()), compute(update_cm)
         return _collect(value, update, metrics_collections, updates_collections)
+
+
+def mean_tensor(values, weights=None, metrics_collections=None, updates_collections=None,
+                name=None):  # fmt: skip
+    """The element-wise running mean of `values` (a tensor of a fixed shape)."""
+    with variable_scope(name, "mean", (values, weights)):
+        values = math_ops.cast(convert_to_tensor(values), dtypes.float32)
+        if not values.shape.is_fully_defined():
+            raise ValueError(f"mean_tensor needs values of a known shape, got {values.shape}")
+        total = _local("total_tensor", values.shape.as_list())
+        count = _local("count_tensor", values.shape.as_list())
+        w = _weights(values, weights)
+        up_total = total.assign_add(math_ops.multiply(values, w))
+        up_count = count.assign_add(w)
+        value = _safe_div(total.read_value(), count.read_value(), name="value")
+        update = _safe_div(up_total, up_count, name="update_op")
+        return _collect(value, update, metrics_collections, updates_collections)
+
+
+def mean_relative_error(labels, predictions, normalizer, weights=None, metrics_collections=None,
+                        updates_collections=None, name=None):  # fmt: skip
+    """The running mean of |labels - predictions| / normalizer (0 where normalizer is 0)."""
+    with variable_scope(name, "mean_relative_error", (predictions, labels, weights)):
+        predictions = math_ops.cast(convert_to_tensor(predictions), dtypes.float32)
+        labels = math_ops.cast(convert_to_tensor(labels), dtypes.float32)
+        _check_same_shape(labels, predictions, "mean_relative_error")
+        norm = math_ops.cast(convert_to_tensor(normalizer), dtypes.float32)
+        rel = _safe_div(math_ops.abs(math_ops.subtract(labels, predictions)),
+                        math_ops.multiply(norm, ones_like(labels)))  # fmt: skip
+        return mean(rel, weights, metrics_collections, updates_collections, name="mean")
+
+
+def mean_cosine_distance(labels, predictions, dim, weights=None, metrics_collections=None,
+                         updates_collections=None, name=None):  # fmt: skip
+    """The running mean of 1 - sum(labels · predictions, dim) (unit-normalized inputs)."""
+    with variable_scope(name, "mean_cosine_distance", (predictions, labels, weights)):
+        predictions = math_ops.cast(convert_to_tensor(predictions), dtypes.float32)
+        labels = math_ops.cast(convert_to_tensor(labels), dtypes.float32)
+        _check_same_shape(labels, predictions, "mean_cosine_distance")
+        dist = math_ops.subtract(
+            constant(1.0), reduce_sum(math_ops.multiply(labels, predictions), dim, keepdims=True)
+        )
+        return mean(dist, weights, metrics_collections, updates_collections, name="mean")
+
+
+def percentage_below(values, threshold, weights=None, metrics_collections=None,
+                     updates_collections=None, name=None):  # fmt: skip
+    """The fraction of values below `threshold`."""
+    from rill.graph.ops.logic_ops import less
+
+    with variable_scope(name, "percentage_below_threshold", (values, weights)):
+        values = math_ops.cast(convert_to_tensor(values), dtypes.float32)
+        below = math_ops.cast(less(values, constant(float(threshold))), dtypes.float32)
+        return mean(below, weights, metrics_collections, updates_collections, name="mean")
+
+
+def mean_per_class_accuracy(labels, predictions, num_classes: int, weights=None,
+                            metrics_collections=None, updates_collections=None, name=None):  # fmt: skip
+    """The mean over classes of each class's accuracy (classes never seen count 0, as in
+    TensorFlow)."""
+    with variable_scope(name, "mean_accuracy", (predictions, labels, weights)):
+        labels = math_ops.cast(reshape(convert_to_tensor(labels), [-1]), dtypes.int64)
+        predictions = math_ops.cast(reshape(convert_to_tensor(predictions), [-1]), dtypes.int64)
+        k = int(num_classes)
+        total = _local("total", [k])
+        count = _local("count", [k])
+        w = (ones_like(math_ops.cast(labels, dtypes.float32)) if weights is None else
+             math_ops.cast(reshape(convert_to_tensor(weights), [-1]), dtypes.float32))  # fmt: skip
+        hit = math_ops.multiply(math_ops.cast(equal(labels, predictions), dtypes.float32), w)
+        up_total = total.assign_add(unsorted_segment_sum(w, labels, k))
+        up_count = count.assign_add(unsorted_segment_sum(hit, labels, k))
+
+        def compute(tot, cnt):
+            return reduce_sum(_safe_div(cnt, tot)) * (1.0 / k)
+
+        value = compute(total.read_value(), count.read_value())
+        update = compute(up_total, up_count)
+        return _collect(value, update, metrics_collections, updates_collections)
+
+
+def _at_thresholds(keys, labels, predictions, thresholds, weights):
+    """Local [len(thresholds)] counts of the confusion entries `keys` and their updates."""
+    predictions = math_ops.cast(convert_to_tensor(predictions), dtypes.float32)
+    labels = _bool(labels)
+    _check_same_shape(labels, predictions, "metrics at thresholds")
+    pred = reshape(predictions, [-1, 1])
+    lab = math_ops.cast(reshape(labels, [-1, 1]), dtypes.float32)
+    w = reshape(_weights(predictions, weights), [-1, 1])
+    above = math_ops.cast(greater(pred, constant(np.array([thresholds], np.float32))),
+                          dtypes.float32)  # fmt: skip
+    below = math_ops.subtract(constant(1.0), above)
+    neg = math_ops.subtract(constant(1.0), lab)
+    parts = {"tp": (lab, above), "fn": (lab, below), "tn": (neg, below), "fp": (neg, above)}
+    names = {"tp": "true_positives", "fn": "false_negatives", "tn": "true_negatives",
+             "fp": "false_positives"}  # fmt: skip
+    values, updates = {}, {}
+    for key in keys:
+        a, b = parts[key]
+        var = _local(names[key], [len(thresholds)])
+        updates[key] = var.assign_add(reduce_sum(math_ops.multiply(math_ops.multiply(a, b), w), 0))
+        values[key] = var.read_value()
+    return values, updates
+
+
+def _count_at_thresholds(key, default, labels, predictions, thresholds, weights, mc, uc, name):
+    with variable_scope(name, default, (predictions, labels, weights)):
+        values, updates = _at_thresholds([key], labels, predictions, list(thresholds), weights)
+        return _collect(values[key], updates[key], mc, uc)
+
+
+def true_positives_at_thresholds(labels, predictions, thresholds, weights=None,
+                                 metrics_collections=None, updates_collections=None, name=None):  # fmt: skip
+    """Per threshold t, the (weighted) count of positive labels with prediction > t."""
+    return _count_at_thresholds("tp", "true_positives", labels, predictions, thresholds,
+                                weights, metrics_collections, updates_collections, name)  # fmt: skip
+
+
+def false_positives_at_thresholds(labels, predictions, thresholds, weights=None,
+                                  metrics_collections=None, updates_collections=None, name=None):  # fmt: skip
+    """Per threshold t, the count of negative labels with prediction > t."""
+    return _count_at_thresholds("fp", "false_positives", labels, predictions, thresholds,
+                                weights, metrics_collections, updates_collections, name)  # fmt: skip
+
+
+def true_negatives_at_thresholds(labels, predictions, thresholds, weights=None,
+                                 metrics_collections=None, updates_collections=None, name=None):  # fmt: skip
+    """Per threshold t, the count of negative labels with prediction <= t."""
+    return _count_at_thresholds("tn", "true_negatives", labels, predictions, thresholds,
+                                weights, metrics_collections, updates_collections, name)  # fmt: skip
+
+
+def false_negatives_at_thresholds(labels, predictions, thresholds, weights=None,
+                                  metrics_collections=None, updates_collections=None, name=None):  # fmt: skip
+    """Per threshold t, the count of positive labels with prediction <= t."""
+    return _count_at_thresholds("fn", "false_negatives", labels, predictions, thresholds,
+                                weights, metrics_collections, updates_collections, name)  # fmt: skip
+
+
+def _ratio_at_thresholds(other, default, labels, predictions, thresholds, weights, mc, uc, name):
+    with variable_scope(name, default, (predictions, labels, weights)):
+        values, updates = _at_thresholds(["tp", other], labels, predictions, list(thresholds),
+                                         weights)  # fmt: skip
+        eps = constant(1e-7)
+
+        def ratio(c):
+            return math_ops.truediv(c["tp"], math_ops.add(math_ops.add(c["tp"], c[other]), eps))
+
+        return _collect(ratio(values), ratio(updates), mc, uc)
+
+
+def precision_at_thresholds(labels, predictions, thresholds, weights=None,
+                            metrics_collections=None, updates_collections=None, name=None):  # fmt: skip
+    """Per threshold, tp / (tp + fp) (`tf.metrics.precision_at_thresholds`)."""
+    return _ratio_at_thresholds("fp", "precision_at_thresholds", labels, predictions,
+                                thresholds, weights, metrics_collections, updates_collections,
+                                name)  # fmt: skip
+
+
+def recall_at_thresholds(labels, predictions, thresholds, weights=None, metrics_collections=None,
+                         updates_collections=None, name=None):  # fmt: skip
+    """Per threshold, tp / (tp + fn) (`tf.metrics.recall_at_thresholds`)."""
+    return _ratio_at_thresholds("fn", "recall_at_thresholds", labels, predictions, thresholds,
+                                weights, metrics_collections, updates_collections, name)  # fmt: skip

@@ -15,13 +15,13 @@ FIXTURE = pathlib.Path(__file__).resolve().parents[2] / "tools" / "fixtures" / "
 
 # Names rill.compat.v1 must keep per module: what it covers today (raise them as it grows).
 FLOORS = {
-    "tf": 268,
-    "nn": 50,
+    "tf": 270,
+    "nn": 58,
     "nn.rnn_cell": 8,
     "layers": 25,
-    "train": 66,
+    "train": 67,
     "losses": 16,
-    "metrics": 13,
+    "metrics": 24,
     "summary": 16,
     "app": 1,
     "flags": 66,
@@ -29,7 +29,7 @@ FLOORS = {
     "logging": 19,
     "errors": 35,
     "random": 8,
-    "math": 60,
+    "math": 65,
     "linalg": 5,
     "image": 5,
     "io": 4,

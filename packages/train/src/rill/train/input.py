@@ -91,7 +91,7 @@ def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle: b
         enq = q.enqueue_many([input_tensor])
         add_queue_runner(QueueRunner(q, [enq], cancel_op=cancel_op))
         if summary_name is not None:
-            _fraction_full_summary(q, capacity, summary_name)
+            _fraction_full_summary(q, capacity)
         return q
 
 
@@ -174,7 +174,7 @@ def _batch(queue_fn, default_name, tensors_list, batch_size, num_threads, capaci
         enqueue = q.enqueue_many if enqueue_many else q.enqueue
         ops = [enqueue(f) for f in flats for _ in range(num_threads)]
         add_queue_runner(QueueRunner(q, ops))
-        _fraction_full_summary(q, capacity, default_name)
+        _fraction_full_summary(q, capacity)
         out = (
             q.dequeue_up_to(batch_size) if allow_smaller_final_batch else q.dequeue_many(batch_size)
         )

@@ -65,10 +65,10 @@ def limit_epochs(tensor, num_epochs=None, name=None) -> Tensor:
         return cond(less_equal(count, np.int64(num_epochs)), lambda: identity(tensor), exhausted)
 
 
-def _fraction_full_summary(queue, capacity: int, name: str) -> None:
+def _fraction_full_summary(queue, capacity: int) -> None:
+    """TensorFlow's queue-fill summary, in the current name scope."""
     frac = math_ops.multiply(math_ops.cast(queue.size(), dtypes.float32), constant(1.0 / capacity))
     summary.scalar(f"fraction_of_{capacity}_full", frac)
-    del name
 
 
 def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle: bool = True,

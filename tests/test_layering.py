@@ -10,6 +10,9 @@ The table, as DESIGN.md states it (third-party names are top-level import names)
 | distributed  | rill.graph, rill.exec, grpcio, protobuf, numpy                       |
 | train        | rill.graph, rill.autodiff, rill.exec, numpy                          |
 | mobile       | interpreter: numpy, flatbuffers, tflite (schema bindings); rill.mobile.convert also rill.graph, rill.exec |
+| compat       | every other rill package, absl-py, numpy                             |
+
+rill.train.summary also imports tensorboardX (the event writer and protos, see the train README).
 """
 
 from __future__ import annotations
@@ -28,6 +31,16 @@ ALLOWED: dict[str, set[str]] = {
     "distributed": {"rill.graph", "rill.exec", "grpc", "google.protobuf", "numpy"},
     "train": {"rill.graph", "rill.autodiff", "rill.exec", "numpy"},
     "mobile": {"numpy", "flatbuffers", "tflite"},
+    "compat": {
+        "rill.graph",
+        "rill.autodiff",
+        "rill.exec",
+        "rill.distributed",
+        "rill.train",
+        "rill.mobile",
+        "absl",
+        "numpy",
+    },
 }
 # Sub-packages with extra allowances (an extra's own dependencies).
 EXTRA: dict[str, set[str]] = {
@@ -40,6 +53,8 @@ EXTRA: dict[str, set[str]] = {
     "rill.mobile.convert": {"rill.graph", "rill.exec"},
     # The compiled CPU loops; every kernel keeps a numpy path for when numba is unavailable.
     "rill.exec.kernels._loops": {"numba"},
+    # TensorBoard event files: tensorboardX's record writer and Summary/Event protos.
+    "rill.train.summary": {"tensorboardX"},
 }
 
 

@@ -7,9 +7,20 @@ needs a dense input (Graph.create_op converts it through `_as_tensor`).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from rill.graph.graph import Tensor, get_default_graph
 
-__all__ = ["IndexedSlices", "convert_to_dense"]
+__all__ = ["IndexedSlices", "IndexedSlicesValue", "convert_to_dense"]
+
+
+class IndexedSlicesValue(NamedTuple):
+    """The value of a fetched IndexedSlices: numpy `values`, `indices` and `dense_shape`
+    (None when the IndexedSlices has none), as TensorFlow's `tf.IndexedSlicesValue`."""
+
+    values: object
+    indices: object
+    dense_shape: object
 
 
 class IndexedSlices:
@@ -50,6 +61,12 @@ class IndexedSlices:
 
     def _as_tensor(self, dtype=None) -> Tensor:
         return convert_to_dense(self)
+
+    def _fetch_components(self):
+        """Session.run fetches the components and returns an IndexedSlicesValue."""
+        if self.dense_shape is None:
+            return [self.values, self.indices], lambda v: IndexedSlicesValue(v[0], v[1], None)
+        return [self.values, self.indices, self.dense_shape], lambda v: IndexedSlicesValue(*v)
 
     def __neg__(self):
         from rill.graph.ops import math_ops

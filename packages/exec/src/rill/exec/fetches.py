@@ -2,6 +2,10 @@
 
 `FetchMapper(graph, fetches)` flattens a structure into unique graph elements and rebuilds the
 same structure from their values.
+
+A composite fetch (IndexedSlices, SparseTensor) defines `_fetch_components()`, returning its
+component tensors and a function that builds its value (IndexedSlicesValue, ...) from theirs:
+the packages that own those types plug in without exec importing them.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ class FetchMapper:
             return pos
 
         def compile_(obj):
+            if hasattr(obj, "_fetch_components"):
+                parts, make = obj._fetch_components()
+                part_subs = [compile_(x) for x in parts]
+                return lambda vals: make([s(vals) for s in part_subs])
             if isinstance(obj, (Tensor, Operation, str)) or hasattr(obj, "_as_graph_element"):
                 pos = element(obj)
                 if isinstance(self.elements[pos], Operation):

@@ -162,7 +162,7 @@ class _StepPlan:
         frames = control_flow_info(pg)
         self.has_control_flow = pg.has_control_flow()
         parts = partition(pg, frames)
-        kernels = KernelTable()
+        kernels = KernelTable(session._stateful_kernels)
         fast = not cfg.rill.disable_compiled_path
         compiled = fast and not self.has_control_flow
         self.partitions = []
@@ -293,6 +293,8 @@ class Session:
             self._blocking_pool = ThreadPoolExecutor(256, thread_name_prefix="rill-wait")
         self._cpu = self._devices[0]
         self._plans: dict = {}
+        # Stateful kernels shared by every step plan (see KernelTable).
+        self._stateful_kernels: dict = {}
         self._fetch_cache: dict = {}
         self._lock = threading.Lock()
         self._steps = itertools.count(1)
@@ -325,6 +327,12 @@ class Session:
             graph = self.graph
             for k, v in feed_dict.items():
                 if type(k) is not Tensor:
+                    if isinstance(k, (tuple, list)) or hasattr(k, "_fetch_components"):
+                        # A nested key (an LSTMStateTuple, a list of placeholders) feeds each
+                        # of its tensors from the same place in the value's structure; a
+                        # composite (IndexedSlices) feeds its components from its value type.
+                        self._feed_nested(k, v, feed_keys, feed_vals)
+                        continue
                     k = self._feed_key(k)
                 elif k.op.graph is not graph:
                     raise ValueError(f"cannot feed {k.name}: it is not an element of this graph")
@@ -382,6 +390,7 @@ class Session:
             self._pool.shutdown(wait=False)
             self._blocking_pool.shutdown(wait=False)
         self._plans.clear()
+        self._stateful_kernels.clear()
 
     def __enter__(self):
         self._default_ctx = default_session(self)
@@ -418,6 +427,31 @@ class Session:
                 self._fetch_cache.clear()
             self._fetch_cache[fetches] = cached
         return cached
+
+    def _feed_nested(self, key, value, feed_keys: list, feed_vals: list) -> None:
+        # TensorFlow's rule (nest.flatten_dict_items): the value is taken apart only as deep
+        # as the key's structure, so a list value can still feed one tensor inside it.
+        stack = [(key, value)]
+        while stack:
+            k, v = stack.pop()
+            if hasattr(k, "_fetch_components"):
+                k = k._fetch_components()[0]
+            if isinstance(k, (tuple, list)):
+                if not isinstance(v, (tuple, list)) or len(v) != len(k):
+                    names = [getattr(x, "name", x) for x in k]
+                    raise ValueError(
+                        f"feed_dict key {names} is a structure of {len(k)}; its value must be a "
+                        f"sequence of {len(k)} values, got {type(v).__name__}"
+                        + (f" of length {len(v)}" if isinstance(v, (tuple, list)) else "")
+                    )
+                stack.extend(reversed(list(zip(k, v))))
+                continue
+            if type(k) is not Tensor:
+                k = self._feed_key(k)
+            elif k.op.graph is not self.graph:
+                raise ValueError(f"cannot feed {k.name}: it is not an element of this graph")
+            feed_keys.append(k)
+            feed_vals.append(v)
 
     def _feed_key(self, k) -> Tensor:
         try:

@@ -32,6 +32,7 @@ from rill.graph.graph_def import import_graph_def, make_ndarray, make_tensor_pro
 from rill.graph.op_def import RuleRegistry, all_op_defs, defop, get_op_def
 from rill.graph.ops.array_ops import *  # noqa: F403
 from rill.graph.ops.candidate_sampling_ops import *  # noqa: F403
+from rill.graph.ops.check_ops import *  # noqa: F403
 from rill.graph.ops.control_flow_ops import *  # noqa: F403
 from rill.graph.ops.conv_ops import *  # noqa: F403
 from rill.graph.ops.data_flow_ops import *  # noqa: F403
@@ -39,6 +40,7 @@ from rill.graph.ops.embedding_ops import *  # noqa: F403
 from rill.graph.ops.gather_ops import *  # noqa: F403
 from rill.graph.ops.io_ops import *  # noqa: F403
 from rill.graph.ops.list_ops import *  # noqa: F403
+from rill.graph.ops.logging_ops import *  # noqa: F403
 from rill.graph.ops.logic_ops import *  # noqa: F403
 from rill.graph.ops.math_ops import *  # noqa: F403
 from rill.graph.ops.matmul_ops import *  # noqa: F403
@@ -52,10 +54,19 @@ from rill.graph.ops.sequence_ops import *  # noqa: F403
 from rill.graph.ops.slice_ops import *  # noqa: F403
 from rill.graph.ops.stack_ops import *  # noqa: F403
 from rill.graph.ops.state_ops import *  # noqa: F403
+from rill.graph.ops.summary_ops import *  # noqa: F403
 from rill.graph.ops.tensor_array_ops import *  # noqa: F403
 from rill.graph.ops.training_ops import *  # noqa: F403
 from rill.graph.shapes import TensorShape, as_shape
 from rill.graph.sparse_tensor import SparseTensor, SparseTensorValue, sparse_placeholder
 from rill.graph.text import format_graph, parse_graph
+
+# isort: split
+# TensorFlow's namespaces (tf.nn, tf.math, ...) and module-level scopes (tf.device, ...). The
+# scope functions come last: `device` replaces the rill.graph.device module as the attribute.
+from rill.graph import image, linalg, math, nn, random
+from rill.graph.ops.math_impl import *  # noqa: F403
+from rill.graph.ops.nn_impl import *  # noqa: F403
+from rill.graph.scopes import colocate_with, control_dependencies, device, name_scope
 
 __version__ = "0.1.0"

@@ -194,6 +194,9 @@ for _t in ALL_TYPES:
     _BY_NAME[_t.name] = _t
     _BY_NAME[_t.short] = _t
 _BY_NAME.update(half=float16, double=float64, bool_=bool_, bf16=bfloat16)
+# TensorFlow's C names ("float" is float32 there, as in its DataType enum DT_FLOAT). TensorFlow
+# accepts no "int" or "long" string, and neither does rill.
+_BY_NAME["float"] = float32
 _BY_ENUM: dict[int, DType] = {t.enum: t for t in ALL_TYPES if t.enum is not None}
 _BY_NP: dict[np.dtype, DType] = {t.np: t for t in ALL_TYPES if t not in (string, resource, variant)}
 _BY_NP[np.dtype(np.bytes_)] = string
@@ -204,13 +207,15 @@ _BY_NP[np.dtype(object)] = string  # object arrays hold bytes, as TensorFlow rea
 def as_dtype(value) -> DType:
     """Converts a DType, a name, an abbreviation, a DataType number or a numpy dtype to a DType.
 
-    >>> as_dtype(np.float64), as_dtype(3), as_dtype("f16")
-    (rill.float64, rill.int32, rill.float16)
+    >>> as_dtype(np.float64), as_dtype(3), as_dtype("f16"), as_dtype("float")
+    (rill.float64, rill.int32, rill.float16, rill.float32)
     """
     if isinstance(value, DType):
         return value
     if isinstance(value, str):
         found = _BY_NAME.get(value)
+        if found is None and value.endswith("_ref"):
+            found = _BY_NAME.get(value[: -len("_ref")])  # TF-1 reference types: their base type
         if found is None:
             raise TypeError(f"unknown dtype name {value!r}; expected one of {sorted(_BY_NAME)}")
         return found

@@ -1,7 +1,7 @@
 """Training libraries for rill: optimizers, layers, Saver, training loops."""
 
 # -- initializers, variable scopes, layers and losses (init_ops, variable_scope, layers, losses) --
-from rill.train import layers, losses  # the tf.layers and tf.losses namespaces
+from rill.train import layers, losses, metrics, summary  # tf.layers, .losses, .metrics, .summary
 from rill.train.init_ops import (
     Constant,
     GlorotNormal,
@@ -167,4 +167,25 @@ from rill.train.rnn_cell import (
     MultiRNNCell,
     RNNCell,
 )
+
 # -- end of recurrent networks block ------------------------------------------------------------
+
+# isort: split
+# -- queue-based input, coordinator, supervisor -------------------------------------------------
+from rill.train.coordinator import Coordinator
+from rill.train.input import (
+    batch,
+    batch_join,
+    input_producer,
+    limit_epochs,
+    range_input_producer,
+    shuffle_batch,
+    shuffle_batch_join,
+    slice_input_producer,
+    string_input_producer,
+)
+from rill.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
+from rill.train.summary_hooks import SummarySaverHook
+from rill.train.supervisor import Supervisor
+
+# -- end of queue-based input block -------------------------------------------------------------

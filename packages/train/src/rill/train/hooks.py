@@ -70,8 +70,8 @@ class SessionRunHook:
         """Called once before the session is created; the graph can still be changed."""
 
     def after_create_session(self, session, coord) -> None:
-        """Called when a session is created (or re-created after an error); `coord` is None
-        (there is no Coordinator in rill.train yet)."""
+        """Called when a session is created (or re-created after an error), with the
+        Coordinator of the session's queue runners."""
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Called before each run; returns what to add to it, or None."""

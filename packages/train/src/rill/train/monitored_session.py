@@ -66,6 +66,7 @@ from rill.graph.ops.state_ops import (
     local_variables_initializer,
 )
 from rill.train import checkpoint_management as cm
+from rill.train.coordinator import Coordinator
 from rill.train.hooks import (
     CheckpointSaverHook,
     SessionRunArgs,
@@ -74,6 +75,7 @@ from rill.train.hooks import (
     SessionRunValues,
     StepCounterHook,
 )
+from rill.train.queue_runner import start_queue_runners
 from rill.train.saver import SAVERS, Saver
 
 __all__ = [
@@ -488,6 +490,8 @@ class _MonitoredSession:
         self._should_recover = should_recover
         self._session_creator = session_creator or ChiefSessionCreator()
         self._tf_sess = None
+        self._coord = None
+        self._stop_grace_period_secs = stop_grace_period_secs
         self._should_stop = False
         self._closed = False
         try:
@@ -507,15 +511,20 @@ class _MonitoredSession:
         with self._graph.as_default():
             self._tf_sess = self._session_creator.create_session()
             self._graph.finalize()
+            # As TensorFlow's coordinated session: the graph's queue runners start here, under
+            # a Coordinator that close() stops and joins.
+            self._coord = Coordinator()
+            start_queue_runners(self._tf_sess, self._coord)
             for h in self._hooks:
-                h.after_create_session(self._tf_sess, None)
+                h.after_create_session(self._tf_sess, self._coord)
 
     @property
     def graph(self):
         return self._graph
 
     def should_stop(self) -> bool:
-        return self._closed or self._should_stop
+        coord_stop = self._coord is not None and self._coord.should_stop()
+        return self._closed or self._should_stop or coord_stop
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         """Runs `fetches` with the hooks; returns the caller's results.
@@ -583,6 +592,14 @@ class _MonitoredSession:
 
     def _close_tf_sess(self) -> None:
         sess, self._tf_sess = self._tf_sess, None
+        coord, self._coord = self._coord, None
+        if coord is not None:
+            coord.request_stop()
+            try:
+                coord.join(stop_grace_period_secs=self._stop_grace_period_secs,
+                           ignore_live_threads=True)  # fmt: skip
+            except Exception:
+                _log.warning("A queue runner thread reported an error.", exc_info=True)
         if sess is not None:
             try:
                 sess.close()
@@ -681,7 +698,9 @@ def MonitoredTrainingSession(
     `chief_only_hooks`, then `hooks`. A worker waits for the chief (up to `max_wait_secs`) and
     runs only `hooks`.
 
-    Summaries are not written (save_summaries_* and summary_dir are accepted and ignored).
+    With a summary_dir (or checkpoint_dir), a SummarySaverHook writes the graph's summaries
+    (scaffold.summary_op, else merge_all()) every `save_summaries_steps` steps (default 100) or
+    `save_summaries_secs` seconds.
 
     rill's own: on a distributed master (`master="grpc://..."`), when the chief's training ends
     without an error (the session is closed after StopAtStepHook, the end of the data, ...), the
@@ -708,6 +727,26 @@ def MonitoredTrainingSession(
     )
     if (summary_dir or checkpoint_dir) and log_step_count_steps and log_step_count_steps > 0:
         all_hooks.append(StepCounterHook(every_n_steps=log_step_count_steps))
+    if save_summaries_steps is USE_DEFAULT and save_summaries_secs is USE_DEFAULT:
+        save_summaries_steps, save_summaries_secs = 100, None
+    elif save_summaries_secs is USE_DEFAULT:
+        save_summaries_secs = None
+    elif save_summaries_steps is USE_DEFAULT:
+        save_summaries_steps = None
+    if (summary_dir or checkpoint_dir) and (
+        (save_summaries_steps and save_summaries_steps > 0)
+        or (save_summaries_secs and save_summaries_secs > 0)
+    ):
+        from rill.train.summary_hooks import SummarySaverHook  # summary imports tensorboardX
+
+        all_hooks.append(
+            SummarySaverHook(
+                save_steps=save_summaries_steps or None,
+                save_secs=None if save_summaries_steps else save_summaries_secs,
+                output_dir=summary_dir or checkpoint_dir,
+                scaffold=scaffold,
+            )
+        )
     if checkpoint_dir and (
         (save_checkpoint_secs and save_checkpoint_secs > 0)
         or (save_checkpoint_steps and save_checkpoint_steps > 0)

@@ -7,6 +7,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     conv_grad,
     gather_grad,
     list_grad,
+    logging_grad,
     math_grad,
     matmul_grad,
     nn_grad,
@@ -16,5 +17,6 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     sequence_grad,
     slice_grad,
     state_grad,
+    summary_grad,
     tensor_array_grad,
 )

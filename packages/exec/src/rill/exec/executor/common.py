@@ -42,29 +42,46 @@ class Kernel:
 
 
 class KernelTable:
-    """Kernels instantiated once per plan node (attrs parsed here, never per step)."""
+    """Kernels instantiated once per plan node (attrs parsed here, never per step).
 
-    def __init__(self):
+    `shared` is the session's table of stateful kernels, keyed by (node name, op type, device):
+    as TensorFlow's OpSegment does, every step plan of one session reuses the kernel of a
+    stateful graph op, so a seeded random op continues one sequence whatever the step's
+    fetches and feeds. Plan-made ops (names of internal types start with "_") stay per plan.
+    """
+
+    def __init__(self, shared: dict | None = None):
         self._kernels: dict[int, Kernel] = {}
+        self._shared = shared
 
     def get(self, node) -> Kernel:
         k = self._kernels.get(id(node))
+        if k is None and self._shared is not None and node.op is not None:
+            if node.is_stateful and not node.type.startswith("_"):
+                key = (node.name, node.type, node.device.name)
+                k = self._shared.get(key)
+                if k is None:
+                    k = self._shared[key] = self._build(node)
+                self._kernels[id(node)] = k
         if k is None:
-            kdef = find_kernel(node.type, node.device.device_type, node.attrs)
-            if kdef is None:
-                raise InvalidArgumentError(
-                    f"no {node.device.device_type} kernel registered for {node.type} "
-                    f"(node {node.name})",
-                    op=node.op,
-                )
-            try:
-                op = node.op if node.op is not None else node
-                compute = instantiate(kdef, op, node.device, node.attrs)
-            except OpError as e:
-                raise type(e)(e.message, op=node.op) from None
-            k = Kernel(compute, kdef.context, kdef.expensive, kdef.blocking)
-            self._kernels[id(node)] = k
+            k = self._kernels[id(node)] = self._build(node)
         return k
+
+    @staticmethod
+    def _build(node) -> Kernel:
+        kdef = find_kernel(node.type, node.device.device_type, node.attrs)
+        if kdef is None:
+            raise InvalidArgumentError(
+                f"no {node.device.device_type} kernel registered for {node.type} "
+                f"(node {node.name})",
+                op=node.op,
+            )
+        try:
+            op = node.op if node.op is not None else node
+            compute = instantiate(kdef, op, node.device, node.attrs)
+        except OpError as e:
+            raise type(e)(e.message, op=node.op) from None
+        return Kernel(compute, kdef.context, kdef.expensive, kdef.blocking)
 
 
 def run_error(e: BaseException, node) -> BaseException:

@@ -17,6 +17,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     internal_kernels,
     io_kernels,
     list_kernels,
+    logging_kernels,
     logic_kernels,
     math_kernels,
     matmul_kernels,
@@ -30,6 +31,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     slice_kernels,
     stack_kernels,
     state_kernels,
+    summary_kernels,
     tensor_array_kernels,
     training_kernels,
 )

@@ -39,8 +39,10 @@ def _broadcasting(fn):
     return compute
 
 
-def _check_divisor(y):
-    if bool((y == 0).any()):
+def _check_divisor(x, y):
+    # An empty result divides nothing (TensorFlow checks only the elements it computes): an
+    # empty x over a zero scalar y is no error.
+    if np.size(x) and bool((y == 0).any()):
         raise InvalidArgumentError("Integer division by zero")
 
 
@@ -103,14 +105,14 @@ def div(T, xp):
     if T.is_unsigned:
 
         def compute(x, y):
-            _check_divisor(y)
+            _check_divisor(x, y)
             return floor_divide(x, y)
 
         return compute
 
     def compute(x, y):
         # C division truncates toward zero: one more than the floor when inexact with mixed signs.
-        _check_divisor(y)
+        _check_divisor(x, y)
         q = floor_divide(x, y)
         fix = (remainder(x, y) != 0) & ((x < 0) != (y < 0))
         return q + fix.astype(q.dtype)
@@ -124,7 +126,7 @@ def floor_div(T, xp):
     if T.is_integer:
 
         def compute(x, y):
-            _check_divisor(y)
+            _check_divisor(x, y)
             return floor_divide(x, y)
 
         return compute
@@ -138,7 +140,7 @@ def floor_mod(T, xp):
     if T.is_integer:
 
         def compute(x, y):
-            _check_divisor(y)
+            _check_divisor(x, y)
             return remainder(x, y)
 
         return compute

@@ -7,6 +7,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     accumulator_ops,
     array_ops,
     candidate_sampling_ops,
+    check_ops,
     control_flow_ops,
     conv_ops,
     data_flow_ops,
@@ -17,6 +18,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     internal_ops,
     io_ops,
     list_ops,
+    logging_ops,
     logic_ops,
     math_ops,
     matmul_ops,
@@ -30,6 +32,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     slice_ops,
     stack_ops,
     state_ops,
+    summary_ops,
     tensor_array_ops,
     training_ops,
 )

@@ -18,10 +18,32 @@ from rill.train.layers.conv import (
     conv2d,
     max_pooling2d,
 )
+from rill.train.layers.conv_more import (
+    AveragePooling1D,
+    Conv1D,
+    Conv2DTranspose,
+    MaxPooling1D,
+    SeparableConv2D,
+    average_pooling1d,
+    conv1d,
+    conv2d_transpose,
+    max_pooling1d,
+    separable_conv2d,
+)
 from rill.train.layers.core import Dense, Dropout, Flatten, dense, dropout, flatten
 from rill.train.layers.normalization import BatchNormalization, batch_normalization
 
 __all__ = [
+    "AveragePooling1D",
+    "Conv1D",
+    "Conv2DTranspose",
+    "MaxPooling1D",
+    "SeparableConv2D",
+    "average_pooling1d",
+    "conv1d",
+    "conv2d_transpose",
+    "max_pooling1d",
+    "separable_conv2d",
     "AveragePooling2D",
     "BatchNormalization",
     "Conv2D",

@@ -1,0 +1,41 @@
+"""`tf.errors` of TensorFlow 1.x (rill.graph.errors: the canonical error classes and codes)."""
+
+# ruff: noqa: F401 - a namespace of re-exports
+
+from rill.graph.errors import (
+    ABORTED,
+    ALREADY_EXISTS,
+    CANCELLED,
+    DATA_LOSS,
+    DEADLINE_EXCEEDED,
+    FAILED_PRECONDITION,
+    INTERNAL,
+    INVALID_ARGUMENT,
+    NOT_FOUND,
+    OK,
+    OUT_OF_RANGE,
+    PERMISSION_DENIED,
+    RESOURCE_EXHAUSTED,
+    UNAUTHENTICATED,
+    UNAVAILABLE,
+    UNIMPLEMENTED,
+    UNKNOWN,
+    AbortedError,
+    AlreadyExistsError,
+    CancelledError,
+    DataLossError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    OpError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+    UnimplementedError,
+    UnknownError,
+)
+from rill.graph.errors import error_class_for_code as exception_type_from_error_code

@@ -1,0 +1,73 @@
+"""The TF1 example programs (examples/tf1/) run unchanged on rill.compat.v1, on small data,
+each in its own process started the way a user starts it (tf.app.run parses the flags)."""
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+from tensorboard.backend.event_processing import event_accumulator as ea
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _run(name: str, *flags: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "tf1" / f"{name}.py"), *flags],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _number(pattern: str, text: str) -> float:
+    m = re.search(pattern, text)
+    assert m, f"{pattern!r} not in output:\n{text}"
+    return float(m.group(1))
+
+
+def test_mlp_with_summaries(tmp_path):
+    out = _run("mlp_summaries", "--steps=120", f"--logdir={tmp_path}")
+    assert _number(r"test accuracy ([\d.]+)", out) > 0.8
+    acc = ea.EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("cross_entropy")] == [0, 50, 100]
+    assert acc.Scalars("accuracy")[-1].value > acc.Scalars("accuracy")[0].value
+    # The name scope "hidden/weights" is taken by the variable, so the tag gets "_1" (as in TF).
+    assert acc.Tags()["histograms"] == ["hidden/weights_1"]
+    assert any(n.name == "softmax/xw_plus_b" for n in acc.Graph().node)
+
+
+@pytest.mark.slow  # about 10 s of CPU: the CI's slow run
+def test_cnn_with_dropout():
+    out = _run("cnn_dropout", "--steps=60")
+    assert _number(r"test accuracy ([\d.]+)", out) > 0.6
+
+
+@pytest.mark.slow
+def test_dynamic_rnn_classifier():
+    out = _run("rnn_classifier", "--steps=60")
+    assert _number(r"test accuracy ([\d.]+)", out) > 0.5
+
+
+def test_word2vec():
+    out = _run("word2vec", "--steps=300")
+    first = _number(r"loss ([\d.]+) ->", out)
+    last = _number(r"-> ([\d.]+)", out)
+    assert last < 0.7 * first
+    assert re.search(r"nearest to king: .*queen", out)
+
+
+def test_gan_with_two_optimizers():
+    out = _run("gan", "--steps=400")
+    assert abs(_number(r"generated mean ([-\d.]+)", out) - 3.0) < 0.5
+    assert "D variables 4, G variables 4" in out
+
+
+def test_queue_input_pipeline():
+    out = _run("queue_input", "--num_epochs=10")
+    # 10 epochs of 256 examples in batches of 32: 80 steps, then OutOfRangeError ends it.
+    assert "done training after 80 steps" in out
+    w = re.search(r"w \[ *([-\d.]+) +([-\d.]+) +([-\d.]+)\]", out)
+    assert w and abs(float(w.group(1)) - 2.0) < 0.1 and abs(float(w.group(2)) + 1.0) < 0.1

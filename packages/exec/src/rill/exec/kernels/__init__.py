@@ -23,6 +23,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     pool_kernels,
     random_kernels,
     reduction_kernels,
+    ref_variable_kernels,
     reshape_kernels,
     sequence_kernels,
     slice_kernels,

@@ -6,8 +6,9 @@ import os
 
 import numpy as np
 
-from rill.exec.checkpoint_format import CheckpointReader, write_checkpoint
+from rill.exec.checkpoint_format import write_checkpoint
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.tf_checkpoint import open_checkpoint
 from rill.graph.errors import InvalidArgumentError, UnimplementedError
 from rill.graph.ops.io_ops import parse_shape_and_slice
 
@@ -67,7 +68,7 @@ def restore_v2(dtypes):
         n = len(dtypes)
         names = _strings(tensor_names, "tensor_names", n)
         specs = _strings(shape_and_slices, "shape_and_slices", n)
-        reader = CheckpointReader(_prefix(prefix))
+        reader = open_checkpoint(_prefix(prefix))  # rill's format or TensorFlow's
         out = []
         for name, spec, dt in zip(names, specs, dtypes):
             _whole(spec, name, reader.shape(name) if spec else None)

@@ -21,6 +21,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     optional_ops,
     pool_ops,
     random_ops,
+    ref_variable_ops,
     reduction_ops,
     reshape_ops,
     sequence_ops,

@@ -156,3 +156,15 @@ def test_ref_ops_shape_functions():
             R.scatter_op("ScatterAdd", w, [0, 1], np.zeros((2, 4), np.float32))
         with pytest.raises(ValueError, match="scalar variable"):
             R.count_up_to(R.variable_v2([2], rg.int32), 3)
+
+
+def test_ref_identity_gradient_reaches_the_variable():
+    import rill.autodiff
+
+    with rg.Graph().as_default() as g:
+        w, init = _var(np.array([1.0, -2.0], np.float32))
+        y = rg.reduce_sum(rg.identity(R.ref_identity(w)) ** 2)
+        (dw,) = rill.autodiff.gradients(y, [w])
+    with Session(graph=g) as s:
+        s.run(init)
+        np.testing.assert_allclose(s.run(dw), [2.0, -4.0])

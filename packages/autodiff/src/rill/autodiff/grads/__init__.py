@@ -15,6 +15,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     ref_variable_grad,
     sequence_grad,
     slice_grad,
+    special_math_grad,
     state_grad,
     tensor_array_grad,
 )

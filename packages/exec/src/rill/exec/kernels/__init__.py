@@ -27,6 +27,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     reshape_kernels,
     sequence_kernels,
     slice_kernels,
+    special_math_kernels,
     stack_kernels,
     state_kernels,
     tensor_array_kernels,

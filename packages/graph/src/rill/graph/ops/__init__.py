@@ -26,6 +26,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     reshape_ops,
     sequence_ops,
     slice_ops,
+    special_math_ops,
     stack_ops,
     state_ops,
     tensor_array_ops,

@@ -1,0 +1,45 @@
+"""ONNX export of rill.graph.ops.special_math_ops: the trigonometric and hyperbolic functions,
+float classification and ClipByValue (as Max then Min, which also takes bounds of t's shape)."""
+
+from __future__ import annotations
+
+from rill.graph.onnx.registry import register_onnx_export
+
+_UNARY = {
+    "Sin": "Sin",
+    "Tan": "Tan",
+    "Asin": "Asin",
+    "Acos": "Acos",
+    "Atan": "Atan",
+    "Sinh": "Sinh",
+    "Cosh": "Cosh",
+    "Asinh": "Asinh",
+    "Acosh": "Acosh",
+    "Atanh": "Atanh",
+    "IsNan": "IsNaN",
+    "IsInf": "IsInf",
+}
+
+
+def _unary_rule(onnx_type):
+    return lambda ctx, op: ctx.unary(op, onnx_type)
+
+
+for _rill, _onnx in _UNARY.items():
+    register_onnx_export(_rill)(_unary_rule(_onnx))
+
+
+@register_onnx_export("IsFinite")
+def is_finite(ctx, op):
+    """not (isnan(x) or isinf(x))"""
+    name, layout = ctx.value_any(op._inputs[0])
+    bad = ctx.node("Or", [ctx.node("IsNaN", [name]), ctx.node("IsInf", [name])])
+    ctx.node("Not", [bad], op.outputs[0], layout=layout)
+
+
+@register_onnx_export("ClipByValue")
+def clip_by_value(ctx, op):
+    """min(max(t, lo), hi), broadcasting the bounds"""
+    names, layout = ctx.broadcast_values(list(op._inputs))
+    low = ctx.node("Max", names[:2])
+    ctx.node("Min", [low, names[2]], op.outputs[0], layout=layout)

@@ -6,6 +6,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     conv_grad,
     gather_grad,
     list_grad,
+    manip_grad,
     math_grad,
     matmul_grad,
     nn_grad,

@@ -16,6 +16,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     io_kernels,
     list_kernels,
     logic_kernels,
+    manip_kernels,
     math_kernels,
     matmul_kernels,
     nn_kernels,

@@ -1,5 +1,6 @@
-"""ONNX export of rill.graph.ops.special_math_ops: the trigonometric and hyperbolic functions,
-float classification and ClipByValue (as Max then Min, which also takes bounds of t's shape)."""
+"""ONNX export of rill.graph.ops.special_math_ops (the trigonometric and hyperbolic functions,
+float classification, ClipByValue as Max then Min, which also takes bounds of t's shape) and of
+manip_ops' Einsum."""
 
 from __future__ import annotations
 
@@ -43,3 +44,10 @@ def clip_by_value(ctx, op):
     names, layout = ctx.broadcast_values(list(op._inputs))
     low = ctx.node("Max", names[:2])
     ctx.node("Min", [low, names[2]], op.outputs[0], layout=layout)
+
+
+@register_onnx_export("Einsum")
+def einsum(ctx, op):
+    """ONNX's Einsum has numpy's notation, so the equation carries over."""
+    names = [ctx.value(t) for t in op._inputs]
+    ctx.node("Einsum", names, op.outputs[0], equation=op.attrs["equation"].replace(" ", ""))

@@ -5,6 +5,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     control_flow_grad,
     conv_grad,
     gather_grad,
+    linalg_grad,
     list_grad,
     manip_grad,
     math_grad,

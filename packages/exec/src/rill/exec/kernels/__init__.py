@@ -14,6 +14,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     grad_kernels,
     internal_kernels,
     io_kernels,
+    linalg_kernels,
     list_kernels,
     logic_kernels,
     manip_kernels,

@@ -1,6 +1,6 @@
 """ONNX export of rill.graph.ops.special_math_ops (the trigonometric and hyperbolic functions,
 float classification, ClipByValue as Max then Min, which also takes bounds of t's shape) and of
-manip_ops' Einsum."""
+manip_ops' Einsum and linalg_ops' MatrixDeterminant."""
 
 from __future__ import annotations
 
@@ -51,3 +51,9 @@ def einsum(ctx, op):
     """ONNX's Einsum has numpy's notation, so the equation carries over."""
     names = [ctx.value(t) for t in op._inputs]
     ctx.node("Einsum", names, op.outputs[0], equation=op.attrs["equation"].replace(" ", ""))
+
+
+@register_onnx_export("MatrixDeterminant")
+def matrix_determinant(ctx, op):
+    """ONNX's Det takes the same batch of square matrices."""
+    ctx.node("Det", [ctx.value(op._inputs[0])], op.outputs[0])

@@ -14,6 +14,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     grad_ops,
     internal_ops,
     io_ops,
+    linalg_ops,
     list_ops,
     manip_ops,
     logic_ops,

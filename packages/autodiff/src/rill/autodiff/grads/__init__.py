@@ -14,6 +14,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     optional_grad,
     pool_grad,
     reduction_grad,
+    segment_grad,
     ref_variable_grad,
     sequence_grad,
     slice_grad,

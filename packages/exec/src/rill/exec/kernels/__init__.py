@@ -27,6 +27,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     reduction_kernels,
     ref_variable_kernels,
     reshape_kernels,
+    segment_kernels,
     sequence_kernels,
     slice_kernels,
     special_math_kernels,

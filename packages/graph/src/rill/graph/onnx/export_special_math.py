@@ -1,6 +1,6 @@
 """ONNX export of rill.graph.ops.special_math_ops (the trigonometric and hyperbolic functions,
 float classification, ClipByValue as Max then Min, which also takes bounds of t's shape) and of
-manip_ops' Einsum and linalg_ops' MatrixDeterminant."""
+manip_ops' Einsum, linalg_ops' MatrixDeterminant and segment_ops' TensorScatterUpdate."""
 
 from __future__ import annotations
 
@@ -57,3 +57,12 @@ def einsum(ctx, op):
 def matrix_determinant(ctx, op):
     """ONNX's Det takes the same batch of square matrices."""
     ctx.node("Det", [ctx.value(op._inputs[0])], op.outputs[0])
+
+
+@register_onnx_export("TensorScatterUpdate")
+def tensor_scatter_update(ctx, op):
+    """ScatterND (no reduction): ONNX leaves repeated indices undefined, TensorFlow lets the last
+    one win; the two agree whenever indices are distinct."""
+    tensor, indices, updates = op._inputs
+    ctx.node("ScatterND", [ctx.value(tensor), ctx.int64(indices), ctx.value(updates)],
+             op.outputs[0])  # fmt: skip

@@ -27,6 +27,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     ref_variable_ops,
     reduction_ops,
     reshape_ops,
+    segment_ops,
     sequence_ops,
     slice_ops,
     special_math_ops,

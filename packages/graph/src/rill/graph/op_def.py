@@ -140,7 +140,8 @@ _ARG_RE = re.compile(
 )
 _ATTR_RE = re.compile(
     r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*:\s*(?P<type>list\(\s*\w+\s*\)|\{[^}]*\}|\w+)"
-    r"\s*(?:>=\s*(?P<min>-?\d+))?\s*(?:=\s*(?P<default>.+?))?\s*$"
+    r"\s*(?:>=\s*(?P<min>-?\d+))?\s*(?:=\s*(?P<default>.+?))?\s*$",
+    re.DOTALL,  # a string default may hold a newline (PrintV2's end)
 )
 
 

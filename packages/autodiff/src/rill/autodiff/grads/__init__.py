@@ -7,6 +7,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     gather_grad,
     linalg_grad,
     list_grad,
+    logging_grad,
     manip_grad,
     math_grad,
     matmul_grad,

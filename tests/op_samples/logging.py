@@ -1,0 +1,21 @@
+"""Samples for the differentiable ops of logging_ops and image_ops."""
+
+from op_samples import rand, sample
+from rill.graph.ops import image_ops, logging_ops
+
+sample("CheckNumerics", [rand(2, 3)], lambda x: logging_ops.check_numerics(x, "x"))
+sample("Print", [rand(2, 3)], lambda x: logging_ops.print_op(x, [x], message="sample: ", first_n=0))
+sample("SpaceToDepth", [rand(1, 4, 6, 2)], lambda x: image_ops.space_to_depth(x, 2))
+sample("DepthToSpace", [rand(2, 2, 3, 8)], lambda x: image_ops.depth_to_space(x, 2))
+sample("SpaceToDepth", [rand(1, 3, 4, 4)], lambda x: image_ops.space_to_depth(x, 2, "NCHW"),
+       name="nchw")  # fmt: skip
+
+
+def _raw_v2(x):
+    import rill.graph as rg
+
+    g = rg.get_default_graph()
+    return g.create_op("CheckNumericsV2", [x], {"message": "x"}).outputs[0]
+
+
+sample("CheckNumericsV2", [rand(3)], _raw_v2)

@@ -9,6 +9,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     conv_ops,
     data_flow_ops,
     diag_ops,
+    function_ops,
     fused_ops,
     gather_ops,
     image_ops,

@@ -64,5 +64,6 @@ def replay(m, g, arrays, sess, rtol=2e-5, atol=1e-6):
 @pytest.mark.parametrize("name", MANIFESTS)
 def test_tf_graph_runs_in_rill_like_tensorflow(name):
     m, g, arrays = load(name)
+    tol = m.get("tolerance") or {}
     with Session(graph=g) as sess:
-        replay(m, g, arrays, sess)
+        replay(m, g, arrays, sess, **tol)

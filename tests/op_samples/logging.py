@@ -1,5 +1,7 @@
 """Samples for the differentiable ops of logging_ops and image_ops."""
 
+import numpy as np
+
 from op_samples import rand, sample
 from rill.graph.ops import image_ops, logging_ops
 
@@ -19,3 +21,30 @@ def _raw_v2(x):
 
 
 sample("CheckNumericsV2", [rand(3)], _raw_v2)
+
+
+def _bn_v1(op_type, training):
+    def build(x, scale, offset, mean, var):
+        import rill.graph as rg
+
+        op = rg.get_default_graph().create_op(
+            op_type, [x, scale, offset, mean, var], {"epsilon": 0.01, "is_training": training}
+        )
+        return op.outputs[0]
+
+    return build
+
+
+for _op in ("FusedBatchNorm", "FusedBatchNormV2"):
+    for _training in (True, False):
+        sample(
+            _op,
+            [rand(2, 2, 3, 2, dtype=np.float32) * 2, rand(2, lo=0.5, hi=1.5, dtype=np.float32),
+             rand(2, dtype=np.float32), rand(2, dtype=np.float32),
+             rand(2, lo=0.5, hi=1.5, dtype=np.float32)],
+            _bn_v1(_op, _training),
+            name="training" if _training else "inference",
+            grad_inputs=[0, 1, 2],
+            delta=1e-2,
+            tol=5e-4,
+        )  # fmt: skip

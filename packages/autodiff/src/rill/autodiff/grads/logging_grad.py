@@ -1,9 +1,10 @@
-"""Gradients for rill.graph.ops.logging_ops, set_search_ops and image_ops."""
+"""Gradients for rill.graph.ops.logging_ops, set_search_ops, image_ops and batch_norm_ops."""
 
 from __future__ import annotations
 
 from rill.autodiff.grads.math_grad import _dense
 from rill.autodiff.registry import not_differentiable, register_gradient
+from rill.graph.graph import get_default_graph
 from rill.graph.ops import image_ops, logging_ops
 
 not_differentiable(
@@ -51,3 +52,24 @@ def _space_to_depth_grad(op, grad):
 def _depth_to_space_grad(op, grad):
     """dx = space_to_depth(g)"""
     return image_ops.space_to_depth(_dense(grad), op.attrs["block_size"], op.attrs["data_format"])
+
+
+def _fused_batch_norm_v1_grad(grad_op_type):
+    def grad_fn(op, grad_y, *_unused):
+        """dx, dscale, doffset = FusedBatchNormGrad(V2)(g_y, x, scale, mean, variance), with the
+        batch's statistics in training and the given ones in inference"""
+        x, scale = op.inputs[0], op.inputs[1]
+        training = op.attrs["is_training"]
+        mean, var = (op.outputs[3], op.outputs[4]) if training else (op.inputs[3], op.inputs[4])
+        attrs = {k: op.attrs[k] for k in ("epsilon", "data_format", "is_training")}
+        grad_op = get_default_graph().create_op(
+            grad_op_type, [_dense(grad_y), x, scale, mean, var], attrs, name=grad_op_type
+        )
+        dx, dscale, doffset = grad_op.outputs[:3]
+        return dx, dscale, doffset, None, None
+
+    return grad_fn
+
+
+register_gradient("FusedBatchNorm")(_fused_batch_norm_v1_grad("FusedBatchNormGrad"))
+register_gradient("FusedBatchNormV2")(_fused_batch_norm_v1_grad("FusedBatchNormGradV2"))

@@ -5,6 +5,7 @@ Importing this package registers every kernel.
 
 from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     array_kernels,
+    batch_norm_kernels,
     control_flow_kernels,
     conv_kernels,
     data_flow_kernels,

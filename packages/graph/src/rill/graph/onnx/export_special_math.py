@@ -66,3 +66,15 @@ def tensor_scatter_update(ctx, op):
     tensor, indices, updates = op._inputs
     ctx.node("ScatterND", [ctx.value(tensor), ctx.int64(indices), ctx.value(updates)],
              op.outputs[0])  # fmt: skip
+
+
+def _register_batch_norm_v1() -> None:
+    """FusedBatchNorm and FusedBatchNormV2 export as FusedBatchNormV3 does (same inputs; the
+    outputs they share come first)."""
+    from rill.graph.onnx.export_nn import fused_batch_norm
+
+    for name in ("FusedBatchNorm", "FusedBatchNormV2"):
+        register_onnx_export(name)(fused_batch_norm)
+
+
+_register_batch_norm_v1()

@@ -5,6 +5,7 @@ Importing this package declares every op; a malformed declaration fails the impo
 
 from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     array_ops,
+    batch_norm_ops,
     control_flow_ops,
     conv_ops,
     data_flow_ops,

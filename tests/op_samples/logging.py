@@ -48,3 +48,26 @@ for _op in ("FusedBatchNorm", "FusedBatchNormV2"):
             delta=1e-2,
             tol=5e-4,
         )  # fmt: skip
+
+# -- image_ops: space/batch blocks and resizing ----------------------------------------------------
+
+
+def _ct(v):
+    import rill.graph as rg
+
+    return rg.constant(np.array(v, np.int32))
+
+
+sample("SpaceToBatchND", [rand(2, 3, 4, 2)],
+       lambda x: image_ops.space_to_batch_nd(x, _ct([2, 2]), _ct([[1, 0], [0, 2]])))  # fmt: skip
+sample("BatchToSpaceND", [rand(8, 2, 3, 1)],
+       lambda x: image_ops.batch_to_space_nd(x, _ct([2, 2]), _ct([[0, 1], [1, 0]])))  # fmt: skip
+_RESIZE_F32 = {"delta": 1e-2, "tol": 5e-4}
+for _name, _kw in (("", {}), ("align_corners", {"align_corners": True}),
+                   ("half_pixel", {"half_pixel_centers": True})):  # fmt: skip
+    sample("ResizeBilinear", [rand(1, 3, 4, 2)],
+           lambda x, kw=_kw: image_ops.resize_bilinear(x, _ct([5, 3]), **kw),
+           name=_name, **_RESIZE_F32)  # fmt: skip
+    sample("ResizeNearestNeighbor", [rand(2, 3, 4, 1)],
+           lambda x, kw=_kw: image_ops.resize_nearest_neighbor(x, _ct([5, 7]), **kw),
+           name=_name)  # fmt: skip

@@ -73,3 +73,45 @@ def _fused_batch_norm_v1_grad(grad_op_type):
 
 register_gradient("FusedBatchNorm")(_fused_batch_norm_v1_grad("FusedBatchNormGrad"))
 register_gradient("FusedBatchNormV2")(_fused_batch_norm_v1_grad("FusedBatchNormGradV2"))
+
+
+@register_gradient("SpaceToBatchND")
+def _space_to_batch_nd_grad(op, grad):
+    """dx = batch_to_space_nd(g, block_shape, paddings)"""
+    _, block, pads = op.inputs
+    return image_ops.batch_to_space_nd(_dense(grad), block, pads), None, None
+
+
+@register_gradient("BatchToSpaceND")
+def _batch_to_space_nd_grad(op, grad):
+    """dx = space_to_batch_nd(g, block_shape, crops)"""
+    _, block, crops = op.inputs
+    return image_ops.space_to_batch_nd(_dense(grad), block, crops), None, None
+
+
+def _resize_attrs(op):
+    return {k: op.attrs[k] for k in ("align_corners", "half_pixel_centers")}
+
+
+@register_gradient("ResizeBilinear")
+def _resize_bilinear_grad(op, grad):
+    """dimages = ResizeBilinearGrad(g, images)"""
+    g = get_default_graph().create_op(
+        "ResizeBilinearGrad", [_dense(grad), op.inputs[0]], _resize_attrs(op)
+    )
+    return g.outputs[0], None
+
+
+@register_gradient("ResizeNearestNeighbor")
+def _resize_nearest_neighbor_grad(op, grad):
+    """dimages = ResizeNearestNeighborGrad(g, images' height and width)"""
+    from rill.graph.ops import array_ops, slice_ops
+
+    hw = slice_ops.strided_slice(array_ops.shape(op.inputs[0]), [1], [3], [1])
+    g = get_default_graph().create_op(
+        "ResizeNearestNeighborGrad", [_dense(grad), hw], _resize_attrs(op)
+    )
+    return g.outputs[0], None
+
+
+not_differentiable("ResizeBilinearGrad", "ResizeNearestNeighborGrad")

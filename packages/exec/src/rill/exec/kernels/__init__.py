@@ -12,6 +12,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     depthwise_kernels,
     fused_kernels,
     gather_kernels,
+    image_kernels,
     grad_kernels,
     internal_kernels,
     io_kernels,

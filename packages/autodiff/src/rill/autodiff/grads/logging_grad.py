@@ -115,3 +115,6 @@ def _resize_nearest_neighbor_grad(op, grad):
 
 
 not_differentiable("ResizeBilinearGrad", "ResizeNearestNeighborGrad")
+
+
+not_differentiable("NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5")

@@ -23,6 +23,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     manip_kernels,
     math_kernels,
     matmul_kernels,
+    nms_kernels,
     nn_kernels,
     optional_kernels,
     pool_kernels,

@@ -24,6 +24,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     logic_ops,
     math_ops,
     matmul_ops,
+    nms_ops,
     nn_ops,
     optional_ops,
     pool_ops,

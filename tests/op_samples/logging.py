@@ -71,3 +71,59 @@ for _name, _kw in (("", {}), ("align_corners", {"align_corners": True}),
     sample("ResizeNearestNeighbor", [rand(2, 3, 4, 1)],
            lambda x, kw=_kw: image_ops.resize_nearest_neighbor(x, _ct([5, 7]), **kw),
            name=_name)  # fmt: skip
+
+# -- pool_extra_ops -------------------------------------------------------------------------------
+
+
+def _distinct(*shape):
+    n = int(np.prod(shape))
+    rng = np.random.default_rng(13)
+    return ((rng.permutation(n) - n / 2) * 0.1 + rng.uniform(0, 0.01, n)).reshape(shape)
+
+
+def _mp(op_type, x, **attrs):
+    import rill.graph as rg
+
+    return rg.get_default_graph().create_op(op_type, list(x), attrs).outputs
+
+
+from rill.graph.ops import pool_extra_ops  # noqa: E402
+
+sample("MaxPoolV2", [_distinct(1, 4, 5, 2)],
+       lambda x: pool_extra_ops.max_pool_v2(x, _ct([1, 2, 2, 1]), _ct([1, 2, 2, 1]), "SAME"))  # fmt: skip
+sample("MaxPoolWithArgmax", [_distinct(2, 4, 4, 2)],
+       lambda x: pool_extra_ops.max_pool_with_argmax(x, [1, 2, 2, 1], [1, 1, 1, 1], "VALID")[0])  # fmt: skip
+
+
+def _max_pool_grad_of(x, g):
+    import rill.graph as rg
+
+    y = rg.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    return _mp("MaxPoolGrad", [x, y, g], ksize=(1, 2, 2, 1), strides=(1, 2, 2, 1),
+               padding="VALID")[0]  # fmt: skip
+
+
+sample("MaxPoolGrad", [_distinct(1, 4, 4, 2), rand(1, 2, 2, 2)], _max_pool_grad_of,
+       grad_inputs=[1])  # fmt: skip
+
+
+def _max_pool_grad_grad_of(x, g):
+    import rill.graph as rg
+
+    y = rg.max_pool(x, [1, 2, 2, 1], [1, 1, 1, 1], "SAME")
+    return _mp("MaxPoolGradGrad", [x, y, g], ksize=(1, 2, 2, 1), strides=(1, 1, 1, 1),
+               padding="SAME")[0]  # fmt: skip
+
+
+sample("MaxPoolGradGrad", [_distinct(1, 3, 4, 1), rand(1, 3, 4, 1)], _max_pool_grad_grad_of,
+       grad_inputs=[1])  # fmt: skip
+
+
+def _max_pool_grad_v2_of(x, g):
+    y = pool_extra_ops.max_pool_v2(x, _ct([1, 2, 2, 1]), _ct([1, 2, 2, 1]), "VALID")
+    return _mp("MaxPoolGradV2", [x, y, g, _ct([1, 2, 2, 1]), _ct([1, 2, 2, 1])],
+               padding="VALID")[0]  # fmt: skip
+
+
+sample("MaxPoolGradV2", [_distinct(1, 4, 4, 2), rand(1, 2, 2, 2)], _max_pool_grad_v2_of,
+       grad_inputs=[1])  # fmt: skip

@@ -13,6 +13,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     matmul_grad,
     nn_grad,
     optional_grad,
+    pool_extra_grad,
     pool_grad,
     reduction_grad,
     segment_grad,

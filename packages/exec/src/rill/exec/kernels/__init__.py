@@ -26,6 +26,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     nms_kernels,
     nn_kernels,
     optional_kernels,
+    pool_extra_kernels,
     pool_kernels,
     random_kernels,
     reduction_kernels,

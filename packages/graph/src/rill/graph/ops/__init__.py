@@ -27,6 +27,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     nms_ops,
     nn_ops,
     optional_ops,
+    pool_extra_ops,
     pool_ops,
     random_ops,
     ref_variable_ops,

@@ -127,3 +127,18 @@ def _max_pool_grad_v2_of(x, g):
 
 sample("MaxPoolGradV2", [_distinct(1, 4, 4, 2), rand(1, 2, 2, 2)], _max_pool_grad_v2_of,
        grad_inputs=[1])  # fmt: skip
+
+# -- patches and crops ----------------------------------------------------------------------------
+
+sample("ExtractImagePatches", [rand(1, 5, 6, 2)],
+       lambda x: image_ops.extract_image_patches(x, [1, 2, 3, 1], [1, 2, 1, 1], [1, 1, 1, 1],
+                                                 "VALID"))  # fmt: skip
+sample("ExtractImagePatches", [rand(2, 4, 4, 1)],
+       lambda x: image_ops.extract_image_patches(x, [1, 2, 2, 1], [1, 1, 2, 1], [1, 2, 1, 1],
+                                                 "SAME"), name="same_dilated")  # fmt: skip
+# sample points stay off pixel centers, where bilinear interpolation has a kink in position
+_BOXES = np.array([[0.1, 0.23, 0.7, 0.91], [0.05, 0.03, 0.55, 0.47]])
+sample("CropAndResize",
+       [rand(2, 5, 6, 2, dtype=np.float32), _BOXES.astype(np.float32)],
+       lambda im, b: image_ops.crop_and_resize(im, b, _ct([1, 0]), _ct([3, 4])),
+       delta=1e-3, tol=2e-3)  # fmt: skip

@@ -118,3 +118,44 @@ not_differentiable("ResizeBilinearGrad", "ResizeNearestNeighborGrad")
 
 
 not_differentiable("NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5")
+
+
+@register_gradient("ExtractImagePatches")
+def _extract_image_patches_grad(op, grad):
+    """dimages = every patch element of g added back onto the pixel it copied"""
+    a = {k: op.attrs[k] for k in ("ksizes", "strides", "rates", "padding")}
+    return (
+        get_default_graph()
+        .create_op(
+            "_ExtractImagePatchesGrad",
+            [_dense(grad), op.inputs[0]],
+            a,
+            name="ExtractImagePatchesGrad",
+        )
+        .outputs[0]
+    )
+
+
+@register_gradient("CropAndResize")
+def _crop_and_resize_grad(op, grad):
+    """dimage = CropAndResizeGradImage(g, boxes, box_ind, shape(image)); dboxes =
+    CropAndResizeGradBoxes(g, image, boxes, box_ind) (bilinear only, as TensorFlow)"""
+    from rill.graph.ops import array_ops
+
+    image, boxes, box_ind, _ = op.inputs
+    g = get_default_graph()
+    grad = _dense(grad)
+    method = op.attrs["method"]
+    gi = None
+    if image.dtype.name in ("float32", "float16", "float64"):
+        gi = g.create_op(
+            "CropAndResizeGradImage", [grad, boxes, box_ind, array_ops.shape(image)],
+            {"method": method, "T": image.dtype},
+        ).outputs[0]  # fmt: skip
+    gb = None
+    if method == "bilinear":
+        gb = g.create_op("CropAndResizeGradBoxes", [grad, image, boxes, box_ind]).outputs[0]
+    return gi, gb, None, None
+
+
+not_differentiable("_ExtractImagePatchesGrad", "CropAndResizeGradImage", "CropAndResizeGradBoxes")

@@ -214,3 +214,225 @@ def resize_nearest_neighbor_grad(T, align_corners, half_pixel_centers):
         return out
 
     return compute
+
+
+# -- patches --------------------------------------------------------------------------------------
+
+
+def _patch_geometry(x_shape, ksizes, strides, rates, padding):
+    _, h, w, _ = x_shape
+    kh, kw = ksizes[1:3]
+    sh, sw = strides[1:3]
+    rh, rw = rates[1:3]
+    eh, ew = kh + (kh - 1) * (rh - 1), kw + (kw - 1) * (rw - 1)
+    if padding == "VALID":
+        oh, ow = (h - eh) // sh + 1, (w - ew) // sw + 1
+        top = left = 0
+    else:
+        oh, ow = -(-h // sh), -(-w // sw)
+        top = max((oh - 1) * sh + eh - h, 0) // 2
+        left = max((ow - 1) * sw + ew - w, 0) // 2
+    oh, ow = max(oh, 0), max(ow, 0)
+    return kh, kw, sh, sw, rh, rw, oh, ow, top, left
+
+
+@register_kernel("ExtractImagePatches")
+def extract_image_patches(ksizes, strides, rates, T, padding):
+    def compute(x):
+        if x.ndim != 4:
+            raise InvalidArgumentError(f"images must be 4-D, got {TensorShape(x.shape)}")
+        n, h, w, c = x.shape
+        kh, kw, sh, sw, rh, rw, oh, ow, top, left = _patch_geometry(
+            x.shape, ksizes, strides, rates, padding
+        )
+        out = np.zeros((n, oh, ow, kh, kw, c), x.dtype)
+        rows = np.arange(oh) * sh - top
+        cols = np.arange(ow) * sw - left
+        for i in range(kh):
+            r = rows + i * rh
+            rin = (r >= 0) & (r < h)
+            for j in range(kw):
+                cc = cols + j * rw
+                cin = (cc >= 0) & (cc < w)
+                v = x[:, np.clip(r, 0, h - 1)][:, :, np.clip(cc, 0, w - 1)]
+                mask = (rin[:, None] & cin[None, :])[None, :, :, None]
+                out[:, :, :, i, j] = np.where(mask, v, np.zeros((), x.dtype))
+        return out.reshape(n, oh, ow, kh * kw * c)
+
+    return compute
+
+
+@register_kernel("_ExtractImagePatchesGrad")
+def extract_image_patches_grad(ksizes, strides, rates, T, padding):
+    def compute(grad, x):
+        n, h, w, c = x.shape
+        kh, kw, sh, sw, rh, rw, oh, ow, top, left = _patch_geometry(
+            x.shape, ksizes, strides, rates, padding
+        )
+        g = grad.reshape(n, oh, ow, kh, kw, c).astype(np.float64)
+        out = np.zeros((n, h, w, c), np.float64)
+        rows = np.arange(oh) * sh - top
+        cols = np.arange(ow) * sw - left
+        for i in range(kh):
+            r = rows + i * rh
+            for j in range(kw):
+                cc = cols + j * rw
+                ri = np.nonzero((r >= 0) & (r < h))[0]
+                ci = np.nonzero((cc >= 0) & (cc < w))[0]
+                if ri.size == 0 or ci.size == 0:
+                    continue
+                np.add.at(out, (slice(None), r[ri][:, None], cc[ci][None, :]),
+                          g[:, ri][:, :, ci][:, :, :, i, j])  # fmt: skip
+        return out.astype(x.dtype)
+
+    return compute
+
+
+# -- crop and resize ------------------------------------------------------------------------------
+
+
+def _crop_coords(box_lo, box_hi, size, crop):
+    """Sample positions (float32) of one axis of one box, TensorFlow's formula."""
+    if crop > 1:
+        scale = (box_hi - box_lo) * (size - 1) / (crop - 1)
+        return (box_lo * (size - 1) + np.arange(crop) * scale).astype(np.float32)
+    return np.full(1, 0.5 * (box_lo + box_hi) * (size - 1), np.float32)
+
+
+def _check_crop_inputs(image, boxes, box_ind):
+    if image.ndim != 4:
+        raise InvalidArgumentError(f"image must be 4-D, got {TensorShape(image.shape)}")
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise InvalidArgumentError(
+            f"boxes must be 2-D [num_boxes, 4], got {TensorShape(boxes.shape)}"
+        )
+    if box_ind.shape != (boxes.shape[0],):
+        raise InvalidArgumentError("box_index has incompatible shape")
+    bad = (box_ind < 0) | (box_ind >= image.shape[0])
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidArgumentError(
+            f"box_index has values outside [0, batch_size): box_ind[{i}] = {int(box_ind[i])}"
+        )
+
+
+def _crop_size(crop_size):
+    s = np.asarray(crop_size).reshape(-1)
+    if s.size != 2 or s[0] <= 0 or s[1] <= 0:
+        raise InvalidArgumentError(f"crop_size must be two positive values, got {s.tolist()}")
+    return int(s[0]), int(s[1])
+
+
+@register_kernel("CropAndResize")
+def crop_and_resize(T, method, extrapolation_value):
+    ext = np.float32(extrapolation_value)
+
+    def compute(image, boxes, box_ind, crop_size):
+        _check_crop_inputs(image, boxes, box_ind)
+        ch, cw = _crop_size(crop_size)
+        _, h, w, c = image.shape
+        img = image.astype(np.float32)
+        out = np.empty((boxes.shape[0], ch, cw, c), np.float32)
+        for b, (y1, x1, y2, x2) in enumerate(boxes.astype(np.float32)):
+            ys = _crop_coords(y1, y2, h, ch)
+            xs = _crop_coords(x1, x2, w, cw)
+            yok = (ys >= 0) & (ys <= h - 1)
+            xok = (xs >= 0) & (xs <= w - 1)
+            im = img[box_ind[b]]
+            if method == "bilinear":
+                y0 = np.clip(np.floor(ys), 0, h - 1).astype(np.int64)
+                y1_ = np.clip(np.ceil(ys), 0, h - 1).astype(np.int64)
+                x0 = np.clip(np.floor(xs), 0, w - 1).astype(np.int64)
+                x1_ = np.clip(np.ceil(xs), 0, w - 1).astype(np.int64)
+                ly = (ys - np.floor(ys))[:, None, None]
+                lx = (xs - np.floor(xs))[None, :, None]
+                tl, tr = im[y0][:, x0], im[y0][:, x1_]
+                bl, br = im[y1_][:, x0], im[y1_][:, x1_]
+                top = tl + (tr - tl) * lx
+                bottom = bl + (br - bl) * lx
+                v = top + (bottom - top) * ly
+            else:
+                yi = np.clip(np.floor(ys + np.float32(0.5)), 0, h - 1).astype(np.int64)
+                xi = np.clip(np.floor(xs + np.float32(0.5)), 0, w - 1).astype(np.int64)
+                v = im[yi][:, xi]
+            out[b] = np.where((yok[:, None] & xok[None, :])[:, :, None], v, ext)
+        return out
+
+    return compute
+
+
+@register_kernel("CropAndResizeGradImage")
+def crop_and_resize_grad_image(T, method):
+    def compute(grads, boxes, box_ind, image_size):
+        n, h, w, c = (int(v) for v in np.asarray(image_size).reshape(-1))
+        out = np.zeros((n, h, w, c), np.float64)
+        _, ch, cw, _ = grads.shape
+        for b, (y1, x1, y2, x2) in enumerate(boxes.astype(np.float32)):
+            ys = _crop_coords(y1, y2, h, ch)
+            xs = _crop_coords(x1, x2, w, cw)
+            g = grads[b].astype(np.float64)
+            k = int(box_ind[b])
+            for i, yv in enumerate(ys):
+                if not 0 <= yv <= h - 1:
+                    continue
+                for j, xv in enumerate(xs):
+                    if not 0 <= xv <= w - 1:
+                        continue
+                    if method == "bilinear":
+                        t, bo = int(np.floor(yv)), int(np.ceil(yv))
+                        le, r = int(np.floor(xv)), int(np.ceil(xv))
+                        ly, lx = float(yv - np.floor(yv)), float(xv - np.floor(xv))
+                        out[k, t, le] += (1 - ly) * (1 - lx) * g[i, j]
+                        out[k, t, r] += (1 - ly) * lx * g[i, j]
+                        out[k, bo, le] += ly * (1 - lx) * g[i, j]
+                        out[k, bo, r] += ly * lx * g[i, j]
+                    else:
+                        out[k, int(np.floor(yv + 0.5)), int(np.floor(xv + 0.5))] += g[i, j]
+        return out.astype(T.np)
+
+    return compute
+
+
+@register_kernel("CropAndResizeGradBoxes")
+def crop_and_resize_grad_boxes(T, method):
+    def compute(grads, image, boxes, box_ind):
+        _, h, w, _ = image.shape
+        _, ch, cw, _ = grads.shape
+        img = image.astype(np.float64)
+        out = np.zeros(boxes.shape, np.float64)
+        for b, (y1, x1, y2, x2) in enumerate(boxes.astype(np.float32)):
+            ys = _crop_coords(y1, y2, h, ch)
+            xs = _crop_coords(x1, x2, w, cw)
+            im = img[int(box_ind[b])]
+            hr = (h - 1) / (ch - 1) if ch > 1 else 0.0
+            wr = (w - 1) / (cw - 1) if cw > 1 else 0.0
+            for i, yv in enumerate(ys):
+                if not 0 <= yv <= h - 1:
+                    continue
+                t, bo = int(np.floor(yv)), int(np.ceil(yv))
+                ly = float(yv - np.floor(yv))
+                for j, xv in enumerate(xs):
+                    if not 0 <= xv <= w - 1:
+                        continue
+                    le, r = int(np.floor(xv)), int(np.ceil(xv))
+                    lx = float(xv - np.floor(xv))
+                    tl, tr, bl, br = im[t, le], im[t, r], im[bo, le], im[bo, r]
+                    gy = (1 - lx) * (bl - tl) + lx * (br - tr)
+                    gx = (1 - ly) * (tr - tl) + ly * (br - bl)
+                    vy = float(np.dot(grads[b, i, j], gy))
+                    vx = float(np.dot(grads[b, i, j], gx))
+                    if ch > 1:
+                        out[b, 0] += vy * (h - 1 - i * hr)
+                        out[b, 2] += vy * (i * hr)
+                    else:
+                        out[b, 0] += vy * 0.5 * (h - 1)
+                        out[b, 2] += vy * 0.5 * (h - 1)
+                    if cw > 1:
+                        out[b, 1] += vx * (w - 1 - j * wr)
+                        out[b, 3] += vx * (j * wr)
+                    else:
+                        out[b, 1] += vx * 0.5 * (w - 1)
+                        out[b, 3] += vx * 0.5 * (w - 1)
+        return out.astype(np.float32)
+
+    return compute

@@ -29,6 +29,8 @@ __all__ = [
     "batch_to_space_nd",
     "resize_bilinear",
     "resize_nearest_neighbor",
+    "extract_image_patches",
+    "crop_and_resize",
 ]
 
 _FORMAT = 'data_format: {"NHWC", "NCHW", "NCHW_VECT_C"} = "NHWC"'
@@ -250,3 +252,112 @@ def _resize(op_type):
 
 resize_bilinear = _resize("ResizeBilinear")
 resize_nearest_neighbor = _resize("ResizeNearestNeighbor")
+
+
+# -- patches and crops ----------------------------------------------------------------------------
+
+
+def _patches_shape(op):
+    from rill.graph.ops.conv_ops import windowed_output_size
+
+    x = op._inputs[0].shape.with_rank(4)
+    a = op.attrs
+    for name in ("ksizes", "strides", "rates"):
+        v = a[name]
+        if len(v) != 4 or v[0] != 1 or v[3] != 1:
+            raise ValueError(f"{name} must be [1, r, c, 1], got {list(v)}")
+    kh, kw = a["ksizes"][1:3]
+    sh, sw = a["strides"][1:3]
+    rh, rw = a["rates"][1:3]
+    oh = windowed_output_size(x[1], kh, sh, rh, a["padding"], (0, 0))[0]
+    ow = windowed_output_size(x[2], kw, sw, rw, a["padding"], (0, 0))[0]
+    depth = None if x[3] is None else x[3] * kh * kw
+    return [TensorShape([x[0], oh, ow, depth])]
+
+
+defop(
+    "ExtractImagePatches",
+    inputs=["images: T"],
+    outputs=["patches: T"],
+    attrs=["ksizes: list(int) >= 4", "strides: list(int) >= 4", "rates: list(int) >= 4",
+           "T: {bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, "
+           "uint32, uint64, complex64, complex128, bool}", 'padding: {"SAME", "VALID"}'],
+    shape=_patches_shape,
+    doc="Each ksizes window (dilated by rates) flattened into the depth: patches[n, i, j] = the "
+    "window's pixels in row-major order, channels innermost; SAME padding reads zeros.",
+)  # fmt: skip
+defop(
+    "_ExtractImagePatchesGrad",
+    inputs=["grad: T", "images: T"],
+    outputs=["output: T"],
+    attrs=["ksizes: list(int) >= 4", "strides: list(int) >= 4", "rates: list(int) >= 4",
+           "T: {bfloat16, float16, float32, float64}", 'padding: {"SAME", "VALID"}'],
+    shape=lambda op: [op._inputs[1].shape],
+    doc="rill's gradient of ExtractImagePatches: each patch element added back onto its pixel.",
+)  # fmt: skip
+
+
+def _crop_shape(op):
+    image, boxes, box_ind, size = (t.shape for t in op._inputs)
+    image = image.with_rank(4)
+    if boxes.rank not in (None, 2) or (boxes.rank == 2 and boxes[1] not in (None, 4)):
+        raise ValueError(f"boxes must have shape [num_boxes, 4], got {boxes}")
+    if box_ind.rank not in (None, 1):
+        raise ValueError(f"box_ind must be a vector, got shape {box_ind}")
+    v = constant_value(op._inputs[3])
+    h, w = (None, None) if v is None else (int(v[0]), int(v[1]))
+    n = boxes[0] if boxes.rank == 2 else None
+    return [TensorShape([n, h, w, image[3]])]
+
+
+_METHOD = 'method: {"bilinear", "nearest"} = "bilinear"'
+defop(
+    "CropAndResize",
+    inputs=["image: T", "boxes: float32", "box_ind: int32", "crop_size: int32"],
+    outputs=["crops: float32"],
+    attrs=["T: {uint8, uint16, int8, int16, int32, int64, float16, float32, float64}", _METHOD,
+           "extrapolation_value: float = 0.0"],
+    shape=_crop_shape,
+    doc="Each box (normalized y1, x1, y2, x2) of image box_ind, resized to crop_size; samples "
+    "outside the image get extrapolation_value.",
+)  # fmt: skip
+
+
+def _crop_grad_image_shape(op):
+    v = constant_value(op._inputs[3])
+    if v is None:
+        return [TensorShape([None] * 4)]
+    return [TensorShape([int(d) for d in v])]
+
+
+defop(
+    "CropAndResizeGradImage",
+    inputs=["grads: float32", "boxes: float32", "box_ind: int32", "image_size: int32"],
+    outputs=["output: T"],
+    attrs=["T: {float32, float16, float64}", _METHOD],
+    shape=_crop_grad_image_shape,
+    doc="CropAndResize's gradient with respect to the image.",
+)
+defop(
+    "CropAndResizeGradBoxes",
+    inputs=["grads: float32", "image: T", "boxes: float32", "box_ind: int32"],
+    outputs=["output: float32"],
+    attrs=["T: {uint8, uint16, int8, int16, int32, int64, float16, float32, float64}",
+           'method: {"bilinear"} = "bilinear"'],
+    shape=lambda op: [op._inputs[2].shape],
+    doc="CropAndResize's gradient with respect to the boxes.",
+)  # fmt: skip
+
+
+def extract_image_patches(images, ksizes, strides, rates, padding, name=None) -> Tensor:
+    attrs = {"ksizes": tuple(ksizes), "strides": tuple(strides), "rates": tuple(rates),
+             "padding": padding}  # fmt: skip
+    return get_default_graph().create_op("ExtractImagePatches", [images], attrs,
+                                         name=name or "ExtractImagePatches").outputs[0]  # fmt: skip
+
+
+def crop_and_resize(image, boxes, box_ind, crop_size, method="bilinear", extrapolation_value=0.0,
+                    name=None) -> Tensor:  # fmt: skip
+    attrs = {"method": method, "extrapolation_value": float(extrapolation_value)}
+    return get_default_graph().create_op("CropAndResize", [image, boxes, box_ind, crop_size],
+                                         attrs, name=name or "CropAndResize").outputs[0]  # fmt: skip

@@ -15,6 +15,7 @@ import pytest
 
 import rill.graph as rg
 from rill.exec import Session
+from rill.exec.tfrecord import tf_record_iterator
 from rill.graph.proto import graph_pb2
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "tf_graphs"
@@ -32,6 +33,20 @@ def load(name: str):
     return m, g, arrays
 
 
+def feed_value(arrays, key):
+    """An array of the fixture, or the records of a TFRecord file next to it ("tfrecord:<file>",
+    "tfrecord:<file>#<i>" for one record), read with rill's reader."""
+    if not key.startswith("tfrecord:"):
+        return arrays[key]
+    name, _, index = key[len("tfrecord:") :].partition("#")
+    records = list(tf_record_iterator(FIXTURES / name))
+    if index:
+        return np.array(records[int(index)], dtype=object)
+    out = np.empty(len(records), dtype=object)
+    out[:] = records
+    return out
+
+
 def replay(m, g, arrays, sess, rtol=2e-5, atol=1e-6):
     if m.get("restore"):
         r = m["restore"]
@@ -40,7 +55,7 @@ def replay(m, g, arrays, sess, rtol=2e-5, atol=1e-6):
             g.get_operation_by_name(r["op"]), {g.get_tensor_by_name(r["filename_tensor"]): prefix}
         )
     for step in m["steps"]:
-        feeds = {g.get_tensor_by_name(t): arrays[k] for t, k in step["feeds"].items()}
+        feeds = {g.get_tensor_by_name(t): feed_value(arrays, k) for t, k in step["feeds"].items()}
         names = list(step["fetches"])
         fetches = [g.get_tensor_by_name(t) for t in names]
         targets = [g.get_operation_by_name(t) for t in step["targets"]]

@@ -159,3 +159,6 @@ def _crop_and_resize_grad(op, grad):
 
 
 not_differentiable("_ExtractImagePatchesGrad", "CropAndResizeGradImage", "CropAndResizeGradBoxes")
+
+
+not_differentiable("ParseExampleV2", "ParseSingleExample")

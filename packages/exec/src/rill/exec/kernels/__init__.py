@@ -10,6 +10,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     conv_kernels,
     data_flow_kernels,
     depthwise_kernels,
+    example_kernels,
     fused_kernels,
     gather_kernels,
     image_kernels,

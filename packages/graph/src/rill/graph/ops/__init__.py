@@ -10,6 +10,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     conv_ops,
     data_flow_ops,
     diag_ops,
+    example_ops,
     function_ops,
     fused_ops,
     gather_ops,

@@ -71,7 +71,7 @@ defop(
 
 def _defaults(dense):
     out = []
-    for key, (dtype, shape, default) in dense.items():
+    for dtype, _shape, default in dense.values():
         dt = dtypes.as_dtype(dtype)
         if default is None:
             out.append(convert_to_tensor([], dtype=dt, name=f"default_{len(out)}"))

@@ -34,8 +34,11 @@ def load(name: str):
 
 
 def feed_value(arrays, key):
-    """An array of the fixture, or the records of a TFRecord file next to it ("tfrecord:<file>",
-    "tfrecord:<file>#<i>" for one record), read with rill's reader."""
+    """An array of the fixture, the path of a file next to it ("path:<file>"), or the records of
+    a TFRecord file next to it ("tfrecord:<file>", "tfrecord:<file>#<i>" for one record), read
+    with rill's reader."""
+    if key.startswith("path:"):  # a file next to the manifest, by its path
+        return np.array(str(FIXTURES / key[len("path:") :]).encode(), dtype=object)
     if not key.startswith("tfrecord:"):
         return arrays[key]
     name, _, index = key[len("tfrecord:") :].partition("#")

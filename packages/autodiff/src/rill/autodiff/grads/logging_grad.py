@@ -162,3 +162,16 @@ not_differentiable("_ExtractImagePatchesGrad", "CropAndResizeGradImage", "CropAn
 
 
 not_differentiable("ParseExampleV2", "ParseSingleExample")
+
+
+not_differentiable(
+    "HashTableV2",
+    "MutableHashTableV2",
+    "LookupTableFindV2",
+    "LookupTableInsertV2",
+    "LookupTableSizeV2",
+    "LookupTableImportV2",
+    "LookupTableExportV2",
+    "InitializeTableV2",
+    "InitializeTableFromTextFileV2",
+)

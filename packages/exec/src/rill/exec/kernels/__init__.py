@@ -21,6 +21,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     linalg_kernels,
     list_kernels,
     logic_kernels,
+    lookup_kernels,
     manip_kernels,
     math_kernels,
     matmul_kernels,

@@ -23,6 +23,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     manip_ops,
     logging_ops,
     logic_ops,
+    lookup_ops,
     math_ops,
     matmul_ops,
     nms_ops,

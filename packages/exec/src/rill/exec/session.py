@@ -36,6 +36,7 @@ from rill.exec.plan.optimize import (
 )
 from rill.exec.plan.partition import control_flow_info, partition
 from rill.exec.plan.placer import place
+from rill.exec.plan.refs import resolve_refs
 from rill.exec.plan.remap import remap
 from rill.exec.proto import config_pb2
 from rill.exec.rendezvous import LocalRendezvous
@@ -144,6 +145,7 @@ class _StepPlan:
         cfg = session._config
         self.feed_checks = [_FeedCheck(t) for t in feeds]
         pg = prune(session.graph, feeds, fetch_tensors, targets)
+        resolve_refs(pg)
         place(pg, session._devices, cfg.allow_soft_placement)
         # TensorFlow's rule: opt_level L1 (the default) turns CSE and folding on; switching
         # one off takes opt_level L0 with its flag false.

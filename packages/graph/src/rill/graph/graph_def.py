@@ -343,6 +343,9 @@ def graph_to_graph_def(graph, add_shapes: bool = False, from_version: int | None
     gd.versions.producer = GRAPH_DEF_VERSION
     ops = graph._ops if from_version is None else graph._ops[from_version:]
     gd.node.extend(op_to_node_def(op, add_shapes) for op in ops)
+    library = getattr(graph, "_function_library", None)
+    if library is not None:
+        gd.library.CopyFrom(library)
     return gd
 
 
@@ -624,13 +627,18 @@ def import_graph_def(
                 f"GraphDef ({e})"
             ) from None
     if graph_def.library.function:
-        used = {f.signature.name for f in graph_def.library.function}
-        callers = [n.name for n in graph_def.node if n.op in used]
-        raise GraphValueError(
-            "this GraphDef uses graph functions (control flow v2 or tf.function): "
-            f"{sorted(used)[:5]} called by {callers[:5]}; rill reads control flow v1 graphs. "
-            "Export with tf.compat.v1.disable_control_flow_v2()."
+        # Calls and functional control flow run as control flow v1 (rill.graph.function_lowering);
+        # the library is kept on the graph so that as_graph_def writes it back.
+        from rill.graph.function_lowering import lower_functions
+
+        library = getattr(graph, "_function_library", None)
+        if library is None:
+            library = graph._function_library = graph_pb2.GraphDef().library
+        have = {f.signature.name for f in library.function}
+        library.function.extend(
+            f for f in graph_def.library.function if f.signature.name not in have
         )
+        graph_def = lower_functions(graph_def)
     prefix = "import" if name is None else name
     if prefix:
         with graph.name_scope(prefix) as scope:

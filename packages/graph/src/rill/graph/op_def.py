@@ -139,8 +139,10 @@ _ARG_RE = re.compile(
     r"(?P<ref>Ref\()?\s*(?P<type>[A-Za-z_][A-Za-z0-9_]*)\s*\)?\s*$"
 )
 _ATTR_RE = re.compile(
-    r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*:\s*(?P<type>list\(\s*\w+\s*\)|\{[^}]*\}|\w+)"
-    r"\s*(?:>=\s*(?P<min>-?\d+))?\s*(?:=\s*(?P<default>.+?))?\s*$"
+    r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*:\s*"
+    r"(?P<type>list\(\s*\w+\s*\)|list\(\s*\{[^}]*\}\s*\)|\{[^}]*\}|\w+)"
+    r"\s*(?:>=\s*(?P<min>-?\d+))?\s*(?:=\s*(?P<default>.+?))?\s*$",
+    re.DOTALL,  # a string default may hold a newline (PrintV2's end)
 )
 
 
@@ -252,6 +254,11 @@ def _parse_attr(spec: str, op_name: str) -> AttrDef:
             for p in body:
                 types.extend(_TYPE_SETS.get(p) or [_parse_type_name(p, where)])
             typ, allowed = "type", tuple(dict.fromkeys(types))
+    elif typ.startswith("list({"):  # a list of types from a set: list({float32, int64})
+        types = []
+        for p in _split_top(typ[6:-2]):
+            types.extend(_TYPE_SETS.get(p.strip()) or [_parse_type_name(p.strip(), where)])
+        typ, allowed = "list(type)", tuple(dict.fromkeys(types))
     elif typ.startswith("list(") and typ[5:-1] in _TYPE_SETS:
         typ, allowed = "list(type)", _TYPE_SETS[typ[5:-1]]
     elif typ in _TYPE_SETS:

@@ -133,10 +133,14 @@ def _fmt_attr(v, typ: str | None, like=None) -> str:
 def _hidden_attrs(op) -> set[str]:
     op_def = op.op_def
     hidden = set(op_def.inferred_attrs)
+    # The parser recovers an output type-list attr from the printed output types only when it
+    # is the one list-sized output (ParseExampleV2 has several: print those).
+    lists = sum(1 for arg in op_def.outputs if arg.type_list_attr or arg.number_attr)
     for arg in op_def.outputs:
-        for a in (arg.type_attr, arg.type_list_attr):
-            if a:
-                hidden.add(a)
+        if arg.type_attr:
+            hidden.add(arg.type_attr)
+        if arg.type_list_attr and lists <= 1:
+            hidden.add(arg.type_list_attr)
     for a in op_def.attrs:
         if a.has_default and _attr_equal(op.attrs.get(a.name), a.default):
             hidden.add(a.name)

@@ -49,6 +49,7 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from rill.exec import checkpoint_format
+from rill.exec.tf_checkpoint import open_checkpoint
 from rill.graph.errors import NotFoundError
 
 __all__ = [
@@ -505,7 +506,7 @@ def _prefix_for(ckpt_dir_or_file) -> str:
 
 def list_variables(ckpt_dir_or_file) -> list[tuple[str, list[int]]]:
     """(name, shape) of every tensor in a checkpoint (a prefix, or a directory's latest)."""
-    reader = checkpoint_format.CheckpointReader(_prefix_for(ckpt_dir_or_file))
+    reader = open_checkpoint(_prefix_for(ckpt_dir_or_file))
     return [(n, list(reader.shape(n))) for n in reader.names()]
 
 
@@ -513,4 +514,4 @@ def load_variable(ckpt_dir_or_file, name: str):
     """The value of tensor `name` in a checkpoint (a prefix, or a directory's latest)."""
     if name.endswith(":0"):
         name = name[:-2]
-    return checkpoint_format.CheckpointReader(_prefix_for(ckpt_dir_or_file)).read(name)
+    return open_checkpoint(_prefix_for(ckpt_dir_or_file)).read(name)

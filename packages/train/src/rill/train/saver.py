@@ -56,7 +56,7 @@ import time
 
 import numpy as np
 
-from rill.exec.checkpoint_format import CheckpointReader
+from rill.exec.tf_checkpoint import open_checkpoint, write_tf_checkpoint
 from rill.graph import dtypes
 from rill.graph.errors import InvalidArgumentError, NotFoundError
 from rill.graph.graph import Graph, constant, get_default_graph
@@ -418,6 +418,7 @@ class Saver:
         save_debug_info: bool = False,
         *,
         metric=None,
+        checkpoint_format: str = "rill",
     ) -> str | None:
         """Saves the variables to a checkpoint and returns its prefix.
 
@@ -433,6 +434,9 @@ class Saver:
             write_state: update the state file and delete checkpoints no longer kept.
             metric: (rill) the checkpoint's metric for keep_best (a number, or a tensor to
                 run); recorded in the state file.
+            checkpoint_format: (rill) "rill" (the default: rill.exec.checkpoint_format) or
+                "tensorflow" (TensorFlow's tensor bundle, which TensorFlow's Saver and
+                tf.train.load_checkpoint read; see rill.exec.tf_checkpoint).
 
         Returns:
             The checkpoint prefix ("ckpt/model-100"), or None for an empty Saver.
@@ -468,10 +472,22 @@ class Saver:
             metric = float(np.asarray(metric).reshape(()))
         if self._is_empty:
             return None
-        out = sess.run(self._save_tensor, {self._filename_tensor: checkpoint_file})
-        if isinstance(out, np.ndarray):
-            out = out.item()  # a scalar string tensor (bytes from a remote session, as TF's)
-        model_checkpoint_path = out.decode() if isinstance(out, bytes) else str(out)
+        if checkpoint_format == "tensorflow":
+            values = sess.run(list(self._items.values()))
+            tensors = dict(zip(self._items, values))
+            write_tf_checkpoint(
+                checkpoint_file, tensors, {n: v.dtype for n, v in self._items.items()}
+            )
+            model_checkpoint_path = checkpoint_file
+        elif checkpoint_format == "rill":
+            out = sess.run(self._save_tensor, {self._filename_tensor: checkpoint_file})
+            if isinstance(out, np.ndarray):
+                out = out.item()  # a scalar string tensor (bytes from a remote session, as TF's)
+            model_checkpoint_path = out.decode() if isinstance(out, bytes) else str(out)
+        else:
+            raise ValueError(
+                f'checkpoint_format must be "rill" or "tensorflow", got {checkpoint_format!r}'
+            )
         if write_state:
             self._record(
                 model_checkpoint_path, save_dir, latest_filename, metric, meta_graph_suffix
@@ -576,7 +592,7 @@ class Saver:
         sess.run(self._restore_op, {self._filename_tensor: save_path})
 
     def _check_matches(self, save_path: str) -> None:
-        reader = CheckpointReader(save_path)
+        reader = open_checkpoint(save_path)
         missing, differs = [], []
         for name, v in self._items.items():
             sliced = isinstance(v, SlicedVariable)

@@ -1,8 +1,7 @@
 """Gradient functions for rill.graph.ops.pool_ops: MaxPool and AvgPool through their gradient
 ops, and AvgPoolGrad's own gradient.
 
-MaxPoolGrad has no gradient here: TensorFlow's needs a MaxPoolGradGrad op, which rill does not
-declare, so differentiating through it raises the registry's "no gradient" error.
+MaxPoolGrad's own gradient (through MaxPoolGradGrad) is in pool_extra_grad.
 """
 
 from __future__ import annotations

@@ -468,9 +468,11 @@ class _Step:
         local = dst.local
         if dst.kind == MERGE:
             if slot < 0:
+                # As in TensorFlow's executor, a Merge waits for its control inputs but their
+                # deadness does not matter: it fires live on a live data input (TensorFlow's
+                # own lowering of If relies on this: its "branch_executed" Merge has a control
+                # input from each branch, one of them always dead).
                 st.pending[local] -= 1
-                if dead:
-                    st.dead[local] = True  # a dead control input makes the Merge dead
             else:
                 if local in st.merge_live or st.pending[local] < -1000:
                     return  # already fired in this iteration

@@ -194,8 +194,8 @@ class StructuredPartition:
                 except Unsupported as e:
                     raise Unsupported(f"{e}: {n.name} with input guards {ins}") from None
                 merge_of[n.id] = pick
-                for c in n.control_inputs:
-                    g = g | node_guard[c.id]
+                # A Merge's control inputs order it but do not guard it (TensorFlow's rule: their
+                # deadness does not matter), so they add nothing to its guard.
             elif n.type == "ControlTrigger":
                 gs = [node_guard[c.id] for c in n.control_inputs]
                 g = frozenset.intersection(*gs) if gs else empty

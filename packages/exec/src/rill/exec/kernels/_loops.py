@@ -161,3 +161,12 @@ def adam(g, v, m, vv, alpha, beta1, one_minus_beta1, one_minus_beta2, epsilon, n
         else:
             u = mk * alpha
         v[k] = v[k] - u / denom
+
+
+@_jit
+def crc32c_update(buf, crc, table):  # pragma: no cover - compiled
+    """The table-driven CRC32C register after feeding the bytes of buf (uint8) into crc (the
+    register, not the finished checksum; rill.exec.tf_checkpoint inverts before and after)."""
+    for i in range(buf.shape[0]):
+        crc = table[(crc ^ buf[i]) & 0xFF] ^ (crc >> 8)
+    return crc

@@ -6,8 +6,9 @@ import os
 
 import numpy as np
 
-from rill.exec.checkpoint_format import CheckpointReader, write_checkpoint
+from rill.exec.checkpoint_format import write_checkpoint
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.tf_checkpoint import open_checkpoint
 from rill.graph.errors import InvalidArgumentError, UnimplementedError
 from rill.graph.ops.io_ops import parse_shape_and_slice
 
@@ -67,7 +68,7 @@ class _CachedReader:
     partitioned variable slice the same tensor)."""
 
     def __init__(self, prefix: str):
-        self._reader = CheckpointReader(prefix)
+        self._reader = open_checkpoint(prefix)  # rill's format or TensorFlow's
         self._values: dict = {}
 
     def shape(self, name: str):

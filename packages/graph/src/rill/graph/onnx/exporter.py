@@ -498,4 +498,5 @@ from rill.graph.onnx import (  # noqa: E402, F401
     export_gather,
     export_math,
     export_nn,
+    export_special_math,
 )

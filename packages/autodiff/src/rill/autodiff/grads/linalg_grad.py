@@ -1,0 +1,153 @@
+"""Gradients for rill.graph.ops.linalg_ops, from TensorFlow's linalg_grad formulas. Svd and
+MatrixSolveLs have none here yet (TensorFlow's need care with repeated singular values and the
+complete orthogonal decomposition); Qr's covers the reduced decomposition of m >= n matrices."""
+
+from __future__ import annotations
+
+from rill.autodiff.grads.math_grad import _dense, _scalar
+from rill.autodiff.registry import register_gradient
+from rill.graph.errors import GraphTypeError
+from rill.graph.ops import array_ops, diag_ops, math_ops, reshape_ops
+from rill.graph.ops import linalg_ops as la
+from rill.graph.ops.matmul_ops import matmul
+
+
+def _adjoint(x):
+    r = x.shape.rank
+    if r is None:
+        raise GraphTypeError(f"the gradient needs {x.name} to have a known rank")
+    perm = list(range(r - 2)) + [r - 1, r - 2]
+    return reshape_ops.transpose(x, perm, conjugate=x.dtype.is_complex)
+
+
+def _expand2(x):
+    return reshape_ops.expand_dims(reshape_ops.expand_dims(x, -1), -1)
+
+
+@register_gradient("MatrixInverse")
+def _matrix_inverse_grad(op, grad):
+    """dA = -Yᴴ g Yᴴ (Y = A⁻¹); with adjoint: dA = -Y gᴴ Y"""
+    y = op.outputs[0]
+    grad = _dense(grad)
+    if op.attrs["adjoint"]:
+        return -matmul(y, matmul(grad, y, adjoint_a=True))
+    return -matmul(y, matmul(grad, y, adjoint_b=True), adjoint_a=True)
+
+
+@register_gradient("MatrixDeterminant")
+def _matrix_determinant_grad(op, grad):
+    """dA = g·det(A)·A⁻ᴴ"""
+    a, det = op.inputs[0], op.outputs[0]
+    return _expand2(_dense(grad) * det) * la.matrix_inverse(a, adjoint=True)
+
+
+@register_gradient("LogMatrixDeterminant")
+def _log_matrix_determinant_grad(op, _grad_sign, grad):
+    """dA = g·A⁻ᴴ (the sign has no gradient)"""
+    return _expand2(_dense(grad)) * la.matrix_inverse(op.inputs[0], adjoint=True)
+
+
+def _eye_like(x):
+    return diag_ops.matrix_diag(array_ops.ones_like(diag_ops.matrix_diag_part(x)))
+
+
+@register_gradient("Cholesky")
+def _cholesky_grad(op, grad):
+    """With L⁻¹ = solve(L, I) and Φ(M) = tril(M) with the diagonal halved:
+    dA = ½ (S + Sᴴ), S = L⁻ᴴ Φ(Lᴴ g) L⁻¹"""
+    l = op.outputs[0]  # noqa: E741 - the Cholesky factor's usual name
+    grad = _dense(grad)
+    l_inv = la.matrix_triangular_solve(l, _eye_like(l))
+    middle = matmul(l, grad, adjoint_a=True)
+    middle = diag_ops.matrix_set_diag(
+        middle, _scalar(0.5, middle.dtype) * diag_ops.matrix_diag_part(middle)
+    )
+    middle = diag_ops.matrix_band_part(middle, -1, 0)
+    s = matmul(matmul(l_inv, middle, adjoint_a=True), l_inv)
+    return (s + _adjoint(s)) * _scalar(0.5, s.dtype)
+
+
+def _solve_grad(op, grad, triangular: bool):
+    a, b = op.inputs
+    x = op.outputs[0]
+    adjoint = op.attrs["adjoint"]
+    grad = _dense(grad)
+    if triangular:
+        lower = op.attrs["lower"]
+        gb = la.matrix_triangular_solve(a, grad, lower=lower, adjoint=not adjoint)
+    else:
+        gb = la.matrix_solve(a, grad, adjoint=not adjoint)
+    ga = -matmul(x, gb, adjoint_b=True) if adjoint else -matmul(gb, x, adjoint_b=True)
+    if triangular:
+        ga = (
+            diag_ops.matrix_band_part(ga, -1, 0)
+            if op.attrs["lower"]
+            else (diag_ops.matrix_band_part(ga, 0, -1))
+        )
+    return ga, gb
+
+
+@register_gradient("MatrixSolve")
+def _matrix_solve_grad(op, grad):
+    """db = solve(A, g, adjoint=not adjoint); dA = -db Xᴴ (with adjoint: -X dbᴴ)"""
+    return _solve_grad(op, grad, triangular=False)
+
+
+@register_gradient("MatrixTriangularSolve")
+def _matrix_triangular_solve_grad(op, grad):
+    """as MatrixSolve's, with dA restricted to the triangle that was read; batch dimensions
+    that broadcast are summed back"""
+    ga, gb = _solve_grad(op, grad, triangular=True)
+    a, b = op.inputs
+    if a.shape.rank is not None and ga.shape.rank is not None and ga.shape.rank > a.shape.rank:
+        from rill.graph.ops import reduction_ops
+
+        ga = reduction_ops.reduce_sum(ga, list(range(ga.shape.rank - a.shape.rank)))
+    return ga, gb
+
+
+@register_gradient("SelfAdjointEigV2")
+def _self_adjoint_eig_grad(op, grad_e, grad_v):
+    """dA = V (diag(ge) + F ∘ (Vᴴ gv)) Vᴴ with F_ij = 1 / (e_j - e_i) off the diagonal, then
+    folded onto the lower triangle that the op reads"""
+    e, v = op.outputs
+    if not op.attrs["compute_v"]:
+        raise GraphTypeError("SelfAdjointEigV2's gradient needs compute_v=True")
+    ge = array_ops.zeros_like(e) if grad_e is None else _dense(grad_e)
+    inner = diag_ops.matrix_diag(ge)
+    if grad_v is not None:
+        diff = reshape_ops.expand_dims(e, -2) - reshape_ops.expand_dims(e, -1)
+        eye = _eye_like(diag_ops.matrix_diag(e))
+        f = math_ops.reciprocal(diff + eye) * (array_ops.ones_like(eye) - eye)
+        inner = inner + f * matmul(v, _dense(grad_v), adjoint_a=True)
+    ga = matmul(v, matmul(inner, v, adjoint_b=True))
+    ga = diag_ops.matrix_band_part(ga + _adjoint(ga), -1, 0)
+    return diag_ops.matrix_set_diag(ga, _scalar(0.5, ga.dtype) * diag_ops.matrix_diag_part(ga))
+
+
+def _tri_solve_right(x, r):
+    """x r⁻ᴴ for upper-triangular r"""
+    return _adjoint(la.matrix_triangular_solve(r, _adjoint(x), lower=False, adjoint=False))
+
+
+@register_gradient("Qr")
+def _qr_grad(op, dq, dr):
+    """For A = QR (m >= n, reduced): M = R drᴴ - dqᴴ Q, dA = (dq + Q copyltu(M)) R⁻ᴴ"""
+    a = op.inputs[0]
+    q, r = op.outputs
+    m, n = a.shape[-2], a.shape[-1]
+    if m is None or n is None or m < n or op.attrs["full_matrices"] and m != n:
+        raise GraphTypeError(
+            "Qr's gradient is implemented for matrices with at least as many rows as columns "
+            "(known statically), reduced decomposition"
+        )
+    dq = array_ops.zeros_like(q) if dq is None else _dense(dq)
+    dr = array_ops.zeros_like(r) if dr is None else _dense(dr)
+    qdq = matmul(q, dq, adjoint_a=True)
+    qdq_ = qdq - _adjoint(qdq)
+    rdr = matmul(r, dr, adjoint_b=True)
+    rdr_ = rdr - _adjoint(rdr)
+    tril = diag_ops.matrix_band_part(qdq_ + rdr_, -1, 0)
+    grad_a = matmul(q, dr + _tri_solve_right(tril, r))
+    grad_b = _tri_solve_right(dq - matmul(q, qdq), r)
+    return grad_a + grad_b

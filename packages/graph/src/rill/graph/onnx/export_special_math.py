@@ -1,0 +1,80 @@
+"""ONNX export of rill.graph.ops.special_math_ops (the trigonometric and hyperbolic functions,
+float classification, ClipByValue as Max then Min, which also takes bounds of t's shape) and of
+manip_ops' Einsum, linalg_ops' MatrixDeterminant and segment_ops' TensorScatterUpdate."""
+
+from __future__ import annotations
+
+from rill.graph.onnx.registry import register_onnx_export
+
+_UNARY = {
+    "Sin": "Sin",
+    "Tan": "Tan",
+    "Asin": "Asin",
+    "Acos": "Acos",
+    "Atan": "Atan",
+    "Sinh": "Sinh",
+    "Cosh": "Cosh",
+    "Asinh": "Asinh",
+    "Acosh": "Acosh",
+    "Atanh": "Atanh",
+    "IsNan": "IsNaN",
+    "IsInf": "IsInf",
+}
+
+
+def _unary_rule(onnx_type):
+    return lambda ctx, op: ctx.unary(op, onnx_type)
+
+
+for _rill, _onnx in _UNARY.items():
+    register_onnx_export(_rill)(_unary_rule(_onnx))
+
+
+@register_onnx_export("IsFinite")
+def is_finite(ctx, op):
+    """not (isnan(x) or isinf(x))"""
+    name, layout = ctx.value_any(op._inputs[0])
+    bad = ctx.node("Or", [ctx.node("IsNaN", [name]), ctx.node("IsInf", [name])])
+    ctx.node("Not", [bad], op.outputs[0], layout=layout)
+
+
+@register_onnx_export("ClipByValue")
+def clip_by_value(ctx, op):
+    """min(max(t, lo), hi), broadcasting the bounds"""
+    names, layout = ctx.broadcast_values(list(op._inputs))
+    low = ctx.node("Max", names[:2])
+    ctx.node("Min", [low, names[2]], op.outputs[0], layout=layout)
+
+
+@register_onnx_export("Einsum")
+def einsum(ctx, op):
+    """ONNX's Einsum has numpy's notation, so the equation carries over."""
+    names = [ctx.value(t) for t in op._inputs]
+    ctx.node("Einsum", names, op.outputs[0], equation=op.attrs["equation"].replace(" ", ""))
+
+
+@register_onnx_export("MatrixDeterminant")
+def matrix_determinant(ctx, op):
+    """ONNX's Det takes the same batch of square matrices."""
+    ctx.node("Det", [ctx.value(op._inputs[0])], op.outputs[0])
+
+
+@register_onnx_export("TensorScatterUpdate")
+def tensor_scatter_update(ctx, op):
+    """ScatterND (no reduction): ONNX leaves repeated indices undefined, TensorFlow lets the last
+    one win; the two agree whenever indices are distinct."""
+    tensor, indices, updates = op._inputs
+    ctx.node("ScatterND", [ctx.value(tensor), ctx.int64(indices), ctx.value(updates)],
+             op.outputs[0])  # fmt: skip
+
+
+def _register_batch_norm_v1() -> None:
+    """FusedBatchNorm and FusedBatchNormV2 export as FusedBatchNormV3 does (same inputs; the
+    outputs they share come first)."""
+    from rill.graph.onnx.export_nn import fused_batch_norm
+
+    for name in ("FusedBatchNorm", "FusedBatchNormV2"):
+        register_onnx_export(name)(fused_batch_norm)
+
+
+_register_batch_norm_v1()

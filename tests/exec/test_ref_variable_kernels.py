@@ -1,0 +1,170 @@
+"""TensorFlow-1 reference variables in rill.exec: refs alias the variable, reads see the value
+at the time the reader runs, updates return the ref, bad input is refused without changing
+the variable."""
+
+import numpy as np
+import pytest
+
+import rill.graph as rg
+from rill.exec import Session
+from rill.graph.errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
+from rill.graph.ops import ref_variable_ops as R
+
+
+def _var(value, name="v"):
+    value = np.asarray(value)
+    if value.dtype == np.float64 and name != "w" and name != "m":
+        value = value.astype(np.float32)
+    w = R.variable_v2(value.shape, rg.as_dtype(value.dtype), name=name)
+    return w, R.assign(w, rg.constant(value), name=f"{name}/Assign")
+
+
+def test_read_before_init_is_failed_precondition_and_is_initialized_tracks_it():
+    with rg.Graph().as_default() as g:
+        w, init = _var([1.0, 2.0])
+        inited = R.is_variable_initialized(w)
+        read = rg.identity(w)
+    with Session(graph=g) as s:
+        assert not s.run(inited)
+        with pytest.raises(FailedPreconditionError, match="'v' is not initialized"):
+            s.run(read)
+        s.run(init)
+        assert s.run(inited)
+        np.testing.assert_array_equal(s.run(w), [1.0, 2.0])
+
+
+def test_assign_returns_the_ref_and_reads_are_snapshots():
+    with rg.Graph().as_default() as g:
+        w, init = _var([1.0, 2.0])
+        before = rg.identity(w, name="before")
+        with g.control_dependencies([before]):
+            up = R.assign_add(w, rg.constant([10.0, 10.0]))
+        after = rg.identity(up, name="after")
+        sub = R.assign_sub(w, rg.constant([1.0, 1.0]))
+    with Session(graph=g) as s:
+        s.run(init)
+        b, a = s.run([before, after])
+        np.testing.assert_array_equal(b, [1.0, 2.0])  # read before the update ran
+        np.testing.assert_array_equal(a, [11.0, 12.0])  # the ref reads the updated value
+        np.testing.assert_array_equal(s.run(sub), [10.0, 11.0])
+
+
+def test_control_dependency_orders_a_read_after_an_update():
+    with rg.Graph().as_default() as g:
+        w, init = _var([0.0])
+        up = R.assign_add(w, rg.constant([1.0]))
+        with g.control_dependencies([up.op]):
+            r = rg.identity(w)
+    with Session(graph=g) as s:
+        s.run(init)
+        assert [s.run(r)[0] for _ in range(3)] == [1.0, 2.0, 3.0]
+
+
+def test_scatter_family_matches_numpy_with_duplicates():
+    start = np.arange(12, dtype=np.float32).reshape(4, 3) + 1
+    idx = np.array([2, 0, 2])
+    upd = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [0.5, 0.5, 0.5]], np.float32)
+    cases = {
+        "ScatterAdd": lambda x: np.add.at(x, idx, upd),
+        "ScatterSub": lambda x: np.subtract.at(x, idx, upd),
+        "ScatterMul": lambda x: np.multiply.at(x, idx, upd),
+        "ScatterDiv": lambda x: np.divide.at(x, idx, upd),
+        "ScatterMin": lambda x: np.minimum.at(x, idx, upd),
+        "ScatterMax": lambda x: np.maximum.at(x, idx, upd),
+    }
+    for op_type, ref in cases.items():
+        with rg.Graph().as_default() as g:
+            w, init = _var(start)
+            out = R.scatter_op(op_type, w, idx.astype(np.int32), upd)
+        with Session(graph=g) as s:
+            s.run(init)
+            want = start.copy()
+            ref(want)
+            np.testing.assert_allclose(s.run(out), want, err_msg=op_type)
+
+
+def test_scatter_nd_and_bad_indices_leave_the_variable_unchanged():
+    with rg.Graph().as_default() as g:
+        w, init = _var(np.zeros((2, 3), np.float32))
+        nd = R.scatter_op("ScatterNdAdd", w, [[0, 1], [0, 1], [1, 2]], [1.0, 2.0, 3.0])
+        bad = R.scatter_op("ScatterAdd", w, [5], [[1.0, 1.0, 1.0]])
+    with Session(graph=g) as s:
+        s.run(init)
+        np.testing.assert_array_equal(s.run(nd), [[0, 3, 0], [0, 0, 3]])
+        with pytest.raises(InvalidArgumentError, match=r"indices\[0\] = 5 is not in \[0, 2\)"):
+            s.run(bad)
+        np.testing.assert_array_equal(s.run(w), [[0, 3, 0], [0, 0, 3]])
+
+
+def test_count_up_to_stops_with_out_of_range():
+    with rg.Graph().as_default() as g:
+        c, init = _var(np.int32(0), name="c")
+        n = R.count_up_to(c, 2)
+    with Session(graph=g) as s:
+        s.run(init)
+        assert [int(s.run(n)), int(s.run(n))] == [0, 1]
+        with pytest.raises(OutOfRangeError, match="Reached limit of 2"):
+            s.run(n)
+        assert int(s.run(c)) == 2
+
+
+def test_assign_validate_shape():
+    with rg.Graph().as_default() as g:
+        w, init = _var([1.0, 2.0])
+        p = rg.placeholder(rg.float32, [None])
+        strict = R.assign(w, p, validate_shape=True)
+        loose = R.assign(w, p, validate_shape=False)
+    with Session(graph=g) as s:
+        s.run(init)
+        with pytest.raises(InvalidArgumentError, match="shapes of both tensors to match"):
+            s.run(strict, {p: np.ones(3, np.float32)})
+        np.testing.assert_array_equal(s.run(w), [1.0, 2.0])
+        np.testing.assert_array_equal(s.run(loose, {p: np.ones(3, np.float32)}), [1, 1, 1])
+
+
+def test_apply_ops_update_ref_variables_like_their_resource_twins():
+    from rill.graph.ops import training_ops
+
+    g_val = np.array([0.5, -1.0])
+    with rg.Graph().as_default() as g:
+        w, wi = _var([1.0, 2.0], "w")
+        m, mi = _var([0.0, 0.0], "m")
+        out = g.create_op(
+            "ApplyMomentum", [w, m, rg.constant(0.1, rg.float64), rg.constant(g_val),
+                              rg.constant(0.9, rg.float64)], name="mom").outputs[0]  # fmt: skip
+        rv = rg.Variable([1.0, 2.0], name="rv", dtype=rg.float64)
+        rm = rg.Variable([0.0, 0.0], name="rm", dtype=rg.float64)
+        res = training_ops.resource_apply_momentum(rv, rm, 0.1, rg.constant(g_val), 0.9)
+        init = rg.global_variables_initializer()
+    with Session(graph=g) as s:
+        s.run([wi, mi, init])
+        for _ in range(3):
+            a = s.run(out)
+            s.run(res)
+        np.testing.assert_allclose(a, s.run(rv.read_value()))
+        np.testing.assert_allclose(s.run(m), s.run(rm.read_value()))
+
+
+def test_ref_ops_shape_functions():
+    with rg.Graph().as_default():
+        w = R.variable_v2([4, 3], rg.float32)
+        assert R.assign(w, np.zeros((4, 3), np.float32)).shape == rg.TensorShape([4, 3])
+        with pytest.raises(ValueError, match="validate_shape"):
+            R.assign(w, np.zeros((2, 3), np.float32))
+        assert R.assign(w, np.zeros((2, 3), np.float32), validate_shape=False).shape[0] == 2
+        with pytest.raises(ValueError, match="indices.shape"):
+            R.scatter_op("ScatterAdd", w, [0, 1], np.zeros((2, 4), np.float32))
+        with pytest.raises(ValueError, match="scalar variable"):
+            R.count_up_to(R.variable_v2([2], rg.int32), 3)
+
+
+def test_ref_identity_gradient_reaches_the_variable():
+    import rill.autodiff
+
+    with rg.Graph().as_default() as g:
+        w, init = _var(np.array([1.0, -2.0], np.float32))
+        y = rg.reduce_sum(rg.identity(R.ref_identity(w)) ** 2)
+        (dw,) = rill.autodiff.gradients(y, [w])
+    with Session(graph=g) as s:
+        s.run(init)
+        np.testing.assert_allclose(s.run(dw), [2.0, -4.0])

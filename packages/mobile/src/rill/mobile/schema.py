@@ -67,7 +67,7 @@ TENSOR_TYPES: dict[int, tuple[str, np.dtype | None]] = {
     10: ("FLOAT64", np.dtype(np.float64)),
     11: ("COMPLEX128", np.dtype(np.complex128)),
     12: ("UINT64", np.dtype(np.uint64)),
-    13: ("RESOURCE", None),
+    13: ("RESOURCE", np.dtype(np.int32)),  # held as an int32 resource id, as in TFLite
     14: ("VARIANT", None),
     15: ("UINT32", np.dtype(np.uint32)),
     16: ("UINT16", np.dtype(np.uint16)),

@@ -10,7 +10,8 @@ from rill.mobile.kernels import (
     pooling,
     quantize,
     reduce,
+    shape_ops,
 )
-from rill.mobile.kernels.base import KERNELS, Kernel, TensorSpec, lookup, register
+from rill.mobile.kernels.base import KERNELS, DynamicShape, Kernel, TensorSpec, lookup, register
 
-__all__ = ["KERNELS", "Kernel", "TensorSpec", "lookup", "register"]
+__all__ = ["KERNELS", "DynamicShape", "Kernel", "TensorSpec", "lookup", "register"]

@@ -7,6 +7,7 @@ from rill.mobile.kernels import (
     conv,
     elementwise,
     fully_connected,
+    math_ops,
     pooling,
     quantize,
     reduce,

@@ -84,7 +84,7 @@ class Unpack(Kernel):
 
     def bind(self, inputs, outputs, scratch):
         x, axis = inputs[0], self.axis
-        pairs = [(out, np.take(x, k, axis=axis)) for k, out in enumerate(outputs)]
+        pairs = [(out, x[(slice(None),) * axis + (k,)]) for k, out in enumerate(outputs)]
 
         def run():
             for out, src in pairs:

@@ -13,6 +13,7 @@ from rill.mobile.kernels import (
     quantize,
     reduce,
     shape_ops,
+    spatial,
 )
 from rill.mobile.kernels.base import KERNELS, DynamicShape, Kernel, TensorSpec, lookup, register
 

@@ -5,15 +5,18 @@ from rill.mobile.kernels import (
     activations,
     array_ops,
     compare_ops,
+    control,
     conv,
     elementwise,
     fully_connected,
+    indexing,
     math_ops,
     pooling,
     quantize,
     reduce,
     shape_ops,
     spatial,
+    transpose_conv,
 )
 from rill.mobile.kernels.base import KERNELS, DynamicShape, Kernel, TensorSpec, lookup, register
 

@@ -59,10 +59,13 @@ class TensorSpec:
     shape: tuple[int, ...] | None
     quant: Quantization | None
     data: np.ndarray | None
+    signature: tuple[int, ...] | None = None  # the file's shape signature (-1: unknown)
 
     @classmethod
     def of(cls, t: TensorDef, shape: tuple[int, ...] | None) -> TensorSpec:
-        return cls(t.index, t.name, t.dtype, t.type_name, shape, t.quantization, t.data)
+        sig = t.shape_signature if t.shape_signature is not None else t.shape
+        return cls(t.index, t.name, t.dtype, t.type_name, shape, t.quantization, t.data,
+                   tuple(sig))  # fmt: skip
 
     @property
     def scale(self) -> float:

@@ -180,6 +180,11 @@ class Floor(_Elementwise):
     float_fn = staticmethod(np.floor)
 
 
+@register("ROUND", max_version=1)
+class Round(_Elementwise):
+    float_fn = staticmethod(np.round)  # half to even, as TFLite's RoundToNearest
+
+
 @register("ELU", max_version=1)
 class Elu(_Elementwise):
     float_fn = staticmethod(_elu)

@@ -1,0 +1,124 @@
+"""TRANSPOSE_CONV, float32 and int8 (per-channel weights, optional bias from version 3).
+
+Inputs: the output shape (a constant int32 [4]), the weights [C_out, KH, KW, C_in], the input
+[N, H, W, C_in] and an optional bias. Each input pixel's contribution, x[n, y, x, :] · W, lands
+at output rows y · stride − pad_top + ky (and columns likewise), as the reference kernel's
+scatter loop; here one matrix product gives every contribution, [N·H·W, C_in] × [C_in,
+KH·KW·C_out], and KH·KW strided slice additions place them. The padding is TFLite's
+ComputePaddingHeightWidth for a convolution from the output shape back to the input.
+
+int8 sums (q_in − zp_in) · q_w exactly (in float64 products of integers far below 2^53, or
+int64), adds the bias, and requantizes per output channel with s_in · s_w[c] / s_out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rill.mobile.kernels.array_ops import _int_vector
+from rill.mobile.kernels.base import Kernel, register
+from rill.mobile.kernels.common import (
+    apply_float_activation,
+    float_activation,
+    out_size,
+    pad_before,
+    quantized_activation,
+)
+from rill.mobile.quant import Requantizer
+
+__all__ = ["TransposeConv"]
+
+
+@register("TRANSPOSE_CONV", max_version=4)
+class TransposeConv(Kernel):
+    def prepare(self, inputs, outputs):
+        if len(inputs) < 3 or None in inputs[:3]:
+            raise self.fail("needs output shape, weights and input")
+        shape_t, w, x = inputs[:3]
+        bias = inputs[3] if len(inputs) > 3 else None
+        oshape = _int_vector(self, shape_t, "output shape")
+        wdata = self.expect_const(w, "weights")
+        if len(x.shape) != 4 or len(w.shape) != 4 or len(oshape) != 4:
+            raise self.fail(f"needs 4-D input {x}, weights {w} and output shape {oshape}")
+        n, h, wd, cin = x.shape
+        cout, kh, kw, wcin = w.shape
+        if wcin != cin or oshape[0] != n or oshape[3] != cout:
+            raise self.fail(f"weights {w} do not fit input {x} and output shape {oshape}")
+        sh, sw = int(self.options.get("stride_h", 1)), int(self.options.get("stride_w", 1))
+        padding = int(self.options.get("padding", 0))
+        oh, ow = oshape[1], oshape[2]
+        # The forward convolution maps [oh, ow] to [h, w]; its padding is ours.
+        if out_size(padding, oh, kh, sh) != h or out_size(padding, ow, kw, sw) != wd:
+            raise self.fail(f"output shape {oshape} does not give input {x} under a forward "
+                            f"convolution with stride {sh}x{sw}")  # fmt: skip
+        self.pt, _ = pad_before(oh, kh, sh, 1, h)
+        self.pl, _ = pad_before(ow, kw, sw, 1, wd)
+        self.geom = (n, h, wd, cin, cout, kh, kw, sh, sw, oh, ow)
+        act = self.options.get("fused_activation_function", 0)
+        out = outputs[0]
+        self.int8 = x.dtype == np.int8
+        # [C_in, KH·KW·C_out]: column (ky, kx, c) is W[c, ky, kx, :].
+        wmat = wdata.transpose(3, 1, 2, 0).reshape(cin, kh * kw * cout)
+        bdata = None if bias is None else self.expect_const(bias, "bias")
+        if self.int8:
+            self.expect_dtype(w, [np.int8], "weights")
+            for t in (x, out):
+                self.expect_quantized(t)
+            self.expect_quantized(w, per_channel_ok=True)
+            s_w = np.broadcast_to(w.quant.scale.astype(np.float64), (cout,))
+            mult = np.float64(np.float32(x.scale)) * s_w / np.float64(np.float32(out.scale))
+            lo, hi = quantized_activation(self, act, out)
+            self.requant = Requantizer(mult, out.zero_point, lo, hi)
+            self.zp_in = x.zero_point
+            bound = 256 * np.abs(wdata.astype(np.int64)).sum()
+            self.dtype = np.float64 if bound < 2**53 else np.int64
+            self.w = wmat.astype(self.dtype)
+            self.bias = None if bdata is None else bdata.astype(np.int64)
+        else:
+            self.expect_dtype(x, [np.float32])
+            self.lo, self.hi = float_activation(self, act)
+            self.w = wmat.astype(np.float32)
+            self.bias = None if bdata is None else bdata.astype(np.float32)
+        return [tuple(oshape)]
+
+    def bind(self, inputs, outputs, scratch):
+        x, out = inputs[2], outputs[0]
+        n, h, wd, cin, cout, kh, kw, sh, sw, oh, ow = self.geom
+        pt, pl, wmat, bias = self.pt, self.pl, self.w, self.bias
+        ph = max((h - 1) * sh + kh, pt + oh)
+        pw = max((wd - 1) * sw + kw, pl + ow)
+        acc_dtype = np.int64 if self.int8 else np.float32
+        buf = np.zeros((n, ph, pw, cout), acc_dtype)
+        window = buf[:, pt : pt + oh, pl : pl + ow]
+        int8 = self.int8
+
+        def scatter(cols):
+            buf.fill(0)
+            cols = cols.reshape(n, h, wd, kh, kw, cout)
+            for ky in range(kh):
+                for kx in range(kw):
+                    buf[:, ky : ky + (h - 1) * sh + 1 : sh, kx : kx + (wd - 1) * sw + 1 : sw] += (
+                        cols[:, :, :, ky, kx])  # fmt: skip
+
+        if not int8:
+            lo, hi = self.lo, self.hi
+
+            def run():
+                scatter(x.reshape(-1, cin) @ wmat)
+                v = window if bias is None else window + bias
+                np.copyto(out, v)
+                apply_float_activation(out, lo, hi)
+
+            return run
+        zp, requant, dtype = self.zp_in, self.requant, self.dtype
+
+        def run_int8():
+            xs = x.reshape(-1, cin).astype(dtype) - dtype(zp)
+            scatter((xs @ wmat).astype(np.int64))
+            acc = np.array(window)
+            if bias is not None:
+                acc += bias
+            requant.apply(acc, np.empty_like(acc))
+            np.copyto(out, acc, casting="unsafe")
+
+        return run_int8

@@ -11,6 +11,7 @@ from rill.mobile.kernels import (
     fully_connected,
     indexing,
     math_ops,
+    normalization,
     pooling,
     quantize,
     reduce,

@@ -6,7 +6,8 @@ im2col product (one BLAS call, exact for int8, see common.QuantizedGemm); DEPTHW
 per-channel contraction over the window taps. int8 results follow the reference kernels: the
 accumulator Σ (q_in − zp_in) · q_w + bias, MultiplyByQuantizedMultiplier with the per-channel
 multiplier s_in · s_w[c] / s_out (computed in double), + zp_out, clamped to the fused
-activation's range.
+activation's range. Float inputs with int8 filters (dynamic-range models) run LiteRT's hybrid
+arithmetic (kernels/hybrid.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.mobile.kernels.base import Kernel, TensorSpec, register
+from rill.mobile.kernels.hybrid import HybridConv, HybridDepthwise
 from rill.mobile.kernels.common import (
     PADDING_SAME,
     PADDING_VALID,
@@ -106,11 +108,13 @@ class Conv2D(_ConvBase):
             self.int8 = False
             self.expect_dtype(out, [np.float32], "output")
             bdata = None if b is None else self.expect_const(b, "bias").astype(np.float32)
-            if w.dtype == np.int8:  # dynamic-range weights: dequantized once, here
-                wdata = _dequantize_weights(self, w, axis=0)
-            else:
-                self.expect_dtype(w, [np.float32], "filter")
             self.lo, self.hi = float_activation(self, act)
+            self.hybrid = None
+            if w.dtype == np.int8:  # dynamic range: LiteRT's hybrid arithmetic
+                self.expect_quantized(w, per_channel_ok=True)
+                self.hybrid = HybridConv(self, w, bdata, self.geom, self.pads, self.lo, self.hi)
+                return [(n, oh, ow, cout)]
+            self.expect_dtype(w, [np.float32], "filter")
             wk = np.ascontiguousarray(wdata.reshape(cout, k).T, np.float32)
             if bdata is not None:
                 wk = np.vstack([wk, bdata[None, :]])
@@ -144,6 +148,8 @@ class Conv2D(_ConvBase):
         return [(n, oh, ow, cout)]
 
     def bind(self, inputs, outputs, scratch):
+        if not self.int8 and self.hybrid is not None:
+            return self.hybrid.bind(inputs[0], outputs[0])
         n, h, w, c, oh, ow, kh, kw = self.geom[:8]
         x = inputs[0]
         interior, src = self._source(x, self.padded)
@@ -180,19 +186,6 @@ class Conv2D(_ConvBase):
         return run
 
 
-def _dequantize_weights(kernel: Kernel, w: TensorSpec, axis: int) -> np.ndarray:
-    """Hybrid (dynamic-range) models keep int8 weights with float activations: the interpreter
-    dequantizes such weights once, in prepare, and runs the float kernel."""
-    kernel.expect_quantized(w, per_channel_ok=True)
-    q = w.quant
-    shape = [1] * len(w.shape)
-    if q.per_channel:
-        shape[q.quantized_dimension] = -1
-    scale = q.scale.astype(np.float32).reshape(shape)
-    zp = q.zero_point.astype(np.float32).reshape(shape)
-    return ((w.data.astype(np.float32) - zp) * scale).astype(np.float32)
-
-
 @register("DEPTHWISE_CONV_2D", max_version=7)
 class DepthwiseConv2D(_ConvBase):
     def prepare(self, inputs, outputs):
@@ -222,11 +215,15 @@ class DepthwiseConv2D(_ConvBase):
         if x.dtype == np.float32:
             self.int8 = False
             self.expect_dtype(out, [np.float32], "output")
-            if w.dtype == np.int8:
-                wdata = _dequantize_weights(self, w, axis=3)
-            else:
-                self.expect_dtype(w, [np.float32], "filter")
             self.lo, self.hi = float_activation(self, act)
+            self.hybrid = None
+            if w.dtype == np.int8:  # dynamic range: LiteRT's hybrid arithmetic
+                self.expect_quantized(w, per_channel_ok=True)
+                bdata = None if b is None else self.expect_const(b, "bias")
+                self.hybrid = HybridDepthwise(self, w, bdata, self.geom, self.pads, mult,
+                                              self.lo, self.hi)  # fmt: skip
+                return [(n, oh, ow, cout)]
+            self.expect_dtype(w, [np.float32], "filter")
             ctype = np.dtype(np.float32)
             bias = (np.zeros(cout, np.float32) if b is None
                     else self.expect_const(b, "bias").astype(np.float32))  # fmt: skip
@@ -269,6 +266,8 @@ class DepthwiseConv2D(_ConvBase):
         return [(n, oh, ow, cout)]
 
     def bind(self, inputs, outputs, scratch):
+        if not self.int8 and self.hybrid is not None:
+            return self.hybrid.bind(inputs[0], outputs[0])
         n, h, w, c, oh, ow, kh, kw = self.geom[:8]
         x = inputs[0]
         interior, src = self._source(x, self.padded)

@@ -32,9 +32,12 @@ MODELS = _fixtures("models")
 # Fixture → why rill does not run it yet.
 GAPS: dict[str, str] = {}
 
-# Float tolerance per fixture where LiteRT's reference arithmetic differs from a float32
-# evaluation by more than 1e-5 relative (none yet).
-FLOAT_RTOL: dict[str, float] = {}
+# Float tolerance per fixture where 1e-5 relative cannot hold. In a chain of hybrid layers, an
+# input that differs from LiteRT's by float rounding (1e-7) can round to the neighbouring int8
+# code when the next hybrid layer quantizes it, which moves that layer's outputs by one input
+# quantum times a weight. Each hybrid operator on its own agrees to float rounding (the
+# *_dynamic operator fixtures, at 1e-5).
+FLOAT_RTOL: dict[str, float] = {"unet_dynamic": 2e-3}
 
 
 def _compare(name: str, what: str, got: np.ndarray, want: np.ndarray) -> None:

@@ -7,6 +7,10 @@ scatter loop; here one matrix product gives every contribution, [N·H·W, C_in] 
 KH·KW·C_out], and KH·KW strided slice additions place them. The padding is TFLite's
 ComputePaddingHeightWidth for a convolution from the output shape back to the input.
 
+Float input with int8 weights (dynamic range) quantizes each image symmetrically (scale
+max|x| / 127, as LiteRT's hybrid kernel), sums q_x · q_w exactly and scales the sum by
+s_x · s_w[c] in float32, then adds the bias.
+
 int8 sums (q_in − zp_in) · q_w exactly (in float64 products of integers far below 2^53, or
 int64), adds the bias, and requantizes per output channel with s_in · s_w[c] / s_out.
 """
@@ -24,6 +28,7 @@ from rill.mobile.kernels.common import (
     pad_before,
     quantized_activation,
 )
+from rill.mobile.kernels.hybrid import quantize_rows
 from rill.mobile.quant import Requantizer
 
 __all__ = ["TransposeConv"]
@@ -60,7 +65,14 @@ class TransposeConv(Kernel):
         # [C_in, KH·KW·C_out]: column (ky, kx, c) is W[c, ky, kx, :].
         wmat = wdata.transpose(3, 1, 2, 0).reshape(cin, kh * kw * cout)
         bdata = None if bias is None else self.expect_const(bias, "bias")
-        if self.int8:
+        self.hybrid = x.dtype == np.float32 and w.dtype == np.int8
+        if self.hybrid:  # dynamic range: LiteRT's hybrid arithmetic, see the module docstring
+            self.expect_quantized(w, per_channel_ok=True)
+            self.scales = np.broadcast_to(w.quant.scale.astype(np.float32), (cout,)).copy()
+            self.lo, self.hi = float_activation(self, act)
+            self.w = wmat.astype(np.float64)
+            self.bias = None if bdata is None else bdata.astype(np.float32)
+        elif self.int8:
             self.expect_dtype(w, [np.int8], "weights")
             for t in (x, out):
                 self.expect_quantized(t)
@@ -87,7 +99,7 @@ class TransposeConv(Kernel):
         pt, pl, wmat, bias = self.pt, self.pl, self.w, self.bias
         ph = max((h - 1) * sh + kh, pt + oh)
         pw = max((wd - 1) * sw + kw, pl + ow)
-        acc_dtype = np.int64 if self.int8 else np.float32
+        acc_dtype = np.int64 if self.int8 else np.float64 if self.hybrid else np.float32
         buf = np.zeros((n, ph, pw, cout), acc_dtype)
         window = buf[:, pt : pt + oh, pl : pl + ow]
         int8 = self.int8
@@ -100,6 +112,21 @@ class TransposeConv(Kernel):
                     buf[:, ky : ky + (h - 1) * sh + 1 : sh, kx : kx + (wd - 1) * sw + 1 : sw] += (
                         cols[:, :, :, ky, kx])  # fmt: skip
 
+        if self.hybrid:
+            lo, hi, scales = self.lo, self.hi, self.scales
+            f32 = np.float32
+
+            def run_hybrid():
+                q, sf, _ = quantize_rows(x.reshape(n, -1), True)
+                scatter(q.reshape(-1, cin) @ wmat)
+                mul = (sf[:, None] * scales[None, :]).astype(f32)[:, None, None, :]
+                v = (window.astype(f32) * mul).astype(f32)
+                if bias is not None:
+                    v = v + bias
+                np.copyto(out, v)
+                apply_float_activation(out, lo, hi)
+
+            return run_hybrid
         if not int8:
             lo, hi = self.lo, self.hi
 

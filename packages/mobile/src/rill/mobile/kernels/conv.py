@@ -3,7 +3,7 @@
 Both run on a padded copy of the input that the kernel owns (its border, 0 or the input zero
 point, is written once in prepare) and on strided patch views built once in bind. CONV_2D is an
 im2col product (one BLAS call, exact for int8, see common.QuantizedGemm); DEPTHWISE_CONV_2D is a
-per-channel contraction over the window taps. int8 results follow the reference kernels: the
+sum of broadcast products, one per window tap, over strided views of the padded input. int8 results follow the reference kernels: the
 accumulator Σ (q_in − zp_in) · q_w + bias, MultiplyByQuantizedMultiplier with the per-channel
 multiplier s_in · s_w[c] / s_out (computed in double), + zp_out, clamped to the fused
 activation's range. Float inputs with int8 filters (dynamic-range models) run LiteRT's hybrid
@@ -260,9 +260,9 @@ class DepthwiseConv2D(_ConvBase):
         # w[tap, ic, m]: output channel ic·mult + m, as the [C·mult] filter axis is laid out.
         self.w = wdata.reshape(taps, cin, mult).astype(ctype)
         self.bias = np.asarray(bias).reshape(cin, mult).astype(ctype)
-        self.cols = self.scratch((rows, taps, cin), ctype)
+        self.tmp = self.scratch((n, oh, ow, cin, mult), ctype)
         if self.int8:
-            self.acc_f = self.scratch((rows, cin, mult), ctype)
+            self.acc_f = self.scratch((n, oh, ow, cin, mult), ctype)
         return [(n, oh, ow, cout)]
 
     def bind(self, inputs, outputs, scratch):
@@ -272,34 +272,39 @@ class DepthwiseConv2D(_ConvBase):
         x = inputs[0]
         interior, src = self._source(x, self.padded)
         windows = self._windows(src)
-        cols, wk, bias = scratch[self.cols], self.w, self.bias
-        cols6 = cols.reshape(n, oh, ow, kh, kw, c)
+        wk, bias, mult = self.w, self.bias, self.mult
+        # One strided view [N, OH, OW, C, 1] of the input per tap: the convolution is a sum of
+        # KH·KW broadcast products, no window copy (exact for int8: integers in float64).
+        taps = [windows[:, :, :, ky, kx, :, None] for ky in range(kh) for kx in range(kw)]
+        tmp = scratch[self.tmp]
         out = outputs[0]
+        out5 = out.reshape(n, oh, ow, c, mult)
         rows = n * oh * ow
+        acc = scratch[self.acc_f] if self.int8 else out5
+
+        def accumulate():
+            if interior is not None:
+                np.copyto(interior, x)
+            np.multiply(taps[0], wk[0], out=acc)
+            for t in range(1, len(taps)):
+                np.multiply(taps[t], wk[t], out=tmp)
+                np.add(acc, tmp, out=acc)
+            np.add(acc, bias, out=acc)
+
         if self.int8:
-            acc_f = scratch[self.acc_f]
-            acc2d = acc_f.reshape(rows, -1)
+            acc2d = acc.reshape(rows, -1)
             stage = self.stage.bind(scratch)
             out2d = out.reshape(rows, -1)
 
             def run():
-                if interior is not None:
-                    np.copyto(interior, x)
-                np.copyto(cols6, windows, casting="unsafe")
-                np.einsum("rtc,tcm->rcm", cols, wk, out=acc_f)
-                np.add(acc_f, bias, out=acc_f)
+                accumulate()
                 stage(acc2d, out2d)
 
             return run
         lo, hi = self.lo, self.hi
-        out3 = out.reshape(rows, c, self.mult)
 
         def run():
-            if interior is not None:
-                np.copyto(interior, x)
-            np.copyto(cols6, windows)
-            np.einsum("rtc,tcm->rcm", cols, wk, out=out3)
-            np.add(out3, bias, out=out3)
-            apply_float_activation(out3, lo, hi)
+            accumulate()
+            apply_float_activation(out5, lo, hi)
 
         return run

@@ -1,4 +1,4 @@
-"""TRANSPOSE_CONV, float32 and int8 (per-channel weights, optional bias from version 3).
+"""TRANSPOSE_CONV, float32 and int8 (and CONV_3D, float32, at the end) (per-channel weights, optional bias from version 3).
 
 Inputs: the output shape (a constant int32 [4]), the weights [C_out, KH, KW, C_in], the input
 [N, H, W, C_in] and an optional bias. Each input pixel's contribution, x[n, y, x, :] · W, lands
@@ -31,7 +31,7 @@ from rill.mobile.kernels.common import (
 from rill.mobile.kernels.hybrid import quantize_rows
 from rill.mobile.quant import Requantizer
 
-__all__ = ["TransposeConv"]
+__all__ = ["TransposeConv", "Conv3D"]
 
 
 @register("TRANSPOSE_CONV", max_version=4)
@@ -149,3 +149,58 @@ class TransposeConv(Kernel):
             np.copyto(out, acc, casting="unsafe")
 
         return run_int8
+
+
+@register("CONV_3D", max_version=1)
+class Conv3D(Kernel):
+    """CONV_3D, float32: input [N, D, H, W, C_in], filter [KD, KH, KW, C_in, C_out], optional
+    bias; TFLite's padding per spatial axis; one matrix product over strided windows."""
+
+    def prepare(self, inputs, outputs):
+        x, w = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        self.expect_dtype(x, [np.float32])
+        wdata = self.expect_const(w, "filter")
+        if len(x.shape) != 5 or len(w.shape) != 5 or w.shape[3] != x.shape[4]:
+            raise self.fail(f"input {x} must be NDHWC and filter {w} [KD, KH, KW, C_in, C_out]")
+        o = self.options
+        strides = [int(o.get(f"stride_{a}", 1)) for a in "dhw"]
+        dil = [int(o.get(f"dilation_{a}_factor", 1) or 1) for a in "dhw"]
+        padding = int(o.get("padding", 0))
+        ks = w.shape[:3]
+        outs, pads = [], []
+        for size, k, s, d in zip(x.shape[1:4], ks, strides, dil):
+            n_out = out_size(padding, size, k, s, d)
+            outs.append(n_out)
+            pads.append(pad_before(size, k, s, d, n_out))
+        if min(outs) <= 0:
+            raise self.fail(f"the filter {w} does not fit the input {x}")
+        self.strides, self.dil, self.outs, self.pads = strides, dil, outs, pads
+        self.w = np.ascontiguousarray(wdata.reshape(-1, w.shape[4]), np.float32)
+        self.bias = None if bias is None else self.expect_const(bias, "bias").astype(np.float32)
+        self.lo, self.hi = float_activation(self, o.get("fused_activation_function", 0))
+        return [(x.shape[0], *outs, w.shape[4])]
+
+    def bind(self, inputs, outputs, scratch):
+        from numpy.lib.stride_tricks import as_strided
+
+        x, out = inputs[0], outputs[0]
+        kd, kh, kw = inputs[1].shape[:3]
+        strides, dil, outs, pads = self.strides, self.dil, self.outs, self.pads
+        wmat, bias, lo, hi = self.w, self.bias, self.lo, self.hi
+        n, c = x.shape[0], x.shape[4]
+
+        def run():
+            xp = np.pad(x, ((0, 0), *pads, (0, 0)))
+            s = xp.strides
+            win = as_strided(xp, (n, *outs, kd, kh, kw, c),
+                             (s[0], s[1] * strides[0], s[2] * strides[1], s[3] * strides[2],
+                              s[1] * dil[0], s[2] * dil[1], s[3] * dil[2], s[4]),
+                             writeable=False)  # fmt: skip
+            v = win.reshape(n * int(np.prod(outs)), -1) @ wmat
+            if bias is not None:
+                v += bias
+            np.copyto(out, v.reshape(out.shape))
+            apply_float_activation(out, lo, hi)
+
+        return run

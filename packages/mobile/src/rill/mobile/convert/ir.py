@@ -179,7 +179,7 @@ class ModelIR:
         return len(self.tensors) - 1
 
     def add_const(self, data: np.ndarray, name: str, quant: QuantParams | None = None) -> int:
-        data = np.ascontiguousarray(data)
+        data = np.asarray(data, order="C")  # (ascontiguousarray would make scalars [1])
         return self.add_tensor(
             TensorIR(name, data.dtype, tuple(data.shape), data=data, quant=quant)
         )

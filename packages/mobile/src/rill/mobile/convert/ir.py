@@ -101,6 +101,10 @@ INT8_VERSIONS: dict[str, int] = {
     "DEPTHWISE_CONV_2D": 3,
     "FULLY_CONNECTED": 4,
     "BATCH_MATMUL": 2,
+    "SELECT": 1,
+    "SELECT_V2": 1,
+    "TILE": 3,
+    "REVERSE_V2": 3,
 }
 
 

@@ -34,8 +34,8 @@ _INT16 = "16-bit activation kernels (16x8) for this operator are not implemented
 _FIXED = "the reference int8 kernel's fixed-point arithmetic is not reproduced yet"
 GAPS: dict[str, str] = {
     **{f"{op}_int16": _INT16 for op in (
-        "abs", "batch_matmul", "batch_matmul_2in", "conv_2d", "depthwise_conv_2d",
-        "dynamic_reshape", "exp", "fully_connected", "gelu", "gelu_approx", "log", "maximum",
+        "abs", "batch_matmul", "batch_matmul_2in", "dynamic_reshape", "exp", "gelu",
+        "gelu_approx", "log", "maximum",
         "minimum", "pack", "reduce_prod", "sum", "transpose_conv", "transpose_conv_valid")},
     "l2_normalization_int8": _FIXED,
     "log_softmax_int8": _FIXED,

@@ -16,6 +16,7 @@ import numpy as np
 
 from rill.mobile.kernels.base import Kernel, TensorSpec, register
 from rill.mobile.kernels.hybrid import HybridConv, HybridDepthwise
+from rill.mobile.kernels.int16 import int16_conv, int16_depthwise
 from rill.mobile.kernels.common import (
     PADDING_SAME,
     PADDING_VALID,
@@ -100,6 +101,11 @@ class Conv2D(_ConvBase):
         n, oh, ow = self._geometry(x, kh, kw)
         rows, k = n * oh * ow, kh * kw * cin
         act = self.options.get("fused_activation_function", 0)
+        self.i16 = None
+        if x.dtype == np.int16:  # 16x8: kernels/int16.py
+            self.expect_dtype(w, [np.int8], "filter")
+            self.i16 = int16_conv(self, x, w, b, out, self.geom, self.pads, act)
+            return [(n, oh, ow, cout)]
         self.expect_dtype(x, [np.float32, np.int8])
         # im2col is filled fastest as [K, M] when there are few channels (long runs along the
         # output width) and as [M, K] otherwise (runs of C contiguous values).
@@ -148,6 +154,8 @@ class Conv2D(_ConvBase):
         return [(n, oh, ow, cout)]
 
     def bind(self, inputs, outputs, scratch):
+        if self.i16 is not None:
+            return self.i16(inputs[0], outputs[0])
         if not self.int8 and self.hybrid is not None:
             return self.hybrid.bind(inputs[0], outputs[0])
         n, h, w, c, oh, ow, kh, kw = self.geom[:8]
@@ -210,8 +218,13 @@ class DepthwiseConv2D(_ConvBase):
         n, oh, ow = self._geometry(x, kh, kw)
         rows, taps = n * oh * ow, kh * kw
         act = self.options.get("fused_activation_function", 0)
-        self.expect_dtype(x, [np.float32, np.int8])
         self.mult = mult
+        self.i16 = None
+        if x.dtype == np.int16:  # 16x8: kernels/int16.py
+            self.expect_dtype(w, [np.int8], "filter")
+            self.i16 = int16_depthwise(self, x, w, b, out, self.geom, self.pads, mult, act)
+            return [(n, oh, ow, cout)]
+        self.expect_dtype(x, [np.float32, np.int8])
         if x.dtype == np.float32:
             self.int8 = False
             self.expect_dtype(out, [np.float32], "output")
@@ -266,6 +279,8 @@ class DepthwiseConv2D(_ConvBase):
         return [(n, oh, ow, cout)]
 
     def bind(self, inputs, outputs, scratch):
+        if self.i16 is not None:
+            return self.i16(inputs[0], outputs[0])
         if not self.int8 and self.hybrid is not None:
             return self.hybrid.bind(inputs[0], outputs[0])
         n, h, w, c, oh, ow, kh, kw = self.geom[:8]

@@ -24,6 +24,7 @@ from rill.mobile.kernels.common import (
     quantized_activation,
 )
 from rill.mobile.kernels.hybrid import HybridBatchMatMul, HybridFullyConnected
+from rill.mobile.kernels.int16 import int16_fully_connected
 from rill.mobile.quant import Requantizer
 
 __all__ = ["FullyConnected", "BatchMatMul"]
@@ -64,6 +65,11 @@ class FullyConnected(Kernel):
         wdata = self.expect_const(w, "weights")
         act = self.options.get("fused_activation_function", 0)
         self.rows, self.k = rows, k
+        self.i16 = None
+        if x.dtype == np.int16:  # 16x8: kernels/int16.py
+            self.expect_dtype(w, [np.int8], "weights")
+            self.i16 = int16_fully_connected(self, x, w, b, out, rows, k, act)
+            return [out_shape]
         self.expect_dtype(x, [np.float32, np.int8])
         if x.dtype == np.float32:
             self.int8 = False
@@ -106,6 +112,8 @@ class FullyConnected(Kernel):
         return [out_shape]
 
     def bind(self, inputs, outputs, scratch):
+        if self.i16 is not None:
+            return self.i16(inputs[0], outputs[0])
         if not self.int8 and self.hybrid is not None:
             return self.hybrid.bind(inputs[0], outputs[0])
         x2d = inputs[0].reshape(self.rows, self.k)

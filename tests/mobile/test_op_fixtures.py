@@ -34,9 +34,8 @@ _INT16 = "16-bit activation kernels (16x8) for this operator are not implemented
 _FIXED = "the reference int8 kernel's fixed-point arithmetic is not reproduced yet"
 GAPS: dict[str, str] = {
     **{f"{op}_int16": _INT16 for op in (
-        "abs", "batch_matmul", "batch_matmul_2in", "dynamic_reshape", "exp", "gelu",
-        "gelu_approx", "log", "maximum",
-        "minimum", "pack", "reduce_prod", "sum", "transpose_conv", "transpose_conv_valid")},
+        "batch_matmul", "batch_matmul_2in", "dynamic_reshape", "exp", "gelu", "gelu_approx",
+        "log", "reduce_prod", "sum")},
     "l2_normalization_int8": _FIXED,
     "log_softmax_int8": _FIXED,
     "reduce_prod_int8": _FIXED,
@@ -65,6 +64,13 @@ def _compare(name: str, what: str, got: np.ndarray, want: np.ndarray) -> None:
         np.testing.assert_array_equal(got, want, err_msg=what)
 
 
+# Models whose BUILTIN_REF run aborts inside LiteRT 2.21 (in allocate_tensors): their recorded
+# outputs come from LiteRT's optimized builtin kernels, whose int8 rounding differs from the
+# reference kernels' in places; only the final outputs are compared, within one quantum. (Every
+# int8 operator they use is bit-exact with BUILTIN_REF in the other fixtures.)
+NO_REFERENCE = {"mobilenet_v2_int8"}
+
+
 def _run(folder: str, name: str) -> None:
     data = np.load(ROOT / folder / f"{name}.npz")
     interp = Interpreter(model_path=str(ROOT / folder / f"{name}.tflite"),
@@ -78,6 +84,12 @@ def _run(folder: str, name: str) -> None:
     for i, d in enumerate(ins):
         interp.set_tensor(d["index"], data[f"input_{i}"])
     interp.invoke()
+    if name in NO_REFERENCE:
+        for j, d in enumerate(interp.get_output_details()):
+            got, want = interp.get_tensor(d["index"]), data[f"ref_output_{j}"]
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert np.abs(got.astype(np.int64) - want).max() <= 1, f"{name}: output {j}"
+        return
     for key in data.files:
         if key.startswith("ref_tensor_"):
             index = int(key.rsplit("_", 1)[1])

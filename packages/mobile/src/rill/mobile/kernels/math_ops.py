@@ -155,17 +155,34 @@ class Neg(_Elementwise):
 @register("ABS", max_version=5)
 class Abs(_Elementwise):
     float_fn = staticmethod(np.abs)
-    int_types = (np.int32,)
+
+    int_types = (np.int32, np.int16)
+
+    def prepare(self, inputs, outputs):
+        shapes = super().prepare(inputs, outputs)
+        x, out = inputs[0], outputs[0]
+        self.int16 = x.dtype == np.int16 and x.quant is not None
+        if self.int16:  # the same arithmetic over the 65536 int16 values
+            q = np.arange(65536, dtype=np.int64).astype(np.uint16).view(np.int16)
+            self.table16 = self._abs(q.astype(np.int64), x, out, -32768, 32767).astype(np.int16)
+        return shapes
+
+    @staticmethod
+    def _abs(q, x, out, qmin, qmax):
+        v = np.abs(q - x.zero_point)
+        if np.float32(x.scale) != np.float32(out.scale):
+            m0, shift = quantize_multiplier(float(np.float64(x.scale) / np.float64(out.scale)))
+            v = multiply_by_quantized_multiplier(v, m0, shift)
+        return np.clip(v + out.zero_point, qmin, qmax)
 
     def int8_table(self, x, out):
-        def f(q):
-            v = np.abs(q - x.zero_point)
-            if np.float32(x.scale) != np.float32(out.scale):
-                m0, shift = quantize_multiplier(float(np.float64(x.scale) / np.float64(out.scale)))
-                v = multiply_by_quantized_multiplier(v, m0, shift)
-            return np.clip(v + out.zero_point, -128, 127)
+        return table_from_int8(lambda q: self._abs(q, x, out, -128, 127), np.int8)
 
-        return table_from_int8(f, np.int8)
+    def bind(self, inputs, outputs, scratch):
+        if self.int16:
+            table, xu, out = self.table16, inputs[0].view(np.uint16), outputs[0]
+            return lambda: np.take(table, xu, out=out)
+        return super().bind(inputs, outputs, scratch)
 
 
 @register("EXP", max_version=2)

@@ -29,6 +29,7 @@ from rill.mobile.kernels.common import (
     quantized_activation,
 )
 from rill.mobile.kernels.hybrid import quantize_rows
+from rill.mobile.kernels.int16 import _stage as _stage16
 from rill.mobile.quant import Requantizer
 
 __all__ = ["TransposeConv", "Conv3D"]
@@ -66,7 +67,13 @@ class TransposeConv(Kernel):
         wmat = wdata.transpose(3, 1, 2, 0).reshape(cin, kh * kw * cout)
         bdata = None if bias is None else self.expect_const(bias, "bias")
         self.hybrid = x.dtype == np.float32 and w.dtype == np.int8
-        if self.hybrid:  # dynamic range: LiteRT's hybrid arithmetic, see the module docstring
+        self.i16 = None
+        if x.dtype == np.int16:  # 16x8, as CONV_2D's (kernels/int16.py)
+            self.expect_dtype(w, [np.int8], "weights")
+            self.i16 = _stage16(self, x, w, out, cout, act)
+            self.w = wmat.astype(np.float64)
+            self.bias = None if bdata is None else bdata.astype(np.int64)
+        elif self.hybrid:  # dynamic range: LiteRT's hybrid arithmetic, see the module docstring
             self.expect_quantized(w, per_channel_ok=True)
             self.scales = np.broadcast_to(w.quant.scale.astype(np.float32), (cout,)).copy()
             self.lo, self.hi = float_activation(self, act)
@@ -99,7 +106,8 @@ class TransposeConv(Kernel):
         pt, pl, wmat, bias = self.pt, self.pl, self.w, self.bias
         ph = max((h - 1) * sh + kh, pt + oh)
         pw = max((wd - 1) * sw + kw, pl + ow)
-        acc_dtype = np.int64 if self.int8 else np.float64 if self.hybrid else np.float32
+        integer = self.int8 or self.i16 is not None
+        acc_dtype = np.int64 if integer else np.float64 if self.hybrid else np.float32
         buf = np.zeros((n, ph, pw, cout), acc_dtype)
         window = buf[:, pt : pt + oh, pl : pl + ow]
         int8 = self.int8
@@ -112,6 +120,17 @@ class TransposeConv(Kernel):
                     buf[:, ky : ky + (h - 1) * sh + 1 : sh, kx : kx + (wd - 1) * sw + 1 : sw] += (
                         cols[:, :, :, ky, kx])  # fmt: skip
 
+        if self.i16 is not None:
+            stage = self.i16
+
+            def run_int16():
+                scatter((x.reshape(-1, cin).astype(np.float64) @ wmat).astype(np.int64))
+                acc = np.array(window)
+                if bias is not None:
+                    acc += bias
+                stage(acc.reshape(-1, cout), out.reshape(-1, cout))
+
+            return run_int16
         if self.hybrid:
             lo, hi, scales = self.lo, self.hi, self.scales
             f32 = np.float32

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mobile.test_convert import assert_close_relative, read_model, run_model
 
 import rill.graph as rg
 from rill.exec import Session
 from rill.mobile.convert import convert
-
-from mobile.test_convert import assert_close_relative, read_model, run_model
 
 RNG = np.random.default_rng(11)
 

@@ -29,8 +29,8 @@ import numpy as np
 from rill.mobile import kernels as _kernels  # noqa: F401  (registers every kernel)
 from rill.mobile.errors import UnsupportedOperatorError
 from rill.mobile.kernels.base import KERNELS, lookup
+from rill.mobile.schema import ModelDef, TensorDef, load_model
 from rill.mobile.subgraph import Subgraph as _Subgraph
-from rill.mobile.schema import ModelDef, SubGraphDef, TensorDef, load_model
 
 __all__ = ["Interpreter", "OpResolverType", "SignatureRunner", "find_unsupported"]
 

@@ -9,7 +9,6 @@ ReverseV2's axes) must be constant after freezing, as for the array family.
 from __future__ import annotations
 
 import numpy as np
-
 from tflite.BuiltinOperator import BuiltinOperator
 
 from rill.mobile.convert.ir import OPCODES, OPTIONS_TABLE, TENSOR_TYPES

@@ -80,7 +80,10 @@ class While(_Calls):
             self.cond.input_shapes[i] = s
         self.body.allocate()
         self.cond.allocate()
-        if self.body.dynamic or [tuple(self.body.shapes[i]) for i in self.body.sg.outputs] != shapes:
+        if (
+            self.body.dynamic
+            or [tuple(self.body.shapes[i]) for i in self.body.sg.outputs] != shapes
+        ):
             raise DynamicShape(f"operator #{self.op.index} WHILE: the body changes shapes")
         return shapes
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from rill.mobile.kernels.base import Kernel, TensorSpec, register
-from rill.mobile.kernels.hybrid import HybridConv, HybridDepthwise
-from rill.mobile.kernels.int16 import int16_conv, int16_depthwise
 from rill.mobile.kernels.common import (
     PADDING_SAME,
     PADDING_VALID,
@@ -29,6 +27,8 @@ from rill.mobile.kernels.common import (
     patches,
     quantized_activation,
 )
+from rill.mobile.kernels.hybrid import HybridConv, HybridDepthwise
+from rill.mobile.kernels.int16 import int16_conv, int16_depthwise
 
 __all__ = ["Conv2D", "DepthwiseConv2D"]
 

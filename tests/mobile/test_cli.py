@@ -29,14 +29,14 @@ def test_inspect(capsys):
 
 
 def test_inspect_lists_unsupported(tmp_path, capsys):
-    model = build([T((3,)), T((3,)), T((3,))], [Op("FLOOR", [0], [1]), Op("RELU", [1], [2], version=9)],
+    model = build([T((3,)), T((3,)), T((3,))], [Op("SVDF", [0], [1]), Op("RELU", [1], [2], version=9)],
                   [0], [2])  # fmt: skip
     path = tmp_path / "m.tflite"
     path.write_bytes(model)
     assert main(["inspect", str(path)]) == 1
     out = capsys.readouterr().out
     assert "unsupported operators:" in out
-    assert "FLOOR version 1 (operators #0)" in out and "RELU version 9 (operators #1)" in out
+    assert "SVDF version 1 (operators #0)" in out and "RELU version 9 (operators #1)" in out
 
 
 def test_inspect_bad_file(tmp_path, capsys):

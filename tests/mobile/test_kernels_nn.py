@@ -132,17 +132,24 @@ def test_fully_connected_int8(case, per_channel):
                {"fused_activation_function": act, "keep_num_dims": keep}, version=5)  # fmt: skip
 
 
-def test_fully_connected_hybrid_weights_match_dequantized_float():
-    """int8 weights with float activations (dynamic-range models): the interpreter dequantizes
-    the weights once; the result is the float product with the dequantized weights."""
+def test_fully_connected_hybrid_quantizes_inputs_per_row_like_litert():
+    """int8 weights with float activations (dynamic-range models): as LiteRT, each input row
+    is quantized symmetrically (scale max|x| / 127) and the integer product is scaled back —
+    not the float product with dequantized weights (that differs by ~1e-3)."""
     from mobile.tflite_builder import rill_run, single_op
 
     w = qweights((6, 10), 0)
     x = RNG.standard_normal((2, 10)).astype(np.float32)
     model = single_op("FULLY_CONNECTED", [fp(2, 10), w, None], [fp(2, 6)])
     (got,) = rill_run(model, [x])
+    amax = np.abs(x).max(axis=1).astype(np.float32)
+    sf = amax / np.float32(127)
+    q = np.clip(np.round(x * (np.float32(127) / amax)[:, None]), -127, 127)
+    acc = (q.astype(np.int64) @ w.data.astype(np.int64).T).astype(np.float32)
+    want = acc * (sf[:, None] * np.asarray(w.scale, np.float32)[None, :])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     wf = w.data.astype(np.float32) * np.asarray(w.scale, np.float32)[:, None]
-    np.testing.assert_allclose(got, x @ wf.T, rtol=1e-5, atol=1e-6)
+    assert np.abs(got - x @ wf.T).max() > 1e-5  # it really is the quantized product
 
 
 @pytest.mark.parametrize("adj", [(False, False), (True, False), (False, True), (True, True)])

@@ -102,9 +102,9 @@ def test_unsupported_operators_are_all_listed_before_running():
 def test_unknown_builtin_is_listed():
     from tflite.BuiltinOperator import BuiltinOperator
 
-    assert BuiltinOperator.FLOOR == 8
-    model = build([T((3,)), T((3,))], [Op("FLOOR", [0], [1])], [0], [1])
-    with pytest.raises(UnsupportedOperatorError, match="FLOOR version 1"):
+    assert BuiltinOperator.SVDF == 27
+    model = build([T((3,)), T((3,))], [Op("SVDF", [0], [1])], [0], [1])
+    with pytest.raises(UnsupportedOperatorError, match="SVDF version 1"):
         Interpreter(model_content=model)
 
 

@@ -1,26 +1,53 @@
-"""TFLite interpreter latency, batch 1: rill's numpy interpreter vs LiteRT (default and BUILTIN_REF).
+"""TFLite interpreter latency, batch 1: rill's numpy interpreter vs LiteRT in the same process.
 
-The models are the TensorFlow-made fixtures in tests/fixtures/tflite (a small CNN: 28x28x1 input,
-two convolutions, max and average pooling, two fully connected layers, softmax), float32 and
-full int8. LiteRT runs in-process (ai-edge-litert is a test dependency); its default resolver
-uses XNNPACK / optimized kernels, BUILTIN_REF its reference kernels. Each figure is one
-`invoke()` on a set input, the median of timed batches.
+Models (TensorFlow-made fixtures, tests/fixtures/tflite and tests/fixtures/tflite/models): a
+small CNN (28x28x1), MobileNetV2 (alpha 0.35, 96x96x3), a keyword-spotting CNN (49x10x1
+MFCCs), a transformer encoder block (16 tokens x 32) — float32 and full int8. LiteRT runs
+in-process (ai-edge-litert is a test dependency) with its default kernels (XNNPACK / optimized)
+and with BUILTIN_REF (its reference kernels).
+
+Each model is timed twice: single-threaded (rill's BLAS limited to one thread with
+threadpoolctl, LiteRT with num_threads=1), then multi-threaded (rill's BLAS default, LiteRT with
+num_threads = the CPU count). Each figure is one `invoke()` on a set input, the median of timed batches; the
+outputs of rill and LiteRT's reference kernels are checked to agree first (int8 exactly).
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
 
 import numpy as np
 
 from tools.bench import ROOT, Row, measure_time
 
 FIXTURES = ROOT / "tests" / "fixtures" / "tflite"
-MODELS = [("cnn_float", "small CNN float32"), ("cnn_int8", "small CNN int8")]
+MODELS = [
+    ("cnn_float", "small CNN float32"),
+    ("cnn_int8", "small CNN int8"),
+    ("models/mobilenet_v2_float", "MobileNetV2 0.35 96x96 float32"),
+    ("models/mobilenet_v2_int8", "MobileNetV2 0.35 96x96 int8"),
+    ("models/kws_cnn_float", "keyword-spotting CNN float32"),
+    ("models/kws_cnn_int8", "keyword-spotting CNN int8"),
+    ("models/transformer_block_float", "transformer block float32"),
+    ("models/transformer_block_int8", "transformer block int8"),
+]
 
 
-def _invoke_us(interp, x) -> float:
+def _threads(single: bool):
+    if not single:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # without it the "single-threaded" rill figure would be a lie
+        raise RuntimeError("threadpoolctl is needed to run rill single-threaded") from None
+    return threadpool_limits(1)
+
+
+def _invoke_ms(interp, x) -> float:
     interp.allocate_tensors()
     interp.set_tensor(interp.get_input_details()[0]["index"], x)
-    return 1000.0 * measure_time(interp.invoke, min_time=1.0, repeats=7)
+    return measure_time(interp.invoke, min_time=1.0, repeats=5)
 
 
 def run() -> list[Row]:
@@ -34,20 +61,30 @@ def run() -> list[Row]:
 
     rows = []
     for name, label in MODELS:
-        path = str(FIXTURES / f"{name}.tflite")
+        path = FIXTURES / f"{name}.tflite"
+        if not path.exists():
+            continue
         x = np.load(FIXTURES / f"{name}.npz")["input_0"][:1]
-        rill = Interpreter(model_path=path)
-        rill_us = _invoke_us(rill, x)
-        got = rill.get_tensor(rill.get_output_details()[0]["index"])
-        peers = {"litert": None, "litert_ref": None}
-        if LiteRT is not None:
-            ref = LiteRT(model_path=path, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-            peers["litert_ref"] = _invoke_us(ref, x)
-            want = ref.get_tensor(ref.get_output_details()[0]["index"])
-            tol = 0 if got.dtype == np.int8 else 1e-5
-            assert np.abs(got.astype(np.float64) - want).max() <= tol, "rill and LiteRT disagree"
-            peers["litert"] = _invoke_us(LiteRT(model_path=path), x)
-        arena = rill.arena_size
-        rows.append(Row(f"TFLite {label}, batch 1 invoke", "us", rill_us, peers,
-                        note=f"rill arena {arena} bytes"))  # fmt: skip
+        checked = False
+        for single in (True, False):
+            threads = 1 if single else (os.cpu_count() or 1)
+            with _threads(single):
+                rill = Interpreter(model_path=str(path))
+                rill_ms = _invoke_ms(rill, x)
+            peers = {"litert": None, "litert_ref": None}
+            if LiteRT is not None:
+                ref = LiteRT(model_path=str(path), num_threads=threads,
+                             experimental_op_resolver_type=OpResolverType.BUILTIN_REF)  # fmt: skip
+                peers["litert_ref"] = _invoke_ms(ref, x)
+                if not checked:
+                    got = rill.get_tensor(rill.get_output_details()[0]["index"])
+                    want = ref.get_tensor(ref.get_output_details()[0]["index"])
+                    diff = np.abs(got.astype(np.float64) - want).max()
+                    tol = 0 if got.dtype.kind == "i" else 1e-5 * max(np.abs(want).max(), 1e-30)
+                    assert diff <= tol, f"{name}: rill and LiteRT disagree by {diff}"
+                    checked = True
+                peers["litert"] = _invoke_ms(LiteRT(model_path=str(path), num_threads=threads), x)
+            mode = "1 thread" if single else f"{threads} threads"
+            rows.append(Row(f"TFLite {label}, batch 1 invoke, {mode}", "ms", rill_ms, peers,
+                            note=f"rill arena {rill.arena_size} bytes"))  # fmt: skip
     return rows

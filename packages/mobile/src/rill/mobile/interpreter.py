@@ -27,10 +27,10 @@ import os
 import numpy as np
 
 from rill.mobile import kernels as _kernels  # noqa: F401  (registers every kernel)
-from rill.mobile.errors import PrepareError, UnsupportedOperatorError
-from rill.mobile.kernels.base import KERNELS, Kernel, TensorSpec, lookup
-from rill.mobile.planner import ArenaPlan, Buffer, plan_arena
-from rill.mobile.schema import ModelDef, SubGraphDef, TensorDef, load_model
+from rill.mobile.errors import UnsupportedOperatorError
+from rill.mobile.kernels.base import KERNELS, lookup
+from rill.mobile.schema import ModelDef, TensorDef, load_model
+from rill.mobile.subgraph import Subgraph as _Subgraph
 
 __all__ = ["Interpreter", "OpResolverType", "SignatureRunner", "find_unsupported"]
 
@@ -81,201 +81,6 @@ def _details(t: TensorDef, shape) -> dict:
     }
 
 
-class _Subgraph:
-    """The execution state of one subgraph: shapes, kernels, the arena plan and views."""
-
-    def __init__(self, sg: SubGraphDef, preserve_all: bool):
-        self.sg = sg
-        self.tensors = sg.tensors
-        self.preserve_all = preserve_all
-        self.kernels: list[Kernel] = [lookup(op)(op) for op in sg.operators]
-        self.shapes: list[tuple[int, ...] | None] = [t.shape for t in sg.tensors]
-        self.input_shapes = {i: self.tensors[i].shape for i in sg.inputs}
-        self.producer = {}
-        for k, op in enumerate(sg.operators):
-            for t in op.outputs:
-                if self.tensors[t].is_constant:
-                    raise PrepareError(f"operator #{k} {op.name} writes tensor #{t} "
-                                       f"'{self.tensors[t].name}', which is a constant")  # fmt: skip
-                self.producer[t] = k
-        self.arrays: list[np.ndarray | None] = [None] * len(sg.tensors)
-        self.folded: dict[int, np.ndarray] = {}
-        self.folded_ops: set[int] = set()
-        self.allocated = False
-        self.invoked = False
-        self.plan: ArenaPlan | None = None
-        self.arena: np.ndarray | None = None
-        self.clobbered: set[int] = set()
-        self.run: list = []
-
-    # -- allocate_tensors ------------------------------------------------------------------------
-
-    def _value(self, i: int) -> np.ndarray | None:
-        """The contents of a tensor known before any run: a constant, or folded in prepare."""
-        t = self.tensors[i]
-        return t.data if t.is_constant else self.folded.get(i)
-
-    def _prepare(self) -> list[list[tuple[tuple[int, ...], np.dtype]]]:
-        shapes: list[tuple[int, ...] | None] = [t.shape if t.is_constant else None
-                                               for t in self.tensors]  # fmt: skip
-        for i, s in self.input_shapes.items():
-            shapes[i] = tuple(s)
-        for t in self.tensors:  # tensors no operator writes (variables) keep their file shape
-            if shapes[t.index] is None and t.index not in self.producer:
-                shapes[t.index] = t.shape
-        self.folded: dict[int, np.ndarray] = {}
-        self.folded_ops: set[int] = set()
-        scratch = []
-        for k, (kernel, op) in enumerate(zip(self.kernels, self.sg.operators)):
-            ins = []
-            for i in op.inputs:
-                spec = None if i < 0 else TensorSpec.of(self.tensors[i], shapes[i])
-                if spec is not None and spec.data is None:
-                    spec.data = self.folded.get(i)
-                ins.append(spec)
-            outs = [TensorSpec.of(self.tensors[i], None) for i in op.outputs]
-            kernel.begin_prepare()
-            try:
-                out_shapes = kernel.prepare(ins, outs)
-            except PrepareError:
-                raise
-            except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
-                    OverflowError, MemoryError) as e:  # fmt: skip
-                raise kernel.fail(f"cannot prepare it: {type(e).__name__}: {e}") from None
-            if len(out_shapes) != len(op.outputs):
-                raise kernel.fail(f"produces {len(out_shapes)} outputs but the model lists "
-                                  f"{len(op.outputs)}")  # fmt: skip
-            for i, s in zip(op.outputs, out_shapes):
-                shapes[i] = tuple(int(d) for d in s)
-            if self._foldable(op, ins):
-                self._fold(k, kernel, op, ins, shapes)
-                scratch.append([])
-            else:
-                scratch.append(kernel.scratch_specs)
-        self.shapes = shapes
-        return scratch
-
-    def _foldable(self, op, ins) -> bool:
-        """An operator whose inputs are all known before any run (DEQUANTIZE of constant
-        weights, arithmetic on constants) runs once, here; its outputs become constants."""
-        present = [s for s in ins if s is not None]
-        return (bool(present) and all(s.data is not None for s in present)
-                and not any(self.tensors[i].is_variable for i in op.outputs))  # fmt: skip
-
-    def _fold(self, k, kernel, op, ins, shapes) -> None:
-        outs = [np.zeros(shapes[i], self.tensors[i].dtype) for i in op.outputs]
-        scr = [np.zeros(shape, dtype) for shape, dtype in kernel.scratch_specs]
-        try:
-            kernel.bind([None if s is None else s.data for s in ins], outs, scr)()
-        except (ValueError, IndexError, FloatingPointError) as e:
-            raise kernel.fail(f"fails on its constant inputs: {e}") from None
-        for i, a in zip(op.outputs, outs):
-            a.flags.writeable = False
-            self.folded[i] = a
-        self.folded_ops.add(k)
-
-    def allocate(self) -> None:
-        scratch = self._prepare()
-        n_ops = len(self.kernels)
-        end = n_ops  # a step after the last operator: outputs live until then
-        first, last = {}, {}
-        for i in self.sg.inputs:
-            first[i] = 0
-            last[i] = 0
-        for k, op in enumerate(self.sg.operators):
-            if k in self.folded_ops:
-                continue
-            for i in op.inputs:
-                if i >= 0 and self._value(i) is None:
-                    first.setdefault(i, 0)
-                    last[i] = max(last.get(i, 0), k)
-            for i in op.outputs:
-                first[i] = k
-                last[i] = max(last.get(i, k), k)
-        # Inputs stay intact for the whole run, as in TFLite, so invoke can run again on them;
-        # outputs live past the last operator.
-        for i in (*self.sg.inputs, *self.sg.outputs):
-            if i in first:
-                last[i] = end
-        for t in self.tensors:
-            if t.index in first and (self.preserve_all or t.is_variable):
-                last[t.index] = end
-            if t.is_variable:
-                first[t.index] = 0
-        buffers = []
-        for i in sorted(first):
-            t = self.tensors[i]
-            if t.dtype is None:
-                raise PrepareError(f"tensor #{i} '{t.name}' has type {t.type_name}, which the "
-                                   "interpreter cannot hold")  # fmt: skip
-            nbytes = int(np.prod(self.shapes[i], dtype=np.int64)) * t.dtype.itemsize
-            buffers.append(Buffer(("t", i), nbytes, first[i], last[i]))
-        for k, specs in enumerate(scratch):
-            for j, (shape, dtype) in enumerate(specs):
-                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-                buffers.append(Buffer(("s", k, j), nbytes, k, k))
-        plan = plan_arena(buffers)
-        self.plan, self.buffers = plan, buffers
-        try:
-            self.arena = np.zeros(plan.arena_size, np.uint8)
-        except MemoryError:
-            big = max(buffers, key=lambda b: b.size)
-            raise PrepareError(f"cannot allocate the tensor arena of {plan.arena_size} bytes "
-                               f"(the largest buffer, {big.key}, takes {big.size} bytes)") from None  # fmt: skip
-
-        def view(key, shape, dtype):
-            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            off = plan.offsets[key]
-            return self.arena[off : off + nbytes].view(dtype).reshape(shape)
-
-        arrays: list[np.ndarray | None] = [None] * len(self.tensors)
-        for t in self.tensors:
-            if self._value(t.index) is not None:
-                arrays[t.index] = self._value(t.index)
-            elif t.index in first:
-                arrays[t.index] = view(("t", t.index), self.shapes[t.index], t.dtype)
-        self.arrays = arrays
-        self.clobbered = self._clobbered(buffers, plan)
-        run = []
-        for k, (kernel, op) in enumerate(zip(self.kernels, self.sg.operators)):
-            if k in self.folded_ops:
-                continue
-            ins = [None if i < 0 else arrays[i] for i in op.inputs]
-            outs = [arrays[i] for i in op.outputs]
-            scr = [view(("s", k, j), shape, dtype) for j, (shape, dtype) in enumerate(scratch[k])]
-            run.append(kernel.bind(ins, outs, scr))
-        self.run = run
-        self.allocated = True
-        self.invoked = False
-
-    @staticmethod
-    def _clobbered(buffers: list[Buffer], plan: ArenaPlan) -> set[int]:
-        """Tensors whose bytes a later buffer reuses: unreadable once invoke has run."""
-        out = set()
-        for a in buffers:
-            if a.key[0] != "t" or not a.size:
-                continue
-            oa = plan.offsets[a.key]
-            for b in buffers:
-                if b.first > a.last and b.size:
-                    ob = plan.offsets[b.key]
-                    if oa < ob + b.size and ob < oa + a.size:
-                        out.add(a.key[1])
-                        break
-        return out
-
-    def invoke(self) -> None:
-        for f in self.run:
-            f()
-        self.invoked = True
-
-    @property
-    def persistent_bytes(self) -> int:
-        """Kernel-owned buffers and the outputs of operators folded into constants."""
-        return (sum(k.persistent_bytes for k in self.kernels)
-                + sum(a.nbytes for a in self.folded.values()))  # fmt: skip
-
-
 class Interpreter:
     """Runs a .tflite model with numpy kernels; the API of LiteRT's Interpreter.
 
@@ -320,6 +125,10 @@ class Interpreter:
             raise UnsupportedOperatorError(unsupported, supported_operators())
         self._preserve = bool(experimental_preserve_all_tensors)
         self._subgraphs: dict[int, _Subgraph] = {}
+        # Resource variables (VAR_HANDLE): (container, shared name) → id, and id → value.
+        self.resource_ids: dict[tuple[str, str], int] = {}
+        self.resources: dict[int, np.ndarray] = {}
+        self.called_once: set[int] = set()  # CALL_ONCE init subgraphs already run
         self._main = self._subgraph(0)
 
     def _subgraph(self, index: int) -> _Subgraph:
@@ -327,14 +136,18 @@ class Interpreter:
             if not 0 <= index < len(self._model.subgraphs):
                 raise ValueError(f"subgraph {index} does not exist (the model has "
                                  f"{len(self._model.subgraphs)})")  # fmt: skip
-            self._subgraphs[index] = _Subgraph(self._model.subgraphs[index], self._preserve)
+            self._subgraphs[index] = self.new_subgraph(index)
         return self._subgraphs[index]
+
+    def new_subgraph(self, index: int) -> _Subgraph:
+        """A fresh execution state of subgraph `index` (control-flow kernels own theirs)."""
+        return _Subgraph(self._model.subgraphs[index], self._preserve, self, index)
 
     # -- allocation and running ------------------------------------------------------------------
 
     def allocate_tensors(self) -> None:
         """Prepares every operator for the current input shapes and plans the arena."""
-        for sg in self._subgraphs.values():
+        for sg in list(self._subgraphs.values()):
             sg.allocate()
 
     def invoke(self) -> None:

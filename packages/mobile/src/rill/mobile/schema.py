@@ -67,7 +67,7 @@ TENSOR_TYPES: dict[int, tuple[str, np.dtype | None]] = {
     10: ("FLOAT64", np.dtype(np.float64)),
     11: ("COMPLEX128", np.dtype(np.complex128)),
     12: ("UINT64", np.dtype(np.uint64)),
-    13: ("RESOURCE", None),
+    13: ("RESOURCE", np.dtype(np.int32)),  # held as an int32 resource id, as in TFLite
     14: ("VARIANT", None),
     15: ("UINT32", np.dtype(np.uint32)),
     16: ("UINT16", np.dtype(np.uint16)),
@@ -323,6 +323,7 @@ def _check_shape(t_index: int, name: str, shape, what: str) -> None:
 
 def _read_subgraph(sg, buffers, opcodes) -> SubGraphDef:
     tensors: list[TensorDef] = []
+    bad: dict[int, str] = {}  # tensor → what is wrong with its data (reported with its readers)
     for i in range(sg.TensorsLength()):
         t = sg.Tensors(i)
         name = _str(t.Name())
@@ -350,7 +351,10 @@ def _read_subgraph(sg, buffers, opcodes) -> SubGraphDef:
             raise ModelFormatError(f"tensor #{i} '{name}' refers to buffer {td.buffer}, but the "
                                    f"model has {len(buffers)} buffers")  # fmt: skip
         if buffers[td.buffer] is not None and not td.sparse:
-            td.data = _tensor_data(td, buffers[td.buffer])
+            try:
+                td.data = _tensor_data(td, buffers[td.buffer])
+            except ModelFormatError as e:
+                bad.setdefault(i, str(e))
         tensors.append(td)
     n = len(tensors)
 
@@ -384,6 +388,10 @@ def _read_subgraph(sg, buffers, opcodes) -> SubGraphDef:
             options_type=opts_type,
             intermediates=_ints(op.IntermediatesAsNumpy()),
         ))  # fmt: skip
+    for i, message in bad.items():
+        users = [f"operator #{op.index} {op.name}" for op in operators if i in op.inputs]
+        where = f"; it is read by {', '.join(users)}" if users else "; no operator reads it"
+        raise ModelFormatError(message + where)
     return SubGraphDef(_str(sg.Name()), tensors, inputs, outputs, operators)
 
 

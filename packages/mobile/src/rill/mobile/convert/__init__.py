@@ -5,7 +5,7 @@
 True
 """
 
-from rill.mobile.convert import array, math, nn  # their import registers the rules
+from rill.mobile.convert import array, elementwise, math, nn  # their import registers the rules
 from rill.mobile.convert.converter import (
     OpsSet,
     Optimize,

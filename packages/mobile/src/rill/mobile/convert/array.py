@@ -36,9 +36,14 @@ def _int32(ctx, op, t, what: str) -> np.ndarray:
 @register_tflite("Reshape")
 def _reshape(ctx, op) -> None:
     x, shape = op.inputs
+    out = ctx.output(op.outputs[0], op)
+    if ctx.const_value(shape) is None:
+        # A computed shape (a dynamic batch: Shape, StridedSlice, Pack), as TF's converter
+        # writes it: the shape is RESHAPE's second input, no new_shape option.
+        ctx.emit("RESHAPE", [ctx.input(x), ctx.input(shape)], [out], {}, op)
+        return
     new_shape = _int32(ctx, op, shape, "shape").reshape(-1)
     ins = [ctx.input(x), ctx.int32_const(new_shape, shape.op.name)]
-    out = ctx.output(op.outputs[0], op)
     ctx.emit("RESHAPE", ins, [out], {"new_shape": new_shape.tolist()}, op)
 
 

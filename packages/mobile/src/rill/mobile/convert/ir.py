@@ -101,6 +101,10 @@ INT8_VERSIONS: dict[str, int] = {
     "DEPTHWISE_CONV_2D": 3,
     "FULLY_CONNECTED": 4,
     "BATCH_MATMUL": 2,
+    "SELECT": 1,
+    "SELECT_V2": 1,
+    "TILE": 3,
+    "REVERSE_V2": 3,
 }
 
 
@@ -179,7 +183,7 @@ class ModelIR:
         return len(self.tensors) - 1
 
     def add_const(self, data: np.ndarray, name: str, quant: QuantParams | None = None) -> int:
-        data = np.ascontiguousarray(data)
+        data = np.asarray(data, order="C")  # (ascontiguousarray would make scalars [1])
         return self.add_tensor(
             TensorIR(name, data.dtype, tuple(data.shape), data=data, quant=quant)
         )

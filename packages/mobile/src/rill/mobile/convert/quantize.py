@@ -52,7 +52,31 @@ SHARED_PARAMS = {
     "STRIDED_SLICE",
     "GATHER",
     "CONCATENATION",
+    "MAXIMUM",
+    "MINIMUM",
+    "SELECT",
+    "SELECT_V2",
+    "REDUCE_MAX",
+    "REDUCE_MIN",
+    "TILE",
+    "SLICE",
+    "REVERSE_V2",
+    "PACK",
+    "UNPACK",
 }
+# Which inputs share the output's parameters (default: input 0 alone).
+SHARED_INPUTS = {
+    "CONCATENATION": None,  # all
+    "PACK": None,
+    "MAXIMUM": None,
+    "MINIMUM": None,
+    "SELECT": (1, 2),
+    "SELECT_V2": (1, 2),
+}
+# Ops left in float inside an int8 model (DEQUANTIZE before, QUANTIZE after), because the
+# reference kernels have no int8 version or rill's interpreter does not reproduce it exactly.
+FLOAT_ONLY = {"NEG", "SQUARE", "FLOOR", "ROUND", "ELU", "DIV", "POW", "FLOOR_DIV", "FLOOR_MOD",
+              "REDUCE_PROD", "SUM", "LOG_SOFTMAX", "CAST", "SHAPE"}  # fmt: skip
 
 
 def _round_half_away(x):
@@ -203,7 +227,7 @@ def _is_float_activation(t: TensorIR) -> bool:
 def _quantized_ops(model: ModelIR, fallback: set[str]) -> set[int]:
     out = set()
     for k, op in enumerate(model.ops):
-        if fallback.intersection(op.fused or (op.layer,)):
+        if fallback.intersection(op.fused or (op.layer,)) or op.code in FLOAT_ONLY:
             continue
         if any(model.tensors[o].dtype == np.float32 for o in op.outputs):
             out.add(k)
@@ -220,10 +244,12 @@ def _activation_params(model, ranges, quantized) -> dict[int, QuantParams]:
         if op.code in FIXED_OUTPUT:
             fixed[op.outputs[0]] = FIXED_OUTPUT[op.code]
         if op.code in SHARED_PARAMS:
-            members = op.inputs if op.code == "CONCATENATION" else op.inputs[:1]
+            which = SHARED_INPUTS.get(op.code, (0,))
+            members = op.inputs if which is None else [op.inputs[j] for j in which]
             for i in members:
                 if i >= 0 and model.tensors[i].dtype == np.float32:
-                    uf.union(i, op.outputs[0])
+                    for o in op.outputs:
+                        uf.union(i, o)
     groups: dict[int, list[int]] = {}
     for i, t in enumerate(model.tensors):
         if t.dtype == np.float32:

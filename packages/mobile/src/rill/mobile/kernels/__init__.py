@@ -4,13 +4,21 @@ them all (see base.py for the kernel phases)."""
 from rill.mobile.kernels import (
     activations,
     array_ops,
+    compare_ops,
+    control,
     conv,
     elementwise,
     fully_connected,
+    indexing,
+    math_ops,
+    normalization,
     pooling,
     quantize,
     reduce,
+    shape_ops,
+    spatial,
+    transpose_conv,
 )
-from rill.mobile.kernels.base import KERNELS, Kernel, TensorSpec, lookup, register
+from rill.mobile.kernels.base import KERNELS, DynamicShape, Kernel, TensorSpec, lookup, register
 
-__all__ = ["KERNELS", "Kernel", "TensorSpec", "lookup", "register"]
+__all__ = ["KERNELS", "DynamicShape", "Kernel", "TensorSpec", "lookup", "register"]

@@ -34,18 +34,26 @@ class _Unary(Kernel):
     """An element-wise operator with one input and an output of the same shape."""
 
     float_ok = True
+    int16_ok = False  # RELU and RELU6 (int8_fn takes the int16 range then)
 
     def prepare(self, inputs, outputs):
         if not inputs or inputs[0] is None:
             raise self.fail("needs one input")
         x, out = inputs[0], outputs[0]
-        self.expect_dtype(x, [np.float32, np.int8])
+        self.expect_dtype(x, [np.float32, np.int8, *((np.int16,) if self.int16_ok else ())])
         self.expect_same_dtype(x, out)
         self.int8 = x.dtype == np.int8
+        self.int16 = x.dtype == np.int16
         if self.int8:
             self.expect_quantized(x)
             self.expect_quantized(out)
             self.table = table_from_int8(lambda q: self.int8_fn(q, x, out), np.int8)
+        elif self.int16:  # the same arithmetic over the 65536 int16 values
+            self.expect_quantized(x)
+            self.expect_quantized(out)
+            q = np.arange(65536, dtype=np.int64).astype(np.uint16).view(np.int16)
+            self.table = np.clip(self.int8_fn(q.astype(np.int64), x, out, (-32768, 32767)),
+                                 -32768, 32767).astype(np.int16)  # fmt: skip
         else:
             self.prepare_float(x)
         return [x.shape]
@@ -58,6 +66,9 @@ class _Unary(Kernel):
 
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0]
+        if self.int16:
+            table, xu = self.table, x.view(np.uint16)
+            return lambda: np.take(table, xu, out=out)
         if self.int8:
             table = self.table
 
@@ -68,21 +79,25 @@ class _Unary(Kernel):
         return self.float_run(x, out)
 
 
-def _requantize_clamped(q, x, out, lo_real: float | None, hi_real: float | None):
+def _requantize_clamped(q, x, out, lo_real: float | None, hi_real: float | None,
+                        bounds=(INT8_MIN, INT8_MAX)):  # fmt: skip
     """QuantizedReluX: MBQM(q − zp_in, s_in / s_out) + zp_out, clamped to the quantized range."""
+    qmin, qmax = bounds
     m0, shift = quantize_multiplier(float(np.float64(x.scale) / np.float64(out.scale)))
     v = multiply_by_quantized_multiplier(q - x.zero_point, m0, shift) + out.zero_point
-    lo = INT8_MIN if lo_real is None else max(INT8_MIN, quantize_value(lo_real, out.scale,
-                                                                       out.zero_point))  # fmt: skip
-    hi = INT8_MAX if hi_real is None else min(INT8_MAX, quantize_value(hi_real, out.scale,
-                                                                       out.zero_point))  # fmt: skip
+    lo = qmin if lo_real is None else max(qmin, quantize_value(lo_real, out.scale,
+                                                               out.zero_point))  # fmt: skip
+    hi = qmax if hi_real is None else min(qmax, quantize_value(hi_real, out.scale,
+                                                               out.zero_point))  # fmt: skip
     return np.clip(v, lo, hi)
 
 
 @register("RELU", max_version=3)
 class Relu(_Unary):
-    def int8_fn(self, q, x, out):
-        return _requantize_clamped(q, x, out, 0.0, None)
+    int16_ok = True
+
+    def int8_fn(self, q, x, out, bounds=(INT8_MIN, INT8_MAX)):
+        return _requantize_clamped(q, x, out, 0.0, None, bounds)
 
     def float_run(self, x, out):
         return lambda: np.maximum(x, 0.0, out=out)
@@ -90,8 +105,10 @@ class Relu(_Unary):
 
 @register("RELU6", max_version=3)
 class Relu6(_Unary):
-    def int8_fn(self, q, x, out):
-        return _requantize_clamped(q, x, out, 0.0, 6.0)
+    int16_ok = True
+
+    def int8_fn(self, q, x, out, bounds=(INT8_MIN, INT8_MAX)):
+        return _requantize_clamped(q, x, out, 0.0, 6.0, bounds)
 
     def float_run(self, x, out):
         return lambda: np.clip(x, 0.0, 6.0, out=out)

@@ -35,9 +35,16 @@ import numpy as np
 from rill.mobile.errors import PrepareError
 from rill.mobile.schema import OperatorDef, Quantization, TensorDef
 
-__all__ = ["TensorSpec", "Kernel", "register", "KERNELS", "lookup"]
+__all__ = ["TensorSpec", "Kernel", "DynamicShape", "register", "KERNELS", "lookup"]
 
 KERNELS: dict[str, type[Kernel]] = {}
+
+
+class DynamicShape(Exception):
+    """Raised by `prepare` when an output's shape depends on values known only at run time (a
+    computed shape, WHERE's count, UNIQUE's size). The interpreter then runs that subgraph
+    *eagerly*: at every invoke, each operator is prepared with every input's current value
+    (`TensorSpec.data`) and its outputs allocated, as TFLite does for dynamic tensors."""
 
 
 @dataclasses.dataclass
@@ -52,10 +59,13 @@ class TensorSpec:
     shape: tuple[int, ...] | None
     quant: Quantization | None
     data: np.ndarray | None
+    signature: tuple[int, ...] | None = None  # the file's shape signature (-1: unknown)
 
     @classmethod
     def of(cls, t: TensorDef, shape: tuple[int, ...] | None) -> TensorSpec:
-        return cls(t.index, t.name, t.dtype, t.type_name, shape, t.quantization, t.data)
+        sig = t.shape_signature if t.shape_signature is not None else t.shape
+        return cls(t.index, t.name, t.dtype, t.type_name, shape, t.quantization, t.data,
+                   tuple(sig))  # fmt: skip
 
     @property
     def scale(self) -> float:
@@ -75,12 +85,20 @@ class Kernel:
 
     op_name: ClassVar[str] = ""
     max_version: ClassVar[int] = 1
+    # False for operators with effects (variables, subgraphs): never run once in prepare even
+    # when every input is a constant.
+    foldable: ClassVar[bool] = True
 
     def __init__(self, op: OperatorDef):
         self.op = op
         self.options = op.options
         self._scratch: list[tuple[tuple[int, ...], np.dtype]] = []
         self.persistent_bytes = 0
+        # Outputs whose values prepare already knows (SHAPE, VAR_HANDLE; in eager mode every
+        # data-dependent operator): the interpreter takes them as constants.
+        self.known: list[np.ndarray] | None = None
+        self.interp = None  # the owning Interpreter (control flow, variables)
+        self.eager = False  # True while prepared with every input's value (see DynamicShape)
 
     # -- prepare-time helpers ------------------------------------------------------------------
 
@@ -104,6 +122,17 @@ class Kernel:
     def begin_prepare(self) -> None:
         self._scratch = []
         self.persistent_bytes = 0
+        self.known = None
+
+    def need_value(self, spec: TensorSpec | None, what: str) -> np.ndarray:
+        """The value of an input that decides an output's shape; DynamicShape when it is known
+        only at run time (the subgraph then runs eagerly)."""
+        if spec is None:
+            raise self.fail(f"the {what} input is missing")
+        if spec.data is None:
+            raise DynamicShape(f"operator #{self.op.index} {self.op.name}: the {what} {spec} is "
+                               "computed at run time")  # fmt: skip
+        return spec.data
 
     @property
     def scratch_specs(self) -> list[tuple[tuple[int, ...], np.dtype]]:

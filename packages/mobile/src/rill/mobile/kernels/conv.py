@@ -3,10 +3,11 @@
 Both run on a padded copy of the input that the kernel owns (its border, 0 or the input zero
 point, is written once in prepare) and on strided patch views built once in bind. CONV_2D is an
 im2col product (one BLAS call, exact for int8, see common.QuantizedGemm); DEPTHWISE_CONV_2D is a
-per-channel contraction over the window taps. int8 results follow the reference kernels: the
+sum of broadcast products, one per window tap, over strided views of the padded input. int8 results follow the reference kernels: the
 accumulator Σ (q_in − zp_in) · q_w + bias, MultiplyByQuantizedMultiplier with the per-channel
 multiplier s_in · s_w[c] / s_out (computed in double), + zp_out, clamped to the fused
-activation's range.
+activation's range. Float inputs with int8 filters (dynamic-range models) run LiteRT's hybrid
+arithmetic (kernels/hybrid.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from rill.mobile.kernels.common import (
     patches,
     quantized_activation,
 )
+from rill.mobile.kernels.hybrid import HybridConv, HybridDepthwise
+from rill.mobile.kernels.int16 import int16_conv, int16_depthwise
 
 __all__ = ["Conv2D", "DepthwiseConv2D"]
 
@@ -98,6 +101,11 @@ class Conv2D(_ConvBase):
         n, oh, ow = self._geometry(x, kh, kw)
         rows, k = n * oh * ow, kh * kw * cin
         act = self.options.get("fused_activation_function", 0)
+        self.i16 = None
+        if x.dtype == np.int16:  # 16x8: kernels/int16.py
+            self.expect_dtype(w, [np.int8], "filter")
+            self.i16 = int16_conv(self, x, w, b, out, self.geom, self.pads, act)
+            return [(n, oh, ow, cout)]
         self.expect_dtype(x, [np.float32, np.int8])
         # im2col is filled fastest as [K, M] when there are few channels (long runs along the
         # output width) and as [M, K] otherwise (runs of C contiguous values).
@@ -106,11 +114,13 @@ class Conv2D(_ConvBase):
             self.int8 = False
             self.expect_dtype(out, [np.float32], "output")
             bdata = None if b is None else self.expect_const(b, "bias").astype(np.float32)
-            if w.dtype == np.int8:  # dynamic-range weights: dequantized once, here
-                wdata = _dequantize_weights(self, w, axis=0)
-            else:
-                self.expect_dtype(w, [np.float32], "filter")
             self.lo, self.hi = float_activation(self, act)
+            self.hybrid = None
+            if w.dtype == np.int8:  # dynamic range: LiteRT's hybrid arithmetic
+                self.expect_quantized(w, per_channel_ok=True)
+                self.hybrid = HybridConv(self, w, bdata, self.geom, self.pads, self.lo, self.hi)
+                return [(n, oh, ow, cout)]
+            self.expect_dtype(w, [np.float32], "filter")
             wk = np.ascontiguousarray(wdata.reshape(cout, k).T, np.float32)
             if bdata is not None:
                 wk = np.vstack([wk, bdata[None, :]])
@@ -144,6 +154,10 @@ class Conv2D(_ConvBase):
         return [(n, oh, ow, cout)]
 
     def bind(self, inputs, outputs, scratch):
+        if self.i16 is not None:
+            return self.i16(inputs[0], outputs[0])
+        if not self.int8 and self.hybrid is not None:
+            return self.hybrid.bind(inputs[0], outputs[0])
         n, h, w, c, oh, ow, kh, kw = self.geom[:8]
         x = inputs[0]
         interior, src = self._source(x, self.padded)
@@ -180,19 +194,6 @@ class Conv2D(_ConvBase):
         return run
 
 
-def _dequantize_weights(kernel: Kernel, w: TensorSpec, axis: int) -> np.ndarray:
-    """Hybrid (dynamic-range) models keep int8 weights with float activations: the interpreter
-    dequantizes such weights once, in prepare, and runs the float kernel."""
-    kernel.expect_quantized(w, per_channel_ok=True)
-    q = w.quant
-    shape = [1] * len(w.shape)
-    if q.per_channel:
-        shape[q.quantized_dimension] = -1
-    scale = q.scale.astype(np.float32).reshape(shape)
-    zp = q.zero_point.astype(np.float32).reshape(shape)
-    return ((w.data.astype(np.float32) - zp) * scale).astype(np.float32)
-
-
 @register("DEPTHWISE_CONV_2D", max_version=7)
 class DepthwiseConv2D(_ConvBase):
     def prepare(self, inputs, outputs):
@@ -217,16 +218,25 @@ class DepthwiseConv2D(_ConvBase):
         n, oh, ow = self._geometry(x, kh, kw)
         rows, taps = n * oh * ow, kh * kw
         act = self.options.get("fused_activation_function", 0)
-        self.expect_dtype(x, [np.float32, np.int8])
         self.mult = mult
+        self.i16 = None
+        if x.dtype == np.int16:  # 16x8: kernels/int16.py
+            self.expect_dtype(w, [np.int8], "filter")
+            self.i16 = int16_depthwise(self, x, w, b, out, self.geom, self.pads, mult, act)
+            return [(n, oh, ow, cout)]
+        self.expect_dtype(x, [np.float32, np.int8])
         if x.dtype == np.float32:
             self.int8 = False
             self.expect_dtype(out, [np.float32], "output")
-            if w.dtype == np.int8:
-                wdata = _dequantize_weights(self, w, axis=3)
-            else:
-                self.expect_dtype(w, [np.float32], "filter")
             self.lo, self.hi = float_activation(self, act)
+            self.hybrid = None
+            if w.dtype == np.int8:  # dynamic range: LiteRT's hybrid arithmetic
+                self.expect_quantized(w, per_channel_ok=True)
+                bdata = None if b is None else self.expect_const(b, "bias")
+                self.hybrid = HybridDepthwise(self, w, bdata, self.geom, self.pads, mult,
+                                              self.lo, self.hi)  # fmt: skip
+                return [(n, oh, ow, cout)]
+            self.expect_dtype(w, [np.float32], "filter")
             ctype = np.dtype(np.float32)
             bias = (np.zeros(cout, np.float32) if b is None
                     else self.expect_const(b, "bias").astype(np.float32))  # fmt: skip
@@ -263,44 +273,53 @@ class DepthwiseConv2D(_ConvBase):
         # w[tap, ic, m]: output channel ic·mult + m, as the [C·mult] filter axis is laid out.
         self.w = wdata.reshape(taps, cin, mult).astype(ctype)
         self.bias = np.asarray(bias).reshape(cin, mult).astype(ctype)
-        self.cols = self.scratch((rows, taps, cin), ctype)
+        self.tmp = self.scratch((n, oh, ow, cin, mult), ctype)
         if self.int8:
-            self.acc_f = self.scratch((rows, cin, mult), ctype)
+            self.acc_f = self.scratch((n, oh, ow, cin, mult), ctype)
         return [(n, oh, ow, cout)]
 
     def bind(self, inputs, outputs, scratch):
+        if self.i16 is not None:
+            return self.i16(inputs[0], outputs[0])
+        if not self.int8 and self.hybrid is not None:
+            return self.hybrid.bind(inputs[0], outputs[0])
         n, h, w, c, oh, ow, kh, kw = self.geom[:8]
         x = inputs[0]
         interior, src = self._source(x, self.padded)
         windows = self._windows(src)
-        cols, wk, bias = scratch[self.cols], self.w, self.bias
-        cols6 = cols.reshape(n, oh, ow, kh, kw, c)
+        wk, bias, mult = self.w, self.bias, self.mult
+        # One strided view [N, OH, OW, C, 1] of the input per tap: the convolution is a sum of
+        # KH·KW broadcast products, no window copy (exact for int8: integers in float64).
+        taps = [windows[:, :, :, ky, kx, :, None] for ky in range(kh) for kx in range(kw)]
+        tmp = scratch[self.tmp]
         out = outputs[0]
+        out5 = out.reshape(n, oh, ow, c, mult)
         rows = n * oh * ow
+        acc = scratch[self.acc_f] if self.int8 else out5
+
+        def accumulate():
+            if interior is not None:
+                np.copyto(interior, x)
+            np.multiply(taps[0], wk[0], out=acc)
+            for t in range(1, len(taps)):
+                np.multiply(taps[t], wk[t], out=tmp)
+                np.add(acc, tmp, out=acc)
+            np.add(acc, bias, out=acc)
+
         if self.int8:
-            acc_f = scratch[self.acc_f]
-            acc2d = acc_f.reshape(rows, -1)
+            acc2d = acc.reshape(rows, -1)
             stage = self.stage.bind(scratch)
             out2d = out.reshape(rows, -1)
 
             def run():
-                if interior is not None:
-                    np.copyto(interior, x)
-                np.copyto(cols6, windows, casting="unsafe")
-                np.einsum("rtc,tcm->rcm", cols, wk, out=acc_f)
-                np.add(acc_f, bias, out=acc_f)
+                accumulate()
                 stage(acc2d, out2d)
 
             return run
         lo, hi = self.lo, self.hi
-        out3 = out.reshape(rows, c, self.mult)
 
         def run():
-            if interior is not None:
-                np.copyto(interior, x)
-            np.copyto(cols6, windows)
-            np.einsum("rtc,tcm->rcm", cols, wk, out=out3)
-            np.add(out3, bias, out=out3)
-            apply_float_activation(out3, lo, hi)
+            accumulate()
+            apply_float_activation(out5, lo, hi)
 
         return run

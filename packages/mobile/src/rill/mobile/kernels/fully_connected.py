@@ -8,6 +8,8 @@ LiteRT's reference kernel does (measured on tie-rich layers: the double rounding
 differs from it about once per thousand outputs).
 BATCH_MATMUL multiplies the last two dimensions (adj_x / adj_y transpose them) and broadcasts
 the others; int8 computes Σ (lhs − zp_lhs)(rhs − zp_rhs) exactly in float64 and requantizes.
+Float inputs with int8 weights (dynamic-range models) run LiteRT's hybrid arithmetic
+(kernels/hybrid.py).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from rill.mobile.kernels.common import (
     float_activation,
     quantized_activation,
 )
-from rill.mobile.kernels.conv import _dequantize_weights
+from rill.mobile.kernels.hybrid import HybridBatchMatMul, HybridFullyConnected
+from rill.mobile.kernels.int16 import int16_fully_connected
 from rill.mobile.quant import Requantizer
 
 __all__ = ["FullyConnected", "BatchMatMul"]
@@ -62,17 +65,24 @@ class FullyConnected(Kernel):
         wdata = self.expect_const(w, "weights")
         act = self.options.get("fused_activation_function", 0)
         self.rows, self.k = rows, k
+        self.i16 = None
+        if x.dtype == np.int16:  # 16x8: kernels/int16.py
+            self.expect_dtype(w, [np.int8], "weights")
+            self.i16 = int16_fully_connected(self, x, w, b, out, rows, k, act)
+            return [out_shape]
         self.expect_dtype(x, [np.float32, np.int8])
         if x.dtype == np.float32:
             self.int8 = False
             self.expect_dtype(out, [np.float32], "output")
-            if w.dtype == np.int8:
-                wdata = _dequantize_weights(self, w, axis=0)
-            else:
-                self.expect_dtype(w, [np.float32], "weights")
-            self.w = np.ascontiguousarray(wdata.T, np.float32)
             self.bias = None if b is None else self.expect_const(b, "bias").astype(np.float32)
             self.lo, self.hi = float_activation(self, act)
+            self.hybrid = None
+            if w.dtype == np.int8:  # dynamic range: LiteRT's hybrid arithmetic
+                self.expect_quantized(w, per_channel_ok=True)
+                self.hybrid = HybridFullyConnected(self, w, self.bias, rows, k, self.lo, self.hi)
+                return [out_shape]
+            self.expect_dtype(w, [np.float32], "weights")
+            self.w = np.ascontiguousarray(wdata.T, np.float32)
         else:
             self.int8 = True
             self.expect_dtype(w, [np.int8], "weights")
@@ -102,6 +112,10 @@ class FullyConnected(Kernel):
         return [out_shape]
 
     def bind(self, inputs, outputs, scratch):
+        if self.i16 is not None:
+            return self.i16(inputs[0], outputs[0])
+        if not self.int8 and self.hybrid is not None:
+            return self.hybrid.bind(inputs[0], outputs[0])
         x2d = inputs[0].reshape(self.rows, self.k)
         out2d = outputs[0].reshape(self.rows, -1)
         if self.int8:
@@ -144,10 +158,17 @@ class BatchMatMul(Kernel):
             raise self.fail(f"batch dimensions of {lhs} and {rhs} do not broadcast") from None
         self.adj = (adj_x, adj_y)
         self.expect_dtype(lhs, [np.float32, np.int8])
+        shape = tuple(batch) + (m, n)
+        self.hybrid = None
+        if lhs.dtype == np.float32 and rhs.dtype == np.int8:  # dynamic range
+            self.expect_const(rhs, "int8 right-hand side of a hybrid BATCH_MATMUL")
+            self.expect_quantized(rhs)
+            self.int8 = False
+            self.hybrid = HybridBatchMatMul(self, rhs, adj_y)
+            return [shape]
         self.expect_same_dtype(lhs, rhs)
         self.expect_same_dtype(lhs, out)
         self.int8 = lhs.dtype == np.int8
-        shape = tuple(batch) + (m, n)
         if self.int8:
             for t in (lhs, rhs, out):
                 self.expect_quantized(t)
@@ -163,6 +184,8 @@ class BatchMatMul(Kernel):
     def bind(self, inputs, outputs, scratch):
         adj_x, adj_y = self.adj
         out = outputs[0]
+        if self.hybrid is not None:
+            return self.hybrid.bind(inputs[0], out, adj_x)
         if not self.int8:
             a = inputs[0].swapaxes(-1, -2) if adj_x else inputs[0]
             b = inputs[1].swapaxes(-1, -2) if adj_y else inputs[1]

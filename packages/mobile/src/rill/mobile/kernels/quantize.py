@@ -1,4 +1,4 @@
-"""QUANTIZE (float32 → int8, and int8/uint8 → int8 requantization) and DEQUANTIZE (int8/uint8 →
+"""QUANTIZE (float32 → int8/int16, and int8/uint8/int16 → int8/int16 requantization) and DEQUANTIZE (int8/uint8 →
 float32, per tensor or per channel; float16 → float32).
 
 QUANTIZE follows the reference AffineQuantize: q = clamp(round(x / scale) + zp), the division in
@@ -14,8 +14,6 @@ import numpy as np
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.lut import apply_table, table_from_int8
 from rill.mobile.quant import (
-    INT8_MAX,
-    INT8_MIN,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
 )
@@ -29,10 +27,12 @@ class Quantize(Kernel):
         x, out = inputs[0], outputs[0]
         if x is None:
             raise self.fail("needs an input")
-        self.expect_dtype(x, [np.float32, np.int8, np.uint8])
-        self.expect_dtype(out, [np.int8], "output")
+        self.expect_dtype(x, [np.float32, np.int8, np.uint8, np.int16])
+        self.expect_dtype(out, [np.int8, np.int16], "output")
         self.expect_quantized(out)
         self.src = x.dtype
+        info = np.iinfo(out.dtype)
+        self.qmin, self.qmax = int(info.min), int(info.max)
         if x.dtype == np.float32:
             self.scale = np.float32(out.scale)
             self.zp = out.zero_point
@@ -43,20 +43,28 @@ class Quantize(Kernel):
             self.expect_quantized(x)
             m = quantize_multiplier(float(np.float64(x.scale) / np.float64(out.scale)))
             zp_in, zp_out = x.zero_point, out.zero_point
-            values = np.arange(256, dtype=np.int64)  # uint8 bit patterns
-            if x.dtype == np.int8:
-                values = values.astype(np.uint8).view(np.int8).astype(np.int64)
+            if x.dtype == np.int16:  # 65536 entries, by uint16 bit pattern
+                values = np.arange(65536, dtype=np.int64).astype(np.uint16).view(np.int16)
+                values = values.astype(np.int64)
+            else:
+                values = np.arange(256, dtype=np.int64)  # uint8 bit patterns
+                if x.dtype == np.int8:
+                    values = values.astype(np.uint8).view(np.int8).astype(np.int64)
             y = multiply_by_quantized_multiplier(values - zp_in, *m) + zp_out
-            self.table = np.clip(y, INT8_MIN, INT8_MAX).astype(np.int8)
+            self.table = np.clip(y, self.qmin, self.qmax).astype(out.dtype)
         return [x.shape]
 
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0]
+        if self.src == np.int16:
+            table, xu = self.table, x.view(np.uint16)
+            return lambda: np.take(table, xu, out=out)
         if self.src != np.float32:
             table = self.table
             return lambda: apply_table(table, x, out)
         t32, t64, half = scratch[self.t32], scratch[self.t64], scratch[self.half]
         scale, zp = self.scale, float(self.zp)
+        qmin, qmax = self.qmin, self.qmax
 
         def run():
             np.divide(x, scale, out=t32)  # in float32, as the reference kernel
@@ -65,7 +73,7 @@ class Quantize(Kernel):
             np.add(t64, half, out=t64)
             np.trunc(t64, out=t64)
             np.add(t64, zp, out=t64)
-            np.clip(t64, INT8_MIN, INT8_MAX, out=t64)
+            np.clip(t64, qmin, qmax, out=t64)
             np.copyto(out, t64, casting="unsafe")
 
         return run

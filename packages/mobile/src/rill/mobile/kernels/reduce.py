@@ -14,7 +14,7 @@ from rill.mobile.kernels.array_ops import _axis, _int_vector
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.quant import Requantizer, quantize_multiplier
 
-__all__ = ["Mean"]
+__all__ = ["Mean", "Sum", "ReduceMax", "ReduceMin", "ReduceProd", "ArgMax", "ArgMin", "Cumsum"]
 
 
 @register("MEAN", max_version=3)
@@ -60,5 +60,141 @@ class Mean(Kernel):
             np.subtract(acc, offset, out=acc)
             requant.apply(acc, tmp)
             np.copyto(out, acc, casting="unsafe")
+
+        return run
+
+
+class _Reduce(Kernel):
+    """SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD over constant axes."""
+
+    ufunc = None
+    int8_ok = True
+    types = (np.float32, np.int32, np.int64, np.int8, np.int16)
+
+    def prepare(self, inputs, outputs):
+        x, a = inputs[0], inputs[1] if len(inputs) > 1 else None
+        if x is None:
+            raise self.fail("needs an input")
+        rank = len(x.shape)
+        axes = sorted({_axis(self, v, rank) for v in _int_vector(self, a, "axis")})
+        keep = bool(self.options.get("keep_dims", False))
+        out = outputs[0]
+        self.expect_dtype(x, self.types)
+        self.expect_same_dtype(x, out)
+        self.axes = tuple(axes)
+        self.keep_shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+        self.count = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+        self.quantized = x.dtype in (np.int8, np.int16) and x.quant is not None
+        if self.quantized:
+            self.expect_quantized(out)
+            self.prepare_quantized(x, out)
+        shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keep or d not in axes)
+        return [shape]
+
+    def prepare_quantized(self, x, out) -> None:
+        self.expect_same_quant(x, out)
+
+    def bind(self, inputs, outputs, scratch):
+        x, out = inputs[0], outputs[0].reshape(self.keep_shape)
+        ufunc, axes = type(self).ufunc, self.axes
+        return lambda: ufunc.reduce(x, axis=axes, keepdims=True, out=out)
+
+
+@register("SUM", max_version=2)
+class Sum(_Reduce):
+    """int8: the int32 sum of the raw values, then, as the reference kernel, in float32:
+    round(sum · (s_in / s_out) − zp_in · (s_in / s_out) · n) + zp_out, clamped."""
+
+    ufunc = np.add
+    types = (np.float32, np.int32, np.int64, np.int8)
+
+    def prepare_quantized(self, x, out):
+        f32 = np.float32
+        self.scale = f32(f32(x.scale) / f32(out.scale))
+        self.bias = f32(f32(-x.zero_point) * self.scale * f32(self.count))
+        self.zp_out = out.zero_point
+        self.same = x.scale == out.scale and x.zero_point == out.zero_point
+
+    def bind(self, inputs, outputs, scratch):
+        if not self.quantized:
+            return super().bind(inputs, outputs, scratch)
+        x, out = inputs[0], outputs[0].reshape(self.keep_shape)
+        axes, scale, bias, zp = self.axes, self.scale, self.bias, self.zp_out
+
+        def run():
+            s = np.sum(x, axis=axes, keepdims=True, dtype=np.int32)
+            v = s.astype(np.float32) * scale + bias
+            v = np.trunc(v + np.copysign(np.float32(0.5), v)) + zp
+            np.copyto(out, np.clip(v, -128, 127), casting="unsafe")
+
+        return run
+
+
+@register("REDUCE_MAX", max_version=3)
+class ReduceMax(_Reduce):
+    ufunc = np.maximum
+
+
+@register("REDUCE_MIN", max_version=3)
+class ReduceMin(_Reduce):
+    ufunc = np.minimum
+
+
+@register("REDUCE_PROD", max_version=2)
+class ReduceProd(_Reduce):
+    ufunc = np.multiply
+    types = (np.float32, np.int32, np.int64)
+
+
+class _ArgMinMax(Kernel):
+    fn = None
+
+    def prepare(self, inputs, outputs):
+        x = inputs[0]
+        axis = _int_vector(self, inputs[1], "axis")
+        if len(axis) != 1:
+            raise self.fail(f"the axis {inputs[1]} must hold one value")
+        self.axis = _axis(self, axis[0], len(x.shape))
+        self.expect_dtype(outputs[0], [np.int32, np.int64], "output")
+        return [tuple(d for a, d in enumerate(x.shape) if a != self.axis)]
+
+    def bind(self, inputs, outputs, scratch):
+        x, out, axis, fn = inputs[0], outputs[0], self.axis, type(self).fn
+        return lambda: np.copyto(out, fn(x, axis=axis), casting="unsafe")
+
+
+@register("ARG_MAX", max_version=3)
+class ArgMax(_ArgMinMax):
+    fn = staticmethod(np.argmax)  # the first of equal maxima, as TFLite
+
+
+@register("ARG_MIN", max_version=3)
+class ArgMin(_ArgMinMax):
+    fn = staticmethod(np.argmin)
+
+
+@register("CUMSUM", max_version=1)
+class Cumsum(Kernel):
+    def prepare(self, inputs, outputs):
+        x = inputs[0]
+        axis = _int_vector(self, inputs[1], "axis")
+        self.axis = _axis(self, axis[0], len(x.shape))
+        self.expect_dtype(x, [np.float32, np.int32, np.int64])
+        self.exclusive = bool(self.options.get("exclusive", False))
+        self.reverse = bool(self.options.get("reverse", False))
+        return [tuple(x.shape)]
+
+    def bind(self, inputs, outputs, scratch):
+        x, out, axis = inputs[0], outputs[0], self.axis
+        exclusive, reverse = self.exclusive, self.reverse
+
+        def run():
+            v = np.flip(x, axis) if reverse else x
+            c = np.cumsum(v, axis=axis, dtype=x.dtype)
+            if exclusive:
+                c = np.concatenate([np.zeros_like(np.take(c, [0], axis=axis)),
+                                    np.take(c, np.arange(c.shape[axis] - 1), axis=axis)],
+                                   axis=axis)  # fmt: skip
+            np.copyto(out, np.flip(c, axis) if reverse else c)
 
         return run

@@ -357,7 +357,9 @@ def export_onnx(graph: Graph, inputs, outputs, opset: int | None = None, session
         inputs: tensors (or names) fed by the model's user; they become graph inputs.
         outputs: tensors (or names) the model computes; they become graph outputs, named after
             the rill tensors (`op` for output 0, `op:k` otherwise).
-        opset: the ai.onnx opset, 13 through the newest the installed onnx ships (default).
+        opset: the ai.onnx opset, 13 through the newest the installed onnx ships. Default:
+            the newest the installed onnxruntime loads, else 21 (see rill.graph.onnx.versions;
+            never one the installed onnxruntime refuses).
         session: a Session holding initialized variables; each variable read becomes an
             initializer with its current value (frozen). Needed only when the subgraph reads
             variables.
@@ -372,8 +374,10 @@ def export_onnx(graph: Graph, inputs, outputs, opset: int | None = None, session
         UnimplementedError: an op with no ONNX export (the message names the op, its printed
             line and the source line that created it).
     """
+    from rill.graph.onnx.versions import default_opset
+
     newest = onnx.defs.onnx_opset_version()
-    opset = newest if opset is None else int(opset)
+    opset = default_opset(MIN_OPSET) if opset is None else int(opset)
     if not MIN_OPSET <= opset <= newest:
         raise ValueError(
             f"export_onnx(): ONNX opset {opset} is outside the supported range "

@@ -36,10 +36,13 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_array,
     import_control_flow,
     import_conv,
+    import_conv_transpose,
     import_linalg,
     import_math,
     import_nn,
     import_reduce,
+    import_resize,
+    import_rnn,
     import_sequence,
     import_shape,
 )

@@ -332,7 +332,8 @@ def resize(n, x, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
         y = op("Round", [y])
         if x.dtype.is_integer:
             info = np.iinfo(x.dtype.np)
-            y = op("ClipByValue", [y, const(info.min, y.dtype), const(info.max, y.dtype)])
+            y = op("Minimum", [op("Maximum", [y, const(info.min, y.dtype)]),
+                               const(info.max, y.dtype)])  # fmt: skip
         y = op("Cast", [y], {"DstT": x.dtype})
     return y
 

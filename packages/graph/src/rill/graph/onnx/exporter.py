@@ -111,6 +111,8 @@ class _Model:
         values = StaticValues(fed, session)
         self.static, self.frozen = values.static, values.frozen
         self.tree: ScopeTree | None = None
+        # ONNX value name → element type, for the values that are tensor sequences.
+        self.sequences: dict[str, int] = {}
 
     def fresh(self, hint: str, nodes: bool = False) -> str:
         used = self.node_names if nodes else self.value_names
@@ -210,6 +212,21 @@ class ExportContext:
                 sname = self.model.initializer(np.array(shape, np.int64), f"{hint}/shape")
                 return self._emit("Reshape", [name, sname], [self.model.fresh(hint)], hint)[0]
         return self._emit("Transpose", [name], [self.model.fresh(hint)], hint, perm=perm)[0]
+
+    def mark_sequence(self, name: str, elem_type: int) -> None:
+        """Records that ONNX value `name` is a sequence of `elem_type` tensors."""
+        self.model.sequences[name] = elem_type
+
+    def sequence_type(self, name: str) -> int | None:
+        """The element type of ONNX value `name` when it is a sequence, else None."""
+        return self.model.sequences.get(name)
+
+    def value_info(self, name: str, t: Tensor, with_shape: bool = True):
+        """The ValueInfo of ONNX value `name` holding rill tensor t (a sequence's when it is)."""
+        elem = self.model.sequences.get(name)
+        if elem is not None:
+            return helper.make_tensor_sequence_value_info(name, elem, None)
+        return _value_info(name, t.dtype, t.shape if with_shape else None)
 
     def bind(self, t: Tensor, name: str, layout: tuple | None = None) -> None:
         if layout is not None and tuple(layout) == tuple(range(len(layout))):
@@ -460,8 +477,8 @@ def _why_not(op_type: str) -> str:
         )
     if op_type.startswith(("ResourceApply", "ResourceSparseApply", "Assign", "ResourceScatter")):
         return ": it updates a variable; the export freezes variables (inference only)"
-    if op_type.startswith(("TensorArray", "Stack")):
-        return ": TensorArrays and stacks have no ONNX tensor equivalent"
+    if op_type.startswith("Stack"):
+        return ": stacks have no ONNX equivalent"
     if "Queue" in op_type:
         return ": queues are input pipelines, outside an ONNX model; feed the dequeued tensors"
     return ""
@@ -502,4 +519,5 @@ from rill.graph.onnx import (  # noqa: E402, F401
     export_gather,
     export_math,
     export_nn,
+    export_sequence,
 )

@@ -119,11 +119,11 @@ def run() -> list[Row]:
                     got = rill_fn(x)
                     err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
                     assert err < 1e-4, f"{name}: rill differs from onnxruntime by {err:.2e}"
-                    rill_ms = measure_time(lambda: rill_fn(x), min_time=0.5, repeats=3)
+                    rill_ms = measure_time(lambda f=rill_fn, v=x: f(v), min_time=0.5, repeats=3)
                 peers = {"onnxruntime": None}
                 if onnxruntime is not None:
                     ort_fn = _ort_session(path, single)
-                    peers["onnxruntime"] = measure_time(lambda: ort_fn(x), min_time=0.5,
+                    peers["onnxruntime"] = measure_time(lambda f=ort_fn, v=x: f(v), min_time=0.5,
                                                         repeats=3)  # fmt: skip
                 threads = "1 thread" if single else "default threads"
                 rows.append(Row(f"ONNX {name}, batch {batch}, {threads}", "ms", rill_ms, peers,

@@ -52,13 +52,18 @@ def depthwise_conv2d_native(strides, padding, explicit_paddings, data_format, di
         n, h, wd, c, oh, ow, pads = _depthwise_geometry(win, xn.shape, kh, kw)
         if kc != c:
             raise InvalidArgumentError(f"input depth {c} differs from the filter's depth {kc}")
-        out = np.zeros((n, oh, ow, c, mult), ct)
+        # With one output per channel the trailing multiplier axis (of size 1) is dropped, so
+        # numpy's inner loops run over the channels instead of over that single element.
+        out = np.zeros((n, oh, ow, c) if mult == 1 else (n, oh, ow, c, mult), ct)
+        taps = w[:, :, :, 0] if mult == 1 else w
         for i, j, rows, cols, first in _taps(win, kh, kw, oh, ow, h, wd, pads):
             if rows[0] >= rows[1] or cols[0] >= cols[1]:
                 continue
-            xs = _in_window(xn, rows, cols, first, win.strides)[..., None]
+            xs = _in_window(xn, rows, cols, first, win.strides)
+            if mult != 1:
+                xs = xs[..., None]
             dst = _out_window(out, rows, cols)
-            dst += xs * w[i, j]
+            dst += xs * taps[i, j]
         out = out.reshape(n, oh, ow, c * mult)
         if small:
             return np.ascontiguousarray(win.from_nhwc(out)).astype(dt, copy=False)

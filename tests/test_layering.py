@@ -50,6 +50,8 @@ EXTRA: dict[str, set[str]] = {
     "rill.graph.onnx.cli": {"rill.exec"},
     # The parity report compares with onnxruntime (a test peer), imported where it runs.
     "rill.graph.onnx.parity": {"rill.exec", "onnxruntime"},
+    # The default export opset is the newest the installed onnxruntime loads (optional import).
+    "rill.graph.onnx.versions": {"onnxruntime"},
     "rill.mobile.convert": {"rill.graph", "rill.exec"},
     # The compiled CPU loops; every kernel keeps a numpy path for when numba is unavailable.
     "rill.exec.kernels._loops": {"numba"},

@@ -1,6 +1,9 @@
 """Per-kernel wall time inside a real training step (no tracing, so no outputs are retained).
 
 python tools/profile_kernels.py            # the CNN train step of tools/bench/cnn_train.py
+python tools/profile_kernels.py --onnx .bench/onnx/resnet18_half_b1.onnx [--threads 1]
+                                           # inference of an ONNX model (its .npz input beside
+                                           # it), per kernel and per op type
 """
 
 from __future__ import annotations
@@ -63,5 +66,54 @@ def main(steps: int = 10) -> None:
         print(f"{total / steps * 1e3:8.2f} ms  {name}")
 
 
+def main_onnx(path: str, steps: int, threads: int | None) -> None:
+    """Per-kernel and per-op-type time of one inference of an imported ONNX model."""
+    common.KernelTable.get = _timed_get
+    from rill.exec import Session
+    from rill.graph.onnx import import_onnx
+
+    if threads:
+        import threadpoolctl
+
+        import rill.exec.kernels.intra_op as intra_op
+
+        threadpoolctl.threadpool_limits(threads)
+        intra_op._THREADS = threads
+    p = pathlib.Path(path)
+    data = np.load(p.with_suffix(".npz"), allow_pickle=False)
+    g, ins, outs = import_onnx(str(p))
+    (x,) = ins.values()
+    (y,) = outs.values()
+    sess = Session(graph=g)
+    for _ in range(2):
+        sess.run(y, {x: data["input"]})
+    STATS.clear()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        sess.run(y, {x: data["input"]})
+    run_ms = (time.perf_counter() - t0) / steps * 1e3
+    print(f"run {run_ms:.2f} ms, kernels {sum(STATS.values()) / steps * 1e3:.2f} ms")
+    by_type: collections.Counter = collections.Counter()
+    count: collections.Counter = collections.Counter()
+    for name, total in STATS.items():
+        by_type[name.split(":")[0]] += total
+        count[name.split(":")[0]] += 1
+    for t, total in by_type.most_common(15):
+        print(f"{total / steps * 1e3:8.2f} ms  {t} (x{count[t]})")
+    print("--")
+    for name, total in STATS.most_common(15):
+        print(f"{total / steps * 1e3:8.2f} ms  {name}")
+
+
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--onnx", help="profile the inference of this ONNX model instead")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None)
+    a = ap.parse_args()
+    if a.onnx:
+        main_onnx(a.onnx, a.steps, a.threads)
+    else:
+        main(a.steps if a.steps != 5 else 10)

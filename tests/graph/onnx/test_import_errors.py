@@ -58,10 +58,12 @@ def test_unknown_op_names_the_node_op_and_opset():
     with pytest.raises(OnnxImportError, match=r"'frob1'.*com\.example::Frobnicate at opset 1"):
         import_onnx(m)
     assert unsupported_ops(m) == [("com.example", "Frobnicate", 1)]
-    node = oh.make_node("Resize", ["x", "", "scales"], ["y"], name="up")
-    scales = nh.from_array(np.array([1.0, 1.0, 2.0, 2.0], np.float32), "scales")
-    m = model([node], [vi("x", shape=[1, 1, 2, 2])], [vi("y")], [scales])
-    with pytest.raises(OnnxImportError, match=r"node 'up' \(Resize, opset 17\).*no import rule"):
+    node = oh.make_node("GridSample", ["x", "grid"], ["y"], name="up")
+    grid = nh.from_array(np.zeros((1, 2, 2, 2), np.float32), "grid")
+    m = model([node], [vi("x", shape=[1, 1, 2, 2])], [vi("y")], [grid])
+    with pytest.raises(
+        OnnxImportError, match=r"node 'up' \(GridSample, opset 17\).*no import rule"
+    ):
         import_onnx(m)
 
 
@@ -126,3 +128,43 @@ def test_unconvertible_old_opset_names_the_op_and_opset():
     msg = str(e.value)
     assert "BatchNormalization (opset 7)" in msg and "Relu" not in msg
     assert "re-export the model at opset 13 or newer" in msg
+
+
+def _loop_model(body_outputs: int, node_outputs: int):
+    """A Loop with one carried value; its body returns `body_outputs` values."""
+    body_nodes = [oh.make_node("Identity", ["c_in"], ["c_out"]),
+                  oh.make_node("Add", ["v_in", "one"], ["v_out"])]  # fmt: skip
+    outs = [vi("c_out", TP.BOOL, []), vi("v_out", shape=[1])]
+    for k in range(body_outputs - 2):
+        body_nodes.append(oh.make_node("Identity", ["v_in"], [f"s{k}"]))
+        outs.append(vi(f"s{k}", shape=[1]))
+    outs = outs[:body_outputs]
+    one = nh.from_array(np.ones(1, np.float32), "one")
+    body = oh.make_graph(body_nodes, "body", [vi("i", TP.INT64, []), vi("c_in", TP.BOOL, []),
+                                              vi("v_in", shape=[1])], outs, [one])  # fmt: skip
+    node_outs = ["v", "s", "t"][:node_outputs]
+    loop = oh.make_node("Loop", ["M", "", "v0"], node_outs, body=body, name="my_loop")
+    return model([loop], [vi("M", TP.INT64, []), vi("v0", shape=[1])],
+                 [vi(o) for o in node_outs])  # fmt: skip
+
+
+def test_loop_whose_body_has_too_few_outputs_is_named():
+    with pytest.raises(OnnxImportError, match=r"node 'my_loop' \(Loop.*body has 1 outputs; "
+                                              r"expected >= 2"):  # fmt: skip
+        import_onnx(_loop_model(body_outputs=1, node_outputs=1))
+
+
+def test_loop_with_more_outputs_than_its_body_makes_is_named():
+    with pytest.raises(OnnxImportError, match=r"node 'my_loop' \(Loop.*Loop has 3 outputs but "
+                                              r"its body makes 3"):  # fmt: skip
+        import_onnx(_loop_model(body_outputs=3, node_outputs=3))
+
+
+def test_a_well_formed_loop_of_the_same_shape_imports():
+    g, ins, outs = import_onnx(_loop_model(body_outputs=3, node_outputs=2))
+    with Session(graph=g) as s:
+        v, scans = s.run(
+            [outs["v"], outs["s"]], {ins["M"]: np.int64(3), ins["v0"]: np.zeros(1, np.float32)}
+        )
+    np.testing.assert_array_equal(v, [3.0])
+    np.testing.assert_array_equal(scans.ravel(), [0.0, 1.0, 2.0])

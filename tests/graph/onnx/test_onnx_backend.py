@@ -29,12 +29,12 @@ CLAIMED = (
     "Softmax", "LogSoftmax", "Hardmax",
     # linear algebra, convolution, pooling, normalization
     "MatMul", "Gemm", "Einsum", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
-    "GlobalMaxPool", "BatchNormalization", "InstanceNormalization", "LayerNormalization",
+    "GlobalMaxPool", "ConvTranspose", "BatchNormalization", "InstanceNormalization", "LayerNormalization",
     "LpNormalization", "MeanVarianceNormalization", "LRN", "Dropout",
     # shapes and data movement
     "Cast", "CastLike", "Concat", "DepthToSpace", "Expand", "Flatten", "Gather", "GatherElements",
     "GatherND", "Identity", "Pad", "Reshape", "Shape", "Size", "Slice", "SpaceToDepth", "Split",
-    "Squeeze", "Tile", "Transpose", "Unsqueeze", "Where",
+    "Squeeze", "Tile", "Transpose", "Unsqueeze", "Where", "Resize",
     # comparisons and logic
     "And", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Not", "Or", "Xor",
     # reductions
@@ -42,6 +42,8 @@ CLAIMED = (
     "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare", "CumSum", "TopK",
     # creation and misc
     "Constant", "ConstantOfShape", "EyeLike", "NonZero", "OneHot", "Range", "Trilu",
+    # recurrent layers
+    "LSTM", "GRU", "RNN",
     # control flow
     "If", "Loop", "Scan",
     # sequences and optionals

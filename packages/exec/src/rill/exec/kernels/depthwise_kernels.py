@@ -19,6 +19,7 @@ from rill.exec.kernels.conv_kernels import (
     _taps,
     _Window,
 )
+from rill.exec.kernels.intra_op import scratch
 from rill.graph.errors import InvalidArgumentError
 
 
@@ -35,23 +36,83 @@ def depthwise_conv2d_native(strides, padding, explicit_paddings, data_format, di
     def compute(x, w):
         dt = x.dtype
         ct = _compute_dtype(dt)
+        small = False
+        if win.nchw and x.ndim == 4 and w.ndim == 4:
+            # Wide planes: work on them in place. Small ones (short rows make numpy's inner
+            # loops short): one contiguous NHWC copy, whose inner loops run over the channels.
+            small = x.shape[3] < 16
+            if not small:
+                return _forward_nchw(win, x.astype(ct, copy=False),
+                                     w.astype(ct, copy=False)).astype(dt, copy=False)  # fmt: skip
         xn = win.to_nhwc(x).astype(ct, copy=False)
+        if small:
+            xn = np.ascontiguousarray(xn)
         w = w.astype(ct, copy=False)
         kh, kw, kc, mult = w.shape
         n, h, wd, c, oh, ow, pads = _depthwise_geometry(win, xn.shape, kh, kw)
         if kc != c:
             raise InvalidArgumentError(f"input depth {c} differs from the filter's depth {kc}")
-        out = np.zeros((n, oh, ow, c, mult), ct)
+        # With one output per channel the trailing multiplier axis (of size 1) is dropped, so
+        # numpy's inner loops run over the channels instead of over that single element.
+        out = np.zeros((n, oh, ow, c) if mult == 1 else (n, oh, ow, c, mult), ct)
+        taps = w[:, :, :, 0] if mult == 1 else w
         for i, j, rows, cols, first in _taps(win, kh, kw, oh, ow, h, wd, pads):
             if rows[0] >= rows[1] or cols[0] >= cols[1]:
                 continue
-            xs = _in_window(xn, rows, cols, first, win.strides)[..., None]
+            xs = _in_window(xn, rows, cols, first, win.strides)
+            if mult != 1:
+                xs = xs[..., None]
             dst = _out_window(out, rows, cols)
-            dst += xs * w[i, j]
+            dst += xs * taps[i, j]
         out = out.reshape(n, oh, ow, c * mult)
+        if small:
+            return np.ascontiguousarray(win.from_nhwc(out)).astype(dt, copy=False)
         return win.from_nhwc(out).astype(dt, copy=False)
 
     return compute
+
+
+def _forward_nchw(win, x, w):
+    """The forward pass on NCHW data in place. The input is zero-padded once (scratch memory),
+    so every tap reads one strided window of whole channel planes; the output is built a block
+    of channels at a time, small enough to stay in cache across the taps. Each output is
+    0 + p(tap 0) + p(tap 1) + ... in the NHWC loop's tap order, and the padding's taps add
+    exact zeros, so the results are bit-identical to the NHWC kernel's."""
+    n, c, h, wd = x.shape
+    kh, kw, kc, mult = w.shape
+    oh, ow, pads = win.resolve(h, wd, kh, kw)
+    if kc != c:
+        raise InvalidArgumentError(f"input depth {c} differs from the filter's depth {kc}")
+    out = np.empty((n, c, mult, oh, ow), x.dtype)
+    if out.size == 0:
+        return out.reshape(n, c * mult, oh, ow)
+    (sh, sw), (dh, dw) = win.strides, win.dilations
+    top, left = pads
+    hp = max((oh - 1) * sh + (kh - 1) * dh + 1, top + h)
+    wp = max((ow - 1) * sw + (kw - 1) * dw + 1, left + wd)
+    if (top, left, hp, wp) == (0, 0, h, wd):
+        xp = x
+    else:
+        xp = scratch("depthwise_pad", n * c * hp * wp, x.dtype).reshape(n, c, hp, wp)
+        xp[...] = 0
+        xp[:, :, top : top + h, left : left + wd] = x
+    plane = mult * oh * ow
+    block = max(1, min(c, 16384 // max(plane, 1)))
+    tmp_all = scratch("depthwise_tap", block * plane, x.dtype)
+    for b in range(n):
+        for c0 in range(0, c, block):
+            c1 = min(c, c0 + block)
+            dst = out[b, c0:c1]
+            dst[...] = 0
+            tmp = tmp_all[: (c1 - c0) * plane].reshape(c1 - c0, mult, oh, ow)
+            src = xp[b, c0:c1, None]
+            for i in range(kh):
+                rows = slice(i * dh, i * dh + (oh - 1) * sh + 1, sh)
+                for j in range(kw):
+                    cols = slice(j * dw, j * dw + (ow - 1) * sw + 1, sw)
+                    np.multiply(src[:, :, rows, cols], w[i, j, c0:c1, :, None, None], out=tmp)
+                    dst += tmp
+    return out.reshape(n, c * mult, oh, ow)
 
 
 @register_kernel("DepthwiseConv2dNativeBackpropInput", **_CONV_KW)

@@ -139,7 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     p.add_argument("--inputs", action="append", required=True, help="x:0,y:0")
     p.add_argument("--outputs", action="append", required=True, help="logits:0")
-    p.add_argument("--opset", type=int, help="ai.onnx opset (default: the newest)")
+    p.add_argument(
+        "--opset",
+        type=int,
+        help="ai.onnx opset (default: the newest the installed onnxruntime loads, else 21)",
+    )
     p.set_defaults(func=_export)
     p = sub.add_parser("parity", help="compare every node's outputs with onnxruntime")
     p.add_argument("model")

@@ -21,15 +21,10 @@ from onnx import TensorProto, helper
 
 from rill.graph.errors import UnimplementedError
 from rill.graph.onnx.export_structure import is_loop_merge
-from rill.graph.onnx.exporter import ExportContext, _value_info, emit_scope, onnx_dtype
+from rill.graph.onnx.exporter import ExportContext, emit_scope
 from rill.graph.onnx.registry import register_onnx_export
 
 __all__ = ["emit_cond", "emit_loop"]
-
-
-def _type_only(name: str, t):
-    """A subgraph output's value info: its element type (shapes may differ per branch)."""
-    return helper.make_tensor_value_info(name, onnx_dtype(t.dtype), None)
 
 
 def _subgraph_outputs(sub: ExportContext, tensors, hint: str) -> list:
@@ -38,9 +33,18 @@ def _subgraph_outputs(sub: ExportContext, tensors, hint: str) -> list:
     sub.op = None
     for t in tensors:
         name = sub.model.fresh(f"{hint}/{ExportContext.tensor_hint(t)}")
-        sub._emit("Identity", [sub.value(t)], [name], name)
-        infos.append(_type_only(name, t))
+        src = sub.value(t)
+        sub._emit("Identity", [src], [name], name)
+        _carry_sequence(sub, src, name)
+        infos.append(sub.value_info(name, t, with_shape=False))
     return infos
+
+
+def _carry_sequence(ctx: ExportContext, src: str, dst: str) -> None:
+    """dst holds what src holds: a sequence when src is one."""
+    elem = ctx.sequence_type(src)
+    if elem is not None:
+        ctx.mark_sequence(dst, elem)
 
 
 def emit_cond(ctx: ExportContext, scope, pred, ops) -> None:
@@ -140,12 +144,13 @@ def emit_loop(ctx: ExportContext, scope, frame: str, ops) -> None:
               helper.make_tensor_value_info(cond_in, TensorProto.BOOL, [])]  # fmt: skip
     for e in invariants:
         body.bind(e.outputs[0], *ctx.value_any(e._inputs[0]))
-    for m in merges:
+    for m, init in zip(merges, initial):
         name = ctx.model.fresh(ExportContext.tensor_hint(m.outputs[0]))
         body.bind(m.outputs[0], name)
         if m in switches:
             body.bind(switches[m].outputs[1], name)
-        inputs.append(_value_info(name, m.outputs[0].dtype, m.outputs[0].shape))
+        _carry_sequence(ctx, init, name)
+        inputs.append(body.value_info(name, m.outputs[0]))
     emit_scope(body, body_scope, body_ops)
     next_names = [body.value(n) for n in nexts]
     again = ExportContext(ctx.model, parent=body, nodes=body.nodes)
@@ -158,10 +163,13 @@ def emit_loop(ctx: ExportContext, scope, frame: str, ops) -> None:
     for n, name in zip(nexts, next_names):
         out = ctx.model.fresh(f"{frame}/next/{ExportContext.tensor_hint(n)}")
         body._emit("Identity", [name], [out], out)
-        outs.append(_type_only(out, n))
+        _carry_sequence(body, name, out)
+        outs.append(body.value_info(out, n, with_shape=False))
     graph = helper.make_graph(body.nodes, f"{frame}/body", inputs, outs)
     ctx.op = loop_cond
     results = ctx.node("Loop", ["", cond0, *initial], len(merges), body=graph)
+    for init, r in zip(initial, results):
+        _carry_sequence(ctx, init, r)
     result_of = {switches[m]: r for m, r in zip(merges, results) if m in switches}
     for x in exits:
         ctx.bind(x.outputs[0], result_of[x._inputs[0].op])

@@ -111,6 +111,8 @@ class _Model:
         values = StaticValues(fed, session)
         self.static, self.frozen = values.static, values.frozen
         self.tree: ScopeTree | None = None
+        # ONNX value name → element type, for the values that are tensor sequences.
+        self.sequences: dict[str, int] = {}
 
     def fresh(self, hint: str, nodes: bool = False) -> str:
         used = self.node_names if nodes else self.value_names
@@ -210,6 +212,21 @@ class ExportContext:
                 sname = self.model.initializer(np.array(shape, np.int64), f"{hint}/shape")
                 return self._emit("Reshape", [name, sname], [self.model.fresh(hint)], hint)[0]
         return self._emit("Transpose", [name], [self.model.fresh(hint)], hint, perm=perm)[0]
+
+    def mark_sequence(self, name: str, elem_type: int) -> None:
+        """Records that ONNX value `name` is a sequence of `elem_type` tensors."""
+        self.model.sequences[name] = elem_type
+
+    def sequence_type(self, name: str) -> int | None:
+        """The element type of ONNX value `name` when it is a sequence, else None."""
+        return self.model.sequences.get(name)
+
+    def value_info(self, name: str, t: Tensor, with_shape: bool = True):
+        """The ValueInfo of ONNX value `name` holding rill tensor t (a sequence's when it is)."""
+        elem = self.model.sequences.get(name)
+        if elem is not None:
+            return helper.make_tensor_sequence_value_info(name, elem, None)
+        return _value_info(name, t.dtype, t.shape if with_shape else None)
 
     def bind(self, t: Tensor, name: str, layout: tuple | None = None) -> None:
         if layout is not None and tuple(layout) == tuple(range(len(layout))):
@@ -357,7 +374,9 @@ def export_onnx(graph: Graph, inputs, outputs, opset: int | None = None, session
         inputs: tensors (or names) fed by the model's user; they become graph inputs.
         outputs: tensors (or names) the model computes; they become graph outputs, named after
             the rill tensors (`op` for output 0, `op:k` otherwise).
-        opset: the ai.onnx opset, 13 through the newest the installed onnx ships (default).
+        opset: the ai.onnx opset, 13 through the newest the installed onnx ships. Default:
+            the newest the installed onnxruntime loads, else 21 (see rill.graph.onnx.versions;
+            never one the installed onnxruntime refuses).
         session: a Session holding initialized variables; each variable read becomes an
             initializer with its current value (frozen). Needed only when the subgraph reads
             variables.
@@ -372,8 +391,10 @@ def export_onnx(graph: Graph, inputs, outputs, opset: int | None = None, session
         UnimplementedError: an op with no ONNX export (the message names the op, its printed
             line and the source line that created it).
     """
+    from rill.graph.onnx.versions import default_opset
+
     newest = onnx.defs.onnx_opset_version()
-    opset = newest if opset is None else int(opset)
+    opset = default_opset(MIN_OPSET) if opset is None else int(opset)
     if not MIN_OPSET <= opset <= newest:
         raise ValueError(
             f"export_onnx(): ONNX opset {opset} is outside the supported range "
@@ -456,8 +477,8 @@ def _why_not(op_type: str) -> str:
         )
     if op_type.startswith(("ResourceApply", "ResourceSparseApply", "Assign", "ResourceScatter")):
         return ": it updates a variable; the export freezes variables (inference only)"
-    if op_type.startswith(("TensorArray", "Stack")):
-        return ": TensorArrays and stacks have no ONNX tensor equivalent"
+    if op_type.startswith("Stack"):
+        return ": stacks have no ONNX equivalent"
     if "Queue" in op_type:
         return ": queues are input pipelines, outside an ONNX model; feed the dequeued tensors"
     return ""
@@ -499,4 +520,5 @@ from rill.graph.onnx import (  # noqa: E402, F401
     export_math,
     export_nn,
     export_special_math,
+    export_sequence,
 )

@@ -88,7 +88,16 @@ def loop(n, m=None, c=None, *initial, body):
         raise OnnxImportError(f"Loop body takes {len(body.input)} inputs; expected {nv + 2}")
     n_scan = len(body.output) - 1 - nv
     if n_scan < 0:
-        raise OnnxImportError(f"Loop body has {len(body.output)} outputs; expected >= {nv + 1}")
+        raise OnnxImportError(
+            f"Loop body has {len(body.output)} outputs; expected >= {nv + 1} (the condition and "
+            f"the {nv} loop-carried value(s))"
+        )
+    if n.num_outputs > nv + n_scan:
+        raise OnnxImportError(
+            f"Loop has {n.num_outputs} outputs but its body makes {len(body.output)} (the "
+            f"condition, {nv} loop-carried value(s), {n_scan} scan output(s)): the body must "
+            f"have 1 + {n.num_outputs} outputs"
+        )
     trip = None if m is None else op("Cast", [_scalar(m)], {"DstT": dtypes.int64})
     keep = const(True, dtypes.bool_) if c is None else _scalar(c)
     scan_vis = list(body.output[1 + nv :])

@@ -36,10 +36,13 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_array,
     import_control_flow,
     import_conv,
+    import_conv_transpose,
     import_linalg,
     import_math,
     import_nn,
     import_reduce,
+    import_resize,
+    import_rnn,
     import_sequence,
     import_shape,
 )
@@ -147,7 +150,7 @@ def _upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
     if v < 9:
         model = rewrite_scan8(model)  # the converter's 8→9 Scan adapter drops the batch axis
     try:
-        return version_converter.convert_version(model, MIN_OPSET)
+        converted = version_converter.convert_version(model, MIN_OPSET)
     except Exception as e:  # the converter raises RuntimeError/ValueError from C++
         culprits = _unconvertible(model, v)
         ops = ", ".join(f"{t} (opset {v})" for t in culprits)
@@ -156,6 +159,23 @@ def _upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
             f"version converter cannot bring {ops} to opset {MIN_OPSET} ({str(e).strip()}); "
             f"re-export the model at opset {MIN_OPSET} or newer"
         ) from None
+    if v <= 10:
+        _resize10_semantics(converted)
+    return converted
+
+
+def _resize10_semantics(model: onnx.ModelProto) -> None:
+    """Opset-10 Resize (and Upsample) sample at x_out / scale, rounding down for nearest; the
+    version converter carries them over without saying so, which would make them half_pixel."""
+    for n in _all_nodes(model.graph):
+        if n.op_type != "Resize" or n.domain not in ("", "ai.onnx"):
+            continue
+        names = {a.name for a in n.attribute}
+        if "coordinate_transformation_mode" not in names:
+            n.attribute.append(helper.make_attribute("coordinate_transformation_mode",
+                                                     "asymmetric"))  # fmt: skip
+        if "nearest_mode" not in names:
+            n.attribute.append(helper.make_attribute("nearest_mode", "floor"))
 
 
 def _unconvertible(model: onnx.ModelProto, version: int) -> list[str]:

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from rill.exec.context import StepState
-from rill.exec.device import CpuDevice, GpuDevice, gpu_available
+from rill.exec.device import CpuDevice, gpu_devices
 from rill.exec.executor.common import KernelTable
 from rill.exec.executor.compiled import CompiledPartition
 from rill.exec.executor.dataflow import DataflowPartition
@@ -39,6 +39,7 @@ from rill.exec.plan.placer import place
 from rill.exec.plan.remap import remap
 from rill.exec.proto import config_pb2
 from rill.exec.rendezvous import LocalRendezvous
+from rill.exec.transfer import CopyingRendezvous, DeviceCopier
 from rill.exec.resources import ResourceMgr
 from rill.graph import dtypes
 from rill.graph.errors import CancelledError, InvalidArgumentError, OpError
@@ -207,13 +208,13 @@ class Session:
         tune_malloc()
         counts = dict(self._config.device_count)
         n_cpu = max(1, counts.get("CPU", 1))
-        n_gpu = counts.get("GPU", gpu_available()) if "GPU" in counts or gpu_available() else 0
-        self._devices = [CpuDevice(i) for i in range(n_cpu)]
-        for i in range(min(n_gpu, gpu_available())):
-            self._devices.append(GpuDevice(i))
+        self._devices = [CpuDevice(i) for i in range(n_cpu)] + gpu_devices(counts.get("GPU"))
         for d in self._devices:
             d.resources = ResourceMgr()
         self._cpu = self._devices[0]
+        # Values crossing between device types are copied by the rendezvous (as TensorFlow's
+        # intra-process rendezvous does); a CPU-only session needs none of that.
+        self._copying = DeviceCopier(self._devices) if len(self._devices) > n_cpu else None
         threads = self._config.inter_op_parallelism_threads or max(2, os.cpu_count() or 2)
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="rill-op")
         self._blocking_pool = ThreadPoolExecutor(256, thread_name_prefix="rill-wait")
@@ -383,7 +384,7 @@ class Session:
         step = StepState(
             next(self._steps),
             deadline,
-            LocalRendezvous() if not plan.single or plan.has_control_flow else None,
+            self._rendezvous() if not plan.single or plan.has_control_flow else None,
             tracing,
         )
         # Kernels follow TensorFlow's silent IEEE semantics (inf, nan), not numpy's warnings.
@@ -394,10 +395,17 @@ class Session:
         slots = plan.element_slots
         return [out[s] if s >= 0 else None for s in slots]
 
+    def _rendezvous(self):
+        if self._copying is None:
+            return LocalRendezvous()
+        return CopyingRendezvous(self._copying)
+
     def _execute(self, plan: _StepPlan, feeds, step) -> list:
         if plan.single and plan.compiled:
             part, ex = plan.partitions[0]
             out = ex.run(feeds, step)
+            if part.device.device_type != "CPU":
+                out = [part.device.to_host(v) for v in out]
             if not plan.direct_order:
                 res = [None] * plan.num_fetches
                 for (i, _, _), v in zip(part.fetches, out):
@@ -429,6 +437,10 @@ class Session:
         if errors:
             real = [e for e in errors if not isinstance(e, CancelledError)]
             raise (real or errors)[0]
+        for part, _ in plan.partitions:
+            if part.device.device_type != "CPU":  # fetched values are host numpy arrays
+                for i, _, _ in part.fetches:
+                    results[i] = part.device.to_host(results[i])
         return [results[i] for i in range(plan.num_fetches)]
 
     @staticmethod

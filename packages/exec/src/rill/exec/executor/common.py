@@ -62,6 +62,10 @@ class KernelTable:
                 compute = instantiate(kdef, op, node.device, node.attrs)
             except OpError as e:
                 raise type(e)(e.message, op=node.op) from None
+            if node.device.device_type != "CPU":
+                from rill.exec.memory_types import device_boundary
+
+                compute = device_boundary(compute, node, node.device, kdef.context)
             k = Kernel(compute, kdef.context, kdef.expensive, kdef.blocking)
             self._kernels[id(node)] = k
         return k

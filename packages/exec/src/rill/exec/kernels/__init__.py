@@ -31,3 +31,4 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     tensor_array_kernels,
     training_kernels,
 )
+from rill.exec.kernels import gpu  # noqa: F401, E402 - GPU kernels (after the CPU ones they extend)

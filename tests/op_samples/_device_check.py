@@ -108,3 +108,41 @@ def _diff(a, b):
         return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
     except Exception:  # noqa: BLE001
         return "?"
+
+
+def _extras():
+    """Forward-only cases for GPU kernels the op samples do not reach (ops without gradients,
+    control flow): compared GPU against CPU like the samples."""
+    from op_samples import Sample, rand
+
+    x = rand(3, 4)
+    ints = np.array([[3, 0, 2], [1, 2, 0]], np.int32)
+    flags = np.array([True, False, True, True])
+    cases = [
+        ("Ceil", [x], lambda a: rg.ceil(a * 3.0)),
+        ("Floor", [x], lambda a: rg.floor(a * 3.0)),
+        ("Round", [x], lambda a: rg.round(a * 3.0)),
+        ("Cos", [x], lambda a: rg.cos(a)),
+        ("LogicalAnd", [flags], lambda a: rg.logical_and(a, rg.logical_not(a))),
+        ("LogicalOr", [flags], lambda a: rg.logical_or(a, rg.logical_not(a))),
+        ("NotEqual", [x], lambda a: rg.not_equal(a, a * 2.0)),
+        ("OneHot", [ints], lambda a: rg.one_hot(a, 4)),
+        ("OnesLike", [x], lambda a: rg.get_default_graph().create_op("OnesLike", [a]).outputs[0] + a),
+        ("All", [flags], lambda a: rg.reduce_all(a)),
+        ("Any", [flags], lambda a: rg.reduce_any(rg.logical_not(a))),
+        ("ArgMax", [x], lambda a: rg.argmax(a, 1)),
+        ("ArgMin", [x], lambda a: rg.argmin(a, 0)),
+        ("Where", [x], lambda a: rg.where(a > 0)),
+        ("InvertPermutation", [np.array([2, 0, 1], np.int32)],
+         lambda a: rg.invert_permutation(a)),
+        ("Rank", [x], lambda a: rg.rank(rg.placeholder_with_default(a, None)) + 0),
+        ("ShapeN", [x], lambda a: rg.shape_n([a, rg.transpose(a)])),
+        ("StopGradient", [x], lambda a: rg.stop_gradient(a) * 2.0),
+        ("while_loop", [x], lambda a: rg.while_loop(
+            lambda i, v: i < 5, lambda i, v: (i + 1, rg.tanh(v) * 1.5), [rg.constant(0), a])[1]),
+        ("cond", [x], lambda a: rg.cond(rg.reduce_sum(a) > 0, lambda: a * 2.0, lambda: a - 1.0)),
+    ]  # fmt: skip
+    return [Sample(op, inputs, build, name="extra") for op, inputs, build in cases]
+
+
+EXTRAS = _extras()

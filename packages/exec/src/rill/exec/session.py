@@ -39,8 +39,8 @@ from rill.exec.plan.placer import place
 from rill.exec.plan.remap import remap
 from rill.exec.proto import config_pb2
 from rill.exec.rendezvous import LocalRendezvous
-from rill.exec.transfer import CopyingRendezvous, DeviceCopier
 from rill.exec.resources import ResourceMgr
+from rill.exec.transfer import CopyingRendezvous, DeviceCopier
 from rill.graph import dtypes
 from rill.graph.errors import CancelledError, InvalidArgumentError, OpError
 from rill.graph.graph import Operation, Tensor, default_session, get_default_graph

@@ -110,7 +110,11 @@ class _Flags:
     __slots__ = ("c_contiguous", "f_contiguous", "owndata")
 
     def __init__(self, f):
-        self.c_contiguous, self.f_contiguous, self.owndata = f.c_contiguous, f.f_contiguous, f.owndata
+        self.c_contiguous, self.f_contiguous, self.owndata = (
+            f.c_contiguous,
+            f.f_contiguous,
+            f.owndata,
+        )
 
 
 class _Fn:
@@ -236,19 +240,47 @@ def _binary(name):
     return op
 
 
-for _n in (
-    "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift lt le gt ge eq ne "
-    "radd rsub rmul rtruediv rfloordiv rmod rpow rmatmul rand ror rxor"
-).split():
+for _n in [
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "matmul",
+    "and",
+    "or",
+    "xor",
+    "lshift",
+    "rshift",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "eq",
+    "ne",
+    "radd",
+    "rsub",
+    "rmul",
+    "rtruediv",
+    "rfloordiv",
+    "rmod",
+    "rpow",
+    "rmatmul",
+    "rand",
+    "ror",
+    "rxor",
+]:
     setattr(SimArray, f"__{_n}__", _binary(f"__{_n}__"))
-for _n in "iadd isub imul itruediv ifloordiv imod ipow iand ior ixor".split():
+for _n in ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor"]:
 
     def _inplace(self, other, _n=_n):
         getattr(self._a, f"__{_n}__")(_unwrap(other, _n))
         return self
 
     setattr(SimArray, f"__{_n}__", _inplace)
-for _n in "neg pos abs invert".split():
+for _n in ["neg", "pos", "abs", "invert"]:
     setattr(SimArray, f"__{_n}__", lambda self, _n=_n: SimArray(getattr(self._a, f"__{_n}__")()))
 SimArray.__hash__ = None  # type: ignore[assignment]
 
@@ -258,28 +290,219 @@ SimArray.__hash__ = None  # type: ignore[assignment]
 # numpy names the stand-in exposes (cupy has each of them); anything else is an AttributeError,
 # as it would be on cupy.
 _FUNCTIONS = frozenset(
-    """abs absolute add all allclose amax amin any arange arccos arccosh arcsin arcsinh arctan
-    arctan2 arctanh argmax argmin argsort argwhere around array_equal atleast_1d atleast_2d
-    bincount bitwise_and bitwise_not bitwise_or bitwise_xor broadcast_arrays broadcast_shapes
-    broadcast_to ceil clip concatenate conj conjugate copy copysign cos cosh count_nonzero cumprod
-    cumsum diag diagonal divide dot einsum empty empty_like equal exp exp2 expand_dims expm1 eye
-    fabs flip floor floor_divide fmax fmin fmod full full_like greater greater_equal hypot
-    identity imag invert isclose isfinite isinf isnan left_shift less less_equal linspace log
-    log10 log1p log2 logaddexp logical_and logical_not logical_or logical_xor matmul max maximum
-    mean min minimum mod moveaxis multiply nan_to_num nanmax nanmin ndim negative nonzero
-    not_equal ones ones_like outer pad positive power prod ravel real reciprocal remainder repeat
-    reshape right_shift rint roll rollaxis round sign signbit sin sinh sort split sqrt square
-    squeeze stack std subtract sum swapaxes take take_along_axis tan tanh tensordot tile trace
-    transpose tril triu true_divide trunc unique var vstack hstack where zeros zeros_like
-    searchsorted cbrt deg2rad rad2deg heaviside lexsort partition argpartition indices
-    unravel_index ravel_multi_index put_along_axis""".split()
+    [
+        "abs",
+        "absolute",
+        "add",
+        "all",
+        "allclose",
+        "amax",
+        "amin",
+        "any",
+        "arange",
+        "arccos",
+        "arccosh",
+        "arcsin",
+        "arcsinh",
+        "arctan",
+        "arctan2",
+        "arctanh",
+        "argmax",
+        "argmin",
+        "argsort",
+        "argwhere",
+        "around",
+        "array_equal",
+        "atleast_1d",
+        "atleast_2d",
+        "bincount",
+        "bitwise_and",
+        "bitwise_not",
+        "bitwise_or",
+        "bitwise_xor",
+        "broadcast_arrays",
+        "broadcast_shapes",
+        "broadcast_to",
+        "ceil",
+        "clip",
+        "concatenate",
+        "conj",
+        "conjugate",
+        "copy",
+        "copysign",
+        "cos",
+        "cosh",
+        "count_nonzero",
+        "cumprod",
+        "cumsum",
+        "diag",
+        "diagonal",
+        "divide",
+        "dot",
+        "einsum",
+        "empty",
+        "empty_like",
+        "equal",
+        "exp",
+        "exp2",
+        "expand_dims",
+        "expm1",
+        "eye",
+        "fabs",
+        "flip",
+        "floor",
+        "floor_divide",
+        "fmax",
+        "fmin",
+        "fmod",
+        "full",
+        "full_like",
+        "greater",
+        "greater_equal",
+        "hypot",
+        "identity",
+        "imag",
+        "invert",
+        "isclose",
+        "isfinite",
+        "isinf",
+        "isnan",
+        "left_shift",
+        "less",
+        "less_equal",
+        "linspace",
+        "log",
+        "log10",
+        "log1p",
+        "log2",
+        "logaddexp",
+        "logical_and",
+        "logical_not",
+        "logical_or",
+        "logical_xor",
+        "matmul",
+        "max",
+        "maximum",
+        "mean",
+        "min",
+        "minimum",
+        "mod",
+        "moveaxis",
+        "multiply",
+        "nan_to_num",
+        "nanmax",
+        "nanmin",
+        "ndim",
+        "negative",
+        "nonzero",
+        "not_equal",
+        "ones",
+        "ones_like",
+        "outer",
+        "pad",
+        "positive",
+        "power",
+        "prod",
+        "ravel",
+        "real",
+        "reciprocal",
+        "remainder",
+        "repeat",
+        "reshape",
+        "right_shift",
+        "rint",
+        "roll",
+        "rollaxis",
+        "round",
+        "sign",
+        "signbit",
+        "sin",
+        "sinh",
+        "sort",
+        "split",
+        "sqrt",
+        "square",
+        "squeeze",
+        "stack",
+        "std",
+        "subtract",
+        "sum",
+        "swapaxes",
+        "take",
+        "take_along_axis",
+        "tan",
+        "tanh",
+        "tensordot",
+        "tile",
+        "trace",
+        "transpose",
+        "tril",
+        "triu",
+        "true_divide",
+        "trunc",
+        "unique",
+        "var",
+        "vstack",
+        "hstack",
+        "where",
+        "zeros",
+        "zeros_like",
+        "searchsorted",
+        "cbrt",
+        "deg2rad",
+        "rad2deg",
+        "heaviside",
+        "lexsort",
+        "partition",
+        "argpartition",
+        "indices",
+        "unravel_index",
+        "ravel_multi_index",
+        "put_along_axis",
+        "copyto",
+    ]
 )
 # Names passed through unchanged (dtypes, type objects, constants, type helpers).
 _PASSTHROUGH = frozenset(
-    """bool_ int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 complex64
-    complex128 dtype finfo iinfo result_type promote_types can_cast issubdtype integer floating
-    complexfloating number signedinteger unsignedinteger inexact generic pi e inf nan newaxis
-    shape size intp""".split()
+    [
+        "bool_",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+        "dtype",
+        "finfo",
+        "iinfo",
+        "result_type",
+        "promote_types",
+        "can_cast",
+        "issubdtype",
+        "integer",
+        "floating",
+        "complexfloating",
+        "number",
+        "signedinteger",
+        "unsignedinteger",
+        "inexact",
+        "generic",
+        "pi",
+        "e",
+        "inf",
+        "nan",
+        "newaxis",
+        "shape",
+        "size",
+        "intp",
+    ]
 )
 
 

@@ -11,6 +11,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     depthwise_kernels,
     fused_kernels,
     gather_kernels,
+    gpu,  # noqa: F401, E402 - GPU kernels (after the CPU ones they extend)
     grad_kernels,
     internal_kernels,
     io_kernels,
@@ -31,4 +32,3 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     tensor_array_kernels,
     training_kernels,
 )
-from rill.exec.kernels import gpu  # noqa: F401, E402 - GPU kernels (after the CPU ones they extend)

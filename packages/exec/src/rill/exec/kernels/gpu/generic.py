@@ -18,8 +18,22 @@ from rill.exec.kernels.array_kernels import fmt_shape, scalar_arg
 from rill.graph import dtypes
 from rill.graph.errors import InvalidArgumentError
 
-OPS = "All Any ArgMax ArgMin Cast Cumsum DynamicStitch Max Mean Min Prod Sign Sum".split()
-VIA_HOST = ("Range", "ScatterNd")
+OPS = [
+    "All",
+    "Any",
+    "ArgMax",
+    "ArgMin",
+    "Cast",
+    "Cumsum",
+    "DynamicStitch",
+    "Max",
+    "Mean",
+    "Min",
+    "Prod",
+    "Sign",
+    "Sum",
+]
+VIA_HOST = ("Range", "ScatterNd", "Unique")
 
 for _op in OPS:
     for _k in kernel_registry.lookup(_op, ("CPU",), ()) or ():
@@ -60,8 +74,15 @@ for _op in VIA_HOST:
 
 
 _NUMERIC = {
-    "T": (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.complex128,
-          dtypes.int32, dtypes.int64)  # fmt: skip
+    "T": (
+        dtypes.float16,
+        dtypes.float32,
+        dtypes.float64,
+        dtypes.complex64,
+        dtypes.complex128,
+        dtypes.int32,
+        dtypes.int64,
+    )  # fmt: skip
 }
 
 
@@ -93,7 +114,9 @@ def unsorted_segment_sum(xp):
         if ids.size and bool(too_big.any()):
             i = int(xp.argmax(too_big))
             where = ",".join(str(int(k)) for k in np.unravel_index(i, segment_ids.shape))
-            raise InvalidArgumentError(f"segment_ids[{where}] = {int(ids[i])} is out of range [0, {n})")
+            raise InvalidArgumentError(
+                f"segment_ids[{where}] = {int(ids[i])} is out of range [0, {n})"
+            )
         # Slices with a negative id are dropped (as in TensorFlow): they go to a spare row.
         out = xp.zeros((n + 1,) + rest, data.dtype)
         ids = xp.where(ids < 0, n, ids)

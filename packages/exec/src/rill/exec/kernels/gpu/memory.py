@@ -14,7 +14,6 @@ _INPUTS = {
     "ExpandDims": ("dim",),
     "Fill": ("dims",),
     "GatherV2": ("axis",),
-    "InvertPermutation": ("x",),
     "MirrorPad": ("paddings",),
     "MirrorPadGrad": ("paddings",),
     "OneHot": ("depth",),
@@ -57,7 +56,6 @@ _OUTPUTS = {
     "Rank": ("output",),
     "BroadcastGradientArgs": ("r0", "r1"),
     "ConcatOffset": ("offset",),
-    "InvertPermutation": ("y",),
 }
 
 for _op, _names in _INPUTS.items():

@@ -21,7 +21,6 @@ from rill.exec.kernels.conv_kernels import (
     _check_shape,
     _groups,
     _in_window,
-    _out_window,
     _sizes_vector,
     _taps,
     _Window,

@@ -14,6 +14,11 @@ import inspect
 import numpy as np
 
 from rill.exec.kernel_registry import kernel_registry, register_kernel
+from rill.exec.kernels import (  # noqa: F401 - the CPU kernels registered again here come first
+    gather_kernels,
+    math_kernels,
+    reduction_kernels,
+)
 from rill.exec.kernels.array_kernels import fmt_shape, scalar_arg
 from rill.graph import dtypes
 from rill.graph.errors import InvalidArgumentError
@@ -34,6 +39,10 @@ OPS = [
     "Sum",
 ]
 VIA_HOST = ("Range", "ScatterNd", "Unique")
+
+for _op in (*OPS, *VIA_HOST):
+    if not kernel_registry.lookup(_op, ("CPU",), ()):
+        raise ImportError(f"rill.exec.kernels.gpu: no CPU kernel for {_op} to extend")
 
 for _op in OPS:
     for _k in kernel_registry.lookup(_op, ("CPU",), ()) or ():

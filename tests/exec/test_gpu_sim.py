@@ -88,11 +88,15 @@ def test_sample_on_simulated_gpu_matches_cpu(sim, s, grad):
     assert ok, f"{s.id} ({'gradient' if grad else 'forward'}): {msg}"
 
 
-@pytest.mark.parametrize("s", EXTRAS, ids=[s.op_type for s in EXTRAS])
-def test_extra_case_on_simulated_gpu_matches_cpu(sim, s):
-    ok, msg, on_gpu = compare(s, False)
-    assert ok, f"{s.op_type}: {msg}"
-    if s.op_type[0].isupper():
+_EXTRA_CASES = [(s, False) for s in EXTRAS] + [(s, True) for s in EXTRAS if s.name == "extra-grad"]
+
+
+@pytest.mark.parametrize("s,grad", _EXTRA_CASES,
+                         ids=[f"{s.op_type}-{'grad' if g else 'fwd'}" for s, g in _EXTRA_CASES])  # fmt: skip
+def test_extra_case_on_simulated_gpu_matches_cpu(sim, s, grad):
+    ok, msg, on_gpu = compare(s, grad)
+    assert ok and not msg, f"{s.op_type}: {msg}"
+    if s.op_type[0].isupper() and not grad:
         assert s.op_type in on_gpu
 
 
@@ -115,6 +119,8 @@ _RUN_ELSEWHERE = {
     "DestroyResourceOp": "test_variable_ops_on_gpu_match_cpu",
     "NoOp": "test_variable_ops_on_gpu_match_cpu",
     "ControlTrigger": "executor-implemented (no value): registered so placement allows it",
+    "StackCloseV2": "test_stacks_on_gpu_swap_memory",
+    "TensorArrayGradWithShape": "test_tensor_array_grad_with_shape_on_gpu",
 }
 
 
@@ -127,8 +133,8 @@ def test_every_gpu_kernel_is_run_by_some_test(sim):
         for s in ss:
             for grad in (False, True):
                 ran |= compare(s, grad)[2]
-    for s in EXTRAS:
-        ran |= compare(s, False)[2]
+    for s, grad in _EXTRA_CASES:
+        ran |= compare(s, grad)[2]
     ran |= {f"Resource{k}Apply{n}" for k in ("", "Sparse") for n in _APPLIED}
     gpu_ops = {o for o in kernel_registry.ops() if has_kernel(o, "GPU")}
     missing = gpu_ops - ran - set(_RUN_ELSEWHERE)
@@ -458,3 +464,88 @@ def test_variable_ops_on_gpu_match_cpu(sim):
 
     for a, b in zip(run(True), run(False)):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_stacks_on_gpu_swap_memory(swap):
+    """Pushes with swap_memory move the saved values to host memory and pops bring them back;
+    without it they stay on the device. Either way the values come back unchanged."""
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [4])
+        h = rg.stack_v2(-1, rg.float32)
+        p1 = rg.stack_push_v2(h, x * 2.0, swap_memory=swap)
+        p2 = rg.stack_push_v2(h, x * 3.0, swap_memory=swap)
+        g2 = rg.get_default_graph()
+        with g2.control_dependencies([p2.op, p1.op]):
+            a = rg.stack_pop_v2(h, rg.float32)
+        with g2.control_dependencies([a.op]):
+            b = rg.stack_pop_v2(h, rg.float32)
+        with g2.control_dependencies([b.op]):
+            close = rg.stack_close_v2(h)
+    with simulated_gpus(1):
+        sess = Session(graph=g)
+    with sess:
+        gpu = sess._devices[-1]
+        xv = np.arange(4, dtype=np.float32)
+        out = sess.run([a, b, close], {x: xv})
+        np.testing.assert_array_equal(out[0], xv * 3.0)
+        np.testing.assert_array_equal(out[1], xv * 2.0)
+        assert {"StackPushV2", "StackPopV2", "StackCloseV2"} <= _placed(sess)["GPU"]
+        assert gpu.swapped_bytes == (32 if swap else 0)
+
+
+def test_dynamic_rnn_swap_memory_on_gpu_matches_cpu():
+    """An LSTM's saved activations go to the host with swap_memory; gradients are unchanged."""
+    import rill.train as rt
+    from rill.autodiff import gradients
+
+    def run(gpu, swap):
+        g = rg.Graph()
+        with g.as_default():
+            g.seed = 0
+            x = rg.placeholder(rg.float32, [6, 2, 3])
+            cell = rt.BasicLSTMCell(4)
+            out, _ = rt.dynamic_rnn(cell, x, dtype=rg.float32, time_major=True,
+                                    swap_memory=swap)  # fmt: skip
+            loss = rg.reduce_mean(rg.square(out))
+            params = rg.trainable_variables()
+            grads = gradients(loss, params)
+            init = rg.global_variables_initializer()
+            assign = [p.assign(np.full(p.shape.as_list(), 0.05, np.float32)) for p in params]
+        cfg = None if gpu else ConfigProto(device_count={"GPU": 0})
+        with simulated_gpus(1):
+            s = Session(graph=g, config=cfg)
+        with s:
+            s.run(init)
+            s.run(assign)
+            xv = np.random.default_rng(0).standard_normal((6, 2, 3)).astype(np.float32)
+            vals = s.run(grads, {x: xv})
+            swapped = s._devices[-1].swapped_bytes if gpu else 0
+            placed = _placed(s)
+        return vals, swapped, placed
+
+    want, _, _ = run(False, False)
+    plain, no_swap, _ = run(True, False)
+    swapped, moved, placed = run(True, True)
+    assert {"StackPushV2", "TensorArrayReadV3", "MatMul"} <= placed["GPU"]
+    assert no_swap == 0 and moved > 0
+    for a, b, c in zip(want, plain, swapped):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)
+        np.testing.assert_array_equal(c, b)
+
+
+def test_tensor_array_grad_with_shape_on_gpu(sim):
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [3, 2])
+        ta = rg.TensorArray(rg.float32, size=3).unstack(x)
+        op = g.create_op("TensorArrayGradWithShape",
+                         [ta.handle, ta.flow, rg.constant([2], rg.int32)],
+                         {"source": "s"})  # fmt: skip
+        gta = rg.TensorArray(rg.float32, handle=op.outputs[0], flow=op.outputs[1])
+        r = gta.read(1)
+    with Session(graph=g) as sess:
+        got = sess.run(r, {x: np.ones((3, 2), np.float32)})
+        assert "TensorArrayGradWithShape" in _placed(sess)["GPU"]
+        np.testing.assert_array_equal(got, np.zeros((2, 2), np.float32))

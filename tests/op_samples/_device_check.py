@@ -138,11 +138,34 @@ def _extras():
         ("Rank", [x], lambda a: rg.rank(rg.placeholder_with_default(a, None)) + 0),
         ("ShapeN", [x], lambda a: rg.shape_n([a, rg.transpose(a)])),
         ("StopGradient", [x], lambda a: rg.stop_gradient(a) * 2.0),
+    ]  # fmt: skip
+    # Programs whose gradients run the loop and TensorArray kernels (stacks for the saved
+    # forward values, gradient TensorArrays): checked forward and gradient.
+    programs = [
         ("while_loop", [x], lambda a: rg.while_loop(
             lambda i, v: i < 5, lambda i, v: (i + 1, rg.tanh(v) * 1.5), [rg.constant(0), a])[1]),
         ("cond", [x], lambda a: rg.cond(rg.reduce_sum(a) > 0, lambda: a * 2.0, lambda: a - 1.0)),
+        ("map_fn", [x], lambda a: rg.map_fn(lambda r: rg.tanh(r) * 2.0, a)),
+        ("scan", [x], lambda a: rg.scan(lambda acc, r: acc * 0.5 + rg.tanh(r), a)),
+        ("TensorArrayConcatV3", [x],
+         lambda a: rg.reshape(rg.TensorArray(a.dtype, size=2, infer_shape=False)
+                              .split(a, [1, 2]).concat(), [3, 4]) * 2.0),
+        ("TensorArraySizeV3", [x], lambda a: a * rg.cast(
+            rg.TensorArray(a.dtype, size=0, dynamic_size=True).unstack(a).size(), a.dtype)),
     ]  # fmt: skip
-    return [Sample(op, inputs, build, name="extra") for op, inputs, build in cases]
+    cases.append(("TensorArrayCloseV3", [x], _closed_stack))
+    out = [Sample(op, inputs, build, name="extra") for op, inputs, build in cases]
+    return out + [Sample(op, inputs, build, name="extra-grad") for op, inputs, build in programs]
+
+
+def _closed_stack(a):
+    ta = rg.TensorArray(a.dtype, size=3).unstack(a)
+    v = ta.stack()
+    g = rg.get_default_graph()
+    with g.control_dependencies([v]):
+        closed = ta.close()
+    with g.control_dependencies([closed]):
+        return rg.identity(v) * 3.0
 
 
 EXTRAS = _extras()

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 
@@ -62,6 +63,9 @@ class GpuDevice(Device):
         self._ndarray = cupy.ndarray
         with cupy.cuda.Device(index):
             self.copy_stream = cupy.cuda.Stream(non_blocking=True)  # swap_memory's copies
+        self._in_flight: list = []  # (event, arrays kept alive until the event completes)
+        self._swap_lock = threading.Lock()
+        self.swapped_bytes = 0  # bytes moved to the host by swap_out (a counter for tests)
 
     def to_host(self, value):
         if type(value) is self._ndarray:
@@ -74,6 +78,49 @@ class GpuDevice(Device):
                 return value  # no device form: stays on the host
             return self._cupy.asarray(value)
         return value
+
+    # -- swap_memory: device <-> pinned host copies on the copy stream ----------------------------
+
+    def _keep_until(self, event, *arrays) -> None:
+        with self._swap_lock:
+            self._in_flight = [(e, a) for e, a in self._in_flight if not e.done]
+            self._in_flight.append((event, arrays))
+
+    def swap_out(self, value):
+        """A Swapped copy of device array `value` in pinned host memory, copied on the copy
+        stream once the compute stream has produced it (the caller does not wait)."""
+        from rill.exec.kernels.gpu.loops import Swapped
+
+        cp = self._cupy
+        if type(value) is not self._ndarray:
+            return value
+        import cupyx
+
+        ready = cp.cuda.Event(disable_timing=True)
+        ready.record()
+        s = self.copy_stream
+        s.wait_event(ready)
+        host = cupyx.empty_pinned(value.shape, value.dtype)
+        value.get(stream=s, out=host, blocking=False)
+        done = cp.cuda.Event(disable_timing=True)
+        done.record(s)
+        self._keep_until(done, value, host)  # the device array lives until its copy is done
+        self.swapped_bytes += value.nbytes
+        return Swapped(host, done, None)
+
+    def swap_in(self, swapped):
+        """The device array back from a Swapped value: copied on the copy stream; the compute
+        stream waits for the copy before any later kernel reads it."""
+        cp = self._cupy
+        s = self.copy_stream
+        s.wait_event(swapped.done)
+        dev = cp.empty(swapped.host.shape, swapped.host.dtype)
+        dev.set(swapped.host, stream=s)
+        done = cp.cuda.Event(disable_timing=True)
+        done.record(s)
+        cp.cuda.get_current_stream().wait_event(done)
+        self._keep_until(done, swapped.host)
+        return dev
 
 
 @functools.lru_cache(maxsize=1)

@@ -648,6 +648,20 @@ class SimGpuDevice(Device):
             return SimArray(np.asarray(value))
         return value
 
+    swapped_bytes = 0  # bytes moved to the host by swap_out (a counter for tests)
+
+    def swap_out(self, value):
+        """swap_memory: the value moved to host memory (a Swapped holding a host copy)."""
+        from rill.exec.kernels.gpu.loops import Swapped
+
+        if type(value) is not SimArray:
+            return value
+        self.swapped_bytes += value.nbytes
+        return Swapped(value._a.copy(), None, None)
+
+    def swap_in(self, swapped):
+        return SimArray(swapped.host.copy())
+
     @contextlib.contextmanager
     def running(self):
         prev = getattr(_limit, "bytes", None)

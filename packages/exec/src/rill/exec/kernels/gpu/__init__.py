@@ -12,4 +12,4 @@ Every kernel here runs in CI on the simulated GPU (rill.exec.simgpu) and on a re
 `gpu` test marker.
 """
 
-from rill.exec.kernels.gpu import generic, memory, nn, random, training  # noqa: F401
+from rill.exec.kernels.gpu import generic, loops, memory, nn, random, training  # noqa: F401

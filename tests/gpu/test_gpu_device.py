@@ -32,12 +32,13 @@ _RESULTS: dict = {}
 CPU_ONLY = ConfigProto(device_count={"GPU": 0})
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _report():
-    yield
+def _write_report():
     path = os.environ.get("RILL_GPU_REPORT")
-    if not path:
+    if not path or not _RESULTS:
         return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:  # one file per xdist worker; tools/gpu_check.sh adds them up
+        path = f"{path}.{worker}"
     fails = {k: v for k, v in _RESULTS.items() if not v["ok"]}
     on_gpu = sum(1 for v in _RESULTS.values() if v["op_on_gpu"])
     pathlib.Path(path).write_text(json.dumps({
@@ -63,6 +64,7 @@ def test_sample_on_gpu_matches_cpu(s, grad):
     ok, msg, on_gpu = compare(s, grad)
     key = f"{s.id}-{'grad' if grad else 'fwd'}"
     _RESULTS[key] = {"ok": ok, "msg": msg, "op_on_gpu": s.op_type in on_gpu}
+    _write_report()  # after every case: a run stopped at its time limit still reports
     assert ok, msg
 
 
@@ -169,3 +171,55 @@ def test_out_of_memory_is_resource_exhausted_and_session_survives():
         finally:
             pool.set_limit(size=old)
         np.testing.assert_allclose(sess.run(small, {x: np.ones(4, np.float32)}), 2.0)
+
+
+def _lstm(swap: bool, steps: int = 600):
+    import rill.train as rt
+
+    g = rg.Graph()
+    with g.as_default():
+        g.seed = 0
+        x = rg.placeholder(rg.float32, [steps, 32, 64])
+        out, _ = rt.dynamic_rnn(rt.BasicLSTMCell(256), x, dtype=rg.float32, time_major=True,
+                                swap_memory=swap)  # fmt: skip
+        loss = rg.reduce_mean(rg.square(out))
+        train = rt.GradientDescentOptimizer(0.1).minimize(loss)
+        init = rg.global_variables_initializer()
+    xv = np.random.default_rng(0).standard_normal((steps, 32, 64)).astype(np.float32)
+    return g, x, xv, loss, train, init
+
+
+def test_swap_memory_trains_an_lstm_whose_activations_exceed_the_memory_cap():
+    """With swap_memory the saved forward values go to host memory; under a memory-pool cap
+    they do not fit into, the step fails without it (ResourceExhaustedError) and trains with it."""
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+    old = pool.get_limit()
+    g, x, xv, loss, train, init = _lstm(swap=True)
+    with Session(graph=g) as sess:
+        gpu = sess._devices[-1]
+        sess.run(init)
+        sess.run(train, {x: xv})
+        assert "StackPushV2" in _placed(sess)["GPU"]
+        saved = gpu.swapped_bytes  # the activations one step keeps for its gradient
+    assert saved > 100 << 20, saved
+    results = {}
+    for swap in (False, True):
+        g, x, xv, loss, train, init = _lstm(swap)
+        with Session(graph=g) as sess:
+            sess.run(init)
+            first = sess.run(loss, {x: xv})
+            pool.free_all_blocks()
+            pool.set_limit(size=pool.used_bytes() + saved // 2)
+            try:
+                for _ in range(2):
+                    sess.run(train, {x: xv})
+                results[swap] = sess.run(loss, {x: xv}) < first
+            except ResourceExhaustedError as e:
+                results[swap] = e
+            finally:
+                pool.set_limit(size=old)
+    print(f"saved activations {saved / 2**20:.0f} MiB; results {results}")
+    assert isinstance(results[False], ResourceExhaustedError), results
+    assert results[True] is True or results[True] is np.True_, results

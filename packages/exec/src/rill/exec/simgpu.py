@@ -104,6 +104,14 @@ def _key(k):
     return k
 
 
+# Keyword arguments numpy takes and cupy's functions do not.
+_REFUSED_KW = {
+    n: frozenset({"initial", "where"})
+    for n in ("max", "min", "amax", "amin", "sum", "prod", "mean", "all", "any", "nanmax",
+              "nanmin", "std", "var")
+}  # fmt: skip
+
+
 class _Flags:
     """cupy's array flags: no `writeable` (device arrays are always writable)."""
 
@@ -127,6 +135,11 @@ class _Fn:
         self._name = name
 
     def __call__(self, *args, **kw):
+        if kw:
+            refused = _REFUSED_KW.get(self._name.rsplit(".", 1)[-1])
+            if refused and refused & kw.keys():
+                bad = sorted(refused & kw.keys())[0]
+                raise TypeError(f"{self._name}() got an unexpected keyword argument '{bad}'")
         return _wrap(self._f(*_unwrap(args, self._name), **_unwrap_kw(kw, self._name)))
 
     def __getattr__(self, name):

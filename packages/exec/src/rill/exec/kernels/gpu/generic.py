@@ -20,6 +20,8 @@ from rill.exec.kernels import (  # noqa: F401 - the CPU kernels registered again
     reduction_kernels,
 )
 from rill.exec.kernels.array_kernels import fmt_shape, scalar_arg
+from rill.exec.kernels.pool_kernels import _lowest
+from rill.exec.kernels.reduction_kernels import _axes_reader
 from rill.graph import dtypes
 from rill.graph.errors import InvalidArgumentError
 
@@ -31,9 +33,7 @@ OPS = [
     "Cast",
     "Cumsum",
     "DynamicStitch",
-    "Max",
     "Mean",
-    "Min",
     "Prod",
     "Sign",
     "Sum",
@@ -133,3 +133,39 @@ def unsorted_segment_sum(xp):
         return out[:n]
 
     return compute
+
+
+def _extreme(largest: bool):
+    """Max/Min: cupy's amax/amin take no `initial`, so an empty reduction is filled here with
+    the type's lowest (highest) value, as TensorFlow gives."""
+    fn = "max" if largest else "min"
+
+    def factory(keep_dims, xp):
+        axes = _axes_reader()
+        reduce = getattr(xp, fn)
+
+        def compute(x, indices):
+            ax = axes(indices, x.ndim)
+            if any(x.shape[a] == 0 for a in ax) or (x.size == 0 and ax):
+                shape = [1 if a in ax else d for a, d in enumerate(x.shape)]
+                if not keep_dims:
+                    shape = [d for a, d in enumerate(x.shape) if a not in ax]
+                if x.dtype.kind in "iu":
+                    info = np.iinfo(x.dtype)
+                    fill = info.min if largest else info.max
+                else:
+                    fill = _lowest(x.dtype) if largest else np.inf
+                return xp.full(shape, fill, x.dtype)
+            return reduce(x, axis=ax, keepdims=keep_dims)
+
+        return compute
+
+    return factory
+
+
+_REAL_NUMBERS = {
+    "T": (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int8, dtypes.int16,
+          dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+}  # fmt: skip
+register_kernel("Max", devices="GPU", constraints=_REAL_NUMBERS)(_extreme(True))
+register_kernel("Min", devices="GPU", constraints=_REAL_NUMBERS)(_extreme(False))

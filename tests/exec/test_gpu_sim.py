@@ -549,3 +549,25 @@ def test_tensor_array_grad_with_shape_on_gpu(sim):
         got = sess.run(r, {x: np.ones((3, 2), np.float32)})
         assert "TensorArrayGradWithShape" in _placed(sess)["GPU"]
         np.testing.assert_array_equal(got, np.zeros((2, 2), np.float32))
+
+
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+def test_tiled_max_pool_grad_ties_and_nan_match_cpu(sim, fmt):
+    """The tiled fast path picks the CPU kernel's position: the first maximum, NaN only first."""
+    x = np.array([[1, 1, 2, 2], [1, 0, 2, 2], [np.nan, 5, 3, np.nan], [5, 5, 3, 3]], np.float32)
+    x = x.reshape(1, 4, 4, 1) if fmt == "NHWC" else x.reshape(1, 1, 4, 4)
+    g = rg.Graph()
+    with g.as_default():
+        xp = rg.placeholder(rg.float32, x.shape)
+        k = [1, 2, 2, 1] if fmt == "NHWC" else [1, 1, 2, 2]
+        y = rg.max_pool(xp, k, k, "VALID", data_format=fmt)
+        dx = rg.get_default_graph().create_op(
+            "MaxPoolGrad", [xp, y, rg.ones_like(y) * rg.constant(np.float32(3.0))],
+            {"ksize": k, "strides": k, "padding": "VALID", "data_format": fmt}).outputs[0]  # fmt: skip
+    with Session(graph=g, config=ConfigProto(device_count={"GPU": 0})) as sess:
+        want = sess.run([y, dx], {xp: x})
+    with Session(graph=g) as sess:
+        got = sess.run([y, dx], {xp: x})
+        assert {"MaxPool", "MaxPoolGrad"} <= _placed(sess)["GPU"]
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

@@ -204,22 +204,29 @@ def test_swap_memory_trains_an_lstm_whose_activations_exceed_the_memory_cap():
         assert "StackPushV2" in _placed(sess)["GPU"]
         saved = gpu.swapped_bytes  # the activations one step keeps for its gradient
     assert saved > 100 << 20, saved
+    import gc
+
     results = {}
     for swap in (False, True):
         g, x, xv, loss, train, init = _lstm(swap)
         with Session(graph=g) as sess:
             sess.run(init)
             first = sess.run(loss, {x: xv})
+            gc.collect()
             pool.free_all_blocks()
-            pool.set_limit(size=pool.used_bytes() + saved // 2)
+            # Room for 80% of the saved activations above what the session holds now.
+            pool.set_limit(size=pool.used_bytes() + saved * 4 // 5)
             try:
                 for _ in range(2):
                     sess.run(train, {x: xv})
-                results[swap] = sess.run(loss, {x: xv}) < first
+                results[swap] = bool(sess.run(loss, {x: xv}) < first)
             except ResourceExhaustedError as e:
-                results[swap] = e
+                results[swap] = f"ResourceExhaustedError: {e.message[:200]}"  # no traceback kept
             finally:
                 pool.set_limit(size=old)
+        del g, sess
+        gc.collect()
+        pool.free_all_blocks()
     print(f"saved activations {saved / 2**20:.0f} MiB; results {results}")
-    assert isinstance(results[False], ResourceExhaustedError), results
-    assert results[True] is True or results[True] is np.True_, results
+    assert str(results[False]).startswith("ResourceExhaustedError"), results
+    assert results[True] is True, results

@@ -625,6 +625,15 @@ simcupy.cuda = types.SimpleNamespace(
 simcupy.scatter_add = _scatter_add  # cupyx.scatter_add
 simcupy.scatter_max = _scatter_max  # cupyx.scatter_max
 simcupy.is_simulated = True
+
+
+def _as_strided(a, shape, strides):  # cupy.lib.stride_tricks.as_strided
+    from numpy.lib.stride_tricks import as_strided
+
+    return SimArray(as_strided(_unwrap(a, "as_strided"), shape=shape, strides=strides))
+
+
+simcupy.as_strided = _as_strided
 for _n in _FUNCTIONS:
     if hasattr(np, _n):
         setattr(simcupy, _n, _Fn(getattr(np, _n), _n))

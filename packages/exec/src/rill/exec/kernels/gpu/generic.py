@@ -96,9 +96,12 @@ _NUMERIC = {
 
 
 def scatter_add(xp, a, idx, v) -> None:
-    """a[idx] += v with repeated indices accumulating (cupyx.scatter_add)."""
+    """a[idx] += v with repeated indices accumulating (cupy.add.at; cupyx.scatter_add on a
+    cupy without it)."""
     if getattr(xp, "is_simulated", False):
         xp.scatter_add(a, idx, v)
+    elif hasattr(xp.add, "at"):
+        xp.add.at(a, idx, v)
     else:
         import cupyx
 

@@ -21,6 +21,7 @@ from rill.exec.kernels.conv_kernels import (
     _check_shape,
     _groups,
     _in_window,
+    _pads_used,
     _sizes_vector,
     _taps,
     _Window,
@@ -44,18 +45,43 @@ def _from_nhwc(xp, win, x):
     return xp.ascontiguousarray(x.transpose(0, 3, 1, 2)) if win.nchw else x
 
 
+def _as_strided(xp, a, shape, strides):
+    if getattr(xp, "is_simulated", False):
+        return xp.as_strided(a, shape, strides)
+    return xp.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
+
+
 def _cols(xp, x, kh, kw, win, oh, ow, pads):
-    """The [n, oh, ow, kh, kw, c] patches of NHWC x (zeros where a tap reads padding)."""
+    """The [n*oh*ow, kh*kw*c] patch matrix of NHWC x: the input padded once, its windows
+    viewed with strides and copied out by one kernel (zeros where a tap reads padding)."""
     n, h, w, c = x.shape
-    full = all(r == (0, oh) and cc == (0, ow)
-               for _, _, r, cc, _ in _taps(win, kh, kw, oh, ow, h, w, pads))  # fmt: skip
-    cols = (xp.empty if full else xp.zeros)((n, oh, ow, kh, kw, c), x.dtype)
+    (sh, sw), (dh, dw) = win.strides, win.dilations
+    (pt, pb), (pl, pr) = _pads_used(h, w, kh, kw, oh, ow, win, pads)
+    if pt < 0 or pl < 0:
+        return None
+    xpad = xp.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0))) if pt or pb or pl or pr else x
+    xpad = xp.ascontiguousarray(xpad)
+    s0, s1, s2, s3 = xpad.strides
+    view = _as_strided(xp, xpad, (n, oh, ow, kh, kw, c),
+                       (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3))  # fmt: skip
+    return view.reshape(n * oh * ow, kh * kw * c)
+
+
+def _cols_by_taps(xp, x, kh, kw, win, oh, ow, pads):
+    """_cols for windows that start before the input (negative padding use): tap by tap."""
+    n, h, w, c = x.shape
+    cols = xp.zeros((n, oh, ow, kh, kw, c), x.dtype)
     for i, j, rows, cs, first in _taps(win, kh, kw, oh, ow, h, w, pads):
         if rows[0] < rows[1] and cs[0] < cs[1]:
             cols[:, rows[0] : rows[1], cs[0] : cs[1], i, j, :] = _in_window(
                 x, rows, cs, first, win.strides
             )
-    return cols
+    return cols.reshape(n * oh * ow, kh * kw * c)
+
+
+def _patches(xp, x, kh, kw, win, oh, ow, pads):
+    cols = _cols(xp, x, kh, kw, win, oh, ow, pads)
+    return cols if cols is not None else _cols_by_taps(xp, x, kh, kw, win, oh, ow, pads)
 
 
 def _forward(xp, x, w, win, oh, ow, pads):
@@ -63,21 +89,32 @@ def _forward(xp, x, w, win, oh, ow, pads):
     kh, kw, kc, o = w.shape
     if kh == kw == 1 and win.strides == (1, 1) and pads == (0, 0) and (oh, ow) == (h, wd):
         return xp.matmul(x.reshape(-1, c), w.reshape(c, o)).reshape(n, oh, ow, o)
-    cols = _cols(xp, x, kh, kw, win, oh, ow, pads)
-    return xp.matmul(cols.reshape(n * oh * ow, -1), w.reshape(-1, o)).reshape(n, oh, ow, o)
+    cols = _patches(xp, x, kh, kw, win, oh, ow, pads)
+    return xp.matmul(cols, w.reshape(-1, o)).reshape(n, oh, ow, o)
 
 
 def _backprop_filter(xp, x, dy, kh, kw, win, pads):
     n, oh, ow, o = dy.shape
     c = x.shape[3]
-    cols = _cols(xp, x, kh, kw, win, oh, ow, pads)
-    dw = xp.matmul(cols.reshape(n * oh * ow, -1).T, dy.reshape(-1, o))
-    return dw.reshape(kh, kw, c, o)
+    cols = _patches(xp, x, kh, kw, win, oh, ow, pads)
+    return xp.matmul(cols.T, dy.reshape(-1, o)).reshape(kh, kw, c, o)
 
 
 def _backprop_input(xp, dy, w, n, h, wd, win, pads):
     kh, kw, c, o = w.shape
     _, oh, ow, _ = dy.shape
+    if win.strides == (1, 1) and win.dilations == (1, 1):
+        # Stride 1: the input gradient is the "full" convolution of out_backprop with the
+        # filter rotated by 180 degrees and its channels swapped (one im2col + one GEMM).
+        top, left = kh - 1 - pads[0], kw - 1 - pads[1]
+        bottom, right = h + kh - 1 - oh - top, wd + kw - 1 - ow - left
+        if min(top, left, bottom, right) >= 0:
+            dyp = xp.pad(dy, ((0, 0), (top, bottom), (left, right), (0, 0)))
+            dyp = xp.ascontiguousarray(dyp)
+            s0, s1, s2, s3 = dyp.strides
+            view = _as_strided(xp, dyp, (n, h, wd, kh, kw, o), (s0, s1, s2, s1, s2, s3))
+            wr = xp.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2)).reshape(-1, c)
+            return xp.matmul(view.reshape(n * h * wd, kh * kw * o), wr).reshape(n, h, wd, c)
     dcols = xp.matmul(dy.reshape(-1, o), w.reshape(-1, o).T).reshape(n, oh, ow, kh, kw, c)
     dx = xp.zeros((n, h, wd, c), dy.dtype)
     for i, j, rows, cs, first in _taps(win, kh, kw, oh, ow, h, wd, pads):
@@ -194,6 +231,10 @@ def max_pool(ksize, strides, padding, explicit_paddings, data_format, xp):
 
     def compute(x):
         out_shape, taps = pool.geometry(x.shape)
+        windows = _tiled_windows(pool, x, out_shape)
+        if windows is not None:
+            a1 = pool.axes[0]
+            return windows.max(axis=(a1 + 1, a1 + 3))
         out = xp.full(out_shape, _lowest(x.dtype), x.dtype)
         if out.size == 0:
             return out
@@ -216,6 +257,10 @@ def max_pool_grad(ksize, strides, padding, explicit_paddings, data_format, xp):
             raise InvalidArgumentError(
                 f"grad has shape {list(grad.shape)}, expected the pooled shape {list(out_shape)}"
             )
+        if grad.size and x.size:
+            windows = _tiled_windows(pool, x, out_shape)
+            if windows is not None:
+                return _tiled_max_pool_grad(xp, pool, windows, grad)
         dx = xp.zeros(x.shape, grad.dtype)
         if grad.size == 0 or x.size == 0:
             return dx
@@ -237,6 +282,48 @@ def max_pool_grad(ksize, strides, padding, explicit_paddings, data_format, xp):
         return dx
 
     return compute
+
+
+def _tiled_windows(pool, x, out_shape):
+    """x viewed as [.., oh, kh, ow, kw, ..] when the windows tile it exactly (ksize == strides,
+    no padding reached), else None."""
+    (kh, kw), (sh, sw) = pool.ksize, pool.win.strides
+    a1, a2 = pool.axes
+    oh, ow = out_shape[a1], out_shape[a2]
+    if (kh, kw) != (sh, sw) or oh * kh != x.shape[a1] or ow * kw != x.shape[a2]:
+        return None
+    _, _, pads = pool.win.resolve(x.shape[a1], x.shape[a2], kh, kw)
+    if pads != (0, 0):
+        return None
+    shape = list(x.shape)
+    shape[a1 : a2 + 1] = [oh, kh, ow, kw]  # the spatial axes are adjacent (NHWC or NCHW)
+    return x.reshape(shape)
+
+
+def _tiled_max_pool_grad(xp, pool, windows, grad):
+    """Each window's gradient to its first maximum in row-major order (a NaN only as the
+    window's first value), as the tap-by-tap path and TensorFlow's CPU kernel choose."""
+    a1, _ = pool.axes
+    (kh, kw) = pool.ksize
+    nd = windows.ndim  # 6: the window axes are a1 + 1 and a1 + 3
+    order = [d for d in range(nd) if d not in (a1 + 1, a1 + 3)] + [a1 + 1, a1 + 3]
+    flat = windows.transpose(order).reshape(*grad.shape, kh * kw)
+    if flat.dtype.kind == "f":
+        first_nan = xp.isnan(flat[..., 0])
+        pick = xp.where(first_nan, 0, xp.where(xp.isnan(flat), -np.inf, flat).argmax(axis=-1))
+    else:
+        pick = flat.argmax(axis=-1)
+    hot = (xp.arange(kh * kw) == pick[..., None]) * grad[..., None]
+    back = [0] * nd
+    for k, d in enumerate(order):
+        back[d] = k
+    dx = hot.astype(grad.dtype, copy=False).reshape(*grad.shape, kh, kw).transpose(back)
+    return xp.ascontiguousarray(dx).reshape(_merged(windows.shape, a1))
+
+
+def _merged(shape, a1):
+    """The input shape from the windowed shape [.., oh, kh, ow, kw, ..]."""
+    return (*shape[:a1], shape[a1] * shape[a1 + 1], shape[a1 + 2] * shape[a1 + 3], *shape[a1 + 4 :])
 
 
 @register_kernel("AvgPool", devices="GPU", constraints=_FLOATS, expensive=True)

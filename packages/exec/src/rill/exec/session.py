@@ -40,7 +40,7 @@ from rill.exec.plan.remap import remap
 from rill.exec.proto import config_pb2
 from rill.exec.rendezvous import LocalRendezvous
 from rill.exec.resources import ResourceMgr
-from rill.exec.transfer import CopyingRendezvous, DeviceCopier
+from rill.exec.transfer import CopyingRendezvous, DeviceCopier, copy_feeds
 from rill.graph import dtypes
 from rill.graph.errors import CancelledError, InvalidArgumentError, OpError
 from rill.graph.graph import Operation, Tensor, default_session, get_default_graph
@@ -138,6 +138,9 @@ class _StepPlan:
         self.feed_checks = [_FeedCheck(t) for t in feeds]
         pg = prune(session.graph, feeds, fetch_tensors, targets)
         place(pg, session._devices, cfg.allow_soft_placement)
+        # Feeds placed on an accelerator (all their consumers are there): copied in by the session.
+        self.feed_copies = [(i, a.device, a.name) for i, a in enumerate(pg.feeds)
+                            if a.device.device_type != "CPU"]  # fmt: skip
         # TensorFlow's rule: opt_level L1 (the default) turns CSE and folding on; switching
         # one off takes opt_level L0 with its flag false.
         opt = cfg.graph_options.optimizer_options
@@ -163,7 +166,9 @@ class _StepPlan:
             ex = None
             if compiled:
                 ex = CompiledPartition(p, kernels)
-            elif fast and len(parts) == 1:
+            elif fast and len(parts) == 1 and p.device.device_type == "CPU":
+                # (The structured path's loop accumulators are numpy arrays: accelerator
+                # partitions with control flow run on the dataflow executor.)
                 try:
                     ex = StructuredPartition(p, kernels)
                     compiled = True
@@ -373,6 +378,7 @@ class Session:
         if len(feed_vals) != len(checks):
             raise InvalidArgumentError(f"expected {len(checks)} feed values, got {len(feed_vals)}")
         feeds = [c(v) for c, v in zip(checks, feed_vals)]
+        copies = plan.feed_copies
         tracing = False
         deadline = None
         timeout = self._config.operation_timeout_in_ms
@@ -387,6 +393,8 @@ class Session:
             self._rendezvous() if not plan.single or plan.has_control_flow else None,
             tracing,
         )
+        if copies:
+            copy_feeds(feeds, copies, step)
         # Kernels follow TensorFlow's silent IEEE semantics (inf, nan), not numpy's warnings.
         with np.errstate(all="ignore"):
             out = self._execute(plan, feeds, step)

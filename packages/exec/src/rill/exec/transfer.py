@@ -13,7 +13,7 @@ import time
 
 from rill.exec.rendezvous import LocalRendezvous
 
-__all__ = ["DeviceCopier", "CopyingRendezvous"]
+__all__ = ["DeviceCopier", "CopyingRendezvous", "copy_feeds"]
 
 
 class _CopyRecord:
@@ -72,3 +72,17 @@ class CopyingRendezvous(LocalRendezvous):
                        time.perf_counter_ns(), out)  # fmt: skip
             return out, dead
         return copy(value), dead
+
+
+def copy_feeds(feeds: list, copies, step) -> None:
+    """Copies the fed values placed on accelerators there (in place in `feeds`): (index,
+    device, name) per such feed, one host-to-device copy each per step; traced as MEMCPYHtoD."""
+    tracing = getattr(step, "tracing", False)
+    for i, dev, name in copies:
+        if tracing:
+            t0 = time.perf_counter_ns()
+            feeds[i] = dev.from_host(feeds[i])
+            step.trace(_CopyRecord(f"{name}/MEMCPYHtoD", "MEMCPYHtoD", dev), t0,
+                       time.perf_counter_ns(), feeds[i])  # fmt: skip
+        else:
+            feeds[i] = dev.from_host(feeds[i])

@@ -164,8 +164,34 @@ def place(pg: PlanGraph, devices: list, allow_soft_placement: bool = False) -> N
         for n in members:
             n.device = chosen
     default = devices[0]
+    consumers = pg.consumers() if len(devices) > 1 else {}
     for n in pg.feeds:
-        n.device = default
+        n.device = _feed_device(n, consumers.get(n, ()), default)
+
+
+def _feed_device(arg: PlanNode, uses, default):
+    """Where a feed enters: the host (`default`), unless every consumer runs on one accelerator
+    and reads it as device memory; then the session copies the fed value there itself (one
+    host-to-device copy, no Send/Recv pair and no second partition)."""
+    from rill.exec.kernel_registry import _host_only
+    from rill.exec.memory_types import input_memory
+
+    dt = arg.out_dtypes[0]
+    if not uses or _host_only(dt) or dt in (dtypes.resource, dtypes.variant):
+        return default
+    devs = {c.device for c, _, _ in uses}
+    if len(devs) != 1:
+        return default
+    dev = next(iter(devs))
+    if dev is None or dev.device_type == "CPU":
+        return default
+    for c, _, slot in uses:
+        if c.type in _EXECUTOR_OPS or c.type in ("_Send", "_Recv"):
+            return default
+        mem = input_memory(c.type, c.attrs)
+        if slot < len(mem) and mem[slot]:
+            return default
+    return dev
 
 
 def _kernel_attrs(n: PlanNode) -> str:

@@ -36,10 +36,11 @@ RILL_GPU_REPORT=$OUT/samples timeout "${SAMPLES_S:-120}" $PYTEST -m gpu tests/gp
 python3 - "$OUT" <<'PY' 2>&1 | tee -a "$OUT/samples.log"
 import glob, json, sys
 out = sys.argv[1]
-tot = {"samples_run": 0, "matching": 0, "failing": 0, "sample_op_ran_on_gpu": 0, "failures": {}}
+tot = {"samples_run": 0, "of_which_extras": 0, "matching": 0, "failing": 0,
+       "sample_op_ran_on_gpu": 0, "failures": {}}
 for f in glob.glob(f"{out}/samples.gw*") + glob.glob(f"{out}/samples"):
     d = json.load(open(f))
-    for k in ("samples_run", "matching", "failing", "sample_op_ran_on_gpu"):
+    for k in ("samples_run", "of_which_extras", "matching", "failing", "sample_op_ran_on_gpu"):
         tot[k] += d[k]
     tot["failures"].update(d["failures"])
 json.dump(tot, open(f"{out}/samples.json", "w"), indent=1)

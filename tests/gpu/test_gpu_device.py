@@ -41,8 +41,10 @@ def _write_report():
         path = f"{path}.{worker}"
     fails = {k: v for k, v in _RESULTS.items() if not v["ok"]}
     on_gpu = sum(1 for v in _RESULTS.values() if v["op_on_gpu"])
+    extras = [k for k in _RESULTS if k.startswith("extra-")]
     pathlib.Path(path).write_text(json.dumps({
         "samples_run": len(_RESULTS),
+        "of_which_extras": len(extras),
         "matching": len(_RESULTS) - len(fails),
         "failing": len(fails),
         "sample_op_ran_on_gpu": on_gpu,
@@ -56,13 +58,16 @@ def _cases():
             for grad in (False, True):
                 yield pytest.param(s, grad, id=f"{s.id}-{'grad' if grad else 'fwd'}")
     for s in EXTRAS:
-        yield pytest.param(s, False, id=f"extra-{s.op_type}")
+        yield pytest.param(s, False, id=f"extra-{s.op_type}-fwd")
+        if s.name == "extra-grad":
+            yield pytest.param(s, True, id=f"extra-{s.op_type}-grad")
 
 
 @pytest.mark.parametrize("s,grad", list(_cases()))
 def test_sample_on_gpu_matches_cpu(s, grad):
     ok, msg, on_gpu = compare(s, grad)
-    key = f"{s.id}-{'grad' if grad else 'fwd'}"
+    key = f"{'extra-' + s.op_type if s.name.startswith('extra') else s.id}-"
+    key += "grad" if grad else "fwd"
     _RESULTS[key] = {"ok": ok, "msg": msg, "op_on_gpu": s.op_type in on_gpu}
     _write_report()  # after every case: a run stopped at its time limit still reports
     assert ok, msg

@@ -28,6 +28,7 @@ __all__ = [
     "input_memory",
     "output_memory",
     "device_boundary",
+    "runs_on_host",
 ]
 
 # op -> names of its inputs that are host memory on a GPU.
@@ -80,15 +81,58 @@ def _flatten(args, attrs: dict, host_names: frozenset) -> list[bool]:
     return flags
 
 
-def input_memory(op_type: str, attrs: dict) -> list[bool]:
+# Integer scalar arithmetic on a GPU runs on the host, all its arguments in host memory, as
+# TensorFlow keeps int32 on the host: loop counters and bounds (i < n, i + 1) never cost a
+# device round trip, and the loop predicate is a host value.
+HOST_INT_OPS = frozenset(
+    [
+        "Add",
+        "AddV2",
+        "Sub",
+        "Mul",
+        "Maximum",
+        "Minimum",
+        "FloorDiv",
+        "FloorMod",
+        "Less",
+        "LessEqual",
+        "Greater",
+        "GreaterEqual",
+        "Equal",
+        "NotEqual",
+    ]
+)
+
+
+_HOST_LOGIC_OPS = frozenset({"LogicalAnd", "LogicalOr", "LogicalNot"})
+
+
+def runs_on_host(op_type: str, attrs: dict, out_shapes=None) -> bool:
+    """Whether a GPU node of `op_type` computes on the host: int32 arithmetic and ranges (see
+    above), and logic on scalar booleans (a loop predicate such as i < n and t < T)."""
+    if op_type in HOST_INT_OPS:
+        return attrs.get("T") is dtypes.int32
+    if op_type == "Range":
+        return attrs.get("Tidx") is dtypes.int32
+    if op_type in _HOST_LOGIC_OPS and out_shapes:
+        s = out_shapes[0]
+        return s is not None and getattr(s, "rank", None) == 0
+    return False
+
+
+def input_memory(op_type: str, attrs: dict, out_shapes=None) -> list[bool]:
     if not has_op(op_type):
         return []
+    if runs_on_host(op_type, attrs, out_shapes):
+        return [True] * len(_flatten(get_op_def(op_type).inputs, attrs, frozenset()))
     return _flatten(get_op_def(op_type).inputs, attrs, HOST_INPUTS.get(op_type, frozenset()))
 
 
-def output_memory(op_type: str, attrs: dict) -> list[bool]:
+def output_memory(op_type: str, attrs: dict, out_shapes=None) -> list[bool]:
     if not has_op(op_type):
         return []
+    if runs_on_host(op_type, attrs, out_shapes):
+        return [True] * len(_flatten(get_op_def(op_type).outputs, attrs, frozenset()))
     return _flatten(get_op_def(op_type).outputs, attrs, HOST_OUTPUTS.get(op_type, frozenset()))
 
 
@@ -100,27 +144,28 @@ def _producer_on_host(src, idx: int, device) -> bool:
         return False
     if src.type in ("_Arg", "_Recv", "Const"):
         return False
-    flags = output_memory(src.type, src.attrs)
+    flags = output_memory(src.type, src.attrs, src.out_shapes)
     return idx < len(flags) and flags[idx]
 
 
 def device_boundary(compute, node, device, context: bool):
     """`compute` wrapped with the host/device copies its arguments need on `device` (a GPU)."""
-    in_host = input_memory(node.type, node.attrs)
-    out_host = output_memory(node.type, node.attrs)
+    in_host = input_memory(node.type, node.attrs, node.out_shapes)
+    out_host = output_memory(node.type, node.attrs, node.out_shapes)
     to_dev: list[int] = []
     to_host: list[int] = []
     const_src: set = set()
     for i, (src, idx) in enumerate(node.inputs):
+        if src.out_dtypes[idx] in _ALWAYS_HOST:
+            continue
         want_host = i < len(in_host) and in_host[i]
         if want_host:
-            if src.out_dtypes[idx] in _ALWAYS_HOST:
-                continue
             if not _producer_on_host(src, idx, device):
                 to_host.append(i)
                 if src.type == "Const":
                     const_src.add(i)
-        elif _producer_on_host(src, idx, device):
+        else:
+            # Checked every call: a host value may also arrive through Merge/Enter/Identity.
             to_dev.append(i)
     host_outs = [i for i, h in enumerate(out_host) if h]
     dev_outs = [i for i, h in enumerate(out_host) if not h]
@@ -155,12 +200,13 @@ def device_boundary(compute, node, device, context: bool):
     check_outs = bool(host_outs) or strict
     if not (to_dev or to_host or check_outs or limit):
         return compute
+    xp_generic = np.generic
 
     def run(*args):
         args = list(args)
         for i in to_dev:
             v = args[i + off]
-            if type(v) is np.ndarray or isinstance(v, np.generic):
+            if type(v) is np.ndarray or isinstance(v, xp_generic):
                 args[i + off] = from_host(v)
         for i in to_host:
             v = args[i + off]

@@ -53,7 +53,7 @@ timeout "${TRAIN_S:-100}" $PYTEST -m gpu tests/gpu -k "not sample_on_gpu" -s --t
   | tail -80 | tee -a "$OUT/train.log"
 if [ "${PROFILE:-0}" = 1 ]; then
   echo "== profile: 30 CNN train steps at batch 64 on the GPU (cProfile, by own time)"
-  timeout 60 python3 - <<'PY' 2>&1 | tee "$OUT/profile.txt"
+  timeout "${PROFILE_S:-60}" python3 - <<'PY' 2>&1 | tee "$OUT/profile.txt"
 import cProfile, pstats, numpy as np, cupy
 from rill.exec import Session
 from tools.bench.cnn_train import build_rill

@@ -76,8 +76,15 @@ class GpuDevice(Device):
         if type(value) is np.ndarray or isinstance(value, np.generic):
             if value.dtype.kind in "OSUV" or not value.dtype.isbuiltin:
                 return value  # no device form: stays on the host
+            if self.index:
+                with self._cupy.cuda.Device(self.index):
+                    return self._cupy.asarray(value)
             return self._cupy.asarray(value)
         return value
+
+    def scope(self):
+        """A context making this GPU cupy's current device (kernels of GPU:1 allocate there)."""
+        return self._cupy.cuda.Device(self.index)
 
     # -- swap_memory: device <-> pinned host copies on the copy stream ----------------------------
 

@@ -148,6 +148,16 @@ def _producer_on_host(src, idx: int, device) -> bool:
     return idx < len(flags) and flags[idx]
 
 
+def _in_scope(compute, device):
+    scope = device.scope
+
+    def run(*args):
+        with scope():
+            return compute(*args)
+
+    return run
+
+
 def device_boundary(compute, node, device, context: bool):
     """`compute` wrapped with the host/device copies its arguments need on `device` (a GPU)."""
     in_host = input_memory(node.type, node.attrs, node.out_shapes)
@@ -198,6 +208,8 @@ def device_boundary(compute, node, device, context: bool):
         return outs[0] if single else type(out)(outs) if isinstance(out, tuple) else outs
 
     check_outs = bool(host_outs) or strict
+    if getattr(device, "index", 0) and hasattr(device, "scope"):
+        compute = _in_scope(compute, device)  # a second GPU: cupy allocates on the current one
     if not (to_dev or to_host or check_outs or limit):
         return compute
     xp_generic = np.generic

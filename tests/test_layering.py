@@ -6,7 +6,7 @@ The table, as DESIGN.md states it (third-party names are top-level import names)
 |--------------|----------------------------------------------------------------------|
 | graph        | numpy, protobuf, ml_dtypes (bfloat16); onnx only in rill.graph.onnx (its backend, CLI and parity report also run graphs with rill.exec) |
 | autodiff     | rill.graph, numpy (the gradient checker's arithmetic)                |
-| exec         | rill.graph, numpy, protobuf (RunOptions/StepStats); cupy (`gpu` extra); numba only in rill.exec.kernels._loops (the compiled loops, see the exec README) |
+| exec         | rill.graph, numpy, protobuf (RunOptions/StepStats); cupy and cupyx, which the cupy wheels ship (`gpu` extras); numba only in rill.exec.kernels._loops (the compiled loops, see the exec README) |
 | distributed  | rill.graph, rill.exec, grpcio, protobuf, numpy                       |
 | train        | rill.graph, rill.autodiff, rill.exec, numpy                          |
 | mobile       | interpreter: numpy, flatbuffers, tflite (schema bindings); rill.mobile.convert also rill.graph, rill.exec |
@@ -27,7 +27,7 @@ STDLIB = set(sys.stdlib_module_names)
 ALLOWED: dict[str, set[str]] = {
     "graph": {"numpy", "google.protobuf", "ml_dtypes"},
     "autodiff": {"rill.graph", "numpy"},
-    "exec": {"rill.graph", "numpy", "cupy", "google.protobuf"},
+    "exec": {"rill.graph", "numpy", "cupy", "cupyx", "google.protobuf"},
     "distributed": {"rill.graph", "rill.exec", "grpc", "google.protobuf", "numpy"},
     "train": {"rill.graph", "rill.autodiff", "rill.exec", "numpy"},
     "mobile": {"numpy", "flatbuffers", "tflite"},

@@ -113,11 +113,39 @@ def _declared(op_type: str) -> bool:
 
 
 def find_kernel(op_type: str, device_type: str, attrs: dict) -> KernelDef | None:
-    """The first kernel registered for (op, device type) whose constraints accept `attrs`."""
-    for kdef in kernel_registry.lookup(op_type, (device_type,), ()) or ():
+    """The first kernel registered for (op, device type) whose constraints accept `attrs`.
+
+    A GPU has no kernels for strings, bfloat16 or the narrow (float8, int4) types, whatever a
+    registration claims: cupy has no such arrays. Such a node is placed on the CPU.
+    """
+    kdefs = kernel_registry.lookup(op_type, (device_type,), ()) or ()
+    if kdefs and device_type == "GPU" and _has_host_only_dtype(attrs):
+        return None
+    for kdef in kdefs:
         if kdef.matches(attrs):
             return kdef
     return None
+
+
+def _host_only(dt) -> bool:
+    from rill.graph.dtypes import DType, resource, string, variant
+
+    if not isinstance(dt, DType) or dt is resource or dt is variant:
+        return False
+    if dt is string:
+        return True
+    np_dt = dt.np
+    return np_dt.kind not in "biufc" or not np_dt.isbuiltin
+
+
+def _has_host_only_dtype(attrs: dict) -> bool:
+    for v in attrs.values():
+        if isinstance(v, (list, tuple)):
+            if any(_host_only(x) for x in v):
+                return True
+        elif _host_only(v):
+            return True
+    return False
 
 
 def has_kernel(op_type: str, device_type: str) -> bool:

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from rill.exec.context import StepState
-from rill.exec.device import CpuDevice, GpuDevice, gpu_available
+from rill.exec.device import CpuDevice, gpu_devices
 from rill.exec.executor.common import KernelTable
 from rill.exec.executor.compiled import CompiledPartition
 from rill.exec.executor.dataflow import DataflowPartition
@@ -41,6 +41,7 @@ from rill.exec.plan.remap import remap
 from rill.exec.proto import config_pb2
 from rill.exec.rendezvous import LocalRendezvous
 from rill.exec.resources import ResourceMgr
+from rill.exec.transfer import CopyingRendezvous, DeviceCopier, copy_feeds
 from rill.graph import dtypes
 from rill.graph.errors import CancelledError, InvalidArgumentError, OpError
 from rill.graph.graph import Operation, Tensor, default_session, get_default_graph
@@ -147,6 +148,9 @@ class _StepPlan:
         pg = prune(session.graph, feeds, fetch_tensors, targets)
         resolve_refs(pg)
         place(pg, session._devices, cfg.allow_soft_placement)
+        # Feeds placed on an accelerator (all their consumers are there): copied in by the session.
+        self.feed_copies = [(i, a.device, a.name) for i, a in enumerate(pg.feeds)
+                            if a.device.device_type != "CPU"]  # fmt: skip
         # TensorFlow's rule: opt_level L1 (the default) turns CSE and folding on; switching
         # one off takes opt_level L0 with its flag false.
         opt = cfg.graph_options.optimizer_options
@@ -172,7 +176,9 @@ class _StepPlan:
             ex = None
             if compiled:
                 ex = CompiledPartition(p, kernels)
-            elif fast and len(parts) == 1:
+            elif fast and len(parts) == 1 and p.device.device_type == "CPU":
+                # (The structured path's loop accumulators are numpy arrays: accelerator
+                # partitions with control flow run on the dataflow executor.)
                 try:
                     ex = StructuredPartition(p, kernels)
                     compiled = True
@@ -284,16 +290,17 @@ class Session:
         else:
             counts = dict(self._config.device_count)
             n_cpu = max(1, counts.get("CPU", 1))
-            n_gpu = counts.get("GPU", gpu_available()) if "GPU" in counts or gpu_available() else 0
-            self._devices = [CpuDevice(i) for i in range(n_cpu)]
-            for i in range(min(n_gpu, gpu_available())):
-                self._devices.append(GpuDevice(i))
+            self._devices = [CpuDevice(i) for i in range(n_cpu)] + gpu_devices(counts.get("GPU"))
             for d in self._devices:
                 d.resources = ResourceMgr()
             threads = self._config.inter_op_parallelism_threads or max(2, os.cpu_count() or 2)
             self._pool = ThreadPoolExecutor(threads, thread_name_prefix="rill-op")
             self._blocking_pool = ThreadPoolExecutor(256, thread_name_prefix="rill-wait")
         self._cpu = self._devices[0]
+        # Values crossing between device types are copied by the rendezvous (as TensorFlow's
+        # intra-process rendezvous does); a CPU-only session needs none of that.
+        accelerators = [d for d in self._devices if d.device_type != "CPU"]
+        self._copying = DeviceCopier(self._devices) if accelerators else None
         self._plans: dict = {}
         # Stateful kernels shared by every step plan (see KernelTable).
         self._stateful_kernels: dict = {}
@@ -484,6 +491,7 @@ class Session:
         if len(feed_vals) != len(checks):
             raise InvalidArgumentError(f"expected {len(checks)} feed values, got {len(feed_vals)}")
         feeds = [c(v) for c, v in zip(checks, feed_vals)]
+        copies = plan.feed_copies
         tracing = False
         deadline = None
         timeout = self._config.operation_timeout_in_ms
@@ -495,9 +503,11 @@ class Session:
         step = StepState(
             next(self._steps),
             deadline,
-            LocalRendezvous() if not plan.single or plan.has_control_flow else None,
+            self._rendezvous() if not plan.single or plan.has_control_flow else None,
             tracing,
         )
+        if copies:
+            copy_feeds(feeds, copies, step)
         # Kernels follow TensorFlow's silent IEEE semantics (inf, nan), not numpy's warnings.
         with np.errstate(all="ignore"):
             out = self._execute(plan, feeds, step)
@@ -506,10 +516,17 @@ class Session:
         slots = plan.element_slots
         return [out[s] if s >= 0 else None for s in slots]
 
+    def _rendezvous(self):
+        if self._copying is None:
+            return LocalRendezvous()
+        return CopyingRendezvous(self._copying)
+
     def _execute(self, plan: _StepPlan, feeds, step) -> list:
         if plan.single and plan.compiled:
             part, ex = plan.partitions[0]
             out = ex.run(feeds, step)
+            if part.device.device_type != "CPU":
+                out = [part.device.to_host(v) for v in out]
             if not plan.direct_order:
                 res = [None] * plan.num_fetches
                 for (i, _, _), v in zip(part.fetches, out):
@@ -541,6 +558,10 @@ class Session:
         if errors:
             real = [e for e in errors if not isinstance(e, CancelledError)]
             raise (real or errors)[0]
+        for part, _ in plan.partitions:
+            if part.device.device_type != "CPU":  # fetched values are host numpy arrays
+                for i, _, _ in part.fetches:
+                    results[i] = part.device.to_host(results[i])
         return [results[i] for i in range(plan.num_fetches)]
 
     @staticmethod

@@ -76,12 +76,32 @@ class KernelTable:
                 f"(node {node.name})",
                 op=node.op,
             )
+        device = node.device
+        if device.device_type != "CPU":
+            from rill.exec.memory_types import runs_on_host
+
+            if runs_on_host(node.type, node.attrs, node.out_shapes):  # int32 math: on host
+                kdef = find_kernel(node.type, "CPU", node.attrs) or kdef
+                device = _host_device(node.device)
         try:
             op = node.op if node.op is not None else node
-            compute = instantiate(kdef, op, node.device, node.attrs)
+            compute = instantiate(kdef, op, device, node.attrs)
         except OpError as e:
             raise type(e)(e.message, op=node.op) from None
+        if node.device.device_type != "CPU":
+            from rill.exec.memory_types import device_boundary
+
+            compute = device_boundary(compute, node, node.device, kdef.context)
         return Kernel(compute, kdef.context, kdef.expensive, kdef.blocking)
+
+
+def _host_device(device):
+    """A CPU stand-in for kernels an accelerator runs on the host (same resources)."""
+    from rill.exec.device import CpuDevice
+
+    host = CpuDevice(device.index, device.job, device.replica, device.task)
+    host.resources = device.resources
+    return host
 
 
 def run_error(e: BaseException, node) -> BaseException:

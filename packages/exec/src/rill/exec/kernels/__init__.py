@@ -16,6 +16,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     fused_kernels,
     gather_kernels,
     image_kernels,
+    gpu,  # noqa: F401, E402 - GPU kernels (after the CPU ones they extend)
     grad_kernels,
     internal_kernels,
     io_kernels,

@@ -60,8 +60,9 @@ class TensorArray:
 
     def __init__(self, name: str, dtype, size: int, element_shape: TensorShape,
                  identical_element_shapes: bool, dynamic_size: bool, clear_after_read: bool,
-                 is_grad: bool = False, marked_size: int = -1):  # fmt: skip
+                 is_grad: bool = False, marked_size: int = -1, xp=np):  # fmt: skip
         self.name = name
+        self.xp = xp  # the array module of the device holding the elements
         self.dtype = dtype
         self.element_shape = element_shape
         self.identical_element_shapes = identical_element_shapes
@@ -193,7 +194,7 @@ class TensorArray:
                 "TensorArray with clear_after_read=False to read elements more than once)"
             )
         if e.value is None:
-            e.value = np.zeros(e.shape, self.dtype.np)
+            e.value = self.xp.zeros(e.shape, self.dtype.np)
         value = e.value
         if self.clear_after_read:
             e.value = None
@@ -272,6 +273,12 @@ def _zero_flow() -> np.ndarray:
     return np.zeros((), np.float32)
 
 
+def _device_zero_flow(device):
+    """On an accelerator, the flow value made once in its memory (None on a CPU: a fresh one
+    each call)."""
+    return None if device.device_type == "CPU" else device.from_host(_zero_flow())
+
+
 # -- creation ------------------------------------------------------------------------------------
 
 
@@ -279,6 +286,7 @@ def _zero_flow() -> np.ndarray:
 def tensor_array_v3(dtype, element_shape, dynamic_size, clear_after_read,
                     identical_element_shapes, tensor_array_name, node, device):  # fmt: skip
     base = tensor_array_name or node.name
+    zero_flow = _device_zero_flow(device)
 
     def compute(ctx, size):
         n = _scalar(size, "size")
@@ -288,15 +296,17 @@ def tensor_array_v3(dtype, element_shape, dynamic_size, clear_after_read,
         create_step_resource(
             ctx, _ARRAYS, key,
             lambda: TensorArray(name, dtype, n, element_shape, identical_element_shapes,
-                                dynamic_size, clear_after_read),
+                                dynamic_size, clear_after_read, xp=device.xp),
         )  # fmt: skip
         handle = ResourceHandle(device.name, _ARRAYS, key, "TensorArray", dtype)
-        return handle_array(handle), _zero_flow()
+        return handle_array(handle), zero_flow if zero_flow is not None else _zero_flow()
 
     return compute
 
 
 def _grad_kernel(source: str, device, with_shape: bool):
+    zero_flow = _device_zero_flow(device)
+
     def compute(ctx, handle, flow_in, shape_to_prepend=None):
         h = handle_of(handle)
         if h.container != _ARRAYS:
@@ -323,13 +333,13 @@ def _grad_kernel(source: str, device, with_shape: bool):
             g = TensorArray(f"{forward.name}@{source}", forward.dtype, size, elem,
                             forward.identical_element_shapes, dynamic_size=False,
                             clear_after_read=True, is_grad=True,
-                            marked_size=forward.marked_size)  # fmt: skip
+                            marked_size=forward.marked_size, xp=forward.xp)  # fmt: skip
             g.copy_shapes_from(forward, prepend)
             return g
 
         g = lookup_or_create_step_resource(ctx, _GRADS, key, make)
         out = handle_array(ResourceHandle(device.name, _GRADS, key, "TensorArray", g.dtype))
-        return out, _zero_flow()
+        return out, zero_flow if zero_flow is not None else _zero_flow()
 
     return compute
 
@@ -371,7 +381,9 @@ def tensor_array_read_v3(dtype):
 
 
 @register_kernel("TensorArrayGatherV3", context=True)
-def tensor_array_gather_v3(dtype, element_shape):
+def tensor_array_gather_v3(dtype, element_shape, device):
+    xp = device.xp
+
     def compute(ctx, handle, indices, flow_in):
         ta = _lookup(ctx, handle)
         _check_dtype(ta, dtype, "reads")
@@ -386,7 +398,7 @@ def tensor_array_gather_v3(dtype, element_shape):
                     f"TensorArray {ta.name}: gathering no elements needs a fully defined "
                     f"element shape to shape the empty result, but it is {elem}"
                 )
-            return np.zeros((0, *elem.dims), dtype.np)
+            return xp.zeros((0, *elem.dims), dtype.np)
         values = ta.read_many(idx)
         first = values[0].shape
         for k, v in enumerate(values):
@@ -396,13 +408,15 @@ def tensor_array_gather_v3(dtype, element_shape):
                     f"{int(idx[0])} has shape {list(first)}, index {int(idx[k])} has shape "
                     f"{list(v.shape)}"
                 )
-        return np.stack(values)
+        return xp.stack(values)
 
     return compute
 
 
 @register_kernel("TensorArrayScatterV3", context=True)
-def tensor_array_scatter_v3(T):
+def tensor_array_scatter_v3(T, device):
+    xp = device.xp
+
     def compute(ctx, handle, indices, value, flow_in):
         ta = _lookup(ctx, handle)
         _check_dtype(ta, T, "writes")
@@ -424,14 +438,16 @@ def tensor_array_scatter_v3(T):
                     f"of size {size}"
                 )
         # Rows are copied: an element must not alias (and keep alive) the whole input.
-        ta.write_many(idx, [np.array(value[k]) for k in range(idx.size)])
+        ta.write_many(idx, [xp.array(value[k]) for k in range(idx.size)])
         return flow_in
 
     return compute
 
 
 @register_kernel("TensorArrayConcatV3", context=True)
-def tensor_array_concat_v3(dtype, element_shape_except0):
+def tensor_array_concat_v3(dtype, element_shape_except0, device):
+    xp = device.xp
+
     def compute(ctx, handle, flow_in):
         ta = _lookup(ctx, handle)
         _check_dtype(ta, dtype, "reads")
@@ -442,7 +458,7 @@ def tensor_array_concat_v3(dtype, element_shape_except0):
                     f"TensorArray {ta.name} is empty, and concatenating no elements needs a "
                     f"fully defined element_shape_except0, but it is {element_shape_except0}"
                 )
-            return np.zeros((0, *element_shape_except0.dims), dtype.np), np.zeros(0, np.int64)
+            return xp.zeros((0, *element_shape_except0.dims), dtype.np), np.zeros(0, np.int64)
         values = ta.read_many(range(n))
         rest = None
         for k, v in enumerate(values):
@@ -464,13 +480,15 @@ def tensor_array_concat_v3(dtype, element_shape_except0):
                     f"index 0 has [?]+{list(rest)}, index {k} has shape {list(v.shape)}"
                 )
         lengths = np.array([v.shape[0] for v in values], np.int64)
-        return np.concatenate(values), lengths
+        return xp.concatenate(values), lengths
 
     return compute
 
 
 @register_kernel("TensorArraySplitV3", context=True)
-def tensor_array_split_v3(T):
+def tensor_array_split_v3(T, device):
+    xp = device.xp
+
     def compute(ctx, handle, value, lengths, flow_in):
         ta = _lookup(ctx, handle)
         lens = _vector(lengths, "lengths").astype(np.int64)
@@ -494,7 +512,7 @@ def tensor_array_split_v3(T):
             )
         _check_dtype(ta, T, "writes")
         ends = np.cumsum(lens)
-        pieces = [np.array(value[e - k : e]) for k, e in zip(lens.tolist(), ends.tolist())]
+        pieces = [xp.array(value[e - k : e]) for k, e in zip(lens.tolist(), ends.tolist())]
         ta.set_marked_size(n)
         ta.write_many(range(n), pieces)
         return flow_in

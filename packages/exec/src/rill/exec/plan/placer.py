@@ -61,7 +61,33 @@ def _spec_matches(spec: DeviceSpec, dev) -> bool:
 def _supports(node: PlanNode, dev) -> bool:
     if node.type in _EXECUTOR_OPS:
         return True
-    return find_kernel(node.type, dev.device_type, node.attrs) is not None
+    if find_kernel(node.type, dev.device_type, node.attrs) is None:
+        return False
+    if dev.device_type != "CPU" and dtypes.resource in node.out_dtypes and node.op is not None:
+        # A resource lives where its handle op runs, for every step signature: place it on a
+        # device only when every op of the graph that uses it or is colocated with it has a
+        # kernel there (a plan that prunes a CPU-only user away must not move the variable).
+        return all(find_kernel(u.type, dev.device_type, u.attrs) is not None
+                   for u in _resource_users(node.op))  # fmt: skip
+    return True
+
+
+def _resource_users(op) -> list:
+    """The graph's ops that take one of `op`'s resource outputs (through Identity chains) or
+    are colocated with it."""
+    tag = f"loc:@{op.name}"
+    users = [o for o in op.graph.get_operations() if tag in (o.attrs.get("_class") or ())]
+    todo, seen = [t for t in op.outputs if t.dtype is dtypes.resource], {id(u) for u in users}
+    while todo:
+        t = todo.pop()
+        for c in t.consumers():
+            if id(c) in seen:
+                continue
+            seen.add(id(c))
+            users.append(c)
+            if c.type in ("Identity", "IdentityN"):
+                todo.extend(o for o in c.outputs if o.dtype is dtypes.resource)
+    return users
 
 
 def place(pg: PlanGraph, devices: list, allow_soft_placement: bool = False) -> None:
@@ -143,8 +169,34 @@ def place(pg: PlanGraph, devices: list, allow_soft_placement: bool = False) -> N
         for n in members:
             n.device = chosen
     default = devices[0]
+    consumers = pg.consumers() if len(devices) > 1 else {}
     for n in pg.feeds:
-        n.device = default
+        n.device = _feed_device(n, consumers.get(n, ()), default)
+
+
+def _feed_device(arg: PlanNode, uses, default):
+    """Where a feed enters: the host (`default`), unless every consumer runs on one accelerator
+    and reads it as device memory; then the session copies the fed value there itself (one
+    host-to-device copy, no Send/Recv pair and no second partition)."""
+    from rill.exec.kernel_registry import _host_only
+    from rill.exec.memory_types import input_memory
+
+    dt = arg.out_dtypes[0]
+    if not uses or _host_only(dt) or dt in (dtypes.resource, dtypes.variant):
+        return default
+    devs = {c.device for c, _, _ in uses}
+    if len(devs) != 1:
+        return default
+    dev = next(iter(devs))
+    if dev is None or dev.device_type == "CPU":
+        return default
+    for c, _, slot in uses:
+        if c.type in _EXECUTOR_OPS or c.type in ("_Send", "_Recv"):
+            return default
+        mem = input_memory(c.type, c.attrs)
+        if slot < len(mem) and mem[slot]:
+            return default
+    return dev
 
 
 def _resource_rank(n: PlanNode) -> int:

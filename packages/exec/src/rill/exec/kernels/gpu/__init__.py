@@ -1,0 +1,15 @@
+"""GPU kernels (cupy) beyond the ones registered beside their CPU kernels, and the host-memory
+declarations of GPU kernel arguments (see rill.exec.memory_types).
+
+- `memory`: which inputs/outputs of each op stay on the host on a GPU (shapes, axes, sizes).
+- `generic`: CPU kernels written against `xp` that are correct on cupy, registered for GPU too.
+- `nn`: convolutions (im2col + GEMM on the device), pooling and their gradients, sparse softmax
+  cross-entropy.
+- `random`: random ops on cupy's generator, seeded per op.
+- `training`: variables' gathers/scatters and every optimizer's dense and sparse update.
+
+Every kernel here runs in CI on the simulated GPU (rill.exec.simgpu) and on a real one under the
+`gpu` test marker.
+"""
+
+from rill.exec.kernels.gpu import generic, loops, memory, nn, random, training  # noqa: F401

@@ -1,0 +1,74 @@
+#!/bin/bash
+# The GPU checks of issue 16 in one script, for a machine with an NVIDIA GPU, cupy and torch:
+# the GPU benchmarks (rill vs PyTorch on the same GPU), every op sample forward and gradient on
+# the GPU against the CPU (counts in $OUT/samples.json), and the training / error / swap_memory
+# tests. Each section has its own time limit, so one failing section does not stop the others.
+#
+#   OUT=/tmp/gpu_out bash tools/gpu_check.sh [wheel_dir]
+#
+# wheel_dir: wheels to install first (protobuf >= 7 if the machine's is older).
+set -u
+OUT=${OUT:-/tmp/gpu_out}
+mkdir -p "$OUT"
+R=$(pwd)
+export PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:$R/packages/graph/src:$R/packages/exec/src:$R/packages/autodiff/src:$R/packages/train/src:$R/packages/mobile/src:$R/packages/distributed/src:$R/packages/compat/src:$R
+if [ -n "${1:-}" ] && ls "$1"/*.whl >/dev/null 2>&1; then
+  timeout 60 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --upgrade --target /tmp/site "$1"/*.whl
+fi
+{
+  nvidia-smi -L
+  timeout 60 python3 -c "import cupy, numpy, google.protobuf as p, torch; \
+print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'protobuf', p.__version__, \
+'torch', torch.__version__, torch.cuda.get_device_name(0))"
+} 2>&1 | tee "$OUT/env.log"
+
+PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts= --import-mode=importlib -rfE"
+
+echo "== benchmarks" | tee "$OUT/bench.log"
+RILL_BENCH_JSON=$OUT/bench.json timeout "${BENCH_S:-110}" python3 -m tools.bench gpu 2>&1 \
+  | tee -a "$OUT/bench.log"
+
+echo "== op samples on the GPU" | tee "$OUT/samples.log"
+RILL_GPU_REPORT=$OUT/samples timeout "${SAMPLES_S:-120}" $PYTEST -m gpu tests/gpu \
+  -k sample_on_gpu $([ "${WORKERS:-8}" != 0 ] && echo "-n ${WORKERS:-8}") --timeout 90 2>&1 | tail -60 | tee -a "$OUT/samples.log"
+python3 - "$OUT" <<'PY' 2>&1 | tee -a "$OUT/samples.log"
+import glob, json, sys
+out = sys.argv[1]
+tot = {"samples_run": 0, "of_which_extras": 0, "matching": 0, "failing": 0,
+       "sample_op_ran_on_gpu": 0, "failures": {}}
+for f in glob.glob(f"{out}/samples.gw*") + glob.glob(f"{out}/samples"):
+    d = json.load(open(f))
+    for k in ("samples_run", "of_which_extras", "matching", "failing", "sample_op_ran_on_gpu"):
+        tot[k] += d[k]
+    tot["failures"].update(d["failures"])
+json.dump(tot, open(f"{out}/samples.json", "w"), indent=1)
+print({k: v for k, v in tot.items() if k != "failures"})
+PY
+rm -f "$OUT"/samples.gw*
+
+echo "== training, errors, swap_memory" | tee "$OUT/train.log"
+timeout "${TRAIN_S:-100}" $PYTEST -m gpu tests/gpu -k "not sample_on_gpu" -s --timeout 90 2>&1 \
+  | tail -80 | tee -a "$OUT/train.log"
+if [ "${PROFILE:-0}" = 1 ]; then
+  echo "== profile: 30 CNN train steps at batch 64 on the GPU (cProfile, by own time)"
+  timeout "${PROFILE_S:-60}" python3 - <<'PY' 2>&1 | tee "$OUT/profile.txt"
+import cProfile, pstats, numpy as np, cupy
+from rill.exec import Session
+from tools.bench.cnn_train import build_rill
+g, x, y, loss, train, init = build_rill()
+rng = np.random.default_rng(0)
+xv = rng.random((64, 28, 28, 1), dtype=np.float32)
+yv = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)]
+s = Session(graph=g); s.run(init)
+for _ in range(5): s.run(train, {x: xv, y: yv})
+cupy.cuda.runtime.deviceSynchronize()
+pr = cProfile.Profile(); pr.enable()
+for _ in range(30): s.run(train, {x: xv, y: yv})
+cupy.cuda.runtime.deviceSynchronize()
+pr.disable()
+pstats.Stats(pr).sort_stats("tottime").print_stats(30)
+PY
+fi
+echo "== done"

@@ -15,9 +15,9 @@ FIXTURE = pathlib.Path(__file__).resolve().parents[2] / "tools" / "fixtures" / "
 
 # Names rill.compat.v1 must keep per module: what it covers today (raise them as it grows).
 FLOORS = {
-    "tf": 270,
+    "tf": 272,
     "nn": 58,
-    "nn.rnn_cell": 8,
+    "nn.rnn_cell": 10,
     "layers": 25,
     "train": 67,
     "losses": 16,
@@ -34,7 +34,7 @@ FLOORS = {
     "image": 5,
     "io": 4,
     "saved_model": 0,
-    "debugging": 16,
+    "debugging": 18,
     "initializers": 19,
     "dtypes": 23,
 }

@@ -72,6 +72,21 @@ def test_assert_builders_static_and_dynamic():
             s.run(y, {x: [1.0, 11.0]})
 
 
+def test_assert_near_and_rank_at_least():
+    with rg.Graph().as_default():
+        with pytest.raises(ValueError, match="rank at least 3"):
+            rg.assert_rank_at_least(rg.constant([1, 2]), 3)
+        x = rg.placeholder(rg.float32, None)
+        r = rg.assert_rank_at_least(x, 1)
+        near = rg.assert_near(x, 1.0, atol=0.01)
+        s = Session()
+        s.run([r, near], {x: [1.005]})
+        with pytest.raises(InvalidArgumentError, match="assertion failed"):
+            s.run(r, {x: 1.0})
+        with pytest.raises(InvalidArgumentError, match="not equal to tolerance"):
+            s.run(near, {x: [1.5]})
+
+
 def test_scalar_and_merged_summaries():
     with rg.Graph().as_default():
         a = rg.scalar_summary(["a", "b"], rg.constant([1.5, 2.5]))

@@ -498,3 +498,25 @@ def test_errors(graph):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         BasicLSTMCell(2)  # the default (tuple) state does not warn
+
+
+def test_residual_and_device_wrappers():
+    import numpy as np
+
+    import rill.graph as rg
+    from rill.exec import Session
+    from rill.train import rnn_cell
+
+    with rg.Graph().as_default():
+        x = rg.constant(np.ones((2, 3), np.float32))
+        inner = rnn_cell.BasicRNNCell(3)
+        res = rnn_cell.ResidualWrapper(inner)
+        state = res.zero_state(2, rg.float32)
+        out, new_state = res(x, state)
+        dev = rnn_cell.DeviceWrapper(rnn_cell.BasicRNNCell(3, name="other"), "/cpu:0")
+        d_out, _ = dev(x, dev.zero_state(2, rg.float32))
+        assert d_out.op.device == "/device:CPU:0"
+        s = Session()
+        s.run(rg.global_variables_initializer())
+        o, st = s.run([out, new_state])
+        np.testing.assert_allclose(o, st + 1.0, rtol=1e-6)  # BasicRNNCell's output is its state

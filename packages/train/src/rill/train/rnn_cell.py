@@ -55,6 +55,8 @@ __all__ = [
     "LSTMCell",
     "MultiRNNCell",
     "DropoutWrapper",
+    "ResidualWrapper",
+    "DeviceWrapper",
     "assert_like_rnncell",
 ]
 
@@ -545,4 +547,9 @@ class LSTMCell(LayerRNNCell):
 
 # The combinators live in rnn_cell_wrappers (this module would be too long); they are part of the
 # tf.nn.rnn_cell namespace, so they are re-exported here.
-from rill.train.rnn_cell_wrappers import DropoutWrapper, MultiRNNCell  # noqa: E402
+from rill.train.rnn_cell_wrappers import (  # noqa: E402
+    DeviceWrapper,
+    DropoutWrapper,
+    MultiRNNCell,
+    ResidualWrapper,
+)

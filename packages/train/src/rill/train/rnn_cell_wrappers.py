@@ -28,7 +28,7 @@ from rill.train.layers.core import nn_dropout
 from rill.train.rnn_cell import LSTMStateTuple, RNNCell, assert_like_rnncell
 from rill.train.variable_scope import variable_scope
 
-__all__ = ["MultiRNNCell", "DropoutWrapper"]
+__all__ = ["MultiRNNCell", "DropoutWrapper", "ResidualWrapper", "DeviceWrapper"]
 
 
 class MultiRNNCell(RNNCell):
@@ -266,3 +266,71 @@ class DropoutWrapper(RNNCell):
         if self._should_dropout(self._output_keep_prob):
             output = self._dropout(output, "output", self._output_keep_prob)
         return output, new_state
+
+
+class _Wrapper(RNNCell):
+    """A cell that delegates its sizes, state and weights to `cell`."""
+
+    def __init__(self, cell):
+        super().__init__()
+        assert_like_rnncell("cell", cell)
+        self._cell = cell
+
+    @property
+    def wrapped_cell(self):
+        return self._cell
+
+    @property
+    def state_size(self):
+        return self._cell.state_size
+
+    @property
+    def output_size(self):
+        return self._cell.output_size
+
+    @property
+    def trainable_weights(self):
+        return self._cell.trainable_weights
+
+    @property
+    def non_trainable_weights(self):
+        return self._cell.non_trainable_weights
+
+    @property
+    def weights(self):
+        return self._cell.weights
+
+    def zero_state(self, batch_size, dtype):
+        return self._cell.zero_state(batch_size, dtype)
+
+
+class ResidualWrapper(_Wrapper):
+    """Adds the cell's inputs to its outputs: output = residual_fn(inputs, cell_output), by
+    default inputs + output element-wise (`tf.nn.rnn_cell.ResidualWrapper`)."""
+
+    def __init__(self, cell, residual_fn=None):
+        super().__init__(cell)
+        self._residual_fn = residual_fn
+
+    def __call__(self, inputs, state, scope=None):
+        output, new_state = self._cell(inputs, state, scope=scope)
+        if self._residual_fn is not None:
+            return self._residual_fn(inputs, output), new_state
+        nest.assert_same_structure(inputs, output)
+        return nest.map_structure(lambda i, o: i + o, inputs, output), new_state
+
+
+class DeviceWrapper(_Wrapper):
+    """Builds the cell's ops on `device` (`tf.nn.rnn_cell.DeviceWrapper`)."""
+
+    def __init__(self, cell, device: str):
+        super().__init__(cell)
+        self._device = device
+
+    def zero_state(self, batch_size, dtype):
+        with get_default_graph().device(self._device):
+            return self._cell.zero_state(batch_size, dtype)
+
+    def __call__(self, inputs, state, scope=None):
+        with get_default_graph().device(self._device):
+            return self._cell(inputs, state, scope=scope)

@@ -33,6 +33,8 @@ __all__ = [
     "assert_non_negative",
     "assert_non_positive",
     "assert_rank",
+    "assert_rank_at_least",
+    "assert_near",
     "assert_type",
     "assert_integer",
     "assert_scalar",
@@ -192,3 +194,43 @@ def assert_integer(x, message=None, name=None):
     if not x.dtype.is_integer:
         raise TypeError(f"{message or ''} Expected integer type for {x.name}, got "
                         f"{x.dtype.name}".strip())  # fmt: skip
+
+
+def assert_rank_at_least(x, rank, data=None, summarize=None, message=None, name=None):
+    """Asserts x has rank >= `rank`: checked now when x's rank is static, else at run time."""
+    g = get_default_graph()
+    with g.name_scope(name or "assert_rank_at_least"):
+        x = convert_to_tensor(x, name="x")
+        want = int(rank)
+        if x.shape.rank is not None:
+            if x.shape.rank < want:
+                raise ValueError(
+                    f"{message or ''} Tensor {x.name} must have rank at least {want}; received "
+                    f"rank {x.shape.rank}, shape {x.shape}".strip()
+                )
+            return None
+        data = data or [message or f"Tensor {x.name} must have rank at least {want}. Received:",
+                        rank_op(x)]  # fmt: skip
+        return assert_op(logic_ops.greater_equal(rank_op(x), want), data,
+                         summarize=3 if summarize is None else summarize)  # fmt: skip
+
+
+def assert_near(x, y, rtol=None, atol=None, data=None, summarize=None, message=None, name=None):
+    """Asserts |x - y| <= atol + rtol·|y| element-wise (defaults: 10·eps of the dtype)."""
+    from rill.graph.ops import math_ops
+
+    g = get_default_graph()
+    with g.name_scope(name or "assert_near"):
+        x = convert_to_tensor(x, name="x")
+        y = convert_to_tensor(y, dtype=x.dtype, name="y")
+        eps = float(np.finfo(x.dtype.np).eps) if x.dtype.is_floating else 0.0
+        rtol = constant(10 * eps if rtol is None else rtol, dtype=x.dtype)
+        atol = constant(10 * eps if atol is None else atol, dtype=x.dtype)
+        diff = math_ops.abs(math_ops.subtract(x, y))
+        tol = math_ops.add(atol, math_ops.multiply(rtol, math_ops.abs(y)))
+        if data is None:
+            data = [message or "x and y not equal to tolerance rtol = %s, atol = %s"
+                    % (rtol.op.get_attr("value"), atol.op.get_attr("value")),
+                    f"x (name: {x.name}) = ", x, f"y (name: {y.name}) = ", y]  # fmt: skip
+        return assert_op(reduce_all(logic_ops.less_equal(diff, tol)), data,
+                         summarize=3 if summarize is None else summarize)  # fmt: skip

@@ -162,3 +162,16 @@ def test_stacked_time_major_dynamic_rnn_with_initial_state_exports():
     want = sess.run(outputs, {x: feeds[0][:3], h0: feeds[1]})
     (got, *_) = s.run(None, {"x": feeds[0][:3], "h0": feeds[1]})  # a shorter sequence
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_cond_that_returns_a_list_exports_as_an_if_of_sequences():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [6, 3], name="x")
+        flag = rg.placeholder(rg.bool_, [], name="flag")
+        lst = rg.tensor_list_from_tensor(x, element_shape=[3])
+        more = rg.cond(flag, lambda: rg.tensor_list_push_back(lst, x[0] * 10.0), lambda: lst)
+        y = rg.tensor_list_stack(more, element_dtype=rg.float32, element_shape=[3])
+    for v in (True, False):
+        m = run_both(g, [x, flag], [y], [FEED, np.array(v)])
+    assert "If" in _types(m)

@@ -142,3 +142,36 @@ def test_sequences_need_opset_14():
     with pytest.raises(UnimplementedError, match="opset >= 14"):
         export_onnx(g, [x], [y], opset=13)
     run_both(g, [x], [y], [FEED], opset=14)
+
+
+def test_stacked_time_major_dynamic_rnn_with_initial_state_exports():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None, 2, 3], name="x")  # time major, unknown length
+        cell = rt.MultiRNNCell([rt.LSTMCell(4), rt.GRUCell(5)])
+        h0 = rg.placeholder(rg.float32, [2, 5], name="h0")
+        state0 = (cell.zero_state(2, rg.float32)[0], h0)
+        outputs, state = rt.dynamic_rnn(cell, x, initial_state=state0, time_major=True)
+        init = rg.global_variables_initializer()
+    sess = Session(graph=g)
+    sess.run(init)
+    feeds = [RNG.normal(size=(7, 2, 3)).astype(np.float32),
+             RNG.normal(size=(2, 5)).astype(np.float32)]  # fmt: skip
+    m = run_both(g, [x, h0], [outputs, state[0].c, state[1]], feeds, session=sess)
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(outputs, {x: feeds[0][:3], h0: feeds[1]})
+    (got, *_) = s.run(None, {"x": feeds[0][:3], "h0": feeds[1]})  # a shorter sequence
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_cond_that_returns_a_list_exports_as_an_if_of_sequences():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [6, 3], name="x")
+        flag = rg.placeholder(rg.bool_, [], name="flag")
+        lst = rg.tensor_list_from_tensor(x, element_shape=[3])
+        more = rg.cond(flag, lambda: rg.tensor_list_push_back(lst, x[0] * 10.0), lambda: lst)
+        y = rg.tensor_list_stack(more, element_dtype=rg.float32, element_shape=[3])
+    for v in (True, False):
+        m = run_both(g, [x, flag], [y], [FEED, np.array(v)])
+    assert "If" in _types(m)

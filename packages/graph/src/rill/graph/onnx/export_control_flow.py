@@ -77,8 +77,12 @@ def emit_cond(ctx: ExportContext, scope, pred, ops) -> None:
             outs.append(helper.make_tensor_value_info(name, TensorProto.INT32, []))
         graphs[b] = helper.make_graph(sub.nodes, label, [], outs)
     ctx.op = merges[0]
-    ctx.node("If", [cond_name], [m.outputs[0] for m in merges] + [m.outputs[1] for m in with_index],
-             then_branch=graphs[1], else_branch=graphs[0])  # fmt: skip
+    names = ctx.node("If", [cond_name],
+                     [m.outputs[0] for m in merges] + [m.outputs[1] for m in with_index],
+                     then_branch=graphs[1], else_branch=graphs[0])  # fmt: skip
+    for name, info in zip(names, graphs[1].output):  # a branch's sequence makes a sequence
+        if info.type.HasField("sequence_type"):
+            ctx.mark_sequence(name, info.type.sequence_type.elem_type.tensor_type.elem_type)
 
 
 def _backward(roots, inside: set, stop: set) -> list:

@@ -426,3 +426,29 @@ def _dynamic_resize(y, x, axes, r, scales, sizes, roi, policy, p):
     for i, a in sorted(enumerate(axes), key=lambda t: t[1]):
         y = _dyn_axis(y, a, r, in_ns[i], outs[i], sc[i], rois[i], p)
     return y
+
+
+def resize10_semantics(model) -> None:
+    """Opset-10 Resize (and Upsample) sample at x_out / scale, rounding down for nearest; onnx's
+    version converter carries them to opset 11+ without saying so, which would make them
+    half_pixel. Run on the converted model of a model older than opset 11."""
+    from onnx import helper
+
+    def walk(graph):
+        for n in graph.node:
+            yield n
+            for a in n.attribute:
+                if a.type == a.GRAPH:
+                    yield from walk(a.g)
+                for g in a.graphs:
+                    yield from walk(g)
+
+    for n in walk(model.graph):
+        if n.op_type != "Resize" or n.domain not in ("", "ai.onnx"):
+            continue
+        names = {a.name for a in n.attribute}
+        if "coordinate_transformation_mode" not in names:
+            n.attribute.append(helper.make_attribute("coordinate_transformation_mode",
+                                                     "asymmetric"))  # fmt: skip
+        if "nearest_mode" not in names:
+            n.attribute.append(helper.make_attribute("nearest_mode", "floor"))

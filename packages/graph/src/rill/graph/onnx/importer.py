@@ -160,22 +160,8 @@ def _upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
             f"re-export the model at opset {MIN_OPSET} or newer"
         ) from None
     if v <= 10:
-        _resize10_semantics(converted)
+        import_resize.resize10_semantics(converted)
     return converted
-
-
-def _resize10_semantics(model: onnx.ModelProto) -> None:
-    """Opset-10 Resize (and Upsample) sample at x_out / scale, rounding down for nearest; the
-    version converter carries them over without saying so, which would make them half_pixel."""
-    for n in _all_nodes(model.graph):
-        if n.op_type != "Resize" or n.domain not in ("", "ai.onnx"):
-            continue
-        names = {a.name for a in n.attribute}
-        if "coordinate_transformation_mode" not in names:
-            n.attribute.append(helper.make_attribute("coordinate_transformation_mode",
-                                                     "asymmetric"))  # fmt: skip
-        if "nearest_mode" not in names:
-            n.attribute.append(helper.make_attribute("nearest_mode", "floor"))
 
 
 def _unconvertible(model: onnx.ModelProto, version: int) -> list[str]:

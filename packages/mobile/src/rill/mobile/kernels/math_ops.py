@@ -11,6 +11,9 @@ int8 one-input operators are 256-entry tables made in prepare (kernels/lut.py):
   differ, plus zp_out;
 - HARD_SWISH: the reference kernel's 16-bit fixed-point arithmetic (see `_hard_swish_int8`).
 
+int16 EXP, LOG and GELU use LiteRT's interpolated 513-entry table (`lut_populate_int16`),
+expanded here to all 65536 inputs.
+
 int8 MAXIMUM and MINIMUM compare the raw values (inputs and output share quantization); int8
 SQUARED_DIFFERENCE rescales each input like int8 ADD (a 7-bit left shift), squares the
 difference and requantizes.
@@ -56,6 +59,38 @@ def lut_populate(fn, s_in: float, zp_in: int, s_out: float, zp_out: int,
         v = np.where(np.isnan(v), 0, v)
         v = np.clip(v, -128, 127)
     return np.ascontiguousarray(v.astype(np.int8))
+
+
+def lut_populate_int16(fn, s_in: float, zp_in: int, s_out: float, zp_out: int) -> np.ndarray:
+    """LiteRT's int16 LUTPopulate (float32): 513 samples of fn over the input range, each biased
+    by half the error of linear interpolation at the midpoint; then LUTLookup for every int16
+    value (base + (slope · low 7 bits + 64) >> 7), as a 65536-entry table by uint16 pattern."""
+    f32 = np.float32
+    s_in, s_out = f32(s_in), f32(s_out)
+    imin, imax = s_in * f32(-32768 - zp_in), s_in * f32(32767 - zp_in)
+    omin, omax = s_out * f32(-32768 - zp_out), s_out * f32(32767 - zp_out)
+    step = f32((imax - imin) / f32(512))
+    half = f32(step / f32(2))
+    inv = f32(f32(65536) / f32(omax - omin))
+    i = np.arange(512, dtype=f32)
+    with np.errstate(all="ignore"):
+        at = (imin + (i * step).astype(f32)).astype(f32)
+        val = np.asarray(fn(at), f32)
+        mid = np.asarray(fn((at + half).astype(f32)), f32)
+        nxt = np.asarray(fn((imin + ((i + 1) * step).astype(f32)).astype(f32)), f32)
+        sample = _round_half_away((val * inv).astype(f32))
+        interp = _round_half_away((((nxt * inv).astype(f32) + sample) / f32(2)).astype(f32))
+        bias = _round_half_away(((interp - _round_half_away((mid * inv).astype(f32))) / f32(2))
+                                .astype(f32))  # fmt: skip
+        lut = (sample - bias).astype(f32)
+        last = _round_half_away((np.asarray(fn(np.array([imax], f32)), f32) * inv).astype(f32))
+        lut = np.concatenate([lut, last])
+        # NaN (log of a non-positive value) lands on the minimum, as the C++ cast does here.
+        lut = np.where(np.isnan(lut), -32768, np.clip(lut, -32768, 32767)).astype(np.int64)
+    v = np.arange(65536, dtype=np.int64).astype(np.uint16).view(np.int16).astype(np.int64)
+    idx, off = 256 + (v >> 7), v & 0x7F
+    out = lut[idx] + (((lut[idx + 1] - lut[idx]) * off + 64) >> 7)
+    return np.clip(out, -32768, 32767).astype(np.int16)
 
 
 def _gelu(x):
@@ -108,6 +143,7 @@ class _Elementwise(Kernel):
 
     float_fn = None
     int_types = ()  # integer types (beside int8) computed by float_fn on the values
+    int16_lut = False  # int16 through LiteRT's interpolated 513-entry table (EXP, LOG, GELU)
 
     def prepare(self, inputs, outputs):
         if not inputs or inputs[0] is None:
@@ -116,11 +152,20 @@ class _Elementwise(Kernel):
         self.expect_dtype(x, [np.float32, np.int8, *self.int_types])
         self.expect_same_dtype(x, out)
         self.int8 = x.dtype == np.int8
+        self.table16 = None
         if self.int8:
             self.expect_quantized(x)
             self.expect_quantized(out)
             self.table = self.int8_table(x, out)
+        elif x.dtype == np.int16 and self.int16_lut:
+            self.expect_quantized(x)
+            self.expect_quantized(out)
+            self.table16 = lut_populate_int16(self.int16_fn(), x.scale, x.zero_point, out.scale,
+                                              out.zero_point)  # fmt: skip
         return [tuple(x.shape)]
+
+    def int16_fn(self):
+        return self.fn()
 
     def fn(self):
         return type(self).float_fn
@@ -130,6 +175,9 @@ class _Elementwise(Kernel):
 
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0]
+        if self.table16 is not None:
+            table, xu = self.table16, x.view(np.uint16)
+            return lambda: np.take(table, xu, out=out)
         if self.int8:
             table = self.table
             return lambda: apply_table(table, x, out)
@@ -188,11 +236,15 @@ class Abs(_Elementwise):
 @register("EXP", max_version=2)
 class Exp(_Elementwise):
     float_fn = staticmethod(np.exp)
+    int_types = (np.int16,)
+    int16_lut = True
 
 
 @register("LOG", max_version=2)
 class Log(_Elementwise):
     float_fn = staticmethod(np.log)
+    int_types = (np.int16,)
+    int16_lut = True
 
 
 @register("SQRT", max_version=2)
@@ -232,6 +284,12 @@ class Elu(_Elementwise):
 
 @register("GELU", max_version=2)
 class Gelu(_Elementwise):
+    int_types = (np.int16,)
+    int16_lut = True
+
+    def int16_fn(self):
+        return _gelu_tanh if self.options.get("approximate", False) else _gelu
+
     def fn(self):
         return _gelu_tanh if self.options.get("approximate", False) else _gelu_fast
 

@@ -18,6 +18,7 @@ from rill.mobile.kernels.common import (
     float_activation,
     quantized_activation,
 )
+from rill.mobile.kernels.int16 import int16_activation
 from rill.mobile.kernels.lut import table_from_int8
 from rill.mobile.quant import Requantizer, multiply_by_quantized_multiplier, quantize_multiplier
 
@@ -28,6 +29,7 @@ LEFT_SHIFT = 20  # the reference int8 ADD/SUB headroom
 
 class _Binary(Kernel):
     ufunc = None
+    int16_types = ()  # MUL: int16 (16x8 models) with the int8 arithmetic and int16 clamps
 
     def prepare(self, inputs, outputs):
         if len(inputs) != 2 or None in inputs:
@@ -38,12 +40,18 @@ class _Binary(Kernel):
             shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
         except ValueError:
             raise self.fail(f"shapes of {a} and {b} do not broadcast") from None
-        self.expect_dtype(a, [np.float32, np.int8, np.int32, np.int64])
+        self.expect_dtype(a, [np.float32, np.int8, np.int32, np.int64, *self.int16_types])
         self.expect_same_dtype(a, b)
         self.expect_same_dtype(a, out)
         act = self.options.get("fused_activation_function", 0)
         self.kind = a.dtype
-        if a.dtype == np.int8:
+        if a.dtype == np.int16:  # 16-bit activations: the int8 arithmetic, int16 clamps
+            for t in (a, b, out):
+                self.expect_quantized(t)
+            lo, hi = int16_activation(self, act, out)
+            self.prepare_int8(a, b, out, lo, hi, shape)
+            self.kind = np.dtype(np.int8)  # (the same bind)
+        elif a.dtype == np.int8:
             for t in (a, b, out):
                 self.expect_quantized(t)
             lo, hi = quantized_activation(self, act, out)
@@ -120,6 +128,7 @@ class Sub(_AddSub):
 @register("MUL", max_version=7)
 class Mul(_Binary):
     ufunc = np.multiply
+    int16_types = (np.int16,)
 
     def prepare_int8(self, a, b, out, lo, hi, shape):
         m = np.float64(a.scale) * np.float64(b.scale) / np.float64(out.scale)

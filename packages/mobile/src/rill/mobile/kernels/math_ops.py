@@ -466,16 +466,23 @@ class SquaredDifference(_Binary):
             (q - a.zero_point) << left, *m1), np.int64)  # fmt: skip
         self.t2 = table_from_int8(lambda q: multiply_by_quantized_multiplier(
             (q - b.zero_point) << left, *m2), np.int64)  # fmt: skip
-        self.mo, self.zp_out = mo, out.zero_point
+        # Every pair of int8 inputs' result, by (a << 8 | b) as uint16 bits.
+        ua = np.repeat(np.arange(256), 256)
+        ub = np.tile(np.arange(256), 256)
+        d = self.t1[ua] - self.t2[ub]
+        v = multiply_by_quantized_multiplier(d * d, *mo) + out.zero_point
+        self.pair = np.clip(v, -128, 127).astype(np.int8)
+        self.idx = self.scratch(shape, np.uint16)
 
     def bind_int8(self, a, b, out, scratch):
-        t1, t2, mo, zp = self.t1, self.t2, self.mo, self.zp_out
+        idx, pair = scratch[self.idx], self.pair
         au, bu = a.view(np.uint8), b.view(np.uint8)
 
         def run():
-            d = np.take(t1, au) - np.take(t2, bu)
-            v = multiply_by_quantized_multiplier(d * d, *mo) + zp
-            np.copyto(out, np.clip(v, -128, 127), casting="unsafe")
+            np.copyto(idx, au)
+            np.left_shift(idx, 8, out=idx)
+            np.bitwise_or(idx, bu, out=idx)
+            np.take(pair, idx, out=out)
 
         return run
 

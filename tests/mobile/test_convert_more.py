@@ -156,3 +156,22 @@ def test_more_converted_ops_match_session(kind, runtime):
     (want,) = Session(graph=g).run([y], {x: feeds[0]})
     (got,) = run_model(model, feeds, runtime)
     assert_close_relative(got, want, rtol=2e-5)
+
+
+@pytest.mark.parametrize("runtime", ["litert", "rill"])
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+def test_conv2d_transpose_converts(padding, runtime):
+    from rill.graph.ops.conv_ops import conv2d_backprop_input
+
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [1, 4, 5, 3], name="x")
+        size = [1, 8, 10, 2] if padding == "SAME" else [1, 9, 11, 2]
+        w = RNG.standard_normal((3, 3, 2, 3)).astype(np.float32)
+        y = rg.relu(conv2d_backprop_input(size, w, x, [1, 2, 2, 1], padding))
+    feeds = [RNG.standard_normal((1, 4, 5, 3)).astype(np.float32)]
+    model = convert(g, [x], [y])
+    assert "TRANSPOSE_CONV" in {op["code"] for op in read_model(model)["ops"]}
+    (want,) = Session(graph=g).run([y], {x: feeds[0]})
+    (got,) = run_model(model, feeds, runtime)
+    assert_close_relative(got, want, rtol=2e-5)

@@ -295,3 +295,30 @@ def _mirror_pad(ctx, op) -> None:
         raise op_error(op, f"mirror padding mode {mode!r}")
     ins = [ctx.input(t) for t in op.inputs]
     ctx.emit("MIRROR_PAD", ins, _outs(ctx, op), {"mode": 0 if mode == "REFLECT" else 1}, op)
+
+
+OPTIONS_TABLE.setdefault("TRANSPOSE_CONV", "TransposeConvOptions")
+OPCODES.setdefault("TRANSPOSE_CONV", BuiltinOperator.TRANSPOSE_CONV)
+
+
+@register_tflite("Conv2DBackpropInput")
+def _transpose_conv(ctx, op) -> None:
+    """conv2d_transpose: the output shape and the filter must be constants; TensorFlow's filter
+    [KH, KW, C_out, C_in] becomes TFLite's [C_out, KH, KW, C_in]."""
+    sizes, filt, x = op.inputs
+    if op.attrs.get("data_format", "NHWC") not in ("NHWC", b"NHWC"):
+        raise op_error(op, "only NHWC transposed convolutions convert")
+    dil = list(op.attrs.get("dilations") or [1, 1, 1, 1])
+    if any(d != 1 for d in dil):
+        raise op_error(op, f"dilations {dil} (TRANSPOSE_CONV has none)")
+    strides = list(op.attrs["strides"])
+    padding = op.attrs["padding"]
+    padding = padding.decode() if isinstance(padding, bytes) else str(padding)
+    if padding not in ("SAME", "VALID"):
+        raise op_error(op, f"padding {padding!r}")
+    w = np.asarray(ctx.require_const(op, filt, "filter"), np.float32).transpose(2, 0, 1, 3)
+    ins = [ctx.int32_const(_ints(ctx, op, sizes, "output shape"), sizes.op.name),
+           ctx.const(np.ascontiguousarray(w), filt.op.name), ctx.input(x)]  # fmt: skip
+    options = {"padding": 0 if padding == "SAME" else 1, "stride_w": int(strides[2]),
+               "stride_h": int(strides[1])}  # fmt: skip
+    ctx.emit("TRANSPOSE_CONV", ins, _outs(ctx, op), options, op)

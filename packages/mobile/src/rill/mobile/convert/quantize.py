@@ -85,7 +85,7 @@ SHARED_INPUTS = {
 # reference kernels have no int8 version or rill's interpreter does not reproduce it exactly.
 FLOAT_ONLY = {"NEG", "SQUARE", "FLOOR", "ROUND", "ELU", "DIV", "POW", "FLOOR_DIV", "FLOOR_MOD",
               "REDUCE_PROD", "SUM", "LOG_SOFTMAX", "CAST", "SHAPE", "TOPK_V2", "CUMSUM", "ONE_HOT",
-              "FILL", "RANGE", "ZEROS_LIKE"}  # fmt: skip
+              "FILL", "RANGE", "ZEROS_LIKE", "TRANSPOSE_CONV"}  # fmt: skip
 
 
 def _round_half_away(x):

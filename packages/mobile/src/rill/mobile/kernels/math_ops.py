@@ -540,3 +540,44 @@ class FloorMod(_Binary):
             return np.mod(a, b)
         r = np.fmod(a, b)
         return np.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@register("PRELU", max_version=1)
+class Prelu(Kernel):
+    """x for x >= 0, alpha · x below (alpha broadcast against x). int8 as the reference kernel:
+    with v = q − zp_in, MBQM(v, s_in / s_out) where v >= 0, else MBQM(v · (q_alpha − zp_alpha),
+    s_in · s_alpha / s_out); + zp_out, clamped."""
+
+    def prepare(self, inputs, outputs):
+        x, alpha = inputs[0], inputs[1]
+        out = outputs[0]
+        try:
+            shape = np.broadcast_shapes(tuple(x.shape), tuple(alpha.shape))
+        except ValueError:
+            raise self.fail(f"alpha {alpha} does not broadcast against {x}") from None
+        self.expect_dtype(x, [np.float32, np.int8])
+        self.expect_same_dtype(x, alpha)
+        self.int8 = x.dtype == np.int8
+        if self.int8:
+            for t in (x, alpha, out):
+                self.expect_quantized(t)
+            f64 = np.float64
+            self.m1 = quantize_multiplier(float(f64(x.scale) / f64(out.scale)))
+            self.m2 = quantize_multiplier(float(f64(x.scale) * f64(alpha.scale) / f64(out.scale)))
+            self.zps = (x.zero_point, alpha.zero_point, out.zero_point)
+        return [shape]
+
+    def bind(self, inputs, outputs, scratch):
+        x, alpha, out = inputs[0], inputs[1], outputs[0]
+        if not self.int8:
+            return lambda: np.copyto(out, np.where(x >= 0, x, x * alpha))
+        m1, m2 = self.m1, self.m2
+        zx, za, zo = self.zps
+
+        def run():
+            v = x.astype(np.int64) - zx
+            pos = multiply_by_quantized_multiplier(v, *m1)
+            neg = multiply_by_quantized_multiplier(v * (alpha.astype(np.int64) - za), *m2)
+            np.copyto(out, np.clip(np.where(v >= 0, pos, neg) + zo, -128, 127), casting="unsafe")
+
+        return run

@@ -34,7 +34,6 @@ _INT16 = "16-bit activation kernels (16x8) for this operator are not implemented
 _FIXED = "the reference int8 kernel's fixed-point arithmetic is not reproduced yet"
 GAPS: dict[str, str] = {
     **{f"{op}_int16": _INT16 for op in ("reduce_prod", "sum")},
-    "l2_normalization_int8": _FIXED,
     "log_softmax_int8": _FIXED,
     "reduce_prod_int8": _FIXED,
     "reduce_prod_keepdims_int8": _FIXED,

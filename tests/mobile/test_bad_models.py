@@ -110,3 +110,22 @@ def test_dynamic_shapes_run_eagerly_and_follow_the_values():
         interp.set_tensor(d["index"], x.reshape(3, 4))
         interp.invoke()
         assert interp.get_tensor(out).shape == (k, 2)
+
+
+@pytest.mark.parametrize("table_kind", ["float", "int8_per_tensor"])
+def test_embedding_lookup_matches_litert(table_kind):
+    """EMBEDDING_LOOKUP (TF's converter writes GATHER for Keras embeddings, so this one is built
+    directly): rows of a float table, or of an int8 table scaled back (hybrid)."""
+    from mobile.kernel_testing import fconst, qweights
+    from mobile.tflite_builder import T, litert_run, rill_run, single_op
+
+    rng = np.random.default_rng(2)
+    if table_kind == "float":
+        table = fconst(rng.standard_normal((10, 4)).astype(np.float32))
+    else:
+        table = qweights((10, 4), axis=None)
+    ids = np.array([3, 0, 9, 9, 1, 3], np.int32)
+    model = single_op("EMBEDDING_LOOKUP", [T((6,), np.int32), table], [T((6, 4), np.float32)])
+    (want,) = litert_run(model, [ids])
+    (got,) = rill_run(model, [ids])
+    np.testing.assert_array_equal(got, want)

@@ -48,6 +48,21 @@ CASES = {
 }  # fmt: skip
 
 
+MORE = {
+    "split": lambda x: rg.concat([rg.split(x, 2, axis=1)[1], rg.split(x, [2, 4], axis=1)[0]], 1),
+    "gather_nd_topk": lambda x: rg.concat([rg.gather_nd(x, [[0, 1], [2, 3]])[None, :],
+                                           rg.top_k(x[:1], 2)[0]], 1),
+    "cumsum_pads": lambda x: rg.concat([rg.cumsum(x, 1, exclusive=True, reverse=True),
+                                        rg.pad(x, [[0, 0], [1, 1]], mode="REFLECT"),
+                                        rg.pad(x, [[0, 0], [2, 0]], mode="SYMMETRIC"),
+                                        rg.pad(x, [[0, 0], [1, 0]], constant_values=2.0)], 1),
+    "fill_like": lambda x: rg.concat([rg.zeros_like(x) + x, rg.ones_like(x) * x,
+                                      x + rg.broadcast_to(x[:1], [3, 6])], 1),
+    "one_hot": lambda x: rg.reshape(rg.one_hot(rg.cast(rg.abs(x), rg.int32), 3, axis=-1),
+                                    [-1, 18]),
+}  # fmt: skip
+
+
 @pytest.mark.parametrize("runtime", ["litert", "rill"])
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_converted_ops_match_session(kind, runtime):
@@ -77,7 +92,7 @@ def test_shape_op_converts():
         np.testing.assert_array_equal(got, feeds[0].reshape(4, 3, 2))
 
 
-@pytest.mark.parametrize("kind", sorted(CASES))
+@pytest.mark.parametrize("kind", sorted(CASES) + sorted(MORE))
 def test_int8_quantized_ops_match_litert_reference_exactly(kind):
     """Full-integer quantization of the same graphs: data movement, MAXIMUM/MINIMUM, SELECT,
     REDUCE_MAX/MIN, comparisons and EXP/LOG/SQRT/RSQRT/ABS/SQUARED_DIFFERENCE run in int8;
@@ -89,19 +104,20 @@ def test_int8_quantized_ops_match_litert_reference_exactly(kind):
     from rill.mobile.convert import Optimize, TFLiteConverter
     from rill.mobile.interpreter import Interpreter
 
-    fn, _ = CASES[kind]
+    fn = CASES[kind][0] if kind in CASES else MORE[kind]
+    rows = 4 if kind in CASES else 3
     g = rg.Graph()
     with g.as_default():
-        x = rg.placeholder(rg.float32, [None, 6], name="x")
+        x = rg.placeholder(rg.float32, [None if kind in CASES else 3, 6], name="x")
         y = fn(x)
-    data = [RNG.uniform(-2, 2, (4, 6)).astype(np.float32) for _ in range(8)]
+    data = [RNG.uniform(-2, 2, (rows, 6)).astype(np.float32) for _ in range(8)]
     conv = TFLiteConverter.from_graph(g, [x], [y])
     conv.optimizations = [Optimize.DEFAULT]
     conv.representative_dataset = lambda: ([d] for d in data)
     model = conv.convert()
     codes = [op["code"] for op in read_model(model)["ops"]]
     assert "QUANTIZE" in codes and "DEQUANTIZE" in codes
-    feed = RNG.uniform(-2, 2, (4, 6)).astype(np.float32)
+    feed = RNG.uniform(-2, 2, (rows, 6)).astype(np.float32)
     exact = True
     try:
         ref = LiteRT(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
@@ -126,3 +142,36 @@ def test_int8_quantized_ops_match_litert_reference_exactly(kind):
         # one quantum of the output's int8 tensor (the one DEQUANTIZE reads)
         scale = max(d["quantization"][0] for d in ref.get_tensor_details())
         assert np.abs(outs[1] - outs[0]).max() <= scale * 1.0001
+
+
+@pytest.mark.parametrize("runtime", ["litert", "rill"])
+@pytest.mark.parametrize("kind", sorted(MORE))
+def test_more_converted_ops_match_session(kind, runtime):
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [3, 6], name="x")
+        y = MORE[kind](x)
+    feeds = [RNG.uniform(-2, 2, (3, 6)).astype(np.float32)]
+    model = convert(g, [x], [y])
+    (want,) = Session(graph=g).run([y], {x: feeds[0]})
+    (got,) = run_model(model, feeds, runtime)
+    assert_close_relative(got, want, rtol=2e-5)
+
+
+@pytest.mark.parametrize("runtime", ["litert", "rill"])
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+def test_conv2d_transpose_converts(padding, runtime):
+    from rill.graph.ops.conv_ops import conv2d_backprop_input
+
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [1, 4, 5, 3], name="x")
+        size = [1, 8, 10, 2] if padding == "SAME" else [1, 9, 11, 2]
+        w = RNG.standard_normal((3, 3, 2, 3)).astype(np.float32)
+        y = rg.relu(conv2d_backprop_input(size, w, x, [1, 2, 2, 1], padding))
+    feeds = [RNG.standard_normal((1, 4, 5, 3)).astype(np.float32)]
+    model = convert(g, [x], [y])
+    assert "TRANSPOSE_CONV" in {op["code"] for op in read_model(model)["ops"]}
+    (want,) = Session(graph=g).run([y], {x: feeds[0]})
+    (got,) = run_model(model, feeds, runtime)
+    assert_close_relative(got, want, rtol=2e-5)

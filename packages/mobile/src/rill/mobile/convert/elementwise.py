@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from tflite.BuiltinOperator import BuiltinOperator
 
-from rill.mobile.convert.ir import OPCODES, OPTIONS_TABLE, TENSOR_TYPES
+from rill.mobile.convert.ir import OPCODES, OPTIONS_TABLE, TENSOR_TYPES, TensorIR
 from rill.mobile.convert.registry import op_error, register_tflite
 
 _UNARY = {
@@ -208,3 +208,117 @@ def _shape(ctx, op) -> None:
     out_type = np.dtype(op.attrs.get("out_type").np)
     options = {"out_type": TENSOR_TYPES[out_type]}
     ctx.emit("SHAPE", [ctx.input(op.inputs[0])], [ctx.output(op.outputs[0], op)], options, op)
+
+
+# -- splitting, indexing, padding, filling ------------------------------------------------------
+
+for _code, _table in {
+    "SPLIT": "SplitOptions",
+    "SPLIT_V": "SplitVOptions",
+    "GATHER_ND": "GatherNdOptions",
+    "ONE_HOT": "OneHotOptions",
+    "TOPK_V2": "TopKV2Options",
+    "CUMSUM": "CumsumOptions",
+    "MIRROR_PAD": "MirrorPadOptions",
+    "PADV2": "PadV2Options",
+    "BROADCAST_TO": "BroadcastToOptions",
+    "ZEROS_LIKE": "ZerosLikeOptions",
+    "FILL": "FillOptions",
+    "RANGE": "RangeOptions",
+}.items():
+    OPTIONS_TABLE.setdefault(_code, _table)
+    OPCODES.setdefault(_code, getattr(BuiltinOperator, _code))
+
+
+def _outs(ctx, op):
+    return [ctx.output(t, op) for t in op.outputs]
+
+
+@register_tflite("Split")
+def _split(ctx, op) -> None:
+    axis_t, x = op.inputs
+    axis = np.atleast_1d(_ints(ctx, op, axis_t, "split axis"))[:1].reshape(())
+    ins = [ctx.int32_const(axis, axis_t.op.name), ctx.input(x)]
+    ctx.emit("SPLIT", ins, _outs(ctx, op), {"num_splits": len(op.outputs)}, op)
+
+
+@register_tflite("SplitV")
+def _split_v(ctx, op) -> None:
+    x, sizes, axis_t = op.inputs
+    axis = np.atleast_1d(_ints(ctx, op, axis_t, "split axis"))[:1].reshape(())
+    ins = [ctx.input(x), ctx.int32_const(_ints(ctx, op, sizes, "split sizes"), sizes.op.name),
+           ctx.int32_const(axis, axis_t.op.name)]  # fmt: skip
+    ctx.emit("SPLIT_V", ins, _outs(ctx, op), {"num_splits": len(op.outputs)}, op)
+
+
+def _plain(code: str, options=None):
+    def rule(ctx, op) -> None:
+        opts = options(op) if callable(options) else {}
+        ctx.emit(code, [ctx.input(t) for t in op.inputs], _outs(ctx, op), opts, op)
+
+    return rule
+
+
+register_tflite("GatherNd")(_plain("GATHER_ND"))
+register_tflite("TopKV2")(_plain("TOPK_V2"))
+register_tflite("BroadcastTo")(_plain("BROADCAST_TO"))
+register_tflite("ZerosLike")(_plain("ZEROS_LIKE"))
+
+
+@register_tflite("OnesLike")
+def _ones_like(ctx, op) -> None:
+    # TFLite has no ONES_LIKE builtin: FILL(SHAPE(x), 1), as TensorFlow's converter writes it.
+    (x,) = op.inputs
+    shape = ctx.model.add_tensor(
+        TensorIR(
+            ctx.model.unique_name(f"{op.name}/shape"), np.dtype(np.int32), (len(x.shape.as_list()),)
+        )  # fmt: skip
+    )
+    ctx.emit("SHAPE", [ctx.input(x)], [shape], {"out_type": TENSOR_TYPES[np.dtype(np.int32)]}, op)
+    one = ctx.const(np.ones((), np.dtype(x.dtype.np)), f"{op.name}/one")
+    ctx.emit("FILL", [shape, one], _outs(ctx, op), {}, op)
+
+
+register_tflite("Fill")(_plain("FILL"))
+register_tflite("Range")(_plain("RANGE"))
+register_tflite("PadV2")(_plain("PADV2"))
+register_tflite("OneHot")(_plain("ONE_HOT", lambda op: {"axis": int(op.attrs.get("axis", -1))}))
+register_tflite("Cumsum")(_plain("CUMSUM", lambda op: {
+    "exclusive": bool(op.attrs.get("exclusive")), "reverse": bool(op.attrs.get("reverse"))}))  # fmt: skip
+
+
+@register_tflite("MirrorPad")
+def _mirror_pad(ctx, op) -> None:
+    mode = op.attrs.get("mode", "REFLECT")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ("REFLECT", "SYMMETRIC"):
+        raise op_error(op, f"mirror padding mode {mode!r}")
+    ins = [ctx.input(t) for t in op.inputs]
+    ctx.emit("MIRROR_PAD", ins, _outs(ctx, op), {"mode": 0 if mode == "REFLECT" else 1}, op)
+
+
+OPTIONS_TABLE.setdefault("TRANSPOSE_CONV", "TransposeConvOptions")
+OPCODES.setdefault("TRANSPOSE_CONV", BuiltinOperator.TRANSPOSE_CONV)
+
+
+@register_tflite("Conv2DBackpropInput")
+def _transpose_conv(ctx, op) -> None:
+    """conv2d_transpose: the output shape and the filter must be constants; TensorFlow's filter
+    [KH, KW, C_out, C_in] becomes TFLite's [C_out, KH, KW, C_in]."""
+    sizes, filt, x = op.inputs
+    if op.attrs.get("data_format", "NHWC") not in ("NHWC", b"NHWC"):
+        raise op_error(op, "only NHWC transposed convolutions convert")
+    dil = list(op.attrs.get("dilations") or [1, 1, 1, 1])
+    if any(d != 1 for d in dil):
+        raise op_error(op, f"dilations {dil} (TRANSPOSE_CONV has none)")
+    strides = list(op.attrs["strides"])
+    padding = op.attrs["padding"]
+    padding = padding.decode() if isinstance(padding, bytes) else str(padding)
+    if padding not in ("SAME", "VALID"):
+        raise op_error(op, f"padding {padding!r}")
+    w = np.asarray(ctx.require_const(op, filt, "filter"), np.float32).transpose(2, 0, 1, 3)
+    ins = [ctx.int32_const(_ints(ctx, op, sizes, "output shape"), sizes.op.name),
+           ctx.const(np.ascontiguousarray(w), filt.op.name), ctx.input(x)]  # fmt: skip
+    options = {"padding": 0 if padding == "SAME" else 1, "stride_w": int(strides[2]),
+               "stride_h": int(strides[1])}  # fmt: skip
+    ctx.emit("TRANSPOSE_CONV", ins, _outs(ctx, op), options, op)

@@ -108,6 +108,10 @@ INT8_VERSIONS: dict[str, int] = {
 }
 
 
+# Float kernels whose first version is not 1 (BROADCAST_TO starts at 2).
+FLOAT_VERSIONS: dict[str, int] = {"BROADCAST_TO": 2}
+
+
 @dataclass
 class QuantParams:
     """real = scale · (q − zero_point); one entry per slice along `axis` when per-channel."""
@@ -222,5 +226,5 @@ def op_version(model: ModelIR, op: OpIR) -> int:
     if op.code == "DEQUANTIZE":
         return 2 if in_type == np.int8 else 1
     if in_type != np.int8:
-        return 1
+        return FLOAT_VERSIONS.get(op.code, 1)
     return INT8_VERSIONS.get(op.code, 2)

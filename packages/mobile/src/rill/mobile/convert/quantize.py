@@ -63,6 +63,12 @@ SHARED_PARAMS = {
     "REVERSE_V2",
     "PACK",
     "UNPACK",
+    "SPLIT",
+    "SPLIT_V",
+    "GATHER_ND",
+    "BROADCAST_TO",
+    "MIRROR_PAD",
+    "PADV2",
 }
 # Which inputs share the output's parameters (default: input 0 alone).
 SHARED_INPUTS = {
@@ -72,11 +78,14 @@ SHARED_INPUTS = {
     "MINIMUM": None,
     "SELECT": (1, 2),
     "SELECT_V2": (1, 2),
+    "SPLIT": (1,),
+    "PADV2": (0, 2),
 }
 # Ops left in float inside an int8 model (DEQUANTIZE before, QUANTIZE after), because the
 # reference kernels have no int8 version or rill's interpreter does not reproduce it exactly.
 FLOAT_ONLY = {"NEG", "SQUARE", "FLOOR", "ROUND", "ELU", "DIV", "POW", "FLOOR_DIV", "FLOOR_MOD",
-              "REDUCE_PROD", "SUM", "LOG_SOFTMAX", "CAST", "SHAPE"}  # fmt: skip
+              "REDUCE_PROD", "SUM", "LOG_SOFTMAX", "CAST", "SHAPE", "TOPK_V2", "CUMSUM", "ONE_HOT",
+              "FILL", "RANGE", "ZEROS_LIKE", "TRANSPOSE_CONV"}  # fmt: skip
 
 
 def _round_half_away(x):

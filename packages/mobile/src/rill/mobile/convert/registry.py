@@ -17,7 +17,7 @@ def register_tflite(op_type: str):
     """Decorator: registers the TFLite lowering rule of `op_type` (which must be declared).
 
     >>> import rill.mobile.convert  # registers the rules of every family
-    >>> TFLITE_RULES.has("Conv2D"), TFLITE_RULES.has("Cumsum")
+    >>> TFLITE_RULES.has("Conv2D"), TFLITE_RULES.has("Softplus")
     (True, False)
     """
     return TFLITE_RULES(op_type)

@@ -15,6 +15,7 @@ from rill.mobile.kernels import (
     pooling,
     quantize,
     reduce,
+    sequence,
     shape_ops,
     spatial,
     transpose_conv,

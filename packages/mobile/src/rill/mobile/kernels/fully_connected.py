@@ -24,7 +24,7 @@ from rill.mobile.kernels.common import (
     quantized_activation,
 )
 from rill.mobile.kernels.hybrid import HybridBatchMatMul, HybridFullyConnected
-from rill.mobile.kernels.int16 import int16_fully_connected
+from rill.mobile.kernels.int16 import Int16Stage, int16_fully_connected
 from rill.mobile.quant import Requantizer
 
 __all__ = ["FullyConnected", "BatchMatMul"]
@@ -157,9 +157,18 @@ class BatchMatMul(Kernel):
         except ValueError:
             raise self.fail(f"batch dimensions of {lhs} and {rhs} do not broadcast") from None
         self.adj = (adj_x, adj_y)
-        self.expect_dtype(lhs, [np.float32, np.int8])
+        self.expect_dtype(lhs, [np.float32, np.int8, np.int16])
         shape = tuple(batch) + (m, n)
-        self.hybrid = None
+        self.hybrid = self.i16 = None
+        if lhs.dtype == np.int16:  # 16x16 → 16, the reduced multiplier (kernels/int16.py)
+            self.expect_same_dtype(lhs, rhs)
+            self.expect_same_dtype(lhs, out)
+            for t in (lhs, rhs, out):
+                self.expect_quantized(t)
+            self.int8 = False
+            self.i16 = Int16Stage([_conv_multiplier(lhs, rhs, out)], out.zero_point, -32768,
+                                  32767)  # fmt: skip
+            return [shape]
         if lhs.dtype == np.float32 and rhs.dtype == np.int8:  # dynamic range
             self.expect_const(rhs, "int8 right-hand side of a hybrid BATCH_MATMUL")
             self.expect_quantized(rhs)
@@ -184,6 +193,17 @@ class BatchMatMul(Kernel):
     def bind(self, inputs, outputs, scratch):
         adj_x, adj_y = self.adj
         out = outputs[0]
+        if self.i16 is not None:
+            stage = self.i16
+            a16 = inputs[0].swapaxes(-1, -2) if adj_x else inputs[0]
+            b16 = inputs[1].swapaxes(-1, -2) if adj_y else inputs[1]
+
+            def run16():
+                # |Σ a·b| <= K · 2^30: exact in float64 for any realistic K (< 2^23)
+                acc = np.matmul(a16.astype(np.float64), b16.astype(np.float64))
+                stage(acc.astype(np.int64), out)
+
+            return run16
         if self.hybrid is not None:
             return self.hybrid.bind(inputs[0], out, adj_x)
         if not self.int8:

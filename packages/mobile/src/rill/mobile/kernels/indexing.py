@@ -157,6 +157,8 @@ class EmbeddingLookup(Kernel):
     def prepare(self, inputs, outputs):
         ids, table = inputs[0], inputs[1]
         self.expect_dtype(ids, [np.int32], "ids")
+        if len(ids.shape) != 1:
+            raise self.fail(f"the ids {ids} must be a vector (as in TFLite)")
         self.expect_dtype(table, [np.float32, np.int8, np.uint8], "table")
         self.hybrid = table.dtype != outputs[0].dtype
         if self.hybrid:

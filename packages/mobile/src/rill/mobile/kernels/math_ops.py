@@ -11,6 +11,9 @@ int8 one-input operators are 256-entry tables made in prepare (kernels/lut.py):
   differ, plus zp_out;
 - HARD_SWISH: the reference kernel's 16-bit fixed-point arithmetic (see `_hard_swish_int8`).
 
+int16 EXP, LOG and GELU use LiteRT's interpolated 513-entry table (`lut_populate_int16`),
+expanded here to all 65536 inputs.
+
 int8 MAXIMUM and MINIMUM compare the raw values (inputs and output share quantization); int8
 SQUARED_DIFFERENCE rescales each input like int8 ADD (a 7-bit left shift), squares the
 difference and requantizes.
@@ -56,6 +59,38 @@ def lut_populate(fn, s_in: float, zp_in: int, s_out: float, zp_out: int,
         v = np.where(np.isnan(v), 0, v)
         v = np.clip(v, -128, 127)
     return np.ascontiguousarray(v.astype(np.int8))
+
+
+def lut_populate_int16(fn, s_in: float, zp_in: int, s_out: float, zp_out: int) -> np.ndarray:
+    """LiteRT's int16 LUTPopulate (float32): 513 samples of fn over the input range, each biased
+    by half the error of linear interpolation at the midpoint; then LUTLookup for every int16
+    value (base + (slope · low 7 bits + 64) >> 7), as a 65536-entry table by uint16 pattern."""
+    f32 = np.float32
+    s_in, s_out = f32(s_in), f32(s_out)
+    imin, imax = s_in * f32(-32768 - zp_in), s_in * f32(32767 - zp_in)
+    omin, omax = s_out * f32(-32768 - zp_out), s_out * f32(32767 - zp_out)
+    step = f32((imax - imin) / f32(512))
+    half = f32(step / f32(2))
+    inv = f32(f32(65536) / f32(omax - omin))
+    i = np.arange(512, dtype=f32)
+    with np.errstate(all="ignore"):
+        at = (imin + (i * step).astype(f32)).astype(f32)
+        val = np.asarray(fn(at), f32)
+        mid = np.asarray(fn((at + half).astype(f32)), f32)
+        nxt = np.asarray(fn((imin + ((i + 1) * step).astype(f32)).astype(f32)), f32)
+        sample = _round_half_away((val * inv).astype(f32))
+        interp = _round_half_away((((nxt * inv).astype(f32) + sample) / f32(2)).astype(f32))
+        bias = _round_half_away(((interp - _round_half_away((mid * inv).astype(f32))) / f32(2))
+                                .astype(f32))  # fmt: skip
+        lut = (sample - bias).astype(f32)
+        last = _round_half_away((np.asarray(fn(np.array([imax], f32)), f32) * inv).astype(f32))
+        lut = np.concatenate([lut, last])
+        # NaN (log of a non-positive value) lands on the minimum, as the C++ cast does here.
+        lut = np.where(np.isnan(lut), -32768, np.clip(lut, -32768, 32767)).astype(np.int64)
+    v = np.arange(65536, dtype=np.int64).astype(np.uint16).view(np.int16).astype(np.int64)
+    idx, off = 256 + (v >> 7), v & 0x7F
+    out = lut[idx] + (((lut[idx + 1] - lut[idx]) * off + 64) >> 7)
+    return np.clip(out, -32768, 32767).astype(np.int16)
 
 
 def _gelu(x):
@@ -108,6 +143,7 @@ class _Elementwise(Kernel):
 
     float_fn = None
     int_types = ()  # integer types (beside int8) computed by float_fn on the values
+    int16_lut = False  # int16 through LiteRT's interpolated 513-entry table (EXP, LOG, GELU)
 
     def prepare(self, inputs, outputs):
         if not inputs or inputs[0] is None:
@@ -116,11 +152,20 @@ class _Elementwise(Kernel):
         self.expect_dtype(x, [np.float32, np.int8, *self.int_types])
         self.expect_same_dtype(x, out)
         self.int8 = x.dtype == np.int8
+        self.table16 = None
         if self.int8:
             self.expect_quantized(x)
             self.expect_quantized(out)
             self.table = self.int8_table(x, out)
+        elif x.dtype == np.int16 and self.int16_lut:
+            self.expect_quantized(x)
+            self.expect_quantized(out)
+            self.table16 = lut_populate_int16(self.int16_fn(), x.scale, x.zero_point, out.scale,
+                                              out.zero_point)  # fmt: skip
         return [tuple(x.shape)]
+
+    def int16_fn(self):
+        return self.fn()
 
     def fn(self):
         return type(self).float_fn
@@ -130,6 +175,9 @@ class _Elementwise(Kernel):
 
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0]
+        if self.table16 is not None:
+            table, xu = self.table16, x.view(np.uint16)
+            return lambda: np.take(table, xu, out=out)
         if self.int8:
             table = self.table
             return lambda: apply_table(table, x, out)
@@ -188,11 +236,15 @@ class Abs(_Elementwise):
 @register("EXP", max_version=2)
 class Exp(_Elementwise):
     float_fn = staticmethod(np.exp)
+    int_types = (np.int16,)
+    int16_lut = True
 
 
 @register("LOG", max_version=2)
 class Log(_Elementwise):
     float_fn = staticmethod(np.log)
+    int_types = (np.int16,)
+    int16_lut = True
 
 
 @register("SQRT", max_version=2)
@@ -232,6 +284,12 @@ class Elu(_Elementwise):
 
 @register("GELU", max_version=2)
 class Gelu(_Elementwise):
+    int_types = (np.int16,)
+    int16_lut = True
+
+    def int16_fn(self):
+        return _gelu_tanh if self.options.get("approximate", False) else _gelu
+
     def fn(self):
         return _gelu_tanh if self.options.get("approximate", False) else _gelu_fast
 
@@ -408,16 +466,23 @@ class SquaredDifference(_Binary):
             (q - a.zero_point) << left, *m1), np.int64)  # fmt: skip
         self.t2 = table_from_int8(lambda q: multiply_by_quantized_multiplier(
             (q - b.zero_point) << left, *m2), np.int64)  # fmt: skip
-        self.mo, self.zp_out = mo, out.zero_point
+        # Every pair of int8 inputs' result, by (a << 8 | b) as uint16 bits.
+        ua = np.repeat(np.arange(256), 256)
+        ub = np.tile(np.arange(256), 256)
+        d = self.t1[ua] - self.t2[ub]
+        v = multiply_by_quantized_multiplier(d * d, *mo) + out.zero_point
+        self.pair = np.clip(v, -128, 127).astype(np.int8)
+        self.idx = self.scratch(shape, np.uint16)
 
     def bind_int8(self, a, b, out, scratch):
-        t1, t2, mo, zp = self.t1, self.t2, self.mo, self.zp_out
+        idx, pair = scratch[self.idx], self.pair
         au, bu = a.view(np.uint8), b.view(np.uint8)
 
         def run():
-            d = np.take(t1, au) - np.take(t2, bu)
-            v = multiply_by_quantized_multiplier(d * d, *mo) + zp
-            np.copyto(out, np.clip(v, -128, 127), casting="unsafe")
+            np.copyto(idx, au)
+            np.left_shift(idx, 8, out=idx)
+            np.bitwise_or(idx, bu, out=idx)
+            np.take(pair, idx, out=out)
 
         return run
 
@@ -475,3 +540,44 @@ class FloorMod(_Binary):
             return np.mod(a, b)
         r = np.fmod(a, b)
         return np.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@register("PRELU", max_version=1)
+class Prelu(Kernel):
+    """x for x >= 0, alpha · x below (alpha broadcast against x). int8 as the reference kernel:
+    with v = q − zp_in, MBQM(v, s_in / s_out) where v >= 0, else MBQM(v · (q_alpha − zp_alpha),
+    s_in · s_alpha / s_out); + zp_out, clamped."""
+
+    def prepare(self, inputs, outputs):
+        x, alpha = inputs[0], inputs[1]
+        out = outputs[0]
+        try:
+            shape = np.broadcast_shapes(tuple(x.shape), tuple(alpha.shape))
+        except ValueError:
+            raise self.fail(f"alpha {alpha} does not broadcast against {x}") from None
+        self.expect_dtype(x, [np.float32, np.int8])
+        self.expect_same_dtype(x, alpha)
+        self.int8 = x.dtype == np.int8
+        if self.int8:
+            for t in (x, alpha, out):
+                self.expect_quantized(t)
+            f64 = np.float64
+            self.m1 = quantize_multiplier(float(f64(x.scale) / f64(out.scale)))
+            self.m2 = quantize_multiplier(float(f64(x.scale) * f64(alpha.scale) / f64(out.scale)))
+            self.zps = (x.zero_point, alpha.zero_point, out.zero_point)
+        return [shape]
+
+    def bind(self, inputs, outputs, scratch):
+        x, alpha, out = inputs[0], inputs[1], outputs[0]
+        if not self.int8:
+            return lambda: np.copyto(out, np.where(x >= 0, x, x * alpha))
+        m1, m2 = self.m1, self.m2
+        zx, za, zo = self.zps
+
+        def run():
+            v = x.astype(np.int64) - zx
+            pos = multiply_by_quantized_multiplier(v, *m1)
+            neg = multiply_by_quantized_multiplier(v * (alpha.astype(np.int64) - za), *m2)
+            np.copyto(out, np.clip(np.where(v >= 0, pos, neg) + zo, -128, 127), casting="unsafe")
+
+        return run

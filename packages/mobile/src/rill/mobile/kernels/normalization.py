@@ -1,5 +1,5 @@
-"""LOG_SOFTMAX, L2_NORMALIZATION and LOCAL_RESPONSE_NORMALIZATION over the last axis, float32
-(the int8 versions use fixed-point arithmetic not implemented here; such models are refused in
+"""LOG_SOFTMAX, L2_NORMALIZATION and LOCAL_RESPONSE_NORMALIZATION over the last axis, float32;
+L2_NORMALIZATION also int8, in the reference kernel's fixed point (int8 LOG_SOFTMAX is refused in
 prepare with a clear error).
 
 - LOG_SOFTMAX: x − max − log Σ exp(x − max);
@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.mobile.kernels.base import Kernel, register
+from rill.mobile.quant import multiply_by_quantized_multiplier
 
 __all__ = ["LogSoftmax", "L2Normalization", "LocalResponseNormalization"]
 
@@ -40,8 +41,88 @@ class LogSoftmax(_LastAxis):
         return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+_I32_MAX, _I32_MIN = 2**31 - 1, -(2**31)
+
+
+def _srdhm(a: int, b: int) -> int:
+    """gemmlowp SaturatingRoundingDoublingHighMul on int32."""
+    if a == b == _I32_MIN:
+        return _I32_MAX
+    v = a * b + ((1 << 30) if a * b >= 0 else 1 - (1 << 30))
+    return -((-v) >> 31) if v < 0 else v >> 31  # division truncating toward zero
+
+
+def _mul_pot(x: int, exponent: int) -> int:
+    """SaturatingRoundingMultiplyByPOT: a saturating left shift, or a rounding right shift."""
+    if exponent > 0:
+        return max(_I32_MIN, min(_I32_MAX, x * (1 << exponent)))
+    e = -exponent
+    mask = (1 << e) - 1
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> e) + (1 if (x & mask) > threshold else 0)
+
+
+def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
+    """GetInvSqrtQuantizedMultiplierExp(value, reverse_shift=-1): 1/sqrt(value) as (M0, shift)
+    for MultiplyByQuantizedMultiplier, by five Newton-Raphson steps in gemmlowp's 32-bit fixed
+    point with 3 integer bits, as TFLite computes it."""
+    if value <= 1:
+        return _I32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = (32 - value.bit_length() - 1) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    half_input = _mul_pot(value >> 1, -1)
+    half_three = (1 << 28) + (1 << 27)  # 1.5 with 3 integer bits
+    x = 1 << 28  # 1.0
+    for _ in range(5):
+        x3 = _mul_pot(_srdhm(_srdhm(x, x), x), 6)
+        x = _mul_pot(_srdhm(half_three, x) - _srdhm(half_input, x3), 3)
+    x = _srdhm(x, 1518500250)  # · sqrt(2)/2
+    if shift < 0:
+        x <<= -shift
+        shift = 0
+    return x, -shift
+
+
 @register("L2_NORMALIZATION", max_version=2)
 class L2Normalization(_LastAxis):
+    """int8 as the reference kernel: per row, acc = Σ (q − zp)², (M0, shift) = 1/sqrt(acc) in
+    fixed point (`inv_sqrt_multiplier`), each output MBQM(q − zp, M0, shift + 7), clamped (the
+    output scale is 1/128, zero point 0)."""
+
+    def prepare(self, inputs, outputs):
+        x, out = inputs[0], outputs[0]
+        self.int8 = x is not None and x.dtype == np.int8
+        if not self.int8:
+            return super().prepare(inputs, outputs)
+        self.expect_quantized(x)
+        self.expect_quantized(out)
+        if out.scale != 1.0 / 128 or out.zero_point != 0:
+            raise self.fail(f"the int8 output {out} must have scale 1/128 and zero point 0")
+        self.zp = x.zero_point
+        return [tuple(x.shape)]
+
+    def bind(self, inputs, outputs, scratch):
+        if not self.int8:
+            return super().bind(inputs, outputs, scratch)
+        x, out, zp = inputs[0], outputs[0], self.zp
+        depth = x.shape[-1]
+
+        def run():
+            v = x.reshape(-1, depth).astype(np.int64) - zp
+            acc = (v * v).sum(axis=1)
+            res = np.empty_like(v)
+            for r in range(v.shape[0]):
+                m0, shift = inv_sqrt_multiplier(int(acc[r]))
+                res[r] = multiply_by_quantized_multiplier(v[r], m0, shift + 7)
+            np.copyto(out, np.clip(res, -128, 127).reshape(out.shape), casting="unsafe")
+
+        return run
+
     @staticmethod
     def compute(x):
         norm = np.sqrt(np.square(x).sum(axis=-1, keepdims=True))

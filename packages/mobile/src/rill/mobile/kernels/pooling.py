@@ -19,6 +19,7 @@ from rill.mobile.kernels.common import (
     float_activation,
     out_size,
     pad_before,
+    patches,
     quantized_activation,
 )
 
@@ -137,14 +138,22 @@ class AveragePool2D(_Pool):
         if uniform:
             counts = float(counts.flat[0])
         first, rest = taps[0], taps[1:]
+        n, h, w, c, oh, ow, kh, kw, sh, sw = self.geom
+        src = x if self.padded is None else self.padded
+        # Large windows (global pooling): one reduction over a strided window view instead of a
+        # call per tap. int8 sums are exact in float64 whatever the order.
+        window = patches(src, oh, ow, kh, kw, sh, sw, 1, 1) if len(taps) > 16 else None
         if not self.int8:
 
             def run():
                 if interior is not None:
                     np.copyto(interior, x)
-                np.copyto(out, first)
-                for t in rest:
-                    np.add(out, t, out=out)
+                if window is not None:
+                    np.sum(window, axis=(3, 4), dtype=np.float32, out=out)
+                else:
+                    np.copyto(out, first)
+                    for t in rest:
+                        np.add(out, t, out=out)
                 np.divide(out, counts, out=out)
                 apply_float_activation(out, lo, hi)
 
@@ -156,9 +165,12 @@ class AveragePool2D(_Pool):
         def run():
             if interior is not None:
                 np.copyto(interior, x)
-            np.copyto(acc, first)
-            for t in rest:
-                np.add(acc, t, out=acc)
+            if window is not None:
+                np.sum(window, axis=(3, 4), dtype=np.float64, out=acc)
+            else:
+                np.copyto(acc, first)
+                for t in rest:
+                    np.add(acc, t, out=acc)
             np.divide(acc, counts, out=acc)
             # C's (acc ± count/2) / count, truncating: round half away from zero.
             np.copysign(0.5, acc, out=tmp)

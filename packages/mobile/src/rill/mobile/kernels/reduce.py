@@ -142,8 +142,44 @@ class ReduceMin(_Reduce):
 
 @register("REDUCE_PROD", max_version=2)
 class ReduceProd(_Reduce):
+    """int8/int16 as the reference QuantizedReduceProd: with the per-step scale
+    s = s_in / s_out^(1/n) (QuantizeMultiplier of it, applied by the int64
+    MultiplyByQuantizedMultiplier with its 16-bit reduced multiplier), each output starts at
+    q_0 − zp_in, then t ← MBQM(t · (q_k − zp_in)) over the reduced elements in row-major order,
+    and finally MBQM(t) + zp_out, clamped."""
+
     ufunc = np.multiply
-    types = (np.float32, np.int32, np.int64)
+    types = (np.float32, np.int32, np.int64, np.int8, np.int16)
+
+    def prepare_quantized(self, x, out):
+        from rill.mobile.kernels.int16 import Int16Stage
+
+        scale = np.float64(x.scale) / np.power(np.float64(out.scale), 1.0 / self.count)
+        info = np.iinfo(x.dtype)
+        # Int16Stage is that int64 MBQM (zero point 0, no clamp), reused step by step.
+        self.step = Int16Stage([scale], 0, -(2**62), 2**62)
+        self.final = Int16Stage([scale], out.zero_point, int(info.min), int(info.max))
+        self.zp_in = x.zero_point
+
+    def bind(self, inputs, outputs, scratch):
+        if not self.quantized:
+            return super().bind(inputs, outputs, scratch)
+        x, out = inputs[0], outputs[0]
+        axes, zp, step, final = self.axes, self.zp_in, self.step, self.final
+        rest = [d for d in range(x.ndim) if d not in axes]
+        out_flat = out.reshape(-1)
+
+        def run():
+            v = np.transpose(x, rest + list(axes)).reshape(out_flat.size, -1).astype(np.int64)
+            v -= zp
+            t = v[:, 0].copy()
+            buf = np.empty_like(t)
+            for k in range(1, v.shape[1]):
+                step(t * v[:, k], buf)
+                t = buf.copy()
+            final(t, out_flat)
+
+        return run
 
 
 class _ArgMinMax(Kernel):

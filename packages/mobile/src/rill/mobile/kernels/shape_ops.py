@@ -1,5 +1,5 @@
 """Shapes and data movement, part 2: SHAPE, PACK, UNPACK, SPLIT, SPLIT_V, SLICE, TILE, CAST,
-FILL, ZEROS_LIKE, ONES_LIKE, RANGE, BROADCAST_TO, BROADCAST_ARGS, REVERSE_V2 — any numeric type
+FILL, ZEROS_LIKE, RANGE (TFLite has no ONES_LIKE builtin: converters write FILL), BROADCAST_TO, BROADCAST_ARGS, REVERSE_V2 — any numeric type
 (int8/int16 tensors keep their quantization: these kernels move bytes).
 
 SHAPE's output is known in prepare (it depends on shapes only), so what follows it (the
@@ -15,7 +15,7 @@ from rill.mobile.kernels.array_ops import _axis, _int_vector
 from rill.mobile.kernels.base import Kernel, register
 
 __all__ = ["Shape", "Pack", "Unpack", "Split", "SplitV", "Slice", "Tile", "Cast", "Fill",
-           "ZerosLike", "OnesLike", "Range", "BroadcastTo", "BroadcastArgs", "ReverseV2"]  # fmt: skip
+           "ZerosLike", "Range", "BroadcastTo", "BroadcastArgs", "ReverseV2"]  # fmt: skip
 
 _NUMPY_OUT_TYPES = {"int32": np.int32, "int64": np.int64}
 
@@ -247,11 +247,6 @@ class _Like(Kernel):
 @register("ZEROS_LIKE", max_version=1)
 class ZerosLike(_Like):
     fill = 0
-
-
-@register("ONES_LIKE", max_version=1)
-class OnesLike(_Like):
-    fill = 1
 
 
 @register("RANGE", max_version=2)

@@ -87,6 +87,10 @@ class SparseTensor:
     def get_shape(self) -> TensorShape:
         return self.shape
 
+    def _fetch_components(self):
+        """Session.run fetches (and feeds) the three parts; a fetch returns a SparseTensorValue."""
+        return [self._indices, self._values, self._dense_shape], lambda v: SparseTensorValue(*v)
+
     def __repr__(self) -> str:
         return (
             f"SparseTensor(indices={self._indices!r}, values={self._values!r}, "

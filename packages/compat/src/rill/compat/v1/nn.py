@@ -1,8 +1,8 @@
 """`tf.nn` of TensorFlow 1.x: rill.graph.nn's builders plus the ones rill.train owns (dropout,
 RNNs, moments, sigmoid cross-entropy), with TF1's argument orders.
 
-embedding_lookup, nce_loss and sampled_softmax_loss are not here yet: they are being built in
-rill.graph / rill.train by another issue and will be re-exported when they land.
+embedding_lookup (over one tensor, a list of shards or a PartitionedVariable; Figure 4 of the
+paper) lives in rill.graph; nce_loss and sampled_softmax_loss in rill.train.
 """
 
 # ruff: noqa: F401 - a namespace of re-exports
@@ -15,6 +15,7 @@ from rill.graph.graph import convert_to_tensor
 from rill.graph.nn import *  # noqa: F403
 from rill.graph.nn import lrn
 from rill.graph.ops import math_ops
+from rill.graph.ops.embedding_ops import embedding_lookup, embedding_lookup_sparse
 from rill.train import rnn_cell
 from rill.train.layers.core import nn_dropout
 from rill.train.layers.normalization import moments
@@ -26,6 +27,7 @@ from rill.train.rnn import (
     static_rnn,
 )
 from rill.train.rnn_raw import raw_rnn
+from rill.train.sampled_losses import nce_loss, sampled_softmax_loss
 
 
 def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):

@@ -17,6 +17,7 @@ not_differentiable(
     "ListDiff",
     "UniqueWithCounts",
     "Bincount",
+    "DenseBincount",
     "HistogramFixedWidth",
 )
 
@@ -174,4 +175,22 @@ not_differentiable(
     "LookupTableExportV2",
     "InitializeTableV2",
     "InitializeTableFromTextFileV2",
+)
+
+
+not_differentiable(
+    "StringJoin",
+    "StringSplitV2",
+    "Substr",
+    "RegexReplace",
+    "StaticRegexReplace",
+    "StringToHashBucketStrong",
+    "AsString",
+    "StringToNumber",
+    "StringLength",
+    "StringLower",
+    "StringUpper",
+    "ReduceJoin",
+    "DecodeRaw",
+    "DecodeCSV",
 )

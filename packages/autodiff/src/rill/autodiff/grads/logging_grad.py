@@ -194,3 +194,6 @@ not_differentiable(
     "DecodeRaw",
     "DecodeCSV",
 )
+
+
+not_differentiable("ScalarSummary", "HistogramSummary", "MergeSummary")

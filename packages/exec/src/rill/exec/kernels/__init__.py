@@ -41,6 +41,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     special_math_kernels,
     stack_kernels,
     string_kernels,
+    summary_kernels,
     state_kernels,
     tensor_array_kernels,
     training_kernels,

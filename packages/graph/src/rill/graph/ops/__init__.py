@@ -40,6 +40,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     set_search_ops,
     slice_ops,
     string_ops,
+    summary_ops,
     special_math_ops,
     stack_ops,
     state_ops,

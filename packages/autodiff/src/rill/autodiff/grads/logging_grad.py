@@ -197,3 +197,6 @@ not_differentiable(
 
 
 not_differentiable("ScalarSummary", "HistogramSummary", "MergeSummary")
+
+
+not_differentiable("StatelessRandomUniform", "StatelessRandomNormal")

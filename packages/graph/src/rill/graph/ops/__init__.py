@@ -39,6 +39,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     sequence_ops,
     set_search_ops,
     slice_ops,
+    stateless_random_ops,
     string_ops,
     summary_ops,
     special_math_ops,

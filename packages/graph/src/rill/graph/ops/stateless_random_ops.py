@@ -1,0 +1,56 @@
+"""Stateless random ops: the same (shape, seed) always gives the same numbers, TensorFlow's own
+(Philox4x32-10 keyed by the seed pair, as TensorFlow's CPU kernels).
+
+>>> import rill.graph as rg
+>>> with rg.Graph().as_default():
+...     u = stateless_random_uniform([2, 3], rg.constant([1, 2], rg.int64))
+>>> u.shape, u.dtype
+(TensorShape([2, 3]), rill.float32)
+"""
+
+from __future__ import annotations
+
+from rill.graph import dtypes
+from rill.graph.graph import Tensor, convert_to_tensor, get_default_graph
+from rill.graph.op_def import defop
+from rill.graph.shapes import TensorShape, unknown_shape
+from rill.graph.tensor_util import constant_value
+
+__all__ = ["stateless_random_uniform", "stateless_random_normal"]
+
+
+def _shape_from_input(op):
+    seed = op._inputs[1].shape
+    if seed.rank not in (None, 1) or (seed.rank == 1 and seed[0] not in (None, 2)):
+        raise ValueError(f"seed must have shape [2], got {seed}")
+    v = constant_value(op._inputs[0])
+    if v is None:
+        n = op._inputs[0].shape
+        return [unknown_shape() if n.rank != 1 or n[0] is None else TensorShape([None] * n[0])]
+    return [TensorShape([int(d) for d in v.reshape(-1)])]
+
+
+_ATTRS = ["dtype: {float16, bfloat16, float32, float64} = float32", "T: {int32, int64} = int32",
+          "Tseed: {int32, int64} = int64"]  # fmt: skip
+defop("StatelessRandomUniform", inputs=["shape: T", "seed: Tseed"], outputs=["output: dtype"],
+      attrs=_ATTRS, shape=_shape_from_input,
+      doc="Uniform values in [0, 1), determined by seed.")  # fmt: skip
+defop("StatelessRandomNormal", inputs=["shape: T", "seed: Tseed"], outputs=["output: dtype"],
+      attrs=_ATTRS, shape=_shape_from_input,
+      doc="Standard normal values (Box-Muller), determined by seed.")  # fmt: skip
+
+
+def _op(op_type, shape, seed, dtype, name):
+    shape = convert_to_tensor(shape, dtype=dtypes.int32, name="shape")
+    seed = convert_to_tensor(seed, name="seed")
+    attrs = {"dtype": dtypes.as_dtype(dtype)}
+    return get_default_graph().create_op(op_type, [shape, seed], attrs,
+                                         name=name or op_type).outputs[0]  # fmt: skip
+
+
+def stateless_random_uniform(shape, seed, dtype=dtypes.float32, name=None) -> Tensor:
+    return _op("StatelessRandomUniform", shape, seed, dtype, name)
+
+
+def stateless_random_normal(shape, seed, dtype=dtypes.float32, name=None) -> Tensor:
+    return _op("StatelessRandomNormal", shape, seed, dtype, name)

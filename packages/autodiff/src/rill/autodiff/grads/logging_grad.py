@@ -199,4 +199,10 @@ not_differentiable(
 not_differentiable("ScalarSummary", "HistogramSummary", "MergeSummary")
 
 
-not_differentiable("StatelessRandomUniform", "StatelessRandomNormal")
+not_differentiable(
+    "StatelessRandomUniform",
+    "StatelessRandomNormal",
+    "StatelessRandomGetKeyCounter",
+    "StatelessRandomUniformV2",
+    "StatelessRandomNormalV2",
+)

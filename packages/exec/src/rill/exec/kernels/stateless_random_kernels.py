@@ -45,9 +45,9 @@ def key_counter(seed) -> tuple[tuple[int, int], list[int]]:
     return (int(mix[0]), int(mix[1])), [0, 0, int(mix[2]), int(mix[3])]
 
 
-def random_bits(seed, n_blocks: int) -> np.ndarray:
+def random_bits(seed, n_blocks: int, key_and_counter=None) -> np.ndarray:
     """[n_blocks, 4] uint32: the Philox outputs for counters base, base + 1, ..."""
-    key, base = key_counter(seed)
+    key, base = key_and_counter or key_counter(seed)
     i = np.arange(n_blocks, dtype=np.uint64)
     low = np.uint64(base[0] | (base[1] << 32)) + i
     ctr = np.stack([low & _LO, low >> np.uint64(32),
@@ -84,25 +84,25 @@ def _uint16_to_bfloat16(x: np.ndarray, bf16) -> np.ndarray:
     return (bits.view(bf16).astype(np.float32) - np.float32(1.0)).astype(bf16)
 
 
-def uniform(shape, seed, dtype: np.dtype) -> np.ndarray:
+def uniform(shape, seed, dtype: np.dtype, kc=None) -> np.ndarray:
     n = int(np.prod(shape, dtype=np.int64))
     if dtype == np.float16:
-        bits = random_bits(seed, -(-n // 4)).reshape(-1)
+        bits = random_bits(seed, -(-n // 4), kc).reshape(-1)
         return _uint16_to_half(bits)[:n].reshape(shape)
     if dtype.name == "bfloat16":
-        bits = random_bits(seed, -(-n // 4)).reshape(-1)
+        bits = random_bits(seed, -(-n // 4), kc).reshape(-1)
         return _uint16_to_bfloat16(bits, dtype)[:n].reshape(shape)
     if dtype == np.float64:
-        bits = random_bits(seed, -(-n // 2)).reshape(-1, 2)
+        bits = random_bits(seed, -(-n // 2), kc).reshape(-1, 2)
         return _uint64_to_double(bits[:, 0], bits[:, 1])[:n].reshape(shape)
-    bits = random_bits(seed, -(-n // 4)).reshape(-1)
+    bits = random_bits(seed, -(-n // 4), kc).reshape(-1)
     return _uint32_to_float(bits)[:n].astype(dtype).reshape(shape)
 
 
-def normal(shape, seed, dtype: np.dtype) -> np.ndarray:
+def normal(shape, seed, dtype: np.dtype, kc=None) -> np.ndarray:
     n = int(np.prod(shape, dtype=np.int64))
     if dtype == np.float64:
-        bits = random_bits(seed, -(-n // 2)).reshape(-1, 4)
+        bits = random_bits(seed, -(-n // 2), kc).reshape(-1, 4)
         u1 = _uint64_to_double(bits[:, 0], bits[:, 1])
         u2 = _uint64_to_double(bits[:, 2], bits[:, 3])
         u1 = np.maximum(u1, 1.0e-7)
@@ -110,7 +110,7 @@ def normal(shape, seed, dtype: np.dtype) -> np.ndarray:
         r = np.sqrt(-2.0 * np.log(u1))
         out = np.stack([r * np.sin(v), r * np.cos(v)], axis=1).reshape(-1)
         return out[:n].reshape(shape)
-    bits = random_bits(seed, -(-n // 4)).reshape(-1, 2)
+    bits = random_bits(seed, -(-n // 4), kc).reshape(-1, 2)
     u1 = np.maximum(_uint32_to_float(bits[:, 0]), np.float32(1.0e-7))
     v = np.float32(2.0 * np.pi) * _uint32_to_float(bits[:, 1])
     r = np.sqrt(np.float32(-2.0) * np.log(u1))
@@ -133,5 +133,52 @@ def stateless_random_normal(dtype, T, Tseed):
 
     def compute(shape, seed):
         return normal(_shape(shape), seed, np.dtype(work)).astype(dtype.np)
+
+    return compute
+
+
+def _split(key, counter):
+    k = int(np.asarray(key).reshape(-1)[0])
+    c = [int(v) for v in np.asarray(counter).reshape(-1)[:2]]
+    if len(c) < 2:
+        raise InvalidArgumentError("counter must hold 2 values for Philox")
+    return ((k & 0xFFFFFFFF, k >> 32),
+            [c[0] & 0xFFFFFFFF, c[0] >> 32, c[1] & 0xFFFFFFFF, c[1] >> 32])  # fmt: skip
+
+
+def _alg(alg):
+    a = int(alg)
+    if a not in (1, 3):  # Philox, and auto-select (Philox on CPU)
+        raise InvalidArgumentError(f"unsupported RNG algorithm {a}; rill implements Philox (1)")
+
+
+@register_kernel("StatelessRandomGetKeyCounter")
+def stateless_random_get_key_counter(Tseed):
+    def compute(seed):
+        (k0, k1), c = key_counter(seed)
+        key = np.array([k0 | (k1 << 32)], np.uint64)
+        counter = np.array([c[0] | (c[1] << 32), c[2] | (c[3] << 32)], np.uint64)
+        return key, counter
+
+    return compute
+
+
+@register_kernel("StatelessRandomUniformV2")
+def stateless_random_uniform_v2(dtype, Tshape):
+    def compute(shape, key, counter, alg):
+        _alg(alg)
+        return uniform(_shape(shape), None, np.dtype(dtype.np), _split(key, counter))
+
+    return compute
+
+
+@register_kernel("StatelessRandomNormalV2")
+def stateless_random_normal_v2(dtype, Tshape):
+    work = np.float64 if dtype.np == np.float64 else np.float32
+
+    def compute(shape, key, counter, alg):
+        _alg(alg)
+        out = normal(_shape(shape), None, np.dtype(work), _split(key, counter))
+        return out.astype(dtype.np)
 
     return compute

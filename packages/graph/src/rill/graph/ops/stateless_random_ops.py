@@ -54,3 +54,30 @@ def stateless_random_uniform(shape, seed, dtype=dtypes.float32, name=None) -> Te
 
 def stateless_random_normal(shape, seed, dtype=dtypes.float32, name=None) -> Tensor:
     return _op("StatelessRandomNormal", shape, seed, dtype, name)
+
+
+def _key_counter_shape(op):
+    return [TensorShape([1]), TensorShape([2])]
+
+
+defop("StatelessRandomGetKeyCounter", inputs=["seed: Tseed"],
+      outputs=["key: uint64", "counter: uint64"], attrs=["Tseed: {int32, int64} = int64"],
+      shape=_key_counter_shape,
+      doc="The Philox key and counter that a seed pair scrambles to.")  # fmt: skip
+
+
+def _v2_shape(op):
+    v = constant_value(op._inputs[0])
+    if v is None:
+        return [unknown_shape()]
+    return [TensorShape([int(d) for d in v.reshape(-1)])]
+
+
+_V2_ATTRS = ["dtype: {float16, bfloat16, float32, float64} = float32",
+             "Tshape: {int32, int64} = int32"]  # fmt: skip
+defop("StatelessRandomUniformV2", inputs=["shape: Tshape", "key: uint64", "counter: uint64",
+      "alg: int32"], outputs=["output: dtype"], attrs=_V2_ATTRS, shape=_v2_shape,
+      doc="Uniform values in [0, 1) from an explicit key and counter (alg 1 or 3: Philox).")  # fmt: skip
+defop("StatelessRandomNormalV2", inputs=["shape: Tshape", "key: uint64", "counter: uint64",
+      "alg: int32"], outputs=["output: dtype"], attrs=_V2_ATTRS, shape=_v2_shape,
+      doc="Standard normal values from an explicit key and counter (alg 1 or 3: Philox).")  # fmt: skip

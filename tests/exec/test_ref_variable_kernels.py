@@ -244,3 +244,18 @@ def test_old_variable_op_and_temporary_variables():
         np.testing.assert_array_equal(s.run(old), [1.0, 2.0])
         np.testing.assert_array_equal(s.run(final), [4.0, 5.0])
         np.testing.assert_array_equal(s.run(final), [4.0, 5.0])  # a fresh variable per step
+
+
+def test_ref_switch_and_ref_merge_forward_the_variable():
+    with rg.Graph().as_default() as g:
+        w, init = _var([1.0, 2.0])
+        p = rg.placeholder(rg.bool_, [])
+        sw = g.create_op("RefSwitch", [w, p]).outputs
+        bumped = R.assign_add(sw[1], rg.constant([10.0, 10.0]))  # only when p
+        merged = g.create_op("RefMerge", [[sw[0], bumped]]).outputs[0]
+        value = rg.identity(merged)
+    with Session(graph=g) as s:
+        s.run(init)
+        np.testing.assert_array_equal(s.run(value, {p: False}), [1.0, 2.0])
+        np.testing.assert_array_equal(s.run(value, {p: True}), [11.0, 12.0])
+        np.testing.assert_array_equal(s.run(w), [11.0, 12.0])

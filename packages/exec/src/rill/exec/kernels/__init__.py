@@ -46,4 +46,5 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     state_kernels,
     tensor_array_kernels,
     training_kernels,
+    volume_kernels,
 )

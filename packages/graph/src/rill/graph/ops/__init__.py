@@ -47,4 +47,5 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     state_ops,
     tensor_array_ops,
     training_ops,
+    volume_ops,
 )

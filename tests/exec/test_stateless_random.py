@@ -34,3 +34,27 @@ def test_v2_ops_on_the_scrambled_key_counter_equal_the_v1_ops(dtype):
         assert a.dtype == dtype.np and a.min() >= 0 and a.max() < 1
         with pytest.raises(InvalidArgumentError, match="unsupported RNG algorithm 2"):
             s.run(bad)
+
+
+def test_parameterized_samplers_have_the_right_moments_and_respect_seeds():
+    g = rg.Graph()
+    with g.as_default():
+        shape = rg.constant([20000])
+        gamma = g.create_op("RandomGamma", [shape, rg.constant([2.0, 0.5], rg.float64)],
+                            {"seed": 3, "seed2": 4}).outputs[0]  # fmt: skip
+        pois = g.create_op("RandomPoissonV2", [shape, rg.constant([3.0], rg.float64)],
+                           {"seed": 3, "seed2": 4}).outputs[0]  # fmt: skip
+        ptn = g.create_op("ParameterizedTruncatedNormal",
+                          [rg.constant([2, 20000]), rg.constant([0.0, 5.0]), rg.constant([1.0, 2.0]),
+                           rg.constant([-0.5, 4.0]), rg.constant([2.0, 9.0])],
+                          {"seed": 1, "seed2": 2}).outputs[0]  # fmt: skip
+    with Session(graph=g) as s:
+        ga, po, tn = s.run([gamma, pois, ptn])
+    assert ga.shape == (20000, 2) and po.shape == (20000, 1) and po.dtype == np.int64
+    np.testing.assert_allclose(ga.mean(axis=0), [2.0, 0.5], rtol=0.05)
+    np.testing.assert_allclose(ga.var(axis=0), [2.0, 0.5], rtol=0.1)
+    assert abs(po.mean() - 3.0) < 0.1
+    assert tn.shape == (2, 20000)
+    assert tn[0].min() >= -0.5 and tn[0].max() <= 2.0 and tn[1].min() >= 4.0 and tn[1].max() <= 9.0
+    # N(0,1) truncated to [-0.5, 2]: mean (φ(-0.5) - φ(2)) / (Φ(2) - Φ(-0.5)) ≈ 0.4535
+    assert abs(tn[0].mean() - 0.4535) < 0.03

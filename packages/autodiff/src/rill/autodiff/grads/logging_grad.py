@@ -206,3 +206,7 @@ not_differentiable(
     "StatelessRandomUniformV2",
     "StatelessRandomNormalV2",
 )
+
+
+# RandomGamma has a gradient in TensorFlow (RandomGammaGrad) that rill lacks: none is registered.
+not_differentiable("RandomPoisson", "RandomPoissonV2", "ParameterizedTruncatedNormal")

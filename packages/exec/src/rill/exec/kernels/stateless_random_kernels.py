@@ -182,3 +182,99 @@ def stateless_random_normal_v2(dtype, Tshape):
         return out.astype(dtype.np)
 
     return compute
+
+
+# -- stateful samplers with parameters ------------------------------------------------------------
+# Their streams are rill's (random_kernels' seeded generators): the same seeds give the same
+# numbers in rill, not TensorFlow's numbers, as for RandomUniform.
+
+
+def _stream(seed, seed2):
+    from rill.exec.kernels.random_kernels import _Stream
+
+    return _Stream(seed, seed2)
+
+
+def _dims(shape):
+    from rill.exec.kernels.random_kernels import _shape_arg
+
+    return _shape_arg(shape)
+
+
+@register_kernel("RandomGamma")
+def random_gamma(seed, seed2, S, T):
+    stream = _stream(seed, seed2)
+
+    def compute(shape, alpha):
+        if (alpha <= 0).any():
+            raise InvalidArgumentError("alpha must be positive")
+        dims = _dims(shape)
+        with stream.lock:
+            out = stream.gen.gamma(alpha.astype(np.float64), size=(*dims, *alpha.shape))
+        return out.astype(T.np)
+
+    return compute
+
+
+def _poisson(seed, seed2, out_dtype):
+    stream = _stream(seed, seed2)
+
+    def compute(shape, rate):
+        if (rate < 0).any():
+            raise InvalidArgumentError("rate must be non-negative")
+        dims = _dims(shape)
+        with stream.lock:
+            out = stream.gen.poisson(rate.astype(np.float64), size=(*dims, *rate.shape))
+        return out.astype(out_dtype.np)
+
+    return compute
+
+
+@register_kernel("RandomPoisson")
+def random_poisson(seed, seed2, S, dtype):
+    return _poisson(seed, seed2, dtype)
+
+
+@register_kernel("RandomPoissonV2")
+def random_poisson_v2(seed, seed2, S, R, dtype):
+    return _poisson(seed, seed2, dtype)
+
+
+@register_kernel("ParameterizedTruncatedNormal")
+def parameterized_truncated_normal(seed, seed2, dtype, T):
+    stream = _stream(seed, seed2)
+
+    def compute(shape, means, stdevs, minvals, maxvals):
+        dims = _dims(shape)
+        if len(dims) != 2:
+            raise InvalidArgumentError(f"shape must be [batch, samples], got {list(dims)}")
+        batch, n = dims
+        params = []
+        for name, p in (("means", means), ("stdevs", stdevs), ("minvals", minvals),
+                        ("maxvals", maxvals)):  # fmt: skip
+            p = np.asarray(p, np.float64).reshape(-1)
+            if p.size not in (1, batch):
+                raise InvalidArgumentError(f"{name} must be a scalar or have {batch} values")
+            params.append(np.broadcast_to(p, (batch,)))
+        mu, sd, lo, hi = params
+        if (lo >= hi).any():
+            raise InvalidArgumentError("minvals must be below maxvals")
+        out = np.empty((batch, n))
+        with stream.lock:
+            for b in range(batch):  # inverse-CDF sampling of the truncated normal
+                from math import erf, sqrt
+
+                a = 0.5 * (1 + erf((lo[b] - mu[b]) / (sd[b] * sqrt(2))))
+                c = 0.5 * (1 + erf((hi[b] - mu[b]) / (sd[b] * sqrt(2))))
+                u = stream.gen.uniform(a, c, n) if c > a else np.full(n, a)
+                out[b] = mu[b] + sd[b] * np.sqrt(2) * _erfinv(2 * u - 1)
+                out[b] = np.clip(out[b], lo[b], hi[b])
+        return out.astype(dtype.np)
+
+    return compute
+
+
+def _erfinv(x):
+    from rill.exec.kernels.special_math_kernels import erfinv
+
+    return erfinv(x)

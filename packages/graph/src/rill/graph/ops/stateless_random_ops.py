@@ -81,3 +81,48 @@ defop("StatelessRandomUniformV2", inputs=["shape: Tshape", "key: uint64", "count
 defop("StatelessRandomNormalV2", inputs=["shape: Tshape", "key: uint64", "counter: uint64",
       "alg: int32"], outputs=["output: dtype"], attrs=_V2_ATTRS, shape=_v2_shape,
       doc="Standard normal values from an explicit key and counter (alg 1 or 3: Philox).")  # fmt: skip
+
+
+# -- stateful samplers with parameters (their own seeded streams, as random_ops' ops) -------------
+
+
+def _shape_then(param_index: int, param_first: bool):
+    def shape(op):
+        v = constant_value(op._inputs[0])
+        head = unknown_shape() if v is None else TensorShape([int(d) for d in v.reshape(-1)])
+        p = op._inputs[param_index].shape
+        if head.rank is None or p.rank is None:
+            return [unknown_shape()]
+        return [head.concatenate(p) if param_first else head]
+
+    return shape
+
+
+def _ptn_shape(op):
+    v = constant_value(op._inputs[0])
+    if v is None:
+        return [TensorShape([None, None])]
+    return [TensorShape([int(d) for d in v.reshape(-1)])]
+
+
+_SEEDS = ["seed: int = 0", "seed2: int = 0"]
+defop("RandomGamma", inputs=["shape: S", "alpha: T"], outputs=["output: T"],
+      attrs=[*_SEEDS, "S: {int32, int64}", "T: {float16, float32, float64}"],
+      shape=_shape_then(1, True), stateful=True,
+      doc="Gamma(alpha, 1) samples of shape shape + alpha.shape.")  # fmt: skip
+defop("RandomPoisson", inputs=["shape: S", "rate: dtype"], outputs=["output: dtype"],
+      attrs=[*_SEEDS, "S: {int32, int64}", "dtype: {float16, float32, float64}"],
+      shape=_shape_then(1, True), stateful=True,
+      doc="Poisson(rate) samples of shape shape + rate.shape (the output has rate's type).")  # fmt: skip
+defop("RandomPoissonV2", inputs=["shape: S", "rate: R"], outputs=["output: dtype"],
+      attrs=[*_SEEDS, "S: {int32, int64}", "R: {float16, float32, float64, int32, int64} = float64",
+             "dtype: {float16, float32, float64, int32, int64} = int64"],
+      shape=_shape_then(1, True), stateful=True,
+      doc="Poisson(rate) samples of shape shape + rate.shape, of type dtype.")  # fmt: skip
+defop("ParameterizedTruncatedNormal",
+      inputs=["shape: T", "means: dtype", "stdevs: dtype", "minvals: dtype", "maxvals: dtype"],
+      outputs=["output: dtype"],
+      attrs=[*_SEEDS, "dtype: {float16, bfloat16, float32, float64}", "T: {int32, int64}"],
+      shape=_ptn_shape, stateful=True,
+      doc="Normal(mean, stdev) samples truncated to [minval, maxval], per batch row (shape "
+      "[batch, n]; the parameters are scalars or [batch] vectors).")  # fmt: skip

@@ -78,3 +78,43 @@ def _register_batch_norm_v1() -> None:
 
 
 _register_batch_norm_v1()
+
+
+def _zero_where(ctx, op, test_first: bool, value):
+    """Where(input == 0, 0, value(x, y)): the *NoNan and x·log(y) ops, whose zero case ONNX
+    has no op for. `test_first` tests x (Xlogy, Xdivy, Xlog1py), else y (DivNoNan, MulNoNan)."""
+    import numpy as np
+
+    names, layout = ctx.broadcast_values(list(op._inputs))
+    x, y = names
+    dt = op._inputs[0].dtype.np
+    zero = ctx.initializer(np.zeros((), dt))
+    is_zero = ctx.node("Equal", [x if test_first else y, zero])
+    ctx.node("Where", [is_zero, zero, value(ctx, x, y)], op.outputs[0], layout=layout)
+
+
+def _register_zero_where() -> None:
+    import numpy as np
+
+    def one(ctx, op):
+        return ctx.initializer(np.ones((), op._inputs[0].dtype.np))
+
+    rules = {
+        "DivNoNan": (False, lambda ctx, x, y: ctx.node("Div", [x, y])),
+        "MulNoNan": (False, lambda ctx, x, y: ctx.node("Mul", [x, y])),
+        "Xlogy": (True, lambda ctx, x, y: ctx.node("Mul", [x, ctx.node("Log", [y])])),
+        "Xdivy": (True, lambda ctx, x, y: ctx.node("Div", [x, y])),
+    }
+    for name, (test_first, value) in rules.items():
+        register_onnx_export(name)(
+            lambda ctx, op, t=test_first, v=value: _zero_where(ctx, op, t, v)
+        )
+
+    @register_onnx_export("Xlog1py")
+    def xlog1py(ctx, op):
+        """x·log(1 + y) (log1p's precision for |y| far below float epsilon is lost)"""
+        _zero_where(ctx, op, True, lambda c, x, y: c.node(
+            "Mul", [x, c.node("Log", [c.node("Add", [one(c, op), y])])]))  # fmt: skip
+
+
+_register_zero_where()

@@ -118,3 +118,22 @@ def _register_zero_where() -> None:
 
 
 _register_zero_where()
+
+
+def _blocks(onnx_type: str, **extra):
+    """SpaceToDepth / DepthToSpace in ONNX's NCHW: both sides order a block's pixels row-major
+    before the channels (ONNX's DepthToSpace mode DCR), so only the layout changes."""
+
+    def rule(ctx, op):
+        from rill.graph.onnx.export_nn import NCHW
+
+        layout = None if op.attrs["data_format"] == "NCHW" else NCHW
+        x = ctx.value(op._inputs[0], layout)
+        ctx.node(onnx_type, [x], op.outputs[0], layout=layout,
+                 blocksize=int(op.attrs["block_size"]), **extra)  # fmt: skip
+
+    return rule
+
+
+register_onnx_export("SpaceToDepth")(_blocks("SpaceToDepth"))
+register_onnx_export("DepthToSpace")(_blocks("DepthToSpace", mode="DCR"))

@@ -1,6 +1,8 @@
-"""ONNX export of rill.graph.ops.special_math_ops (the trigonometric and hyperbolic functions,
-float classification, ClipByValue as Max then Min, which also takes bounds of t's shape) and of
-manip_ops' Einsum, linalg_ops' MatrixDeterminant and segment_ops' TensorScatterUpdate."""
+"""ONNX export of the op families added for TensorFlow graphs: special_math_ops (the
+trigonometric and hyperbolic functions, float classification, ClipByValue as Max then Min, the
+*NoNan / Xlogy family as Where around the plain op), manip_ops' Einsum, linalg_ops'
+MatrixDeterminant, segment_ops' TensorScatterUpdate, FusedBatchNorm(V2), and image_ops'
+SpaceToDepth / DepthToSpace and resizes (in NCHW)."""
 
 from __future__ import annotations
 
@@ -137,3 +139,42 @@ def _blocks(onnx_type: str, **extra):
 
 register_onnx_export("SpaceToDepth")(_blocks("SpaceToDepth"))
 register_onnx_export("DepthToSpace")(_blocks("DepthToSpace", mode="DCR"))
+
+
+def _resize(mode: str):
+    """ResizeBilinear / ResizeNearestNeighbor as ONNX Resize in NCHW, TensorFlow's pixel mapping
+    named by coordinate_transformation_mode (and nearest_mode): legacy = asymmetric (floor),
+    align_corners (round half up), half_pixel_centers = half_pixel."""
+
+    def rule(ctx, op):
+        import numpy as np
+
+        from rill.graph.onnx.export_nn import NCHW
+
+        images, size = op._inputs
+        dims = images.shape.dims
+        hw = ctx.const(size)
+        if dims is None or dims[0] is None or dims[3] is None or hw is None:
+            ctx.unsupported("Resize needs the batch, channels and size known statically")
+        if op.attrs["align_corners"]:
+            coord, nearest = "align_corners", "round_prefer_ceil"
+        elif op.attrs["half_pixel_centers"]:
+            # nearest: floor((i + ½)·s) = round_prefer_ceil((i + ½)·s - ½), half_pixel's mapping
+            coord, nearest = "half_pixel", "round_prefer_ceil"
+        else:
+            coord, nearest = "asymmetric", "floor"
+        x = ctx.value(images, NCHW)
+        if images.dtype is not op.outputs[0].dtype:
+            from rill.graph.onnx.exporter import onnx_dtype
+
+            x = ctx.node("Cast", [x], to=onnx_dtype(op.outputs[0].dtype))
+        sizes = ctx.initializer(np.array([dims[0], dims[3], *np.asarray(hw).reshape(-1)], np.int64))
+        extra = {"nearest_mode": nearest} if mode == "nearest" else {}
+        ctx.node("Resize", [x, "", "", sizes], op.outputs[0], layout=NCHW, mode=mode,
+                 coordinate_transformation_mode=coord, **extra)  # fmt: skip
+
+    return rule
+
+
+register_onnx_export("ResizeBilinear")(_resize("linear"))
+register_onnx_export("ResizeNearestNeighbor")(_resize("nearest"))

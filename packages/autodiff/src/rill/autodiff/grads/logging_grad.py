@@ -210,3 +210,15 @@ not_differentiable(
 
 # RandomGamma has a gradient in TensorFlow (RandomGammaGrad) that rill lacks: none is registered.
 not_differentiable("RandomPoisson", "RandomPoissonV2", "ParameterizedTruncatedNormal")
+
+
+@register_gradient("ResizeBicubic")
+def _resize_bicubic_grad(op, grad):
+    """dimages = ResizeBicubicGrad(g, images)"""
+    g = get_default_graph().create_op(
+        "ResizeBicubicGrad", [_dense(grad), op.inputs[0]], _resize_attrs(op)
+    )
+    return g.outputs[0], None
+
+
+not_differentiable("ResizeBicubicGrad", "ResizeArea")

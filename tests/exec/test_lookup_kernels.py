@@ -40,3 +40,14 @@ def test_mutable_table_insert_and_size():
         s.run(ins)
         np.testing.assert_array_equal(s.run(got), [1.5, 0.0])
         assert int(s.run(n)) == 2
+
+
+def test_export_returns_every_entry():
+    with rg.Graph().as_default() as g:
+        t = lk.mutable_hash_table(rg.int64, rg.float32)
+        ins = lk.insert(t, rg.constant([7, 9], rg.int64), rg.constant([0.5, 1.5]))
+        op = g.create_op("LookupTableExportV2", [t], {"Tkeys": rg.int64, "Tvalues": rg.float32})
+    with Session(graph=g) as s:
+        s.run(ins)
+        keys, values = s.run(op.outputs)
+        assert dict(zip(keys.tolist(), values.tolist())) == {7: 0.5, 9: 1.5}

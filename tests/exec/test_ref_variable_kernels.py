@@ -168,3 +168,94 @@ def test_ref_identity_gradient_reaches_the_variable():
     with Session(graph=g) as s:
         s.run(init)
         np.testing.assert_allclose(s.run(dw), [2.0, -4.0])
+
+
+_APPLY_OPS = [
+    "ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyAdagradV2", "ApplyAdadelta",
+    "ApplyRMSProp", "ApplyCenteredRMSProp", "ApplyAdam", "ApplyFtrl", "ApplyFtrlV2",
+    "SparseApplyAdagrad", "SparseApplyAdagradV2", "SparseApplyMomentum", "SparseApplyAdadelta",
+    "SparseApplyRMSProp", "SparseApplyCenteredRMSProp", "SparseApplyFtrl", "SparseApplyFtrlV2",
+]  # fmt: skip
+_HYPER = {"lr_power": -0.5, "beta1_power": 0.9, "beta2_power": 0.99, "rho": 0.9,
+          "momentum": 0.8, "epsilon": 1e-3, "l1": 0.01, "l2": 0.02, "l2_shrinkage": 0.03,
+          "beta1": 0.9, "beta2": 0.999}  # fmt: skip
+
+
+@pytest.mark.parametrize("op_type", _APPLY_OPS)
+def test_every_apply_op_updates_ref_variables_as_its_resource_twin(op_type):
+    """Each non-resource Apply*/SparseApply* op, on ref variables, leaves the same values as its
+    ResourceApply* twin on resource variables, and returns the updated var."""
+    from rill.graph.op_def import get_op_def
+
+    rng = np.random.default_rng(len(op_type))
+    od = get_op_def(op_type)
+    sparse = op_type.startswith("Sparse")
+    inputs_ref, inputs_res, refs, res_vars, inits = [], [], [], [], []
+    with rg.Graph().as_default() as g:
+        for k, arg in enumerate(od.inputs):
+            if arg.is_ref:
+                start = rng.uniform(0.1, 1.0, (3, 2))
+                w = R.variable_v2([3, 2], rg.float64, name=f"ref{k}")
+                init = R.assign(w, rg.constant(start))
+                res = rg.Variable(start, name=f"res{k}", dtype=rg.float64)
+                inputs_ref.append(w)
+                inputs_res.append(res.handle)
+                refs.append(w)
+                res_vars.append(res)
+                inits.append(init)
+            elif arg.name == "indices":
+                idx = rg.constant([2, 0], rg.int32)
+                inputs_ref.append(idx)
+                inputs_res.append(idx)
+            elif arg.name in ("grad", "delta"):
+                grad = rg.constant(rng.normal(size=(2, 2) if sparse else (3, 2)))
+                inputs_ref.append(grad)
+                inputs_res.append(grad)
+            else:
+                v = rg.constant(_HYPER.get(arg.name, 0.1), rg.float64)
+                inputs_ref.append(v)
+                inputs_res.append(v)
+        out = g.create_op(op_type, inputs_ref).outputs[0]
+        twin = g.create_op("Resource" + op_type, inputs_res)
+        init_all = rg.global_variables_initializer()
+    with Session(graph=g) as s:
+        s.run([init_all, *inits])
+        for _ in range(2):
+            got = s.run(out)
+            s.run(twin)
+        np.testing.assert_allclose(got, s.run(res_vars[0].read_value()), rtol=1e-12)
+        for r, v in zip(refs, res_vars):
+            np.testing.assert_allclose(s.run(r), s.run(v.read_value()), rtol=1e-12)
+
+
+def test_old_variable_op_and_temporary_variables():
+    with rg.Graph().as_default() as g:
+        old = g.create_op("Variable", [], {"shape": rg.TensorShape([2]), "dtype": rg.float32},
+                          name="old").outputs[0]  # fmt: skip
+        init = R.assign(old, rg.constant([1.0, 2.0]))
+        tmp = g.create_op("TemporaryVariable", [],
+                          {"shape": rg.TensorShape([2]), "dtype": rg.float32,
+                           "var_name": "acc"}).outputs[0]  # fmt: skip
+        filled = R.assign(tmp, rg.constant([3.0, 4.0]))
+        added = R.assign_add(filled, rg.constant([1.0, 1.0]))
+        final = g.create_op("DestroyTemporaryVariable", [added], {"var_name": "acc"}).outputs[0]
+    with Session(graph=g) as s:
+        s.run(init)
+        np.testing.assert_array_equal(s.run(old), [1.0, 2.0])
+        np.testing.assert_array_equal(s.run(final), [4.0, 5.0])
+        np.testing.assert_array_equal(s.run(final), [4.0, 5.0])  # a fresh variable per step
+
+
+def test_ref_switch_and_ref_merge_forward_the_variable():
+    with rg.Graph().as_default() as g:
+        w, init = _var([1.0, 2.0])
+        p = rg.placeholder(rg.bool_, [])
+        sw = g.create_op("RefSwitch", [w, p]).outputs
+        bumped = R.assign_add(sw[1], rg.constant([10.0, 10.0]))  # only when p
+        merged = g.create_op("RefMerge", [[sw[0], bumped]]).outputs[0]
+        value = rg.identity(merged)
+    with Session(graph=g) as s:
+        s.run(init)
+        np.testing.assert_array_equal(s.run(value, {p: False}), [1.0, 2.0])
+        np.testing.assert_array_equal(s.run(value, {p: True}), [11.0, 12.0])
+        np.testing.assert_array_equal(s.run(w), [11.0, 12.0])

@@ -38,3 +38,9 @@ sample("SelfAdjointEigV2", [_spd(3, 3)],
        name="values")  # fmt: skip
 sample("Qr", [rand(4, 3)], lambda x: la.qr(x)[1], name="r")
 sample("Qr", [rand(2, 4, 3)], lambda x: la.qr(x)[0], name="q")
+# distinct singular values (well separated), so that U and V are smooth in A
+_SVD_A = np.array([[3.0, 0.4, -0.2], [0.1, 2.0, 0.3], [-0.3, 0.2, 1.0], [0.5, -0.1, 0.2]])
+sample("Svd", [_SVD_A], lambda x: la.svd(x)[0], name="values")
+sample("Svd", [_SVD_A], lambda x: la.svd(x), name="tall_uv")
+sample("Svd", [_SVD_A.T.copy()], lambda x: la.svd(x), name="wide_uv")
+sample("Svd", [_SVD_A[:3]], lambda x: la.svd(x, compute_uv=False), name="s_only")

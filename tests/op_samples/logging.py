@@ -142,3 +142,23 @@ sample("CropAndResize",
        [rand(2, 5, 6, 2, dtype=np.float32), _BOXES.astype(np.float32)],
        lambda im, b: image_ops.crop_and_resize(im, b, _ct([1, 0]), _ct([3, 4])),
        delta=1e-3, tol=2e-3)  # fmt: skip
+
+# -- volume_ops -----------------------------------------------------------------------------------
+
+from rill.graph.ops import volume_ops  # noqa: E402
+
+sample("Conv3D", [rand(1, 4, 5, 3, 2), rand(2, 2, 2, 2, 3)],
+       lambda x, f: volume_ops.conv3d(x, f, [1, 1, 2, 1, 1], "SAME"))  # fmt: skip
+sample("Conv3D", [rand(1, 5, 4, 4, 1), rand(2, 1, 2, 1, 2)],
+       lambda x, f: volume_ops.conv3d(x, f, [1, 1, 1, 1, 1], "VALID",
+                                      dilations=[1, 2, 1, 2, 1]), name="dilated")  # fmt: skip
+sample("MaxPool3D", [(_distinct(1, 4, 4, 3, 2) * 0.2).astype(np.float32)],
+       lambda x: volume_ops.max_pool3d(x, [1, 2, 2, 2, 1], [1, 2, 1, 1, 1], "SAME"),
+       delta=1e-2, tol=5e-4)  # fmt: skip
+sample("AvgPool3D", [rand(1, 3, 4, 5, 2)],
+       lambda x: volume_ops.avg_pool3d(x, [1, 2, 3, 2, 1], [1, 1, 2, 2, 1], "SAME"))  # fmt: skip
+
+for _name, _kw in (("", {}), ("half_pixel", {"half_pixel_centers": True})):
+    sample("ResizeBicubic", [rand(1, 4, 5, 1)],
+           lambda x, kw=_kw: image_ops.resize_bicubic(x, _ct([6, 3]), **kw),
+           name=_name, **_RESIZE_F32)  # fmt: skip

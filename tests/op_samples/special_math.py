@@ -64,3 +64,7 @@ sample(
     sm.clip_by_value,
     name="tensor_min",
 )  # fmt: skip
+sample("Igamma", [rand(2, 3, lo=0.5, hi=3.0), rand(2, 3, lo=0.2, hi=4.0)], sm.igamma, tol=1e-4)
+sample("Igammac", [rand(3, lo=0.5, hi=3.0), rand(3, lo=0.2, hi=4.0)], sm.igammac, tol=1e-4)
+sample("Betainc", [rand(3, lo=0.5, hi=3.0), rand(3, lo=0.5, hi=3.0), rand(3, lo=0.1, hi=0.9)],
+       sm.betainc, grad_inputs=[2])  # fmt: skip

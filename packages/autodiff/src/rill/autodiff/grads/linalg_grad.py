@@ -1,6 +1,6 @@
-"""Gradients for rill.graph.ops.linalg_ops, from TensorFlow's linalg_grad formulas. Svd and
-MatrixSolveLs have none here yet (TensorFlow's need care with repeated singular values and the
-complete orthogonal decomposition); Qr's covers the reduced decomposition of m >= n matrices."""
+"""Gradients for rill.graph.ops.linalg_ops, from TensorFlow's linalg_grad formulas. MatrixSolveLs
+has none here yet; Qr's covers the reduced decomposition of m >= n matrices and Svd's the
+reduced one (full_matrices=False)."""
 
 from __future__ import annotations
 
@@ -151,3 +151,53 @@ def _qr_grad(op, dq, dr):
     grad_a = matmul(q, dr + _tri_solve_right(tril, r))
     grad_b = _tri_solve_right(dq - matmul(q, qdq), r)
     return grad_a + grad_b
+
+
+def _safe_reciprocal(x, epsilon=1e-20):
+    return x * math_ops.reciprocal(x * x + _scalar(epsilon, x.dtype))
+
+
+@register_gradient("Svd")
+def _svd_grad(op, grad_s, grad_u, grad_v):
+    """TensorFlow's formula (reduced decomposition): with F_ij = 1/(s_j² - s_i²) off the
+    diagonal, dA = U (diag(gs) + (F∘UᵀgU + (F∘UᵀgU)ᵀ) S + S (F∘VᵀgV + (F∘VᵀgV)ᵀ)) Vᵀ plus, for a
+    non-square A, U S⁻¹ (gVᵀ - gVᵀ V Vᵀ); a tall A is handled through its transpose"""
+    a = op.inputs[0]
+    s, u, v = op.outputs
+    if op.attrs["full_matrices"]:
+        raise GraphTypeError("Svd's gradient is implemented for full_matrices=False")
+    gs = array_ops.zeros_like(s) if grad_s is None else _dense(grad_s)
+    if not op.attrs["compute_uv"]:
+        s2, u2, v2 = la.svd(a, compute_uv=True)
+        return matmul(u2, matmul(diag_ops.matrix_diag(gs), v2, adjoint_b=True))
+    gu = array_ops.zeros_like(u) if grad_u is None else _dense(grad_u)
+    gv = array_ops.zeros_like(v) if grad_v is None else _dense(grad_v)
+    m, n = a.shape[-2], a.shape[-1]
+    if m is None or n is None:
+        raise GraphTypeError("Svd's gradient needs the matrix dimensions known statically")
+    transpose = m > n
+    if transpose:
+        m, n = n, m
+        u, v = v, u
+        gu, gv = gv, gu
+    s_mat = diag_ops.matrix_diag(s)
+    s_2 = s * s
+    f = diag_ops.matrix_set_diag(
+        _safe_reciprocal(reshape_ops.expand_dims(s_2, -2) - reshape_ops.expand_dims(s_2, -1)),
+        array_ops.zeros_like(s),
+    )
+    u_gu = matmul(u, gu, adjoint_a=True)
+    v_gv = matmul(v, gv, adjoint_a=True)
+    f_u, f_v = f * u_gu, f * v_gv
+    inner = (
+        diag_ops.matrix_diag(gs)
+        + matmul(f_u + _adjoint(f_u), s_mat)
+        + matmul(s_mat, f_v + _adjoint(f_v))
+    )
+    grad = matmul(u, matmul(inner, v, adjoint_b=True))
+    if m != n:
+        gvt = _adjoint(gv)
+        term2 = gvt - matmul(matmul(gvt, v), v, adjoint_b=True)
+        s_inv = diag_ops.matrix_diag(_safe_reciprocal(s))
+        grad = grad + matmul(matmul(u, s_inv), term2)
+    return _adjoint(grad) if transpose else grad

@@ -17,6 +17,7 @@ not_differentiable(
     "ListDiff",
     "UniqueWithCounts",
     "Bincount",
+    "DenseBincount",
     "HistogramFixedWidth",
 )
 
@@ -175,3 +176,49 @@ not_differentiable(
     "InitializeTableV2",
     "InitializeTableFromTextFileV2",
 )
+
+
+not_differentiable(
+    "StringJoin",
+    "StringSplitV2",
+    "Substr",
+    "RegexReplace",
+    "StaticRegexReplace",
+    "StringToHashBucketStrong",
+    "AsString",
+    "StringToNumber",
+    "StringLength",
+    "StringLower",
+    "StringUpper",
+    "ReduceJoin",
+    "DecodeRaw",
+    "DecodeCSV",
+)
+
+
+not_differentiable("ScalarSummary", "HistogramSummary", "MergeSummary")
+
+
+not_differentiable(
+    "StatelessRandomUniform",
+    "StatelessRandomNormal",
+    "StatelessRandomGetKeyCounter",
+    "StatelessRandomUniformV2",
+    "StatelessRandomNormalV2",
+)
+
+
+# RandomGamma has a gradient in TensorFlow (RandomGammaGrad) that rill lacks: none is registered.
+not_differentiable("RandomPoisson", "RandomPoissonV2", "ParameterizedTruncatedNormal")
+
+
+@register_gradient("ResizeBicubic")
+def _resize_bicubic_grad(op, grad):
+    """dimages = ResizeBicubicGrad(g, images)"""
+    g = get_default_graph().create_op(
+        "ResizeBicubicGrad", [_dense(grad), op.inputs[0]], _resize_attrs(op)
+    )
+    return g.outputs[0], None
+
+
+not_differentiable("ResizeBicubicGrad", "ResizeArea")

@@ -63,3 +63,38 @@ def _max_pool_with_argmax_grad(op, grad, _unused_argmax_grad):
     """dinput = MaxPoolGradWithArgmax(x, g, argmax)"""
     a = _attrs(op, ("ksize", "strides", "padding", "include_batch_in_index", "Targmax"))
     return _create("MaxPoolGradWithArgmax", [op.inputs[0], _dense(grad), op.outputs[1]], a)
+
+
+def _window_attrs(op, names):
+    return {k: op.attrs[k] for k in names}
+
+
+@register_gradient("Conv3D")
+def _conv3d_grad(op, grad):
+    """dinput = Conv3DBackpropInputV2(shape(input), filter, g); dfilter =
+    Conv3DBackpropFilterV2(input, shape(filter), g)"""
+    x, f = op.inputs
+    a = _window_attrs(op, ("strides", "padding", "data_format", "dilations"))
+    grad = _dense(grad)
+    dx = _create("Conv3DBackpropInputV2", [array_ops.shape(x), f, grad], a)
+    df = _create("Conv3DBackpropFilterV2", [x, array_ops.shape(f), grad], a)
+    return dx, df
+
+
+@register_gradient("MaxPool3D")
+def _max_pool3d_grad(op, grad):
+    """dinput = MaxPool3DGrad(x, y, g)"""
+    a = _window_attrs(op, ("ksize", "strides", "padding", "data_format"))
+    return _create("MaxPool3DGrad", [op.inputs[0], op.outputs[0], _dense(grad)], a)
+
+
+@register_gradient("AvgPool3D")
+def _avg_pool3d_grad(op, grad):
+    """dinput = AvgPool3DGrad(shape(x), g)"""
+    a = _window_attrs(op, ("ksize", "strides", "padding", "data_format"))
+    return _create("AvgPool3DGrad", [array_ops.shape(op.inputs[0]), _dense(grad)], a)
+
+
+not_differentiable(
+    "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", "MaxPool3DGrad", "AvgPool3DGrad"
+)

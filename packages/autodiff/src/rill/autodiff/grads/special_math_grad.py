@@ -1,9 +1,5 @@
-"""Gradients for rill.graph.ops.special_math_ops, with TensorFlow's formulas.
-
-Igamma, Igammac and Betainc have no gradient here yet: TensorFlow differentiates them with
-respect to a (and b) through IgammaGradA / a series rill does not have, and a gradient for x
-alone would silently drop the others.
-"""
+"""Gradients for rill.graph.ops.special_math_ops, with TensorFlow's formulas (Betainc, as
+TensorFlow's, has a gradient in x only)."""
 
 from __future__ import annotations
 
@@ -235,3 +231,43 @@ def _clip_by_value_grad(op, grad):
     _, glo = unbroadcast(t, lo, None, glo)
     _, ghi = unbroadcast(t, hi, None, ghi)
     return gt, glo, ghi
+
+
+def _igamma_dx(a, x):
+    """∂P(a, x)/∂x = exp(-x + (a - 1)·log x - lgamma(a))"""
+    return math_ops.exp(-x + (a - _one(a)) * math_ops.log(x) - sm.lgamma(a))
+
+
+@register_gradient("Igamma")
+def _igamma_grad(op, grad):
+    """da = g·IgammaGradA(a, x), dx = g·exp(-x + (a-1)·log x - lgamma(a))"""
+    a, x = op.inputs
+    grad = _dense(grad)
+    return unbroadcast(a, x, grad * sm.igamma_grad_a(a, x), grad * _igamma_dx(a, x))
+
+
+@register_gradient("Igammac")
+def _igammac_grad(op, grad):
+    """the negatives of Igamma's"""
+    a, x = op.inputs
+    grad = _dense(grad)
+    return unbroadcast(a, x, -grad * sm.igamma_grad_a(a, x), -grad * _igamma_dx(a, x))
+
+
+@register_gradient("Betainc")
+def _betainc_grad(op, grad):
+    """dx = g·x^(a-1)·(1-x)^(b-1) / B(a, b); a and b get none (as in TensorFlow)"""
+    a, b, x = op.inputs
+    one = _one(x)
+    log_beta = sm.lgamma(a) + sm.lgamma(b) - sm.lgamma(a + b)
+    partial = math_ops.exp((a - one) * math_ops.log(x) + (b - one) * sm.xlog1py(one, -x) - log_beta)
+    gx = _dense(grad) * partial
+    from rill.autodiff.grads.math_grad import broadcast_plan, sum_to
+
+    plan = broadcast_plan(x.shape, [a.shape, b.shape])
+    if plan is not None:
+        gx = sum_to(gx, x, plan)
+    return None, None, gx
+
+
+not_differentiable("IgammaGradA")

@@ -44,8 +44,12 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     slice_kernels,
     special_math_kernels,
     stack_kernels,
+    stateless_random_kernels,
+    string_kernels,
+    summary_kernels,
     state_kernels,
     summary_kernels,
     tensor_array_kernels,
     training_kernels,
+    volume_kernels,
 )

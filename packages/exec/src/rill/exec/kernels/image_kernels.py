@@ -436,3 +436,104 @@ def crop_and_resize_grad_boxes(T, method):
         return out.astype(np.float32)
 
     return compute
+
+
+# -- bicubic and area resizes ---------------------------------------------------------------------
+
+_TABLE_SIZE = 1 << 10
+
+
+def _coeffs_table(a: float) -> np.ndarray:
+    """TensorFlow's tabulated cubic-convolution weights: [i, 0] for |t| = i/1024 in [0, 1],
+    [i, 1] for |t| = 1 + i/1024, in float32."""
+    x = np.arange(_TABLE_SIZE + 1, dtype=np.float64) / _TABLE_SIZE
+    t0 = ((a + 2) * x - (a + 3)) * x * x + 1
+    x1 = x + 1.0
+    t1 = ((a * x1 - 5 * a) * x1 + 8 * a) * x1 - 4 * a
+    return np.stack([t0, t1], axis=1).astype(np.float32)
+
+
+_KEYS = _coeffs_table(-0.5)
+_LEGACY = _coeffs_table(-0.75)
+
+
+def _bicubic_weights(in_size, out_size, align_corners, half_pixel):
+    """(indices [out, 4], weights [out, 4] float32) of one axis."""
+    scale = np.float32(_scale(in_size, out_size, align_corners))
+    i = np.arange(out_size, dtype=np.float32)
+    loc = (i + np.float32(0.5)) * scale - np.float32(0.5) if half_pixel else i * scale
+    base = np.floor(loc).astype(np.int64)
+    delta = loc - base.astype(np.float32)
+    offset = np.rint(delta * _TABLE_SIZE).astype(np.int64)
+    table = _KEYS if half_pixel else _LEGACY
+    w = np.stack([table[offset, 1], table[offset, 0], table[_TABLE_SIZE - offset, 0],
+                  table[_TABLE_SIZE - offset, 1]], axis=1)  # fmt: skip
+    raw = base[:, None] + np.arange(-1, 3)[None, :]
+    idx = np.clip(raw, 0, in_size - 1)
+    if half_pixel:  # taps outside the image get no weight; the rest are renormalized
+        w = np.where(idx == raw, w, np.float32(0))
+        total = w.sum(axis=1, keepdims=True)
+        ok = np.abs(total) >= 1000.0 * np.finfo(np.float32).tiny
+        w = np.where(ok, w * (np.float32(1) / np.where(ok, total, 1)), w)
+    return idx, w.astype(np.float32)
+
+
+@register_kernel("ResizeBicubic", expensive=True)
+def resize_bicubic(T, align_corners, half_pixel_centers):
+    _check_half_pixel(align_corners, half_pixel_centers)
+
+    def compute(images, size):
+        h, w = _size(size, images)
+        x = images.astype(np.float32)
+        yi, yw = _bicubic_weights(x.shape[1], h, align_corners, half_pixel_centers)
+        xi, xw = _bicubic_weights(x.shape[2], w, align_corners, half_pixel_centers)
+        rows = np.einsum("nhkwc,hk->nhwc", x[:, yi], yw)  # [n, h, in_w, c]
+        return np.einsum("nhwkc,wk->nhwc", rows[:, :, xi], xw).astype(np.float32)
+
+    return compute
+
+
+@register_kernel("ResizeBicubicGrad", expensive=True)
+def resize_bicubic_grad(T, align_corners, half_pixel_centers):
+    _check_half_pixel(align_corners, half_pixel_centers)
+
+    def compute(grads, original_image):
+        n, h, w, c = original_image.shape
+        gh, gw = grads.shape[1:3]
+        yi, yw = _bicubic_weights(h, gh, align_corners, half_pixel_centers)
+        xi, xw = _bicubic_weights(w, gw, align_corners, half_pixel_centers)
+        out = np.zeros((n, h, w, c), np.float64)
+        g = grads.astype(np.float64)
+        for a in range(4):
+            for b in range(4):
+                contrib = g * yw[None, :, a, None, None] * xw[None, None, :, b, None]
+                np.add.at(out, (slice(None), yi[:, a][:, None], xi[:, b][None, :]), contrib)
+        return out.astype(T.np)
+
+    return compute
+
+
+def _area_matrix(in_size, out_size, align_corners):
+    """[out, in] weights: the covered fraction of each input pixel (TensorFlow's ResizeArea,
+    which also counts the part past the last pixel as that pixel)."""
+    scale = _scale(in_size, out_size, align_corners)
+    m = np.zeros((out_size, in_size), np.float64)
+    for o in range(out_size):
+        lo, hi = o * scale, (o + 1) * scale
+        start, end = int(np.floor(lo)), int(np.ceil(hi))
+        for i in range(start, end):
+            frac = min(i + 1, hi) - max(i, lo)
+            m[o, min(i, in_size - 1)] += frac
+    return m / scale
+
+
+@register_kernel("ResizeArea", expensive=True)
+def resize_area(T, align_corners):
+    def compute(images, size):
+        h, w = _size(size, images)
+        my = _area_matrix(images.shape[1], h, align_corners)
+        mx = _area_matrix(images.shape[2], w, align_corners)
+        x = images.astype(np.float64)
+        return np.einsum("oh,nhwc,pw->nopc", my, x, mx).astype(np.float32)
+
+    return compute

@@ -99,6 +99,35 @@ def bincount(T):
     return compute
 
 
+@register_kernel("DenseBincount")
+def dense_bincount(Tidx, T, binary_output):
+    def row(values, weights, n):
+        keep = values < n
+        out = np.zeros(n, dtype=np.float64 if T.is_floating else np.int64)
+        w = 1 if weights.size == 0 else weights[keep]
+        np.add.at(out, values[keep], w)
+        if binary_output:
+            out = (out != 0).astype(out.dtype)
+        return out
+
+    def compute(x, size, weights):
+        n = int(size)
+        if n < 0:
+            raise InvalidArgumentError(f"size ({n}) must be non-negative")
+        if (x < 0).any():
+            raise InvalidArgumentError("Input must be non-negative")
+        if weights.size and weights.shape != x.shape:
+            raise InvalidArgumentError("weights must be empty or have the input's shape")
+        if x.ndim == 1:
+            return row(x, weights, n).astype(T.np)
+        if x.ndim != 2:
+            raise InvalidArgumentError(f"input must be 1-D or 2-D, got {TensorShape(x.shape)}")
+        rows = [row(x[i], weights[i] if weights.size else weights, n) for i in range(x.shape[0])]
+        return np.stack(rows).astype(T.np) if rows else np.zeros((0, n), T.np)
+
+    return compute
+
+
 @register_kernel("HistogramFixedWidth")
 def histogram_fixed_width(T, dtype):
     def compute(values, value_range, nbins):

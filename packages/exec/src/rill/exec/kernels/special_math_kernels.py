@@ -9,6 +9,7 @@ numpy alone (no scipy) and rounded to the op's type:
   polygamma(n, x) = (-1)^(n+1) n! zeta(n + 1, x).
 - erfc: 1 - erf below 2 and the continued fraction of erfc above; erfinv: a rational first
   guess refined by Newton steps on erf.
+- igamma_grad_a: Richardson-extrapolated central differences of igamma;
 - igamma / igammac: the power series of P(a, x) when x < a + 1, the continued fraction of
   Q(a, x) (modified Lentz) otherwise; betainc: the continued fraction of I_x(a, b) on the side
   of (a + 1) / (a + b + 2) where it converges fast, with the symmetry I_x(a, b) = 1 - I_(1-x)(b, a).
@@ -348,7 +349,20 @@ def betainc(a, b, x):
     return np.where(bad, np.nan, out)
 
 
+def igamma_grad_a(a, x):
+    """∂P(a, x)/∂a by Richardson-extrapolated central differences of P in float64 (relative
+    error about 1e-10 away from a = 0; TensorFlow's kernel differentiates its series instead)."""
+    a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
+    h = np.maximum(np.abs(a), 1.0) * 1e-3
+
+    def d(step):
+        return (igamma(a + step, x) - igamma(a - step, x)) / (2 * step)
+
+    return (4 * d(h / 2) - d(h)) / 3
+
+
 for _op, _fn in (
+    ("IgammaGradA", igamma_grad_a),
     ("Lgamma", lgamma),
     ("Digamma", digamma),
     ("Zeta", zeta),

@@ -1,6 +1,8 @@
-"""ONNX export of rill.graph.ops.special_math_ops (the trigonometric and hyperbolic functions,
-float classification, ClipByValue as Max then Min, which also takes bounds of t's shape) and of
-manip_ops' Einsum, linalg_ops' MatrixDeterminant and segment_ops' TensorScatterUpdate."""
+"""ONNX export of the op families added for TensorFlow graphs: special_math_ops (the
+trigonometric and hyperbolic functions, float classification, ClipByValue as Max then Min, the
+*NoNan / Xlogy family as Where around the plain op), manip_ops' Einsum, linalg_ops'
+MatrixDeterminant, segment_ops' TensorScatterUpdate, FusedBatchNorm(V2), and image_ops'
+SpaceToDepth / DepthToSpace and resizes (in NCHW)."""
 
 from __future__ import annotations
 
@@ -78,3 +80,101 @@ def _register_batch_norm_v1() -> None:
 
 
 _register_batch_norm_v1()
+
+
+def _zero_where(ctx, op, test_first: bool, value):
+    """Where(input == 0, 0, value(x, y)): the *NoNan and x·log(y) ops, whose zero case ONNX
+    has no op for. `test_first` tests x (Xlogy, Xdivy, Xlog1py), else y (DivNoNan, MulNoNan)."""
+    import numpy as np
+
+    names, layout = ctx.broadcast_values(list(op._inputs))
+    x, y = names
+    dt = op._inputs[0].dtype.np
+    zero = ctx.initializer(np.zeros((), dt))
+    is_zero = ctx.node("Equal", [x if test_first else y, zero])
+    ctx.node("Where", [is_zero, zero, value(ctx, x, y)], op.outputs[0], layout=layout)
+
+
+def _register_zero_where() -> None:
+    import numpy as np
+
+    def one(ctx, op):
+        return ctx.initializer(np.ones((), op._inputs[0].dtype.np))
+
+    rules = {
+        "DivNoNan": (False, lambda ctx, x, y: ctx.node("Div", [x, y])),
+        "MulNoNan": (False, lambda ctx, x, y: ctx.node("Mul", [x, y])),
+        "Xlogy": (True, lambda ctx, x, y: ctx.node("Mul", [x, ctx.node("Log", [y])])),
+        "Xdivy": (True, lambda ctx, x, y: ctx.node("Div", [x, y])),
+    }
+    for name, (test_first, value) in rules.items():
+        register_onnx_export(name)(
+            lambda ctx, op, t=test_first, v=value: _zero_where(ctx, op, t, v)
+        )
+
+    @register_onnx_export("Xlog1py")
+    def xlog1py(ctx, op):
+        """x·log(1 + y) (log1p's precision for |y| far below float epsilon is lost)"""
+        _zero_where(ctx, op, True, lambda c, x, y: c.node(
+            "Mul", [x, c.node("Log", [c.node("Add", [one(c, op), y])])]))  # fmt: skip
+
+
+_register_zero_where()
+
+
+def _blocks(onnx_type: str, **extra):
+    """SpaceToDepth / DepthToSpace in ONNX's NCHW: both sides order a block's pixels row-major
+    before the channels (ONNX's DepthToSpace mode DCR), so only the layout changes."""
+
+    def rule(ctx, op):
+        from rill.graph.onnx.export_nn import NCHW
+
+        layout = None if op.attrs["data_format"] == "NCHW" else NCHW
+        x = ctx.value(op._inputs[0], layout)
+        ctx.node(onnx_type, [x], op.outputs[0], layout=layout,
+                 blocksize=int(op.attrs["block_size"]), **extra)  # fmt: skip
+
+    return rule
+
+
+register_onnx_export("SpaceToDepth")(_blocks("SpaceToDepth"))
+register_onnx_export("DepthToSpace")(_blocks("DepthToSpace", mode="DCR"))
+
+
+def _resize(mode: str):
+    """ResizeBilinear / ResizeNearestNeighbor as ONNX Resize in NCHW, TensorFlow's pixel mapping
+    named by coordinate_transformation_mode (and nearest_mode): legacy = asymmetric (floor),
+    align_corners (round half up), half_pixel_centers = half_pixel."""
+
+    def rule(ctx, op):
+        import numpy as np
+
+        from rill.graph.onnx.export_nn import NCHW
+
+        images, size = op._inputs
+        dims = images.shape.dims
+        hw = ctx.const(size)
+        if dims is None or dims[0] is None or dims[3] is None or hw is None:
+            ctx.unsupported("Resize needs the batch, channels and size known statically")
+        if op.attrs["align_corners"]:
+            coord, nearest = "align_corners", "round_prefer_ceil"
+        elif op.attrs["half_pixel_centers"]:
+            # nearest: floor((i + ½)·s) = round_prefer_ceil((i + ½)·s - ½), half_pixel's mapping
+            coord, nearest = "half_pixel", "round_prefer_ceil"
+        else:
+            coord, nearest = "asymmetric", "floor"
+        x = ctx.value(images, NCHW)
+        if images.dtype is not op.outputs[0].dtype:
+            from rill.graph.onnx.exporter import onnx_dtype
+
+            x = ctx.node("Cast", [x], to=onnx_dtype(op.outputs[0].dtype))
+        sizes = ctx.initializer(np.array([dims[0], dims[3], *np.asarray(hw).reshape(-1)], np.int64))
+        extra = {"nearest_mode": nearest} if mode == "nearest" else {}
+        ctx.node("Resize", [x, "", "", sizes], op.outputs[0], layout=NCHW, mode=mode,
+                 coordinate_transformation_mode=coord, **extra)  # fmt: skip
+
+    return rule
+
+
+register_onnx_export("ResizeBilinear")(_resize("linear"))
+register_onnx_export("ResizeNearestNeighbor")(_resize("nearest"))

@@ -29,6 +29,8 @@ __all__ = [
     "batch_to_space_nd",
     "resize_bilinear",
     "resize_nearest_neighbor",
+    "resize_bicubic",
+    "resize_area",
     "extract_image_patches",
     "crop_and_resize",
 ]
@@ -230,6 +232,40 @@ defop(
 )
 
 
+defop(
+    "ResizeBicubic",
+    inputs=["images: T", "size: int32"],
+    outputs=["resized_images: float32"],
+    attrs=[
+        "T: {int8, uint8, int16, uint16, int32, int64, float16, float32, float64, bfloat16}",
+        *_RESIZE_ATTRS,
+    ],  # fmt: skip
+    shape=_resize_shape,
+    doc="Images resized by cubic convolution (Keys' a = -0.75, or -0.5 with half_pixel_centers, "
+    "where taps outside the image are dropped and the weights renormalized).",
+)
+defop(
+    "ResizeBicubicGrad",
+    inputs=["grads: float32", "original_image: T"],
+    outputs=["output: T"],
+    attrs=["T: {float32, float64}", *_RESIZE_ATTRS],
+    shape=_resize_bilinear_grad_shape,
+    doc="The gradient of ResizeBicubic with respect to its images.",
+)
+defop(
+    "ResizeArea",
+    inputs=["images: T", "size: int32"],
+    outputs=["resized_images: float32"],
+    attrs=[
+        "T: {int8, uint8, int16, uint16, int32, int64, float16, float32, float64, bfloat16}",
+        "align_corners: bool = false",
+    ],  # fmt: skip
+    shape=_resize_shape,
+    doc="Images resized by area averaging: each output pixel is the mean of the input area it "
+    "covers, partial pixels weighted by their covered fraction.",
+)
+
+
 def space_to_batch_nd(input, block_shape, paddings, name=None) -> Tensor:  # noqa: A002
     return get_default_graph().create_op("SpaceToBatchND", [input, block_shape, paddings],
                                          name=name or "SpaceToBatchND").outputs[0]  # fmt: skip
@@ -252,6 +288,13 @@ def _resize(op_type):
 
 resize_bilinear = _resize("ResizeBilinear")
 resize_nearest_neighbor = _resize("ResizeNearestNeighbor")
+resize_bicubic = _resize("ResizeBicubic")
+
+
+def resize_area(images, size, align_corners=False, name=None) -> Tensor:
+    return get_default_graph().create_op("ResizeArea", [images, size],
+                                         {"align_corners": align_corners},
+                                         name=name or "ResizeArea").outputs[0]  # fmt: skip
 
 
 # -- patches and crops ----------------------------------------------------------------------------

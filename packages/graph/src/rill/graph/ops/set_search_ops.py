@@ -110,6 +110,26 @@ defop(
 )
 
 
+def _dense_bincount_shape(op):
+    x = op._inputs[0].shape
+    n = constant_value(op._inputs[1])
+    bins = None if n is None else int(n)
+    if x.rank == 2:
+        return [TensorShape([x[0], bins])]
+    return [TensorShape([bins])]
+
+
+defop(
+    "DenseBincount",
+    inputs=["input: Tidx", "size: Tidx", "weights: T"],
+    outputs=["output: T"],
+    attrs=["Tidx: {int32, int64}", "T: {int32, int64, float32, float64}",
+           "binary_output: bool = false"],
+    shape=_dense_bincount_shape,
+    doc="Bincount of a vector, or of each row of a matrix; binary_output counts presence only.",
+)  # fmt: skip
+
+
 def _histogram_shape(op):
     n = constant_value(op._inputs[2])
     return [TensorShape([None if n is None else int(n)])]

@@ -75,6 +75,7 @@ _BINARY = (
     ("Igammac", ("a", "x"), _FLOAT, False, "The regularized upper incomplete gamma Q(a, x)."),
     ("Polygamma", ("a", "x"), "float32, float64", False, "ψ⁽ᵃ⁾(x), for integer a >= 0."),
     ("Zeta", ("x", "q"), "float32, float64", False, "The Hurwitz zeta function ζ(x, q)."),
+    ("IgammaGradA", ("a", "x"), "float32, float64", False, "∂P(a, x)/∂a (Igamma's gradient in a)."),
     ("DivNoNan", ("x", "y"), f"float16, float32, bfloat16, float64, {_CPLX}", False,
      "x / y, and 0 where y is 0."),
     ("MulNoNan", ("x", "y"), f"{_FLOAT}, {_CPLX}", False, "x * y, and 0 where y is 0 (even if x "
@@ -212,6 +213,7 @@ is_finite, is_nan, is_inf = map(_unary, ("IsFinite", "IsNan", "IsInf"))
 invert, population_count = _unary("Invert"), _unary("PopulationCount")
 atan2, igamma, igammac = _binary("Atan2"), _binary("Igamma"), _binary("Igammac")
 polygamma, zeta = _binary("Polygamma"), _binary("Zeta")
+igamma_grad_a = _binary("IgammaGradA")
 div_no_nan, multiply_no_nan = _binary("DivNoNan"), _binary("MulNoNan")
 xlogy, xdivy, xlog1py = _binary("Xlogy"), _binary("Xdivy"), _binary("Xlog1py")
 truncatediv, truncatemod = _binary("TruncateDiv"), _binary("TruncateMod")

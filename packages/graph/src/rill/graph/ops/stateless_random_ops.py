@@ -1,0 +1,128 @@
+"""Stateless random ops: the same (shape, seed) always gives the same numbers, TensorFlow's own
+(Philox4x32-10 keyed by the seed pair, as TensorFlow's CPU kernels).
+
+>>> import rill.graph as rg
+>>> with rg.Graph().as_default():
+...     u = stateless_random_uniform([2, 3], rg.constant([1, 2], rg.int64))
+>>> u.shape, u.dtype
+(TensorShape([2, 3]), rill.float32)
+"""
+
+from __future__ import annotations
+
+from rill.graph import dtypes
+from rill.graph.graph import Tensor, convert_to_tensor, get_default_graph
+from rill.graph.op_def import defop
+from rill.graph.shapes import TensorShape, unknown_shape
+from rill.graph.tensor_util import constant_value
+
+__all__ = ["stateless_random_uniform", "stateless_random_normal"]
+
+
+def _shape_from_input(op):
+    seed = op._inputs[1].shape
+    if seed.rank not in (None, 1) or (seed.rank == 1 and seed[0] not in (None, 2)):
+        raise ValueError(f"seed must have shape [2], got {seed}")
+    v = constant_value(op._inputs[0])
+    if v is None:
+        n = op._inputs[0].shape
+        return [unknown_shape() if n.rank != 1 or n[0] is None else TensorShape([None] * n[0])]
+    return [TensorShape([int(d) for d in v.reshape(-1)])]
+
+
+_ATTRS = ["dtype: {float16, bfloat16, float32, float64} = float32", "T: {int32, int64} = int32",
+          "Tseed: {int32, int64} = int64"]  # fmt: skip
+defop("StatelessRandomUniform", inputs=["shape: T", "seed: Tseed"], outputs=["output: dtype"],
+      attrs=_ATTRS, shape=_shape_from_input,
+      doc="Uniform values in [0, 1), determined by seed.")  # fmt: skip
+defop("StatelessRandomNormal", inputs=["shape: T", "seed: Tseed"], outputs=["output: dtype"],
+      attrs=_ATTRS, shape=_shape_from_input,
+      doc="Standard normal values (Box-Muller), determined by seed.")  # fmt: skip
+
+
+def _op(op_type, shape, seed, dtype, name):
+    shape = convert_to_tensor(shape, dtype=dtypes.int32, name="shape")
+    seed = convert_to_tensor(seed, name="seed")
+    attrs = {"dtype": dtypes.as_dtype(dtype)}
+    return get_default_graph().create_op(op_type, [shape, seed], attrs,
+                                         name=name or op_type).outputs[0]  # fmt: skip
+
+
+def stateless_random_uniform(shape, seed, dtype=dtypes.float32, name=None) -> Tensor:
+    return _op("StatelessRandomUniform", shape, seed, dtype, name)
+
+
+def stateless_random_normal(shape, seed, dtype=dtypes.float32, name=None) -> Tensor:
+    return _op("StatelessRandomNormal", shape, seed, dtype, name)
+
+
+def _key_counter_shape(op):
+    return [TensorShape([1]), TensorShape([2])]
+
+
+defop("StatelessRandomGetKeyCounter", inputs=["seed: Tseed"],
+      outputs=["key: uint64", "counter: uint64"], attrs=["Tseed: {int32, int64} = int64"],
+      shape=_key_counter_shape,
+      doc="The Philox key and counter that a seed pair scrambles to.")  # fmt: skip
+
+
+def _v2_shape(op):
+    v = constant_value(op._inputs[0])
+    if v is None:
+        return [unknown_shape()]
+    return [TensorShape([int(d) for d in v.reshape(-1)])]
+
+
+_V2_ATTRS = ["dtype: {float16, bfloat16, float32, float64} = float32",
+             "Tshape: {int32, int64} = int32"]  # fmt: skip
+defop("StatelessRandomUniformV2", inputs=["shape: Tshape", "key: uint64", "counter: uint64",
+      "alg: int32"], outputs=["output: dtype"], attrs=_V2_ATTRS, shape=_v2_shape,
+      doc="Uniform values in [0, 1) from an explicit key and counter (alg 1 or 3: Philox).")  # fmt: skip
+defop("StatelessRandomNormalV2", inputs=["shape: Tshape", "key: uint64", "counter: uint64",
+      "alg: int32"], outputs=["output: dtype"], attrs=_V2_ATTRS, shape=_v2_shape,
+      doc="Standard normal values from an explicit key and counter (alg 1 or 3: Philox).")  # fmt: skip
+
+
+# -- stateful samplers with parameters (their own seeded streams, as random_ops' ops) -------------
+
+
+def _shape_then(param_index: int, param_first: bool):
+    def shape(op):
+        v = constant_value(op._inputs[0])
+        head = unknown_shape() if v is None else TensorShape([int(d) for d in v.reshape(-1)])
+        p = op._inputs[param_index].shape
+        if head.rank is None or p.rank is None:
+            return [unknown_shape()]
+        return [head.concatenate(p) if param_first else head]
+
+    return shape
+
+
+def _ptn_shape(op):
+    v = constant_value(op._inputs[0])
+    if v is None:
+        return [TensorShape([None, None])]
+    return [TensorShape([int(d) for d in v.reshape(-1)])]
+
+
+_SEEDS = ["seed: int = 0", "seed2: int = 0"]
+defop("RandomGamma", inputs=["shape: S", "alpha: T"], outputs=["output: T"],
+      attrs=[*_SEEDS, "S: {int32, int64}", "T: {float16, float32, float64}"],
+      shape=_shape_then(1, True), stateful=True,
+      doc="Gamma(alpha, 1) samples of shape shape + alpha.shape.")  # fmt: skip
+defop("RandomPoisson", inputs=["shape: S", "rate: dtype"], outputs=["output: dtype"],
+      attrs=[*_SEEDS, "S: {int32, int64}", "dtype: {float16, float32, float64}"],
+      shape=_shape_then(1, True), stateful=True,
+      doc="Poisson(rate) samples of shape shape + rate.shape (the output has rate's type).")  # fmt: skip
+defop("RandomPoissonV2", inputs=["shape: S", "rate: R"], outputs=["output: dtype"],
+      attrs=[*_SEEDS, "S: {int32, int64}", "R: {float16, float32, float64, int32, int64} = float64",
+             "dtype: {float16, float32, float64, int32, int64} = int64"],
+      shape=_shape_then(1, True), stateful=True,
+      doc="Poisson(rate) samples of shape shape + rate.shape, of type dtype.")  # fmt: skip
+defop("ParameterizedTruncatedNormal",
+      inputs=["shape: T", "means: dtype", "stdevs: dtype", "minvals: dtype", "maxvals: dtype"],
+      outputs=["output: dtype"],
+      attrs=[*_SEEDS, "dtype: {float16, bfloat16, float32, float64}", "T: {int32, int64}"],
+      shape=_ptn_shape, stateful=True,
+      doc="Normal(mean, stdev) samples truncated to [minval, maxval], per batch row (shape "
+      "[batch, n]; the parameters are scalars or [batch] vectors).")  # fmt: skip

@@ -196,9 +196,6 @@ not_differentiable(
 )
 
 
-not_differentiable("ScalarSummary", "HistogramSummary", "MergeSummary")
-
-
 not_differentiable(
     "StatelessRandomUniform",
     "StatelessRandomNormal",

@@ -61,8 +61,10 @@ def histogram_proto(values: np.ndarray, tag: str) -> HistogramProto:
         min=float(v.min()) if v.size else _DBL_MAX,
         max=float(v.max()) if v.size else -_DBL_MAX,
         num=float(v.size),
-        sum=float(v.sum()),
-        sum_squares=float(np.dot(v, v)),
+        # Sequential sums in element order, as TensorFlow's Histogram::Add accumulates them
+        # (a pairwise or BLAS sum differs in the last bits).
+        sum=float(np.add.accumulate(v)[-1]) if v.size else 0.0,
+        sum_squares=float(np.add.accumulate(v * v)[-1]) if v.size else 0.0,
     )
     i = 0
     n = len(counts)

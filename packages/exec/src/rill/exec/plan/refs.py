@@ -31,6 +31,11 @@ _REF_TWINS = {
 }
 
 
+# Ops whose Ref(string) output is a handle to a resource other than a variable (TF1's
+# accumulators): the handle itself is the value their consumers take, never a variable to read.
+_HANDLE_REFS = frozenset({"ConditionalAccumulator", "SparseConditionalAccumulator"})
+
+
 def _flat_refs(args, attrs) -> list[bool]:
     """is_ref for each flattened slot of `args` (list arguments expanded by their attrs)."""
     out = []
@@ -49,6 +54,8 @@ def resolve_refs(pg: PlanGraph) -> int:
     """Rewrites `pg` as the module says; returns how many reads it inserted."""
     out_ref: dict[PlanNode, list[bool]] = {}
     for n in pg.nodes:
+        if n.type in _HANDLE_REFS:
+            continue
         if any(a.is_ref for a in n.op_def.outputs):
             out_ref[n] = _flat_refs(n.op_def.outputs, n.attrs)
     if not out_ref:

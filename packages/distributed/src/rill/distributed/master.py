@@ -77,7 +77,9 @@ class MasterSession:
         try:
             import_graph_def(graph_def, name="", graph=self.graph)
         except (ValueError, TypeError, KeyError) as e:
-            raise InvalidArgumentError(f"CreateSession: the graph cannot be imported: {e}") from None
+            raise InvalidArgumentError(
+                f"CreateSession: the graph cannot be imported: {e}"
+            ) from None
         self.version = 0
         self.lock = threading.Lock()
         self.plans: dict = {}
@@ -224,7 +226,7 @@ class Master:
                 continue
             tasks.append((job, idx, addr, name, local))
         futs = []
-        for job, idx, addr, name, local in tasks:
+        for _job, _idx, addr, _name, local in tasks:
             if local:
                 futs.append(None)
                 continue
@@ -233,7 +235,7 @@ class Master:
                                    self._timeout(deadline, self.server.connect_timeout_s),
                                    wait_for_ready=True))  # fmt: skip
         devices, attrs = [], []
-        for (job, idx, addr, name, local), fut in zip(tasks, futs):
+        for (_job, _idx, addr, name, local), fut in zip(tasks, futs):
             if local:
                 das = self.server._worker.device_attributes()
             else:
@@ -635,4 +637,3 @@ def _first_error(errors: list) -> OpError:
         unavailable = [e for e in real if isinstance(e, UnavailableError)]
         return (unavailable or real)[0]
     return errors[0]
-

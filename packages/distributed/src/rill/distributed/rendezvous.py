@@ -22,8 +22,8 @@ from rill.distributed.wire import (
     CHUNKS_OK,
     RILL_WORKER_SERVICE,
     WORKER_SERVICE,
-    receive_chunks,
     error_from_rpc,
+    receive_chunks,
     tensor_from_proto,
 )
 from rill.exec.rendezvous import Rendezvous

@@ -26,10 +26,10 @@ from rill.distributed.wire import (
     CHUNKS_OK,
     chunkable,
     context_deadline,
-    iter_chunks,
-    tensor_meta,
     error_to_status,
+    iter_chunks,
     tensor_from_proto,
+    tensor_meta,
     tensor_to_proto,
 )
 from rill.exec.context import StepState

@@ -269,3 +269,43 @@ def test_kubernetes_tfjob_manifest_runs_rill_server_from_tf_config():
             c = resolve([], env)
             assert c.task_name == f"/job:{rtype}/replica:0/task:{i}"
             assert c.address == f"rill-mlp-{rtype}-{i}.default.svc:2222" and c.port == 2222
+
+
+@pytest.mark.distributed
+def test_unresolvable_host_name_fails_after_the_start_timeout():
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "rill.distributed", "--cluster", "ps=no-such-host.invalid:2222",
+         "--job_name", "ps", "--start_timeout", "1.5"],
+        capture_output=True, text=True, timeout=60, env=_env(),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "host name 'no-such-host.invalid' does not resolve after 1.5 s" in proc.stderr
+    assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.distributed
+def test_ps_exits_0_when_the_coordinator_is_gone():
+    chief_port, ps_port = pick_ports(2)
+    cluster = f"chief=127.0.0.1:{chief_port};ps=127.0.0.1:{ps_port}"
+    base = [sys.executable, "-m", "rill.distributed", "--cluster", cluster]
+    popen = dict(text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env())
+    chief = subprocess.Popen([*base, "--job_name", "chief", "--exit_with_coordinator", "1"],
+                             **popen)  # fmt: skip
+    ps = subprocess.Popen([*base, "--job_name", "ps", "--exit_with_coordinator", "1"], **popen)
+    try:
+        chief_out, ps_out = _Output(chief), _Output(ps)
+        assert "ignored: this task is the coordinator" in chief_out.wait_for("ignored")
+        ps_out.wait_for("coordinator /job:chief/replica:0/task:0 at 127.0.0.1:")  # it saw it up
+        chief.terminate()
+        assert chief_out.finish()[0] == 0
+        t0 = time.monotonic()
+        code, text = ps_out.finish(timeout=30)
+        assert code == 0, text
+        assert "gone for 1 s: the job is finished" in text and "stopped in" in text
+        assert time.monotonic() - t0 < 20
+    finally:
+        for p in (chief, ps):
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)

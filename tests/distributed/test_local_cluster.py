@@ -84,6 +84,7 @@ def test_kill_9_and_restart_one_task():
         assert ps.kill() == -signal.SIGKILL
         assert not ps.alive and not _answers(ps.address, timeout=0.5)
         assert c.task("worker", 0).alive  # the others keep running
+        assert c.cpu_seconds() > 0  # counts the running tasks
         ps.restart()
         assert ps.alive and ps.pid != old_pid and ps.starts == 2
         assert _answers(ps.address)

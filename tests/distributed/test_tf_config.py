@@ -88,6 +88,10 @@ def test_coordinator_device():
         "/job:master/replica:0/task:0"
     )
     assert parse({"cluster": {"ps": ["p:1"]}}).coordinator_device is None
+    assert parse({"cluster": {"ps": ["p:1"]}}).coordinator is None
+    assert parse(KUBEFLOW).coordinator == ("chief", 0)
+    sparse = parse({"sparseCluster": {"worker": {"2": "w:1"}}})
+    assert sparse.coordinator == ("worker", 2)
 
 
 def test_sagemaker_master_form():

@@ -33,14 +33,15 @@ def cpu_seconds(pid: int) -> float:
 
 
 def measure(step, cpu, min_time: float = 1.0, min_steps: int = 20, warmup: int = 5):
-    """(wall ms per step, cluster CPU ms per step) over at least min_time s and min_steps."""
+    """(wall ms, cluster CPU ms, client CPU ms) per step over at least min_time s and min_steps."""
     for _ in range(warmup):
         step()
-    n, c0, t0 = 0, cpu(), time.perf_counter()
+    n, c0, t0, p0 = 0, cpu(), time.perf_counter(), time.process_time()
     while n < min_steps or time.perf_counter() - t0 < min_time:
         step()
         n += 1
-    return (time.perf_counter() - t0) / n * 1e3, (cpu() - c0) / n * 1e3
+    client = (time.process_time() - p0) / n * 1e3
+    return (time.perf_counter() - t0) / n * 1e3, (cpu() - c0) / n * 1e3, client
 
 
 def free_ports(n: int) -> list[int]:
@@ -129,8 +130,8 @@ def bench_null(counts: list[int]) -> dict:
                 init = tf.compat.v1.global_variables_initializer()
             with tf.compat.v1.Session(c.target(), graph=g) as sess:
                 sess.run(init)
-                ms, cpu = measure(lambda vs=vs: sess.run(vs), c.cpu)
-            out[str(n)] = {"ms": ms, "cpu_ms": cpu}
+                ms, cpu, client = measure(lambda vs=vs: sess.run(vs), c.cpu)
+            out[str(n)] = {"ms": ms, "cpu_ms": cpu, "client_cpu_ms": client}
     return out
 
 
@@ -146,8 +147,10 @@ def bench_fetch(mb: int) -> dict:
             sess.run(v.initializer)
             value = sess.run(v)
             assert value.shape == (n,)
-            ms, cpu = measure(lambda: sess.run(v), c.cpu, min_time=2.0, min_steps=5, warmup=1)
-    return {"MB/s": mb / (ms / 1e3), "ms": ms, "cpu_ms": cpu}
+            ms, cpu, client = measure(
+                lambda: sess.run(v), c.cpu, min_time=2.0, min_steps=5, warmup=1
+            )
+    return {"MB/s": mb / (ms / 1e3), "ms": ms, "cpu_ms": cpu, "client_cpu_ms": client}
 
 
 def bench_mlp(seconds: float) -> dict:
@@ -191,7 +194,7 @@ def _async_steps(workers, seconds: float, cpu) -> dict:
             sess.run(train, feed)
     loss0 = float(workers[0][0].run(workers[0][2], workers[0][3]))
     counts = [0] * len(workers)
-    c0, t0 = cpu(), time.perf_counter()
+    c0, t0, p0 = cpu(), time.perf_counter(), time.process_time()
     end = time.monotonic() + seconds
 
     def loop(k):
@@ -205,12 +208,13 @@ def _async_steps(workers, seconds: float, cpu) -> dict:
         t.start()
     for t in threads:
         t.join()
-    dt = time.perf_counter() - t0
+    dt, client = time.perf_counter() - t0, time.process_time() - p0
     steps = sum(counts)
     loss1 = float(workers[0][0].run(workers[0][2], workers[0][3]))
     for sess, *_ in workers:
         sess.close()
-    return {"steps/s": steps / dt, "cpu_ms": (cpu() - c0) / steps * 1e3, "steps": counts,
+    return {"steps/s": steps / dt, "cpu_ms": (cpu() - c0) / steps * 1e3,
+            "client_cpu_ms": client / steps * 1e3, "steps": counts,
             "loss": [loss0, loss1]}  # fmt: skip
 
 

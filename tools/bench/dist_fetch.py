@@ -17,4 +17,6 @@ def run() -> list[Row]:
             {"tensorflow": tf.get("MB/s")}),
         Row(f"fetch a {MB} MB variable: cluster CPU per fetch", "ms", rill["cpu_ms"],
             {"tensorflow": tf.get("cpu_ms")}),
+        Row(f"fetch a {MB} MB variable: client CPU per fetch", "ms", rill["client_cpu_ms"],
+            {"tensorflow": tf.get("client_cpu_ms")}),
     ]  # fmt: skip

@@ -21,4 +21,6 @@ def run() -> list[Row]:
             {"tensorflow": tf.get("steps/s")}, note),
         Row("Figure 1 MLP, 2 async workers: cluster CPU per step", "ms", rill["cpu_ms"],
             {"tensorflow": tf.get("cpu_ms")}),
+        Row("Figure 1 MLP, 2 async workers: client CPU per step", "ms", rill["client_cpu_ms"],
+            {"tensorflow": tf.get("client_cpu_ms")}),
     ]  # fmt: skip

@@ -1,5 +1,6 @@
 """Distributed null step: fetch one scalar from each of 1, 2, 4, 8, 16 PS (rill vs TensorFlow's
-runtime; every task a process on loopback): wall time and the whole cluster's CPU per step."""
+runtime; every task a process on loopback): wall time, the whole cluster's CPU and the client's
+CPU per step."""
 
 from __future__ import annotations
 
@@ -19,4 +20,6 @@ def run() -> list[Row]:
                         {"tensorflow": peer.get("ms")}))  # fmt: skip
         rows.append(Row(f"null step, {n} PS: cluster CPU per step", "ms", rill[str(n)]["cpu_ms"],
                         {"tensorflow": peer.get("cpu_ms")}))  # fmt: skip
+        rows.append(Row(f"null step, {n} PS: client CPU per step", "ms",
+                        rill[str(n)]["client_cpu_ms"], {"tensorflow": peer.get("client_cpu_ms")}))  # fmt: skip
     return rows

@@ -10,8 +10,10 @@ The task comes from, in order:
 3. neither: a standalone single-task server (job "localhost") on `--port` (0 picks a free one).
 
 The server logs its role, devices and peers, then serves until it is stopped: SIGTERM or SIGINT
-(what Kubernetes and Ctrl-C send) stop it cleanly, as does the end of the job (`Server.join()`
-returning); either way the exit status is 0. A bad configuration exits with status 2 and a
+(what Kubernetes and Ctrl-C send) stop it cleanly, as does the server being stopped from
+elsewhere (`Server.join()` returning) and, with `--exit_with_coordinator GRACE_S`, the
+coordinator's end (it answered, then stopped answering for GRACE_S seconds: the job is finished);
+each way the exit status is 0. A bad configuration exits with status 2 and a
 message naming what is wrong; a server that cannot start (a port in use) exits with status 1.
 """
 
@@ -22,6 +24,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -59,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="this task's index in its job (default 0)")  # fmt: skip
     p.add_argument("--port", type=int, help="port to listen on: overrides the one in this task's "
                    "address; for a standalone server 0 (default) picks a free port")  # fmt: skip
+    p.add_argument("--start_timeout", "--start-timeout", dest="start_timeout", type=float,
+                   default=120.0, help="seconds to wait for this task's host name to resolve "
+                   "(default 120)")  # fmt: skip
+    p.add_argument("--exit_with_coordinator", "--exit-with-coordinator", type=float,
+                   dest="exit_with_coordinator", metavar="GRACE_S",
+                   help="end (exit 0) once the coordinator (chief, else worker 0) has answered "
+                   "and then not answered for GRACE_S seconds: for PS tasks under launchers that "
+                   "wait for every task to exit; make GRACE_S longer than a restart")  # fmt: skip
     p.add_argument("--protocol", help="rpc layer (default: TF_CONFIG's rpc_layer, else grpc)")
     p.add_argument("--check", action="store_true",
                    help="check the configuration, print the task it describes, and exit")  # fmt: skip
@@ -182,11 +193,34 @@ def _with_protocol(config: TFConfig, args) -> TFConfig:
                     sparse=config.sparse)  # fmt: skip
 
 
-def _start_server(config: TFConfig, port: int | None):
+def _wait_resolvable(host: str, timeout: float) -> None:
+    """Waits (bounded) until `host` resolves: a Kubernetes pod's own name appears in DNS only
+    some time after the pod starts. Raises OSError naming the host after `timeout` seconds."""
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    deadline = time.monotonic() + timeout
+    delay, logged = 0.1, 0.0
+    while True:
+        try:
+            socket.getaddrinfo(host, None)
+            return
+        except OSError as e:
+            now = time.monotonic()
+            if now + delay > deadline:
+                raise OSError(f"host name {host!r} does not resolve after {timeout:g} s "
+                              f"(last error: {e})") from None  # fmt: skip
+            if now - logged > 10.0:
+                log.info("waiting for host name %r to resolve (%s)", host, e)
+                logged = now
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def _start_server(config: TFConfig, port: int | None, start_timeout: float = 120.0):
     from rill.distributed.server import Server
 
     if config.task_type == "localhost" and config.port == 0:
         return Server.create_local_server()
+    _wait_resolvable(config.address.rpartition(":")[0], start_timeout)
     jobs = config.cluster.as_dict()
     if port is not None:  # listen on another port than the cluster says (behind a proxy)
         host = config.address.rpartition(":")[0]
@@ -198,10 +232,53 @@ def _start_server(config: TFConfig, port: int | None):
                   protocol="grpc", start=True)  # fmt: skip
 
 
-def _serve(server, task: str, parent_pid: int | None) -> int:
-    """Waits for a signal, the parent's exit or the server's end; then stops the server."""
+def _watch_coordinator(config: TFConfig, grace: float, stop: threading.Event, why: list) -> None:
+    """Sets `stop` once the coordinator, after answering at least once, has not answered for
+    `grace` seconds: it has finished (or died and was not restarted within the grace)."""
+    import grpc
+
+    job, index = config.coordinator
+    name, address = task_device_name(job, index), config.cluster.task_address(job, index)
+    channel = grpc.insecure_channel(address)
+    call = channel.unary_unary("/tensorflow.WorkerService/GetStatus")
+    seen, last_answer = False, time.monotonic()
+    try:
+        while not stop.is_set():
+            try:
+                call(b"", timeout=1.0)
+                answered = True
+            except grpc.RpcError as e:
+                answered = e.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                            grpc.StatusCode.DEADLINE_EXCEEDED)  # fmt: skip
+            now = time.monotonic()
+            if answered:
+                if not seen:
+                    log.info("coordinator %s at %s is up; this task ends when it is gone", name,
+                             address)  # fmt: skip
+                seen, last_answer = True, now
+            elif seen and now - last_answer > grace:
+                why.append(f"coordinator {name} at {address} gone for {grace:g} s: the job is "
+                           "finished")  # fmt: skip
+                stop.set()
+                return
+            stop.wait(1.0)
+    finally:
+        channel.close()
+
+
+def _serve(server, task: str, parent_pid: int | None, config: TFConfig | None = None,
+           exit_with_coordinator: float | None = None) -> int:  # fmt: skip
+    """Waits for a signal, the parent's exit, the coordinator's end (when asked) or the server's
+    end; then stops the server."""
     stop = threading.Event()
     why = []
+    if exit_with_coordinator is not None and config is not None:
+        me = (config.task_type, config.task_index)
+        if config.coordinator is None or config.coordinator == me:
+            log.info("%s: --exit_with_coordinator ignored: this task is the coordinator", task)
+        else:
+            threading.Thread(target=_watch_coordinator, daemon=True, name="coordinator-watch",
+                             args=(config, exit_with_coordinator, stop, why)).start()  # fmt: skip
 
     def on_signal(signum, frame):
         why.append(signal.Signals(signum).name)
@@ -253,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in config.describe().splitlines():
         log.info("%s", line)
     try:
-        server = _start_server(config, args.port)
+        server = _start_server(config, args.port, args.start_timeout)
     except Exception as e:  # a port in use, an unresolvable host: the task cannot run
         where = f" at {config.address}" if config.address else ""
         print(f"rill-server: {task}{where} failed to start: {type(e).__name__}: {e}",
@@ -261,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     # Printed whatever the log level: it gives the target, and local_cluster waits for it.
     print(f"rill-server {task}: serving at {server.target}", file=sys.stderr, flush=True)
-    return _serve(server, task, args.parent_pid)
+    return _serve(server, task, args.parent_pid, config, args.exit_with_coordinator)
 
 
 if __name__ == "__main__":  # pragma: no cover

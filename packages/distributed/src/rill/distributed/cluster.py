@@ -287,12 +287,18 @@ class TFConfig:
         return False
 
     @property
-    def coordinator_device(self) -> str | None:
-        """The master/coordinator task: chief (or master) 0, else worker 0; None without either."""
+    def coordinator(self) -> tuple[str, int] | None:
+        """(job, index) of the coordinator: chief (or master) 0, else worker 0; None without."""
         for job in ("chief", "master", "worker"):
             if job in self.cluster.jobs and self.cluster.task_indices(job):
-                return task_device_name(job, self.cluster.task_indices(job)[0])
+                return job, self.cluster.task_indices(job)[0]
         return None
+
+    @property
+    def coordinator_device(self) -> str | None:
+        """The master/coordinator task's name ('/job:chief/replica:0/task:0'), or None."""
+        c = self.coordinator
+        return None if c is None else task_device_name(*c)
 
     @property
     def num_workers(self) -> int:

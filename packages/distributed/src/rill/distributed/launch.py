@@ -282,8 +282,14 @@ class LocalCluster:
         return [t.pid for t in self.tasks if t.pid is not None]
 
     def cpu_seconds(self) -> float:
-        """CPU seconds used so far by every task of the cluster together."""
-        return sum(t.cpu_seconds() for t in self.tasks)
+        """CPU seconds used so far by the running tasks of the cluster together."""
+        total = 0.0
+        for t in self.tasks:
+            try:
+                total += t.cpu_seconds()
+            except (FileNotFoundError, ProcessLookupError, TypeError):  # not running
+                pass
+        return total
 
     def _emit(self, line: str) -> None:
         sink = self._log

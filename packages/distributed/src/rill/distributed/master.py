@@ -178,7 +178,8 @@ class Master:
             else:
                 tp.handle = self._wait(fut, tp.name, tp.address).graph_handle
 
-    def run_plan(self, sess: MasterSession, plan: _Plan, feed_protos: list, deadline) -> list:
+    def run_plan(self, sess: MasterSession, plan: _Plan, feed_protos: list, deadline,
+                 step_stats=None) -> list:  # fmt: skip
         step_id = secrets.randbits(63) or 1
         results = [None] * len(plan.fetches)
         errors: list = []
@@ -203,6 +204,8 @@ class Master:
                 nt = req.send.add(name=key)
                 nt.tensor.CopyFrom(feed_protos[i])
             req.recv_key.extend(k for _, k in tp.fetches)
+            if step_stats is not None:
+                req.exec_opts.record_timeline = True
             if tp.address == "":
                 local_req, local_tp = req, tp
                 continue
@@ -214,14 +217,14 @@ class Master:
         try:
             if local_req is not None:
                 resp = self.server._worker.RunGraph(local_req, _Deadline(deadline))
-                self._collect(local_tp, resp, results, abort_all)
+                self._collect(local_tp, resp, results, abort_all, step_stats)
             for tp, fut in calls:
                 try:
                     resp = self._wait(fut, tp.name, tp.address)
                 except OpError as e:
                     abort_all(e)
                     continue
-                self._collect(tp, resp, results, abort_all)
+                self._collect(tp, resp, results, abort_all, step_stats)
         finally:
             with self._lock:
                 self._active.pop(step_id, None)
@@ -240,10 +243,12 @@ class Master:
         if resp.status_code:
             abort_all(_task_error(resp, tp))
 
-    def _collect(self, tp, resp, results, abort_all) -> None:
+    def _collect(self, tp, resp, results, abort_all, step_stats=None) -> None:
         if resp.status_code:
             abort_all(_task_error(resp, tp))
             return
+        if step_stats is not None:
+            step_stats.dev_stats.extend(resp.step_stats.dev_stats)
         by_key = {nt.name: nt.tensor for nt in resp.recv}
         for i, key in tp.fetches:
             results[i] = by_key.get(key)
@@ -329,7 +334,11 @@ class Master:
             values = self._partial_step(sess, req.partial_run_handle, feeds, fetches,
                                         list(req.target), deadline)  # fmt: skip
         else:
-            values = sess.run(feeds, fetches, list(req.target), deadline)
+            trace = (
+                options is not None and options.trace_level >= config_pb2.RunOptions.SOFTWARE_TRACE
+            )
+            stats = resp.metadata.step_stats if trace else None
+            values = sess.run(feeds, fetches, list(req.target), deadline, stats)
         for name, v in zip(fetches, values):
             nt = resp.tensor.add(name=name)
             if v is not None:

@@ -128,11 +128,11 @@ class MasterSession:
             self.plans[key] = plan
         return plan
 
-    def run(self, feeds: dict, fetches: list, targets: list, deadline):
+    def run(self, feeds: dict, fetches: list, targets: list, deadline, step_stats=None):
         """Runs a step. `feeds` maps names to TensorProtos; returns fetched TensorProtos."""
         fnames = tuple(feeds)
         plan = self.plan(fnames, tuple(fetches), tuple(targets), deadline)
-        return self.master.run_plan(self, plan, [feeds[n] for n in fnames], deadline)
+        return self.master.run_plan(self, plan, [feeds[n] for n in fnames], deadline, step_stats)
 
 
 def _has_op(graph, name: str) -> bool:

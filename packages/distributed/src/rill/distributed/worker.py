@@ -250,13 +250,18 @@ class Worker:
                 rv.send(nt.name, tensor_from_proto(nt.tensor), False)
             if g.remote_keys:
                 rv.prefetch(g.remote_keys, deadline)
-            step = StepState(req.step_id, deadline, rv, False)
+            tracing = req.exec_opts.record_timeline or req.exec_opts.record_costs
+            step = StepState(req.step_id, deadline, rv, tracing)
             try:
                 with np.errstate(all="ignore"):
                     g.sess._execute(g.plan, [], step)
             except BaseException as e:
                 rv.abort(e)
                 raise
+            if tracing:
+                from rill.exec.tracing import fill_step_stats
+
+                fill_step_stats(resp.step_stats, step.records)
             for key in req.recv_key:
                 value, dead = rv.take(key, deadline, step.check_cancelled)
                 nt = resp.recv.add(name=key)

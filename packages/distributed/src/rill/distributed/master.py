@@ -179,7 +179,7 @@ class Master:
                 tp.handle = self._wait(fut, tp.name, tp.address).graph_handle
 
     def run_plan(self, sess: MasterSession, plan: _Plan, feed_protos: list, deadline,
-                 step_stats=None) -> list:  # fmt: skip
+                 step_stats=None, context=None) -> list:  # fmt: skip
         step_id = secrets.randbits(63) or 1
         results = [None] * len(plan.fetches)
         errors: list = []
@@ -214,6 +214,14 @@ class Master:
             fut.add_done_callback(lambda f, tp=tp: self._on_done(f, tp, abort_all))
         with self._lock:
             self._active[step_id] = plan
+        running = [True]
+        if context is not None:
+            # The client cancelled or went away: abort the step on every task.
+            def gone():
+                if running[0]:
+                    abort_all(CancelledError(f"the client cancelled step {step_id}"))
+
+            context.add_callback(gone)
         try:
             if local_req is not None:
                 resp = self.server._worker.RunGraph(local_req, _Deadline(deadline))
@@ -226,6 +234,7 @@ class Master:
                     continue
                 self._collect(tp, resp, results, abort_all, step_stats)
         finally:
+            running[0] = False
             with self._lock:
                 self._active.pop(step_id, None)
         if errors:
@@ -310,7 +319,7 @@ class Master:
     def RunStep(self, req, context):
         resp = master_pb2.RunStepResponse()
         try:
-            self._run_step(req, resp)
+            self._run_step(req, resp, context)
         except Exception as e:  # noqa: BLE001 - reported in the body or as the RPC's status
             if not req.store_errors_in_response_body:
                 raise
@@ -320,7 +329,7 @@ class Master:
             resp.status_code, resp.status_error_message = error_to_status(e)
         return resp
 
-    def _run_step(self, req, resp) -> None:
+    def _run_step(self, req, resp, context=None) -> None:
         sess = self._session(req.session_handle)
         options = req.options if req.HasField("options") else None
         deadline = self._deadline(sess.config, options)
@@ -338,7 +347,7 @@ class Master:
                 options is not None and options.trace_level >= config_pb2.RunOptions.SOFTWARE_TRACE
             )
             stats = resp.metadata.step_stats if trace else None
-            values = sess.run(feeds, fetches, list(req.target), deadline, stats)
+            values = sess.run(feeds, fetches, list(req.target), deadline, stats, context)
         for name, v in zip(fetches, values):
             nt = resp.tensor.add(name=name)
             if v is not None:

@@ -128,11 +128,13 @@ class MasterSession:
             self.plans[key] = plan
         return plan
 
-    def run(self, feeds: dict, fetches: list, targets: list, deadline, step_stats=None):
+    def run(self, feeds: dict, fetches: list, targets: list, deadline, step_stats=None,
+            context=None):  # fmt: skip
         """Runs a step. `feeds` maps names to TensorProtos; returns fetched TensorProtos."""
         fnames = tuple(feeds)
         plan = self.plan(fnames, tuple(fetches), tuple(targets), deadline)
-        return self.master.run_plan(self, plan, [feeds[n] for n in fnames], deadline, step_stats)
+        return self.master.run_plan(self, plan, [feeds[n] for n in fnames], deadline, step_stats,
+                                    context)  # fmt: skip
 
 
 def _has_op(graph, name: str) -> bool:

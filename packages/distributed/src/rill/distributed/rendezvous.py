@@ -69,6 +69,7 @@ class RemoteRendezvous(Rendezvous):
         self._error: BaseException | None = None
         self._calls: set = set()
         self._prefetched: dict = {}
+        self.steps: list = []  # the StepStates running here: an abort cancels their waits too
         self.waiters = 0  # pulls from other tasks waiting here
         self.running = 0  # RunGraph calls of this step running here
         self.touched = time.monotonic()
@@ -96,9 +97,12 @@ class RemoteRendezvous(Rendezvous):
             if self._error is None:
                 self._error = error if isinstance(error, OpError) else CancelledError(str(error))
             calls = list(self._calls)
+            steps = list(self.steps)
             self._cv.notify_all()
         for c in calls:
             c.cancel()
+        for st in steps:  # kernels waiting elsewhere (queues) see the step cancelled
+            st.cancel(str(self._error.message if isinstance(self._error, OpError) else self._error))
 
     # -- serving and pulling -------------------------------------------------------------------
 

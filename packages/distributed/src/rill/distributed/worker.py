@@ -245,6 +245,14 @@ class Worker:
         with rv._cv:
             rv.running += 1
         ok = False
+        running = [True]
+        if context is not None and hasattr(context, "add_callback"):
+            # The caller (a master) cancelled or went away: end this task's part of the step.
+            def gone():
+                if running[0]:
+                    rv.abort(CancelledError(f"the master cancelled step {req.step_id}"))
+
+            context.add_callback(gone)
         try:
             for nt in req.send:
                 rv.send(nt.name, tensor_from_proto(nt.tensor), False)
@@ -252,6 +260,10 @@ class Worker:
                 rv.prefetch(g.remote_keys, deadline)
             tracing = req.exec_opts.record_timeline or req.exec_opts.record_costs
             step = StepState(req.step_id, deadline, rv, tracing)
+            with rv._cv:
+                rv.steps.append(step)
+                if rv.aborted:
+                    step.cancel("the step was aborted")
             try:
                 with np.errstate(all="ignore"):
                     g.sess._execute(g.plan, [], step)
@@ -270,6 +282,7 @@ class Worker:
                 nt.tensor.CopyFrom(tensor_to_proto(value))
             ok = True
         finally:
+            running[0] = False
             with rv._cv:
                 rv.running -= 1
             # A failed step stays (aborted) until CleanupGraph, so late pulls fail fast.

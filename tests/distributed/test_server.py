@@ -30,7 +30,7 @@ def _port_free(port: int) -> bool:
 
 
 def _master_call(server, method, resp_cls):
-    ch = grpc.insecure_channel(server.target[len("grpc://"):])
+    ch = grpc.insecure_channel(server.target[len("grpc://") :])
     return ch, ch.unary_unary(f"/tensorflow.MasterService/{method}",
                               request_serializer=lambda m: m if isinstance(m, bytes)
                               else m.SerializeToString(),
@@ -83,7 +83,7 @@ def test_wrong_session_handle_stale_version_and_truncated_requests_keep_the_serv
     with Server.create_local_server() as server:
         g = rg.Graph()
         with g.as_default():
-            c = rg.constant(2.0, name="c")
+            rg.constant(2.0, name="c")
         ch, create = _master_call(server, "CreateSession", master_pb2.CreateSessionResponse)
         _, run = _master_call(server, "RunStep", master_pb2.RunStepResponse)
         _, extend = _master_call(server, "ExtendSession", master_pb2.ExtendSessionResponse)

@@ -244,3 +244,33 @@ def test_a_large_tensor_crosses_tasks_in_chunks_intact(cluster):
         t, e = sess.run([total, echo])
     assert t == 3 * (n - 1) * n // 2 - n
     np.testing.assert_array_equal(e, np.arange(n, dtype=np.int64) * 3)
+
+
+def test_full_trace_collects_every_tasks_step_stats(cluster):
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [2], name="x")
+        with g.device("/job:ps/task:1"):
+            a = x * 2.0
+        with g.device("/job:worker/task:1"):
+            b = a + 1.0
+    meta = rg_run_metadata()
+    with Session(_target(cluster), graph=g) as sess:
+        out = sess.run(
+            b,
+            {x: np.array([1.0, 2.0], np.float32)},
+            options=RunOptions(trace_level=RunOptions.FULL_TRACE),
+            run_metadata=meta,
+        )
+    np.testing.assert_array_equal(out, [3.0, 5.0])
+    devices = {d.device for d in meta.step_stats.dev_stats}
+    assert "/job:ps/replica:0/task:1/device:CPU:0" in devices
+    assert "/job:worker/replica:0/task:1/device:CPU:0" in devices
+    names = {n.node_name for d in meta.step_stats.dev_stats for n in d.node_stats}
+    assert "mul" in names and "add" in names
+
+
+def rg_run_metadata():
+    from rill.exec import RunMetadata
+
+    return RunMetadata()

@@ -13,13 +13,13 @@ import rill.graph as rg
 from rill.exec import ConfigProto, Session
 from rill.graph import errors
 
-from ._core_models import figure1_mlp, ps_round_robin
+from ._core_models import figure1_mlp, ps_round_robin, small_cnn
 from ._core_tasks import TaskCluster
 
 pytestmark = pytest.mark.distributed
 
 
-def test_figure1_steps_on_separate_processes_equal_a_local_session():
+def test_figure1_steps_and_the_cnn_on_separate_processes_equal_a_local_session():
     rng = np.random.default_rng(1)
     xv = rng.uniform(0, 1, (16, 784)).astype(np.float32)
     yv = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 16)]
@@ -32,8 +32,15 @@ def test_figure1_steps_on_separate_processes_equal_a_local_session():
                 losses = [sess.run([m["loss"], m["train"]], {m["x"]: xv, m["y"]: yv})[0]
                           for _ in range(3)]  # fmt: skip
                 out.append((losses, sess.run(m["logits"], {m["x"]: xv})))
+        cnn = []
+        for target in ("", c.target("worker", 1)):
+            g, m = small_cnn(ps_round_robin(2, "/job:worker/task:1") if target else None)
+            with Session(target, graph=g) as sess:
+                sess.run(m["init"])
+                cnn.append(sess.run(m["logits"], {m["x"]: xv}))
     np.testing.assert_array_equal(out[0][0], out[1][0])
     np.testing.assert_array_equal(out[0][1], out[1][1])
+    np.testing.assert_array_equal(cnn[0], cnn[1])
 
 
 def test_two_clients_times_500_assign_add_lose_no_update_and_a_300mb_fetch():

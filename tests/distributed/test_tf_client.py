@@ -20,7 +20,7 @@ from ._core_tasks import free_ports
 
 pytestmark = pytest.mark.distributed
 
-_CLIENT = r'''
+_CLIENT = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
@@ -64,7 +64,7 @@ with g.as_default():
     sess.close()
     tf.compat.v1.Session.reset(target)
 print("RESULT " + json.dumps(out))
-'''
+"""
 
 
 def _peer() -> str:
@@ -88,7 +88,7 @@ def test_tensorflow_client_drives_a_rill_cluster(tmp_path):
                            timeout=240)  # fmt: skip
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
     assert p.returncode == 0 and lines, p.stderr[-3000:]
-    out = json.loads(lines[-1][len("RESULT "):])
+    out = json.loads(lines[-1][len("RESULT ") :])
     assert out["run"] == [[3.0], [8.0]]
     assert out["extend"] == [[13.0]]
     assert out["make_callable"] == [[12.0]]

@@ -241,6 +241,16 @@ def test_hooks_feed_and_conflicts(graph):
             s.run(y)
 
 
+def test_a_master_url_goes_through_execs_session_targets(graph):
+    # grpc:// reaches rill.distributed (tests/distributed/test_rendezvous.py runs one); a
+    # scheme no package serves is a clear error naming it.
+    from rill.graph.errors import InvalidArgumentError
+
+    _model()
+    with pytest.raises(InvalidArgumentError, match="nosuch"):
+        MonitoredTrainingSession(master="nosuch://localhost:2222")
+
+
 def test_chief_only_hooks_run_only_on_the_chief(graph):
     step, w, train = _model()
     seen = []

@@ -57,26 +57,45 @@ def free_ports(n: int) -> list[int]:
 
 
 class Cluster:
-    """TensorFlow tasks as subprocesses of this script (`serve`), killed on exit."""
+    """TensorFlow tasks as subprocesses of this script (`serve`), killed on exit. A start that
+    fails (a port taken meanwhile) is retried once on fresh ports."""
 
     def __init__(self, jobs: dict[str, int], timeout: float = 300.0):
+        for attempt in range(2):
+            try:
+                self._start(jobs, timeout)
+                return
+            except RuntimeError:
+                if attempt:
+                    raise
+
+    def _start(self, jobs, timeout):
+        import select
+        import tempfile
+
         ports = iter(free_ports(sum(jobs.values())))
         self.spec = {job: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for job, n in jobs.items()}
-        self.procs = []
+        self.procs, self.errs = [], []
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
         for job, addresses in self.spec.items():
             for i in range(len(addresses)):
+                err = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed by close()
+                self.errs.append(err)
                 self.procs.append(subprocess.Popen(
                     [sys.executable, __file__, "serve", json.dumps(self.spec), job, str(i)],
-                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env))  # fmt: skip
+                    stdout=subprocess.PIPE, stderr=err, text=True, env=env))  # fmt: skip
         deadline = time.monotonic() + timeout
-        for p in self.procs:
-            line = ""
-            while "ready" not in line:
-                if time.monotonic() > deadline or p.poll() is not None:
+        for p, err in zip(self.procs, self.errs):
+            ready = False
+            while not ready:
+                left = deadline - time.monotonic()
+                if left <= 0 or p.poll() is not None:
+                    err.seek(0)
+                    tail = err.read()[-1500:]
                     self.close()
-                    raise RuntimeError("a TensorFlow task did not start")
-                line = p.stdout.readline()
+                    raise RuntimeError(f"a TensorFlow task did not start:\n{tail}")
+                if select.select([p.stdout], [], [], min(left, 1.0))[0]:
+                    ready = "ready" in p.stdout.readline()
 
     def target(self, job: str = "worker", index: int = 0) -> str:
         return "grpc://" + self.spec[job][index]
@@ -89,6 +108,8 @@ class Cluster:
             p.kill()
         for p in self.procs:
             p.wait(30)
+        for err in self.errs:
+            err.close()
 
     def __enter__(self):
         return self

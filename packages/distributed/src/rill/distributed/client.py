@@ -48,7 +48,7 @@ class GrpcSession:
         if not target.startswith("grpc://"):
             raise InvalidArgumentError(f"target {target!r} is not grpc://host:port")
         self.target = target
-        self._address = target[len("grpc://"):]
+        self._address = target[len("grpc://") :]
         self.graph = graph if graph is not None else get_default_graph()
         self._config = config if config is not None else config_pb2.ConfigProto()
         self._connect_timeout = connect_timeout_s

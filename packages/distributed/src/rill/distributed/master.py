@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from rill.distributed.plan import build_plan, device_from_name
+from rill.distributed.master_session import MasterSession, _PartialRun, _Plan
+from rill.distributed.plan import device_from_name
 from rill.distributed.proto import master_pb2, worker_pb2
 from rill.distributed.wire import WORKER_SERVICE, error_from_rpc, error_from_status
 from rill.exec.proto import config_pb2
-from rill.graph import Graph
 from rill.graph.device import DeviceSpec
 from rill.graph.errors import (
     AbortedError,
@@ -30,7 +30,6 @@ from rill.graph.errors import (
     UnavailableError,
     UnimplementedError,
 )
-from rill.graph.graph_def import _node_spec_from_def, _parse_ref, build_nodes, import_graph_def
 
 __all__ = ["Master"]
 
@@ -48,122 +47,6 @@ class _Deadline:
 
     def is_active(self):
         return True
-
-
-class _Plan:
-    def __init__(self, feeds, fetches, targets, parts):
-        self.feeds = feeds
-        self.fetches = fetches
-        self.targets = targets
-        self.parts = parts  # list[TaskPart]
-
-
-class _PartialRun:
-    def __init__(self, feeds, fetches, targets):
-        self.feeds = set(feeds)
-        self.fetches = set(fetches)
-        self.targets = list(targets)
-        self.fed: dict[str, object] = {}  # name -> TensorProto
-        self.fetched: dict[str, object] = {}
-        self.targets_run = False
-
-
-class MasterSession:
-    def __init__(self, master: Master, handle: str, graph_def, config, deadline):
-        self.master = master
-        self.handle = handle
-        self.config = config
-        self.graph = Graph()
-        try:
-            import_graph_def(graph_def, name="", graph=self.graph)
-        except (ValueError, TypeError, KeyError) as e:
-            raise InvalidArgumentError(f"CreateSession: the graph cannot be imported: {e}") from None
-        self.version = 0
-        self.lock = threading.Lock()
-        self.plans: dict = {}
-        self.callables: dict[int, tuple] = {}
-        self.next_callable = 0
-        self.partial: dict[str, _PartialRun] = {}
-        self.worker_sessions: set = set()
-        self.cluster = master.cluster_for(config)
-        self.devices, self.device_attrs = master.discover(self.cluster, config, deadline)
-        self.closed = False
-
-    def extend(self, graph_def, current_version: int) -> int:
-        with self.lock:
-            if current_version != self.version:
-                raise AbortedError(
-                    f"ExtendSession: the current graph version is {self.version} but the "
-                    f"caller expected {current_version} (another client extended the graph)"
-                )
-            specs = [_node_spec_from_def(nd, f"node {nd.name!r}") for nd in graph_def.node]
-            new = {s.name for s in specs}
-            input_map = {}
-            for s in specs:
-                if _has_op(self.graph, s.name):
-                    raise InvalidArgumentError(f"ExtendSession: node {s.name!r} already exists")
-                for ref in s.inputs:
-                    src, idx, ctrl = _parse_ref(ref)
-                    if src in new:
-                        continue
-                    try:
-                        op = self.graph.get_operation_by_name(src)
-                    except (KeyError, ValueError):
-                        raise InvalidArgumentError(
-                            f"ExtendSession: node {s.name!r} has input {ref!r} but no node "
-                            f"named {src!r} exists in the graph"
-                        ) from None
-                    input_map[ref if ctrl else f"{src}:{idx}"] = op if ctrl else op.outputs[idx]
-            try:
-                with self.graph.name_scope(None):
-                    build_nodes(self.graph, specs, input_map, "")
-            except (ValueError, TypeError, KeyError) as e:
-                raise InvalidArgumentError(f"ExtendSession: {e}") from None
-            self.version += 1
-            return self.version
-
-    # -- plans ------------------------------------------------------------------------------------
-
-    def _tensor(self, name: str, what: str):
-        try:
-            el = self.graph.as_graph_element(name, allow_tensor=True, allow_operation=False)
-        except (KeyError, ValueError, TypeError) as e:
-            raise InvalidArgumentError(
-                f"{what} {name!r} is not in the session's graph: {e}"
-            ) from None
-        return el
-
-    def _op(self, name: str):
-        try:
-            return self.graph.get_operation_by_name(name)
-        except (KeyError, ValueError) as e:
-            raise InvalidArgumentError(
-                f"target {name!r} is not an operation of the session's graph: {e}"
-            ) from None
-
-    def plan(self, feeds: tuple, fetches: tuple, targets: tuple, deadline) -> _Plan:
-        key = (feeds, fetches, targets)
-        p = self.plans.get(key)
-        if p is not None:
-            return p
-        with self.lock:
-            p = self.plans.get(key)
-            if p is not None:
-                return p
-            feed_t = [self._tensor(n, "feed") for n in feeds]
-            fetch_t = [self._tensor(n, "fetch") for n in fetches]
-            target_ops = [self._op(n) for n in targets]
-            parts = build_plan(self.graph, feed_t, fetch_t, target_ops, self.devices, self.config)
-            plan = _Plan(feeds, fetches, targets, list(parts.values()))
-            self.master.register(self, plan, deadline)
-            self.plans[key] = plan
-        return plan
-
-    def run(self, feeds: dict, fetches: list, targets: list, deadline):
-        """Runs a step. `feeds` maps names to TensorProtos; returns fetched TensorProtos."""
-        fnames = tuple(feeds)
-        plan = self.plan(fnames, tuple(fetches), tuple(targets), deadline)
-        return self.master.run_plan(self, plan, [feeds[n] for n in fnames], deadline)
 
 
 class Master:
@@ -224,7 +107,7 @@ class Master:
                 continue
             tasks.append((job, idx, addr, name, local))
         futs = []
-        for job, idx, addr, name, local in tasks:
+        for _job, _idx, addr, _name, local in tasks:
             if local:
                 futs.append(None)
                 continue
@@ -233,7 +116,7 @@ class Master:
                                    self._timeout(deadline, self.server.connect_timeout_s),
                                    wait_for_ready=True))  # fmt: skip
         devices, attrs = [], []
-        for (job, idx, addr, name, local), fut in zip(tasks, futs):
+        for (_job, _idx, addr, name, local), fut in zip(tasks, futs):
             if local:
                 das = self.server._worker.device_attributes()
             else:
@@ -295,7 +178,8 @@ class Master:
             else:
                 tp.handle = self._wait(fut, tp.name, tp.address).graph_handle
 
-    def run_plan(self, sess: MasterSession, plan: _Plan, feed_protos: list, deadline) -> list:
+    def run_plan(self, sess: MasterSession, plan: _Plan, feed_protos: list, deadline,
+                 step_stats=None, context=None) -> list:  # fmt: skip
         step_id = secrets.randbits(63) or 1
         results = [None] * len(plan.fetches)
         errors: list = []
@@ -320,6 +204,8 @@ class Master:
                 nt = req.send.add(name=key)
                 nt.tensor.CopyFrom(feed_protos[i])
             req.recv_key.extend(k for _, k in tp.fetches)
+            if step_stats is not None:
+                req.exec_opts.record_timeline = True
             if tp.address == "":
                 local_req, local_tp = req, tp
                 continue
@@ -328,18 +214,27 @@ class Master:
             fut.add_done_callback(lambda f, tp=tp: self._on_done(f, tp, abort_all))
         with self._lock:
             self._active[step_id] = plan
+        running = [True]
+        if context is not None:
+            # The client cancelled or went away: abort the step on every task.
+            def gone():
+                if running[0]:
+                    abort_all(CancelledError(f"the client cancelled step {step_id}"))
+
+            context.add_callback(gone)
         try:
             if local_req is not None:
                 resp = self.server._worker.RunGraph(local_req, _Deadline(deadline))
-                self._collect(local_tp, resp, results, abort_all)
+                self._collect(local_tp, resp, results, abort_all, step_stats)
             for tp, fut in calls:
                 try:
                     resp = self._wait(fut, tp.name, tp.address)
                 except OpError as e:
                     abort_all(e)
                     continue
-                self._collect(tp, resp, results, abort_all)
+                self._collect(tp, resp, results, abort_all, step_stats)
         finally:
+            running[0] = False
             with self._lock:
                 self._active.pop(step_id, None)
         if errors:
@@ -357,10 +252,12 @@ class Master:
         if resp.status_code:
             abort_all(_task_error(resp, tp))
 
-    def _collect(self, tp, resp, results, abort_all) -> None:
+    def _collect(self, tp, resp, results, abort_all, step_stats=None) -> None:
         if resp.status_code:
             abort_all(_task_error(resp, tp))
             return
+        if step_stats is not None:
+            step_stats.dev_stats.extend(resp.step_stats.dev_stats)
         by_key = {nt.name: nt.tensor for nt in resp.recv}
         for i, key in tp.fetches:
             results[i] = by_key.get(key)
@@ -422,7 +319,7 @@ class Master:
     def RunStep(self, req, context):
         resp = master_pb2.RunStepResponse()
         try:
-            self._run_step(req, resp)
+            self._run_step(req, resp, context)
         except Exception as e:  # noqa: BLE001 - reported in the body or as the RPC's status
             if not req.store_errors_in_response_body:
                 raise
@@ -432,7 +329,7 @@ class Master:
             resp.status_code, resp.status_error_message = error_to_status(e)
         return resp
 
-    def _run_step(self, req, resp) -> None:
+    def _run_step(self, req, resp, context=None) -> None:
         sess = self._session(req.session_handle)
         options = req.options if req.HasField("options") else None
         deadline = self._deadline(sess.config, options)
@@ -446,7 +343,11 @@ class Master:
             values = self._partial_step(sess, req.partial_run_handle, feeds, fetches,
                                         list(req.target), deadline)  # fmt: skip
         else:
-            values = sess.run(feeds, fetches, list(req.target), deadline)
+            trace = (
+                options is not None and options.trace_level >= config_pb2.RunOptions.SOFTWARE_TRACE
+            )
+            stats = resp.metadata.step_stats if trace else None
+            values = sess.run(feeds, fetches, list(req.target), deadline, stats, context)
         for name, v in zip(fetches, values):
             nt = resp.tensor.add(name=name)
             if v is not None:
@@ -601,14 +502,6 @@ class Master:
         return master_pb2.ReleaseCallableResponse()
 
 
-def _has_op(graph, name: str) -> bool:
-    try:
-        graph.get_operation_by_name(name)
-    except (KeyError, ValueError):
-        return False
-    return True
-
-
 def _task_matches(spec: DeviceSpec, job: str, task: int) -> bool:
     return (spec.job is None or spec.job == job) and (spec.task is None or spec.task == task)
 
@@ -635,4 +528,3 @@ def _first_error(errors: list) -> OpError:
         unavailable = [e for e in real if isinstance(e, UnavailableError)]
         return (unavailable or real)[0]
     return errors[0]
-

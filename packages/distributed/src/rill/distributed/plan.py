@@ -146,4 +146,3 @@ def _unique(pg, name: str) -> str:
 
 def local_devices(job: str, task: int, n_cpu: int) -> list:
     return [RemoteDevice("CPU", i, job, task) for i in range(n_cpu)]
-

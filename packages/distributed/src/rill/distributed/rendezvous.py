@@ -22,8 +22,8 @@ from rill.distributed.wire import (
     CHUNKS_OK,
     RILL_WORKER_SERVICE,
     WORKER_SERVICE,
-    receive_chunks,
     error_from_rpc,
+    receive_chunks,
     tensor_from_proto,
 )
 from rill.exec.rendezvous import Rendezvous
@@ -68,6 +68,8 @@ class RemoteRendezvous(Rendezvous):
         self._table: dict[str, tuple[object, bool]] = {}
         self._error: BaseException | None = None
         self._calls: set = set()
+        self._prefetched: dict = {}
+        self.steps: list = []  # the StepStates running here: an abort cancels their waits too
         self.waiters = 0  # pulls from other tasks waiting here
         self.running = 0  # RunGraph calls of this step running here
         self.touched = time.monotonic()
@@ -95,9 +97,12 @@ class RemoteRendezvous(Rendezvous):
             if self._error is None:
                 self._error = error if isinstance(error, OpError) else CancelledError(str(error))
             calls = list(self._calls)
+            steps = list(self.steps)
             self._cv.notify_all()
         for c in calls:
             c.cancel()
+        for st in steps:  # kernels waiting elsewhere (queues) see the step cancelled
+            st.cancel(str(self._error.message if isinstance(self._error, OpError) else self._error))
 
     # -- serving and pulling -------------------------------------------------------------------
 
@@ -138,7 +143,8 @@ class RemoteRendezvous(Rendezvous):
             finally:
                 self.waiters -= 1
 
-    def _pull(self, src: str, key: str, step):
+    def _start_pull(self, src: str, key: str, deadline):
+        """Issues the RecvTensor for `key`: (future, request, address, task name, timeout)."""
         job, task = task_of_device(src)
         who = f"/job:{job}/replica:0/task:{task}"
         try:
@@ -149,7 +155,6 @@ class RemoteRendezvous(Rendezvous):
                                     worker_pb2.RecvTensorResponse)  # fmt: skip
         req = worker_pb2.RecvTensorRequest(step_id=self.step_id, rendezvous_key=key)
         req.transport_options.type_url = CHUNKS_OK
-        deadline = step.deadline if step is not None else None
         timeout = None if deadline is None else max(0.001, deadline - time.monotonic())
         fut = call.future(req, timeout=timeout)
         with self._cv:
@@ -157,6 +162,20 @@ class RemoteRendezvous(Rendezvous):
                 fut.cancel()
                 raise self._error
             self._calls.add(fut)
+        return fut, req, address, who, timeout
+
+    def prefetch(self, keys, deadline) -> None:
+        """Starts the pulls of `keys` (a partition's root-frame _Recvs from other tasks) now, so
+        they travel in parallel instead of one after another as the executor reaches them."""
+        for key in keys:
+            self._prefetched[key] = self._start_pull(key.split(";", 1)[0], key, deadline)
+
+    def _pull(self, src: str, key: str, step):
+        pending = self._prefetched.pop(key, None)
+        if pending is None:
+            deadline = step.deadline if step is not None else None
+            pending = self._start_pull(src, key, deadline)
+        fut, req, address, who, timeout = pending
         try:
             while True:
                 try:

@@ -83,7 +83,9 @@ def _stream_handler(fn, request_cls):
         try:
             req = request_cls.FromString(raw)
         except (DecodeError, RuntimeError, ValueError) as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {request_cls.__name__}: {e}")
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"malformed {request_cls.__name__}: {e}"
+            )
         try:
             yield from fn(req, context)
             return
@@ -112,9 +114,7 @@ def _server_def(cluster, job_name, task_index, protocol, config) -> tensorflow_s
         raise InvalidArgumentError("the cluster has no jobs")
     if job_name is None:
         if len(spec.jobs) != 1:
-            raise InvalidArgumentError(
-                f"job_name is required: the cluster has jobs {spec.jobs}"
-            )
+            raise InvalidArgumentError(f"job_name is required: the cluster has jobs {spec.jobs}")
         job_name = spec.jobs[0]
     if job_name not in spec.jobs:
         raise NotFoundError(f"job {job_name!r} is not in the cluster (jobs: {spec.jobs})")
@@ -186,8 +186,10 @@ class Server:
         handlers = [
             grpc.method_handlers_generic_handler(
                 MASTER_SERVICE,
-                {m: _handler(getattr(self._master, m), req) for m, (req, _) in
-                 _MASTER_METHODS.items()},  # fmt: skip
+                {
+                    m: _handler(getattr(self._master, m), req)
+                    for m, (req, _) in _MASTER_METHODS.items()
+                },  # fmt: skip
             ),
             grpc.method_handlers_generic_handler(
                 WORKER_SERVICE,
@@ -197,8 +199,11 @@ class Server:
         handlers.append(
             grpc.method_handlers_generic_handler(
                 RILL_WORKER_SERVICE,
-                {"RecvTensorChunks": _stream_handler(self._worker.RecvTensorChunks,
-                                                     worker_pb2.RecvTensorRequest)},  # fmt: skip
+                {
+                    "RecvTensorChunks": _stream_handler(
+                        self._worker.RecvTensorChunks, worker_pb2.RecvTensorRequest
+                    )
+                },  # fmt: skip
             )
         )
         from rill.distributed.control import JobControl

@@ -19,7 +19,6 @@ import numpy as np
 from rill.graph import dtypes
 from rill.graph.errors import (
     CANCELLED,
-    DEADLINE_EXCEEDED,
     INVALID_ARGUMENT,
     OK,
     RESOURCE_EXHAUSTED,
@@ -123,7 +122,7 @@ def iter_chunks(value):
     """Slices of `value`'s bytes, CHUNK_BYTES each (no copy of the whole array)."""
     flat = memoryview(np.ascontiguousarray(value).reshape(-1).view(np.uint8))
     for start in range(0, len(flat), CHUNK_BYTES):
-        yield flat[start:start + CHUNK_BYTES]
+        yield flat[start : start + CHUNK_BYTES]
 
 
 def receive_chunks(head, chunks) -> np.ndarray:
@@ -139,7 +138,7 @@ def receive_chunks(head, chunks) -> np.ndarray:
         n = len(c.data)
         if pos + n > len(buf):
             raise InternalError(f"a chunked tensor sent more than its {len(buf)} bytes")
-        buf[pos:pos + n] = c.data
+        buf[pos : pos + n] = c.data
         pos += n
     if pos != len(buf):
         raise InternalError(f"a chunked tensor ended after {pos} of {len(buf)} bytes")

@@ -21,20 +21,21 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from rill.distributed.proto import device_attributes_pb2, worker_pb2
-from rill.distributed.rendezvous import RemoteRendezvous
+from rill.distributed.rendezvous import RemoteRendezvous, task_of_device
 from rill.distributed.wire import (
     CHUNKS_OK,
     chunkable,
     context_deadline,
-    iter_chunks,
-    tensor_meta,
     error_to_status,
+    iter_chunks,
     tensor_from_proto,
+    tensor_meta,
     tensor_to_proto,
 )
 from rill.exec.context import StepState
 from rill.exec.device import CpuDevice
 from rill.exec.proto import config_pb2
+from rill.exec.rendezvous import make_key
 from rill.exec.resources import ResourceMgr
 from rill.exec.session import Session as LocalSession
 from rill.graph import Graph
@@ -61,7 +62,7 @@ class _Devices:
 
 
 class _Registered:
-    __slots__ = ("handle", "session_handle", "sess", "plan", "graph_def", "recv_keys")
+    __slots__ = ("handle", "session_handle", "sess", "plan", "remote_keys")
 
     def __init__(self, handle, session_handle, sess, plan):
         self.handle = handle
@@ -194,9 +195,23 @@ class Worker:
         ops = tuple(g.get_operations())
         plan = sess._plan((ops, ()))
         handle = f"{next(self._handles):x}{secrets.token_hex(4)}"
+        reg = _Registered(handle, req.session_handle, sess, plan)
+        reg.remote_keys = self._remote_root_keys(plan)
         with self._lock:
-            self._graphs[handle] = _Registered(handle, req.session_handle, sess, plan)
+            self._graphs[handle] = reg
         return worker_pb2.RegisterGraphResponse(graph_handle=handle)
+
+    def _remote_root_keys(self, plan) -> list[str]:
+        """Keys of the root-frame _Recvs whose sender is another task (prefetched per step)."""
+        keys = []
+        for n in plan.plan_graph.nodes:
+            if n.type != "_Recv" or n.frame:
+                continue
+            a = n.attrs
+            if task_of_device(a["send_device"]) != (self.job, self.task):
+                keys.append(make_key(a["send_device"], a["send_device_incarnation"],
+                                     a["recv_device"], a["tensor_name"]))  # fmt: skip
+        return keys
 
     def DeregisterGraph(self, req, context):
         with self._lock:
@@ -230,16 +245,35 @@ class Worker:
         with rv._cv:
             rv.running += 1
         ok = False
+        running = [True]
+        if context is not None and hasattr(context, "add_callback"):
+            # The caller (a master) cancelled or went away: end this task's part of the step.
+            def gone():
+                if running[0]:
+                    rv.abort(CancelledError(f"the master cancelled step {req.step_id}"))
+
+            context.add_callback(gone)
         try:
             for nt in req.send:
                 rv.send(nt.name, tensor_from_proto(nt.tensor), False)
-            step = StepState(req.step_id, deadline, rv, False)
+            if g.remote_keys:
+                rv.prefetch(g.remote_keys, deadline)
+            tracing = req.exec_opts.record_timeline or req.exec_opts.record_costs
+            step = StepState(req.step_id, deadline, rv, tracing)
+            with rv._cv:
+                rv.steps.append(step)
+                if rv.aborted:
+                    step.cancel("the step was aborted")
             try:
                 with np.errstate(all="ignore"):
                     g.sess._execute(g.plan, [], step)
             except BaseException as e:
                 rv.abort(e)
                 raise
+            if tracing:
+                from rill.exec.tracing import fill_step_stats
+
+                fill_step_stats(resp.step_stats, step.records)
             for key in req.recv_key:
                 value, dead = rv.take(key, deadline, step.check_cancelled)
                 nt = resp.recv.add(name=key)
@@ -248,6 +282,7 @@ class Worker:
                 nt.tensor.CopyFrom(tensor_to_proto(value))
             ok = True
         finally:
+            running[0] = False
             with rv._cv:
                 rv.running -= 1
             # A failed step stays (aborted) until CleanupGraph, so late pulls fail fast.

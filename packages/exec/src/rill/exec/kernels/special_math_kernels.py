@@ -30,6 +30,7 @@ from rill.graph.errors import InvalidArgumentError
 from rill.graph.shapes import TensorShape
 
 _ALL = ("CPU", "GPU")
+_CPU_ONLY = frozenset({"BitwiseAnd", "BitwiseOr", "BitwiseXor", "Invert"})
 
 
 def _ufunc(name: str):
@@ -69,7 +70,8 @@ for _op, _name in (
     ("BitwiseXor", "bitwise_xor"),
     ("Invert", "invert"),
 ):
-    register_kernel(_op, devices=_ALL)(_ufunc(_name))
+    # Integer bit ops have no GPU sample yet: CPU only until one runs them on the device.
+    register_kernel(_op, devices=("CPU",) if _op in _CPU_ONLY else _ALL)(_ufunc(_name))
 
 
 def _shift(name: str):
@@ -85,8 +87,8 @@ def _shift(name: str):
     return factory
 
 
-register_kernel("LeftShift", devices=_ALL)(_shift("left_shift"))
-register_kernel("RightShift", devices=_ALL)(_shift("right_shift"))
+register_kernel("LeftShift")(_shift("left_shift"))
+register_kernel("RightShift")(_shift("right_shift"))
 
 
 @register_kernel("PopulationCount")
@@ -478,7 +480,7 @@ def clip_by_value(T, xp):
     return compute
 
 
-@register_kernel("ApproximateEqual", devices=_ALL)
+@register_kernel("ApproximateEqual")
 def approximate_equal(T, tolerance, xp):
     def compute(x, y):
         if x.shape != y.shape:

@@ -51,20 +51,20 @@ def rill_sync(workers: int, to_aggregate: int, straggler: bool, seconds: float) 
         sessions, loops = [], []
         try:
             built = [_sync_graph(w, workers, to_aggregate) for w in range(workers)]
-            for w, (g, x, y, train, step, hook, init) in enumerate(built):
+            for w, (g, *_, init) in enumerate(built):
                 sess = Session(c.target("worker", w), graph=g)
                 sessions.append(sess)
                 if w == 0:
                     sess.run(init[0])
                 sess.run(init[1])
-            for w, (g, x, y, train, step, hook, init) in enumerate(built):
-                hook.after_create_session(sessions[w], None)
+            for w, built_w in enumerate(built):
+                built_w[5].after_create_session(sessions[w], None)
             step0 = int(sessions[0].run(built[0][4]))
             t0 = time.perf_counter()
             end = time.monotonic() + seconds
 
             def loop(w):
-                g, x, y, train, step, hook, init = built[w]
+                _, x, y, train, *_ = built[w]
                 delay = STRAGGLER_S if straggler and w == workers - 1 else 0.0
                 try:
                     while time.monotonic() < end:

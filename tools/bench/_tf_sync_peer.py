@@ -17,7 +17,6 @@ import threading
 import time
 
 import numpy as np
-
 from _tf_cluster_peer import Cluster, _tf
 
 STRAGGLER_S = 0.030
@@ -33,7 +32,8 @@ def build(tf, worker: int, workers: int, to_aggregate: int):
     g = tf.Graph()
     with g.as_default():
         setter = tf.compat.v1.train.replica_device_setter(
-            ps_tasks=1, worker_device=f"/job:worker/task:{worker}")
+            ps_tasks=1, worker_device=f"/job:worker/task:{worker}"
+        )
         with tf.device(setter):
             tf.compat.v1.set_random_seed(1)
             step = tf.compat.v1.train.get_or_create_global_step()
@@ -47,8 +47,10 @@ def build(tf, worker: int, workers: int, to_aggregate: int):
             l2 = tf.matmul(l1, w2) + b2
             loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=l2))
             opt = tf.compat.v1.train.SyncReplicasOptimizer(
-                tf.compat.v1.train.AdagradOptimizer(0.01), replicas_to_aggregate=to_aggregate,
-                total_num_replicas=workers)
+                tf.compat.v1.train.AdagradOptimizer(0.01),
+                replicas_to_aggregate=to_aggregate,
+                total_num_replicas=workers,
+            )
             train = opt.minimize(loss, global_step=step)
             hook = opt.make_session_run_hook(is_chief=worker == 0)
     return g, x, y, train, step, hook
@@ -67,9 +69,14 @@ def run_case(tf, workers: int, to_aggregate: int, straggler: bool, seconds: floa
             g, x, y, train, step, hook = build(tf, w, workers, to_aggregate)
             with g.as_default():
                 sess = tf.compat.v1.train.MonitoredTrainingSession(
-                    master=c.target("worker", w), is_chief=w == 0, hooks=[hook],
-                    save_checkpoint_secs=None, save_summaries_steps=None,
-                    save_summaries_secs=None, log_step_count_steps=None)
+                    master=c.target("worker", w),
+                    is_chief=w == 0,
+                    hooks=[hook],
+                    save_checkpoint_secs=None,
+                    save_summaries_steps=None,
+                    save_summaries_secs=None,
+                    log_step_count_steps=None,
+                )
                 delay = STRAGGLER_S if straggler and w == workers - 1 else 0.0
                 ready.wait()
                 with sess:
@@ -87,8 +94,7 @@ def run_case(tf, workers: int, to_aggregate: int, straggler: bool, seconds: floa
                         result.update({"steps/s": steps / dt, "steps": steps})
                         stop.set()
 
-        threads = [threading.Thread(target=replica, args=(w,), daemon=True)
-                   for w in range(workers)]
+        threads = [threading.Thread(target=replica, args=(w,), daemon=True) for w in range(workers)]
         for t in threads:
             t.start()
         threads[0].join(seconds + 600)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import threading
 import time
 
+from rill.graph.errors import OutOfRangeError
 from tools.bench import Row
 from tools.bench._dist import _cluster, fig1_between_graph, rill_mlp, run_tf
 from tools.bench._fig1 import batch
 
 SECONDS = 6.0
 STRAGGLER_S = 0.030
+WARMUP_STEPS = 5
 CASES = [  # (label, workers, replicas_to_aggregate, straggler)
     ("sync 2 of 2", 2, 2, False),
     ("sync 3 of 3", 3, 3, False),
@@ -51,36 +53,43 @@ def rill_sync(workers: int, to_aggregate: int, straggler: bool, seconds: float) 
         sessions, loops = [], []
         try:
             built = [_sync_graph(w, workers, to_aggregate) for w in range(workers)]
-            for w, (g, x, y, train, step, hook, init) in enumerate(built):
+            for w, (g, *_, init) in enumerate(built):
                 sess = Session(c.target("worker", w), graph=g)
                 sessions.append(sess)
                 if w == 0:
                     sess.run(init[0])
                 sess.run(init[1])
-            for w, (g, x, y, train, step, hook, init) in enumerate(built):
-                hook.after_create_session(sessions[w], None)
-            step0 = int(sessions[0].run(built[0][4]))
-            t0 = time.perf_counter()
-            end = time.monotonic() + seconds
+            for w, built_w in enumerate(built):
+                built_w[5].after_create_session(sessions[w], None)
+            errors: list[str] = []
+            stop = threading.Event()
 
             def loop(w):
-                g, x, y, train, step, hook, init = built[w]
+                _, x, y, train, *_ = built[w]
                 delay = STRAGGLER_S if straggler and w == workers - 1 else 0.0
                 try:
-                    while time.monotonic() < end:
+                    while not stop.is_set():
                         if delay:
                             time.sleep(delay)
                         sessions[w].run(train, {x: xv, y: yv})
-                except Exception:  # noqa: BLE001 - the barrier closes under a waiting replica
-                    pass
+                except OutOfRangeError:
+                    pass  # the chief closed the barrier under a waiting replica
+                except Exception as e:  # noqa: BLE001 - reported with the result
+                    errors.append(f"worker {w}: {type(e).__name__}: {e}")
 
             loops = [threading.Thread(target=loop, args=(w,)) for w in range(workers)]
             for t in loops:
                 t.start()
-            for t in loops[:1]:
-                t.join()
-            dt = time.perf_counter() - t0
-            steps = int(sessions[0].run(built[0][4])) - step0
+            global_step = built[0][4]
+            deadline = time.monotonic() + 300
+            while int(sessions[0].run(global_step)) < WARMUP_STEPS and not errors:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the replicas made no progress in 300 s")
+                time.sleep(0.05)
+            step0, t0 = int(sessions[0].run(global_step)), time.perf_counter()
+            time.sleep(seconds)
+            steps, dt = int(sessions[0].run(global_step)) - step0, time.perf_counter() - t0
+            stop.set()
             built[0][5].end(sessions[0])  # the chief closes the barrier: every replica ends
             for t in loops:
                 t.join(30)
@@ -88,6 +97,8 @@ def rill_sync(workers: int, to_aggregate: int, straggler: bool, seconds: float) 
         finally:
             for s in sessions:
                 s.close()
+    if errors:
+        raise RuntimeError("; ".join(errors[:3]))
     return {"steps/s": steps / dt, "steps": steps, "dropped": dropped}
 
 

@@ -58,7 +58,9 @@ class Replica:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            pytest.fail(f"worker {self.index} did not finish in {timeout} s:\n{self.output()[-4000:]}")
+            pytest.fail(
+                f"worker {self.index} did not finish in {timeout} s:\n{self.output()[-4000:]}"
+            )
         self._reader.join(5)
         return code
 

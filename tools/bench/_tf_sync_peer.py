@@ -34,7 +34,7 @@ def build(tf, worker: int, workers: int, to_aggregate: int):
         setter = tf.compat.v1.train.replica_device_setter(
             ps_tasks=1, worker_device=f"/job:worker/task:{worker}"
         )
-        with tf.device(setter):
+        with tf.compat.v1.device(setter):
             tf.compat.v1.set_random_seed(1)
             step = tf.compat.v1.train.get_or_create_global_step()
             x = tf.compat.v1.placeholder(tf.float32, [None, 784])
@@ -66,6 +66,13 @@ def run_case(tf, workers: int, to_aggregate: int, straggler: bool, seconds: floa
         stop = threading.Event()
 
         def replica(w):
+            try:
+                _replica(w)
+            except Exception as e:  # noqa: BLE001 - reported in the JSON
+                if w == 0:
+                    result["error"] = repr(e)[:500]
+
+        def _replica(w):
             g, x, y, train, step, hook = build(tf, w, workers, to_aggregate)
             with g.as_default():
                 sess = tf.compat.v1.train.MonitoredTrainingSession(

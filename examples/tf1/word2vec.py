@@ -1,9 +1,9 @@
 """A TF1 skip-gram word2vec on a tiny corpus — the structure of TensorFlow's
 word2vec_basic.py; only the import names rill.
 
-The embedding lookup is `tf.gather` and the loss a full softmax over the (small) vocabulary:
-`tf.nn.embedding_lookup` and `tf.nn.nce_loss` are being added to rill by another issue and
-this program will use them once rill.compat.v1 re-exports them.
+`tf.nn.embedding_lookup` reads the rows of the batch, and `tf.nn.nce_loss` trains them against
+`num_sampled` negative words drawn by the log-uniform candidate sampler, as in TensorFlow's
+tutorial.
 """
 
 import collections
@@ -15,6 +15,7 @@ import rill.compat.v1 as tf
 flags = tf.app.flags
 flags.DEFINE_integer("steps", 400, "training steps")
 flags.DEFINE_integer("embedding_size", 16, "dimension of the embeddings")
+flags.DEFINE_integer("num_sampled", 6, "negative examples per batch")
 FLAGS = flags.FLAGS
 
 CORPUS = (
@@ -49,12 +50,18 @@ def main(_):
     train_inputs = tf.placeholder(tf.int32, shape=[None])
     train_labels = tf.placeholder(tf.int64, shape=[None])
     embeddings = tf.Variable(tf.random_uniform([vocab, FLAGS.embedding_size], -1.0, 1.0))
-    embed = tf.gather(embeddings, train_inputs)
-    softmax_w = tf.Variable(tf.truncated_normal([FLAGS.embedding_size, vocab], stddev=0.5))
-    softmax_b = tf.Variable(tf.zeros([vocab]))
-    logits = tf.nn.xw_plus_b(embed, softmax_w, softmax_b)
+    embed = tf.nn.embedding_lookup(embeddings, train_inputs)
+    nce_weights = tf.Variable(tf.truncated_normal([vocab, FLAGS.embedding_size], stddev=0.5))
+    nce_biases = tf.Variable(tf.zeros([vocab]))
     loss = tf.reduce_mean(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=train_labels, logits=logits)
+        tf.nn.nce_loss(
+            weights=nce_weights,
+            biases=nce_biases,
+            labels=tf.reshape(train_labels, [-1, 1]),
+            inputs=embed,
+            num_sampled=FLAGS.num_sampled,
+            num_classes=vocab,
+        )
     )
     optimizer = tf.train.GradientDescentOptimizer(1.0).minimize(loss)
     normalized = tf.nn.l2_normalize(embeddings, 1)

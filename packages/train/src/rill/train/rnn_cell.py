@@ -36,6 +36,7 @@ from rill.graph.ops import array_ops, math_ops
 from rill.graph.ops.matmul_ops import matmul
 from rill.graph.ops.nn_ops import bias_add, relu
 from rill.graph.ops.reshape_ops import concat, expand_dims, split
+from rill.graph.ops.rnn_ops import lstm_block_cell
 from rill.graph.ops.slice_ops import slice as slice_op
 from rill.graph.ops.state_ops import trainable_variables
 from rill.graph.shapes import TensorShape, as_shape
@@ -56,6 +57,7 @@ __all__ = [
     "MultiRNNCell",
     "DropoutWrapper",
     "assert_like_rnncell",
+    "set_fused_lstm",
 ]
 
 _WEIGHTS_NAME = "kernel"
@@ -67,6 +69,44 @@ _ACTIVATIONS = {
     "relu": relu,
     "linear": lambda x: x,
 }
+
+
+# BasicLSTMCell and LSTMCell build one LSTMBlockCell op per step where it computes what they do
+# (tanh activation, float32 or float16, no cell clipping): one GEMM and one fused pass forward
+# and backward instead of a dozen elementwise ops.
+_FUSED_LSTM = True
+
+
+def set_fused_lstm(on: bool) -> bool:
+    """Turns the fused LSTM step (the LSTMBlockCell op) on or off for cells built from now on;
+    returns the old setting. Off, the cells build TensorFlow's unfused ops (MatMul, BiasAdd,
+    Split, Sigmoid, Tanh, ...), e.g. for graphs a converter must read op by op."""
+    global _FUSED_LSTM
+    old, _FUSED_LSTM = _FUSED_LSTM, bool(on)
+    return old
+
+
+def _fusable(activation, inputs) -> bool:
+    return (
+        _FUSED_LSTM
+        and activation is math_ops.tanh
+        and inputs.dtype in (dtypes.float32, dtypes.float16)
+        and inputs.shape.rank == 2
+    )
+
+
+def _fused_step(inputs, c, h, kernel, bias, forget_bias, peepholes=None):
+    n = c.shape.with_rank(2)[1]
+    use_peephole = peepholes is not None
+    if peepholes is None:
+        zeros = array_ops.zeros([n] if n is not None else array_ops.shape(c)[1:2], inputs.dtype)
+        peepholes = (zeros, zeros, zeros)
+    wci, wcf, wco = peepholes
+    outs = lstm_block_cell(
+        inputs, c, h, convert_to_tensor(kernel), wci, wcf, wco, convert_to_tensor(bias),
+        forget_bias=forget_bias, cell_clip=-1.0, use_peephole=use_peephole,
+    )  # fmt: skip
+    return outs[1], outs[6]
 
 
 def _activation(activation):
@@ -429,6 +469,11 @@ class BasicLSTMCell(LayerRNNCell):
             c, h = state
         else:
             c, h = split(state, 2, axis=1)
+        if _fusable(self._activation, inputs):
+            new_c, new_h = _fused_step(inputs, c, h, self._kernel, self._bias, self._forget_bias)
+            if self._state_is_tuple:
+                return new_h, LSTMStateTuple(new_c, new_h)
+            return new_h, concat([new_c, new_h], 1)
         gates = bias_add(matmul(concat([inputs, h], 1), self._kernel), self._bias)
         i, j, f, o = split(gates, 4, axis=1)
         forget_bias = constant(self._forget_bias, dtype=f.dtype)
@@ -521,6 +566,17 @@ class LSTMCell(LayerRNNCell):
             m_prev = slice_op(state, [0, n], [-1, num_proj])
         if inputs.shape.with_rank(2)[1] is None:
             raise ValueError("Could not infer input size from inputs.get_shape()[-1]")
+        if (
+            self._cell_clip is None
+            and self._num_proj is None
+            and _fusable(self._activation, inputs)
+        ):
+            peep = (self._w_i_diag, self._w_f_diag, self._w_o_diag) if self._use_peepholes else None
+            if peep is not None:
+                peep = tuple(convert_to_tensor(v) for v in peep)
+            c, m = _fused_step(inputs, c_prev, m_prev, self._kernel, self._bias,
+                               self._forget_bias, peep)  # fmt: skip
+            return self._project(c, m)
         lstm_matrix = bias_add(matmul(concat([inputs, m_prev], 1), self._kernel), self._bias)
         i, j, f, o = split(lstm_matrix, 4, axis=1)
         if self._use_peepholes:
@@ -535,6 +591,9 @@ class LSTMCell(LayerRNNCell):
             m = sigmoid(o + self._w_o_diag * c) * self._activation(c)
         else:
             m = sigmoid(o) * self._activation(c)
+        return self._project(c, m)
+
+    def _project(self, c, m):
         if self._num_proj is not None:
             m = matmul(m, self._proj_kernel)
             if self._proj_clip is not None:

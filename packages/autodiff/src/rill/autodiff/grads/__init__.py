@@ -12,6 +12,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     optional_grad,
     pool_grad,
     reduction_grad,
+    rnn_grad,
     sequence_grad,
     slice_grad,
     state_grad,

@@ -24,6 +24,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     random_kernels,
     reduction_kernels,
     reshape_kernels,
+    rnn_kernels,
     sequence_kernels,
     slice_kernels,
     stack_kernels,

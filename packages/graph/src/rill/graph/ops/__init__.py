@@ -23,6 +23,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     random_ops,
     reduction_ops,
     reshape_ops,
+    rnn_ops,
     sequence_ops,
     slice_ops,
     stack_ops,

@@ -14,16 +14,17 @@ from rill.exec import ConfigProto, Session, threads
 from rill.exec.kernels import intra_op
 
 
-def test_small_products_run_in_one_call_and_large_ones_split_by_rows():
-    assert threads.gemm_pieces(64, 784, 128) == 1  # the Figure 1 MLP's first layer
-    assert threads.gemm_pieces(1, 4096, 4096) == 1  # one row cannot split
-    assert threads.gemm_pieces(2048, 512, 512) == threads.MAX_PIECES
-    p = threads.gemm_pieces(256, 512, 512)  # 64 M multiply-adds, 256 rows
-    assert p == 256 // threads.MIN_ROWS
+def test_small_products_run_in_one_call_and_large_ones_split():
+    assert threads.gemm_pieces(64, 784, 128) == (0, 1)  # the Figure 1 MLP's first layer
+    assert threads.gemm_pieces(1, 64, 4096) == (0, 1)  # too little work
+    assert threads.gemm_pieces(2048, 512, 512) == (0, threads.MAX_PIECES)
+    assert threads.gemm_pieces(256, 512, 512) == (0, 256 // threads.MIN_ROWS)
+    # The LSTM's gate product (batch 64): too few rows, so column blocks.
+    assert threads.gemm_pieces(64, 1024, 2048) == (1, threads.MAX_PIECES)
     for shape in [(100, 100, 100), (130, 1000, 1000), (5000, 64, 64), (64, 64, 5000)]:
-        p = threads.gemm_pieces(*shape)
+        axis, p = threads.gemm_pieces(*shape)
         assert 1 <= p <= threads.MAX_PIECES
-        assert p == 1 or shape[0] // p >= threads.MIN_ROWS
+        assert p == 1 or shape[2 * axis] // p >= threads.MIN_ROWS
 
 
 def test_threads_for_respects_size_bound_and_free_cores():
@@ -68,7 +69,7 @@ def _watch_gemm(monkeypatch, pause=0.0):
     real = threads._gemm
 
     def gemm(a, b, out):
-        calls.append((threading.get_ident(), a.shape[0], threads.blas_threads()))
+        calls.append((threading.get_ident(), a.shape[0] * b.shape[1], threads.blas_threads()))
         time.sleep(pause)  # long pieces: every thread gets one, however busy the machine
         return real(a, b, out=out)
 
@@ -79,17 +80,19 @@ def _watch_gemm(monkeypatch, pause=0.0):
 def test_matmul_gives_the_same_bits_whatever_the_thread_count(monkeypatch):
     rng = np.random.default_rng(1)
     monkeypatch.setattr(intra_op, "_THREADS", 4)
-    for dt in (np.float32, np.float64):
-        a = rng.standard_normal((515, 300)).astype(dt)
-        b = rng.standard_normal((300, 400)).astype(dt)
-        assert threads.gemm_pieces(515, 300, 400) > 1
+    for dt, (m, k, n) in [(np.float32, (515, 300, 400)), (np.float64, (515, 300, 400)),
+                          (np.float32, (70, 600, 1000))]:  # fmt: skip
+        a = rng.standard_normal((m, k)).astype(dt)
+        b = rng.standard_normal((k, n)).astype(dt)
+        axis, pieces = threads.gemm_pieces(m, k, n)
+        assert pieces > 1 and axis == (m < 128)
         results = []
         with threads.blas_owned():
             for free in (1, 2, 4):
                 monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
                 calls = _watch_gemm(monkeypatch)
                 results.append(threads.matmul(a, b))
-                assert sum(rows for _, rows, _ in calls) == 515
+                assert sum(size for _, size, _ in calls) == m * n
                 assert all(blas == 1 for _, _, blas in calls if blas is not None)
                 if free == 1:
                     assert {t for t, _, _ in calls} == {threading.get_ident()}

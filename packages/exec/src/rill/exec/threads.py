@@ -141,39 +141,46 @@ def threads_for(work: int, pieces: int, limit: int | None = None, free: int | No
     return max(1, min(pieces, limit, free))
 
 
-def gemm_pieces(m: int, k: int, n: int) -> int:
-    """In how many row blocks matmul computes an [m, k] x [k, n] product (1: one call).
+def gemm_pieces(m: int, k: int, n: int) -> tuple[int, int]:
+    """How matmul splits an [m, k] x [k, n] product: (axis, pieces), axis 0 for row blocks of
+    the result, 1 for column blocks (when there are too few rows); (0, 1) for one call.
 
-    A function of the shapes only. Only rows split: a column block of a row-major result is
-    strided, and numpy does not hand a strided result to BLAS.
+    A function of the shapes only, so the result's bits never depend on the threads.
     """
     work = m * k * n
     if work < 2 * GEMM_GRAIN:
-        return 1
-    return max(1, min(MAX_PIECES, work // GEMM_GRAIN, m // MIN_ROWS))
+        return 0, 1
+    axis, dim = (0, m) if m >= 2 * MIN_ROWS else (1, n)
+    pieces = min(MAX_PIECES, work // GEMM_GRAIN, dim // MIN_ROWS)
+    return (axis, pieces) if pieces > 1 else (0, 1)
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """a @ b for 2-D numpy arrays, split over the intra-op threads where it is large.
 
-    Pieces are single-threaded BLAS calls (inside a Session) over fixed row blocks, so the
-    result does not depend on how many threads ran them.
+    Pieces are single-threaded BLAS calls (inside a Session) over fixed row or column blocks, so
+    the result does not depend on how many threads ran them. A column block is computed into a
+    contiguous buffer and copied into place (numpy hands a strided result to no BLAS).
     """
     from rill.exec.kernels.intra_op import parallel_for
 
     m, k = a.shape
     n = b.shape[1]
-    pieces = gemm_pieces(m, k, n)
+    axis, pieces = gemm_pieces(m, k, n)
     if pieces == 1:
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:
         out = np.empty((m, n), np.result_type(a, b))
-    bounds = [m * i // pieces // 8 * 8 for i in range(pieces)] + [m]
+    dim = m if axis == 0 else n
+    bounds = [dim * i // pieces // 8 * 8 for i in range(pieces)] + [dim]
 
     def run(lo, hi):
         for i in range(lo, hi):
             s = slice(bounds[i], bounds[i + 1])
-            _gemm(a[s], b, out=out[s])
+            if axis == 0:
+                _gemm(a[s], b, out=out[s])
+            else:
+                out[:, s] = _gemm(a, b[:, s], out=None)
 
     threads = threads_for(m * k * n, pieces)
     parallel_for(pieces, run, pieces_per_thread=-(-pieces // threads), max_threads=threads)

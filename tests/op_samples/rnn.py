@@ -4,9 +4,9 @@ so its gradient is checked with float32's tolerance)."""
 from __future__ import annotations
 
 import numpy as np
-from rill.graph.ops.rnn_ops import lstm_block_cell
 
 from op_samples import rand, sample
+from rill.graph.ops.rnn_ops import lstm_block_cell
 
 B, I, N = 3, 2, 4
 f32 = np.float32

@@ -8,7 +8,14 @@ import warnings
 import numpy as np
 import pytest
 
+from rill.exec import threads as thread_policy
 from rill.exec.kernels import intra_op
+
+
+@pytest.fixture(autouse=True)
+def _two_cores_free(monkeypatch):
+    # The split is what these tests exercise: do not let a busy test machine turn it off.
+    monkeypatch.setattr(thread_policy, "cores_free", lambda: 2)
 
 
 def test_scratch_is_reused_per_thread_and_slot():

@@ -13,7 +13,6 @@ array([[3., 5.]], dtype=float32)
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +40,7 @@ from rill.exec.plan.remap import remap
 from rill.exec.proto import config_pb2
 from rill.exec.rendezvous import LocalRendezvous
 from rill.exec.resources import ResourceMgr
+from rill.exec.threads import blas_owned, core_budget, limits
 from rill.exec.transfer import CopyingRendezvous, DeviceCopier, copy_feeds
 from rill.graph import dtypes
 from rill.graph.errors import CancelledError, InvalidArgumentError, OpError
@@ -262,7 +262,11 @@ class Session:
         graph: the graph to run (default: the default graph).
         config: a ConfigProto: device_count {"CPU": n} for n CPU devices, allow_soft_placement,
             graph_options.optimizer_options to switch CSE / constant folding off,
-            operation_timeout_in_ms, inter_op_parallelism_threads.
+            operation_timeout_in_ms, and the thread bounds as in TensorFlow:
+            inter_op_parallelism_threads (threads running independent kernels; 0: the process's
+            core budget, negative: every kernel on the caller's thread) and
+            intra_op_parallelism_threads (threads one kernel splits over, BLAS included; 0: the
+            core budget). See rill.exec.threads.
     """
 
     def __new__(cls, target: str = "", graph=None, config=None, **kw):
@@ -285,6 +289,9 @@ class Session:
         # `_runtime` = (devices, pool, blocking pool) shared with its owner (a distributed
         # worker runs every registered partition on the task's devices and resources).
         self._shared = _runtime is not None
+        inter = self._config.inter_op_parallelism_threads
+        self._limits = limits(self._config.intra_op_parallelism_threads)
+        self._blas = blas_owned().__enter__()
         if _runtime is not None:
             self._devices, self._pool, self._blocking_pool = _runtime
         else:
@@ -293,9 +300,15 @@ class Session:
             self._devices = [CpuDevice(i) for i in range(n_cpu)] + gpu_devices(counts.get("GPU"))
             for d in self._devices:
                 d.resources = ResourceMgr()
-            threads = self._config.inter_op_parallelism_threads or max(2, os.cpu_count() or 2)
-            self._pool = ThreadPoolExecutor(threads, thread_name_prefix="rill-op")
-            self._blocking_pool = ThreadPoolExecutor(256, thread_name_prefix="rill-wait")
+            self._pool = None
+            if inter >= 0:
+                self._pool = ThreadPoolExecutor(
+                    inter or core_budget(), "rill-op", initializer=self._limits.install
+                )
+            # Blocking kernels (Recv, queue waits) wait on threads of their own, using no core.
+            self._blocking_pool = ThreadPoolExecutor(
+                256, thread_name_prefix="rill-wait", initializer=self._limits.install
+            )
         self._cpu = self._devices[0]
         # Values crossing between device types are copied by the rendezvous (as TensorFlow's
         # intra-process rendezvous does); a CPU-only session needs none of that.
@@ -396,8 +409,10 @@ class Session:
             for d in self._devices:
                 if d.resources is not None:
                     d.resources.clear()
-            self._pool.shutdown(wait=False)
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
             self._blocking_pool.shutdown(wait=False)
+        self._blas.__exit__(None, None, None)
         self._plans.clear()
         self._stateful_kernels.clear()
 
@@ -509,7 +524,7 @@ class Session:
         if copies:
             copy_feeds(feeds, copies, step)
         # Kernels follow TensorFlow's silent IEEE semantics (inf, nan), not numpy's warnings.
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), self._limits:
             out = self._execute(plan, feeds, step)
         if run_metadata is not None:
             self._fill_metadata(plan, step, options, run_metadata)

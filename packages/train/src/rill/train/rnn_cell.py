@@ -41,6 +41,9 @@ from rill.graph.ops.state_ops import trainable_variables
 from rill.graph.shapes import TensorShape, as_shape
 from rill.graph.tensor_util import constant_value
 from rill.train import init_ops
+from rill.train._fused_lstm import fusable as _fusable
+from rill.train._fused_lstm import fused_step as _fused_step
+from rill.train._fused_lstm import set_fused_lstm
 from rill.train.clip_ops import clip_by_value
 from rill.train.layers.base import Layer
 from rill.train.variable_scope import get_variable_scope, variable_scope
@@ -58,6 +61,7 @@ __all__ = [
     "ResidualWrapper",
     "DeviceWrapper",
     "assert_like_rnncell",
+    "set_fused_lstm",
 ]
 
 _WEIGHTS_NAME = "kernel"
@@ -431,6 +435,11 @@ class BasicLSTMCell(LayerRNNCell):
             c, h = state
         else:
             c, h = split(state, 2, axis=1)
+        if _fusable(self._activation, inputs):
+            new_c, new_h = _fused_step(inputs, c, h, self._kernel, self._bias, self._forget_bias)
+            if self._state_is_tuple:
+                return new_h, LSTMStateTuple(new_c, new_h)
+            return new_h, concat([new_c, new_h], 1)
         gates = bias_add(matmul(concat([inputs, h], 1), self._kernel), self._bias)
         i, j, f, o = split(gates, 4, axis=1)
         forget_bias = constant(self._forget_bias, dtype=f.dtype)
@@ -523,6 +532,17 @@ class LSTMCell(LayerRNNCell):
             m_prev = slice_op(state, [0, n], [-1, num_proj])
         if inputs.shape.with_rank(2)[1] is None:
             raise ValueError("Could not infer input size from inputs.get_shape()[-1]")
+        if (
+            self._cell_clip is None
+            and self._num_proj is None
+            and _fusable(self._activation, inputs)
+        ):
+            peep = (self._w_i_diag, self._w_f_diag, self._w_o_diag) if self._use_peepholes else None
+            if peep is not None:
+                peep = tuple(convert_to_tensor(v) for v in peep)
+            c, m = _fused_step(inputs, c_prev, m_prev, self._kernel, self._bias,
+                               self._forget_bias, peep)  # fmt: skip
+            return self._project(c, m)
         lstm_matrix = bias_add(matmul(concat([inputs, m_prev], 1), self._kernel), self._bias)
         i, j, f, o = split(lstm_matrix, 4, axis=1)
         if self._use_peepholes:
@@ -537,6 +557,9 @@ class LSTMCell(LayerRNNCell):
             m = sigmoid(o + self._w_o_diag * c) * self._activation(c)
         else:
             m = sigmoid(o) * self._activation(c)
+        return self._project(c, m)
+
+    def _project(self, c, m):
         if self._num_proj is not None:
             m = matmul(m, self._proj_kernel)
             if self._proj_clip is not None:

@@ -19,6 +19,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     reduction_grad,
     ref_variable_grad,
     segment_grad,
+    rnn_grad,
     sequence_grad,
     slice_grad,
     special_math_grad,

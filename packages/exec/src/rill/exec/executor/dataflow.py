@@ -31,6 +31,7 @@ from threading import get_ident
 
 import numpy as np
 
+from rill.exec import threads
 from rill.exec.context import OpKernelContext
 from rill.exec.executor.common import KernelTable, owned, readonly, run_error
 from rill.exec.rendezvous import make_key
@@ -311,7 +312,14 @@ class _Step:
             if item.blocking:
                 self._submit_blocking(item, frame, it, False, args)
                 return
-            if item.expensive and item.cost_ns >= _EXPENSIVE_NS and self.p.pool is not None:
+            # Only where a second core is free: on a busy machine a hand-off waits for the pool
+            # thread to be scheduled, milliseconds per kernel (rill.exec.threads).
+            if (
+                item.expensive
+                and item.cost_ns >= _EXPENSIVE_NS
+                and self.p.pool is not None
+                and threads.cores_free() > 1
+            ):
                 if self.held is not None:
                     self._submit(item, frame, it, args)
                     return

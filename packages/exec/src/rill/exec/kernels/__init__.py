@@ -38,6 +38,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     ref_variable_kernels,
     reshape_kernels,
     segment_kernels,
+    rnn_kernels,
     sequence_kernels,
     set_search_kernels,
     slice_kernels,

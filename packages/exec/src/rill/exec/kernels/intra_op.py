@@ -2,18 +2,19 @@
 
 `scratch` hands out reused per-thread buffers: a fresh large array page-faults on every call and
 can cost as much as the work done in it. `parallel_for` splits a loop over a small pool (one
-thread per core, the caller's included): numpy's elementwise loops run on one core while BLAS
-uses them all.
+thread per core of the budget, the caller's included), using no more threads than the cores free
+and the step's intra-op bound allow (`rill.exec.threads`).
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
+
+from rill.exec import threads as _policy
 
 _tls = threading.local()
 
@@ -34,15 +35,9 @@ def scratch(slot: str, n: int, dtype) -> np.ndarray:
     return buf[:nbytes].view(dtype)
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-# Threads parallel_for splits work over (module-level so that tests and benchmarks can change it).
-_THREADS = _cpu_count()
+# The most threads parallel_for splits work over: the process's core budget (module-level so that
+# tests and benchmarks can change it).
+_THREADS = _policy.core_budget()
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -56,14 +51,18 @@ def _get_pool() -> ThreadPoolExecutor:
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(
-                _THREADS - 1, thread_name_prefix="rill-intra-op", initializer=_worker_init
+                max(1, _THREADS - 1), thread_name_prefix="rill-intra-op", initializer=_worker_init
             )
         return _pool
 
 
-def parallel_for(n: int, fn, grain: int = 1, pieces_per_thread: int = 1) -> None:
+def parallel_for(
+    n: int, fn, grain: int = 1, pieces_per_thread: int = 1, max_threads: int | None = None
+) -> None:
     """Runs fn(lo, hi) over contiguous pieces of range(n) on up to _THREADS threads (the
     caller's included), each piece at least `grain` items; returns when every piece is done.
+    The threads are also bounded by `max_threads`, the step's intra-op bound
+    (ConfigProto.intra_op_parallelism_threads) and the cores free now.
 
     With pieces_per_thread > 1 the threads take pieces from a shared counter, so a thread that
     shares its core with another busy thread simply does fewer of them. (OpenBLAS's idle workers
@@ -73,6 +72,10 @@ def parallel_for(n: int, fn, grain: int = 1, pieces_per_thread: int = 1) -> None
     silent). A call from a worker runs inline, so nested use never waits on the pool it uses.
     """
     threads = min(_THREADS, n // max(grain, 1))
+    if threads > 1 and not getattr(_tls, "worker", False):
+        threads = min(threads, _policy.intra_op_limit(), _policy.cores_free())
+        if max_threads is not None:
+            threads = min(threads, max_threads)
     if threads <= 1 or getattr(_tls, "worker", False):
         if n > 0:
             fn(0, n)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from rill.exec import threads
 from rill.exec.kernel_registry import register_kernel
 from rill.graph.errors import InvalidArgumentError
 
@@ -17,7 +20,10 @@ def _adjoint(xp, x, complex_: bool):
 
 @register_kernel("MatMul", devices=("CPU", "GPU"), expensive=True)
 def matmul(transpose_a, transpose_b, T, xp):
-    mm, want = xp.matmul, T.np
+    want = T.np
+    # On the CPU, float products go through the thread policy (split over the intra-op threads,
+    # single-threaded BLAS pieces: the same bits whatever the thread count).
+    mm = threads.matmul if xp is np and want in (np.float32, np.float64) else xp.matmul
 
     def compute(a, b):
         if a.ndim != 2 or b.ndim != 2:

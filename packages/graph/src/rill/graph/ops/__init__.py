@@ -40,6 +40,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     ref_variable_ops,
     reshape_ops,
     segment_ops,
+    rnn_ops,
     sequence_ops,
     set_search_ops,
     slice_ops,

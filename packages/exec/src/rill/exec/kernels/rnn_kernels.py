@@ -1,0 +1,172 @@
+"""Kernels for rill.graph.ops.rnn_ops: the fused LSTM cell LSTMBlockCell and its gradient.
+
+The forward pass is one GEMM for the four gates ([x, h_prev] · w, split over the intra-op
+threads by rill.exec.threads) and one pass that adds the bias, applies the nonlinearities and
+updates the state; the gradient is one elementwise pass. For float32 the passes are compiled
+(`_lstm_loops`, numba); the numpy path below does the same operations in the same order
+(bit-identical; it runs for float16, without numba and with `RILL_JIT=0`). The sigmoid and tanh
+are computed in float64 by one exp written out on both paths (see `_lstm_loops`) and rounded
+once to the storage type.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from rill.exec import threads
+from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels import jit
+from rill.graph.errors import InvalidArgumentError
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 0.6931471803691238
+_LN2_LO = 1.9082149292705877e-10
+_TAYLOR = [1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5,
+           1.0, 1.0]  # fmt: skip
+
+
+def _loops():
+    """The compiled LSTM passes, or None where the numpy path runs."""
+    if jit.loops() is None:
+        return None
+    return importlib.import_module("rill.exec.kernels._lstm_loops")
+
+
+def exp64(x: np.ndarray) -> np.ndarray:
+    """exp of a float64 array: the operations of _lstm_loops.exp64, elementwise."""
+    x = np.clip(x, -700.0, 700.0)
+    k = np.floor(x * _LOG2E + 0.5)
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    p = np.full_like(r, 1.0 / 362880.0)
+    for c in _TAYLOR:
+        p = p * r + c
+    with np.errstate(invalid="ignore"):
+        kk = np.nan_to_num(k).astype(np.int32)
+    return np.ldexp(p, kk)
+
+
+def sigmoid64(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + exp64(-x))
+
+
+def tanh64(x: np.ndarray) -> np.ndarray:
+    a = np.abs(x)
+    t = 1.0 - 2.0 / (exp64(np.minimum(2.0 * a, 700.0)) + 1.0)
+    return np.where(a < 1e-4, x, np.where(x >= 0, t, -t))
+
+
+def _check(x, cs_prev, h_prev, w, wci, wcf, wco, b, op="LSTMBlockCell"):
+    if x.ndim != 2 or cs_prev.ndim != 2 or h_prev.ndim != 2 or w.ndim != 2:
+        raise InvalidArgumentError(
+            f"{op}: x, cs_prev, h_prev and w must be matrices, got shapes {x.shape}, "
+            f"{cs_prev.shape}, {h_prev.shape}, {w.shape}"
+        )
+    batch, n = cs_prev.shape
+    if h_prev.shape != (batch, n) or x.shape[0] != batch:
+        raise InvalidArgumentError(
+            f"{op}: x {x.shape}, cs_prev {cs_prev.shape} and h_prev {h_prev.shape} must have "
+            "the same batch size and cs_prev and h_prev the same cell size"
+        )
+    if w.shape != (x.shape[1] + n, 4 * n):
+        raise InvalidArgumentError(
+            f"{op}: w must be [input size + cell size, 4 * cell size] = "
+            f"[{x.shape[1] + n}, {4 * n}], got {list(w.shape)}"
+        )
+    for name, v in (("wci", wci), ("wcf", wcf), ("wco", wco)):
+        if v.shape != (n,):
+            raise InvalidArgumentError(f"{op}: {name} must be [{n}], got {list(v.shape)}")
+    if b.shape != (4 * n,):
+        raise InvalidArgumentError(f"{op}: b must be [{4 * n}], got {list(b.shape)}")
+    return batch, n
+
+
+@register_kernel("LSTMBlockCell", expensive=True)
+def lstm_block_cell(forget_bias, cell_clip, use_peephole, T):
+    dt = np.dtype(T.np)
+    fb, clip = dt.type(forget_bias), dt.type(cell_clip)
+
+    def compute(x, cs_prev, h_prev, w, wci, wcf, wco, b):
+        batch, n = _check(x, cs_prev, h_prev, w, wci, wcf, wco, b)
+        xh = np.concatenate([x, h_prev], axis=1)
+        gates = threads.matmul(xh, w) if dt == np.float32 else np.matmul(xh, w)
+        outs = [np.empty((batch, n), dt) for _ in range(7)]
+        i, cs, f, o, ci, co, h = outs
+        loops = _loops() if dt == np.float32 else None
+        if loops is not None:
+            loops.cell_forward(
+                gates, np.ascontiguousarray(b), np.ascontiguousarray(cs_prev), wci, wcf, wco,
+                fb, clip, bool(use_peephole), i, cs, f, o, ci, co, h,
+            )  # fmt: skip
+            return tuple(outs)
+        f64 = np.float64
+        pi = gates[:, :n] + b[:n]
+        pf = gates[:, 2 * n : 3 * n] + b[2 * n : 3 * n] + fb
+        if use_peephole:
+            pi = pi + cs_prev * wci
+            pf = pf + cs_prev * wcf
+        i[...] = sigmoid64(pi.astype(f64))
+        ci[...] = tanh64((gates[:, n : 2 * n] + b[n : 2 * n]).astype(f64))
+        f[...] = sigmoid64(pf.astype(f64))
+        c = ci * i + cs_prev * f
+        if clip > 0:
+            c = np.minimum(np.maximum(c, -clip), clip)
+        cs[...] = c
+        po = gates[:, 3 * n :] + b[3 * n :]
+        if use_peephole:
+            po = po + cs * wco
+        o[...] = sigmoid64(po.astype(f64))
+        co[...] = tanh64(cs.astype(f64))
+        np.multiply(co, o, out=h)
+        return tuple(outs)
+
+    return compute
+
+
+@register_kernel("LSTMBlockCellGrad", expensive=True)
+def lstm_block_cell_grad(use_peephole, T):
+    dt = np.dtype(T.np)
+    one = dt.type(1)
+
+    def compute(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, cs_grad, h_grad):
+        batch, n = _check(x, cs_prev, h_prev, w, wci, wcf, wco, b, "LSTMBlockCellGrad")
+        for name, v in (("i", i), ("cs", cs), ("f", f), ("o", o), ("ci", ci), ("co", co),
+                        ("cs_grad", cs_grad), ("h_grad", h_grad)):  # fmt: skip
+            if v.shape != (batch, n):
+                raise InvalidArgumentError(
+                    f"LSTMBlockCellGrad: {name} must be [{batch}, {n}], got {list(v.shape)}"
+                )
+        cs_prev_grad = np.empty((batch, n), dt)
+        dicfo = np.empty((batch, 4 * n), dt)
+        wg = [np.zeros(n, dt) for _ in range(3)]
+        loops = _loops() if dt == np.float32 and batch > 0 else None
+        if loops is not None:
+            c = np.ascontiguousarray
+            loops.cell_backward(
+                c(cs_prev), wci, wcf, wco, c(i), c(cs), c(f), c(o), c(ci), c(co), c(cs_grad),
+                c(h_grad), one, bool(use_peephole), cs_prev_grad, dicfo, *wg,
+            )  # fmt: skip
+            return (cs_prev_grad, dicfo, *wg)
+        do = o * (one - o) * h_grad * co
+        dcs = (one - co * co) * h_grad * o + cs_grad
+        if use_peephole:
+            dcs = dcs + do * wco
+        dci = (one - ci * ci) * dcs * i
+        df = f * (one - f) * dcs * cs_prev
+        di = i * (one - i) * dcs * ci
+        for k, d in enumerate((di, dci, df, do)):
+            dicfo[:, k * n : (k + 1) * n] = d
+        g = dcs * f
+        if use_peephole:
+            g = g + di * wci + df * wcf
+            # Summed over rows in order, as the compiled pass does.
+            for acc, prod in zip(wg, (di * cs_prev, df * cs_prev, do * cs)):
+                if batch:
+                    acc[...] = prod[0]
+                for r in range(1, batch):
+                    acc += prod[r]
+        cs_prev_grad[...] = g
+        return (cs_prev_grad, dicfo, *wg)
+
+    return compute

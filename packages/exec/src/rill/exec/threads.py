@@ -1,0 +1,237 @@
+"""The threads rill runs compute on: how many, for which kernel, and who owns them.
+
+TensorFlow owns its thread pools; a BLAS library left to itself does not cooperate with anyone:
+OpenBLAS splits every large product into one fixed share per core and spins waiting for the
+slowest share, so on a machine whose cores are busy (a shared CI runner, a PS and a worker on
+one host, two rill processes side by side) every GEMM-bound step collapses. rill therefore:
+
+- runs BLAS **single-threaded** while any Session is open (`blas_owned()`, through
+  threadpoolctl; the previous setting comes back when the last Session closes);
+- splits a large product itself (`matmul`) into pieces whose boundaries depend on the shapes
+  only, and runs the pieces on its intra-op threads (`intra_op.parallel_for`), which take pieces
+  from a shared counter: a thread whose core is busy simply does fewer of them;
+- asks for no more threads than the **cores free** now (`cores_free()`: the cores this process
+  may use less the other runnable tasks, from /proc/loadavg, sampled at most every 50 ms), and
+  no more than the session's `ConfigProto.intra_op_parallelism_threads` (`intra_op_limit()`).
+
+Because a piece is always one single-threaded BLAS call over the same rows, the result of
+`matmul` is the same bits whatever the thread count, the load or the ConfigProto.
+
+The cores a process may use (`core_budget()`): the `RILL_NUM_THREADS` environment variable when
+set (a local cluster gives each of its processes its share of the host, so that they do not
+oversubscribe it), else the CPUs in the process's affinity mask.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+__all__ = [
+    "core_budget",
+    "cores_free",
+    "intra_op_limit",
+    "limits",
+    "gemm_pieces",
+    "threads_for",
+    "matmul",
+    "blas_owned",
+    "blas_threads",
+]
+
+# A product of fewer multiply-adds than this per piece runs as one call: splitting it costs a
+# thread hand-off (tens of µs) for less work than that (8 M multiply-adds: about 0.2 ms on one
+# core).
+GEMM_GRAIN = 1 << 23
+# At most this many pieces per product, and at least this many rows per piece (fewer rows make
+# the BLAS kernel itself slower).
+MAX_PIECES = 8
+MIN_ROWS = 64
+
+
+def core_budget() -> int:
+    """The cores this process may use: RILL_NUM_THREADS when set, else its affinity mask."""
+    env = os.environ.get("RILL_NUM_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"RILL_NUM_THREADS must be a positive integer, got {env!r}") from None
+        if n < 1:
+            raise ValueError(f"RILL_NUM_THREADS must be a positive integer, got {env!r}")
+        return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_BUDGET = core_budget()
+_HOST_CPUS = os.cpu_count() or _BUDGET
+_free = [0.0, _BUDGET]  # [time sampled, cores free]
+
+
+def _runnable_others() -> int | None:
+    """Tasks runnable on the host now, less the calling thread (None where unknown)."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            fields = f.read().split()
+        return max(0, int(fields[3].split(b"/")[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cores_free() -> int:
+    """Of this process's core budget, the cores no other runnable task is using now (>= 1)."""
+    now = time.monotonic()
+    if now - _free[0] < 0.05:
+        return _free[1]
+    others = _runnable_others()
+    free = _BUDGET if others is None else max(1, min(_BUDGET, _HOST_CPUS - others))
+    _free[0], _free[1] = now, free
+    return free
+
+
+_tls = threading.local()
+_gemm = np.matmul  # one piece's product (a module global so that tests can watch the calls)
+
+
+def intra_op_limit() -> int:
+    """The intra-op thread bound of the step running on this thread (the core budget outside
+    steps, or where its ConfigProto says 0)."""
+    return getattr(_tls, "intra", 0) or _BUDGET
+
+
+class limits:
+    """Sets this thread's intra-op bound (0: the core budget) for the duration of a with-block;
+    `Session` enters it around each step, and its inter-op threads carry it for good."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, intra_op: int):
+        self.n = max(0, int(intra_op))
+
+    def __enter__(self):
+        # One instance serves concurrent steps: what to restore is kept per thread.
+        try:
+            _tls.saved.append(getattr(_tls, "intra", 0))
+        except AttributeError:
+            _tls.saved = [getattr(_tls, "intra", 0)]
+        _tls.intra = self.n
+        return self
+
+    def __exit__(self, *exc):
+        _tls.intra = _tls.saved.pop()
+
+    def install(self) -> None:
+        """Sets the bound on this thread for good (a pool thread's initializer)."""
+        _tls.intra = self.n
+
+
+def threads_for(work: int, pieces: int, limit: int | None = None, free: int | None = None) -> int:
+    """Threads for a kernel of `work` multiply-adds split in `pieces`: one below GEMM_GRAIN,
+    else as many as there are pieces, within the intra-op bound and the cores free."""
+    if pieces <= 1 or work < GEMM_GRAIN:
+        return 1
+    limit = intra_op_limit() if limit is None else limit
+    free = cores_free() if free is None else free
+    return max(1, min(pieces, limit, free))
+
+
+def gemm_pieces(m: int, k: int, n: int) -> tuple[int, int]:
+    """How matmul splits an [m, k] x [k, n] product: (axis, pieces), axis 0 for row blocks of
+    the result, 1 for column blocks (when there are too few rows); (0, 1) for one call.
+
+    A function of the shapes only, so the result's bits never depend on the threads.
+    """
+    work = m * k * n
+    if work < 2 * GEMM_GRAIN:
+        return 0, 1
+    axis, dim = (0, m) if m >= 2 * MIN_ROWS else (1, n)
+    pieces = min(MAX_PIECES, work // GEMM_GRAIN, dim // MIN_ROWS)
+    return (axis, pieces) if pieces > 1 else (0, 1)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """a @ b for 2-D numpy arrays, split over the intra-op threads where it is large.
+
+    Pieces are single-threaded BLAS calls (inside a Session) over fixed row or column blocks, so
+    the result does not depend on how many threads ran them. A column block is computed into a
+    contiguous buffer and copied into place (numpy hands a strided result to no BLAS).
+    """
+    from rill.exec.kernels.intra_op import parallel_for
+
+    m, k = a.shape
+    n = b.shape[1]
+    axis, pieces = gemm_pieces(m, k, n)
+    if pieces == 1:
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    if out is None:
+        out = np.empty((m, n), np.result_type(a, b))
+    dim = m if axis == 0 else n
+    bounds = [dim * i // pieces // 8 * 8 for i in range(pieces)] + [dim]
+
+    def run(lo, hi):
+        for i in range(lo, hi):
+            s = slice(bounds[i], bounds[i + 1])
+            if axis == 0:
+                _gemm(a[s], b, out=out[s])
+            else:
+                out[:, s] = _gemm(a, b[:, s], out=None)
+
+    threads = threads_for(m * k * n, pieces)
+    parallel_for(pieces, run, pieces_per_thread=-(-pieces // threads), max_threads=threads)
+    return out
+
+
+# -- BLAS threads --------------------------------------------------------------------------------
+
+_blas_lock = threading.Lock()
+_blas = {"users": 0, "controller": None, "saved": None}
+
+
+def _controller():
+    if _blas["controller"] is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas["controller"] = ThreadpoolController().select(user_api="blas")
+        except Exception:  # noqa: BLE001 - no controllable BLAS: nothing to own
+            _blas["controller"] = False
+    return _blas["controller"]
+
+
+def blas_threads() -> int | None:
+    """The BLAS libraries' thread count now (the largest; None where none is controllable)."""
+    c = _controller()
+    if not c or not c.lib_controllers:
+        return None
+    return max(lc.num_threads for lc in c.lib_controllers)
+
+
+class blas_owned:
+    """While any instance is entered, BLAS runs single-threaded (rill splits the work itself);
+    the setting from before comes back when the last one exits. Session holds one while open."""
+
+    def __enter__(self):
+        with _blas_lock:
+            c = _controller()
+            if c and c.lib_controllers:
+                if _blas["users"] == 0:
+                    _blas["saved"] = [lc.num_threads for lc in c.lib_controllers]
+                    for lc in c.lib_controllers:
+                        lc.set_num_threads(1)
+                _blas["users"] += 1
+        return self
+
+    def __exit__(self, *exc):
+        with _blas_lock:
+            c = _controller()
+            if c and c.lib_controllers and _blas["users"] > 0:
+                _blas["users"] -= 1
+                if _blas["users"] == 0 and _blas["saved"]:
+                    for lc, n in zip(c.lib_controllers, _blas["saved"]):
+                        lc.set_num_threads(n)

@@ -1,0 +1,150 @@
+"""The fused LSTM cell (LSTMBlockCell, LSTMBlockCellGrad): against its formulas, compiled and
+numpy paths bit-identical, gradients against numeric differences, bad shapes rejected."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rill.graph as rg
+from rill.autodiff import compute_gradient_error, gradients
+from rill.exec import Session
+from rill.exec.kernels import jit, rnn_kernels
+from rill.graph.errors import InvalidArgumentError
+from rill.graph.ops.rnn_ops import lstm_block_cell
+
+B, I, N = 5, 3, 4
+SHAPES = [(B, I), (B, N), (B, N), (I + N, 4 * N), (N,), (N,), (N,), (4 * N,)]
+
+
+def _values(seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(dtype) for s in SHAPES]
+
+
+def _reference(vals, forget_bias, clip, peep):
+    x, c, h, w, wci, wcf, wco, b = (v.astype(np.float64) for v in vals)
+    if not peep:
+        wci = wcf = wco = np.zeros(N)
+
+    def sig(z):
+        return 1 / (1 + np.exp(-z))
+
+    g = np.concatenate([x, h], 1) @ w + b
+    i = sig(g[:, :N] + wci * c)
+    ci = np.tanh(g[:, N : 2 * N])
+    f = sig(g[:, 2 * N : 3 * N] + forget_bias + wcf * c)
+    cs = ci * i + c * f
+    if clip > 0:
+        cs = np.clip(cs, -clip, clip)
+    o = sig(g[:, 3 * N :] + wco * cs)
+    co = np.tanh(cs)
+    return [i, cs, f, o, ci, co, co * o]
+
+
+def _run(vals, forget_bias=1.0, clip=-1.0, peep=False, dtype=rg.float32):
+    g = rg.Graph()
+    with g.as_default():
+        phs = [rg.placeholder(dtype, v.shape) for v in vals]
+        outs = lstm_block_cell(*phs, forget_bias=forget_bias, cell_clip=clip, use_peephole=peep)
+        rng = np.random.default_rng(9)
+        k1 = rg.constant(rng.standard_normal((B, N)).astype(vals[0].dtype))
+        k2 = rg.constant(rng.standard_normal((B, N)).astype(vals[0].dtype))
+        loss = rg.reduce_sum(outs[6] * k1) + rg.reduce_sum(outs[1] * k2)
+        grads = gradients(loss, phs)
+    with Session(graph=g) as s:
+        return s.run(outs + grads, dict(zip(phs, vals)))
+
+
+@pytest.fixture
+def jit_off():
+    old = jit.set_enabled(False)
+    yield
+    jit.set_enabled(old)
+
+
+CASES = [(1.0, -1.0, False), (0.5, -1.0, True), (1.0, 0.3, False), (0.0, 0.3, True)]
+
+
+@pytest.mark.parametrize("forget_bias, clip, peep", CASES)
+def test_forward_matches_the_formulas(forget_bias, clip, peep):
+    vals = _values()
+    got = _run(vals, forget_bias, clip, peep)[:7]
+    for name, a, want in zip(
+        ["i", "cs", "f", "o", "ci", "co", "h"], got, _reference(vals, forget_bias, clip, peep)
+    ):
+        assert a.dtype == np.float32 and a.shape == (B, N)
+        np.testing.assert_allclose(a, want, rtol=2e-6, atol=2e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("forget_bias, clip, peep", CASES)
+def test_compiled_and_numpy_paths_are_bit_identical(forget_bias, clip, peep):
+    if jit.loops() is None:
+        pytest.skip("numba unavailable: only the numpy path exists")
+    vals = _values(1)
+    vals[0][0, 0] = 30.0  # saturated gates and a tiny tanh argument take other branches
+    vals[1][1, 1] = 1e-6
+    compiled = _run(vals, forget_bias, clip, peep)
+    old = jit.set_enabled(False)
+    try:
+        numpy_path = _run(vals, forget_bias, clip, peep)
+    finally:
+        jit.set_enabled(old)
+    assert len(compiled) == 15
+    for a, b in zip(compiled, numpy_path):
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+
+
+def test_float16_runs_the_numpy_path():
+    vals = _values(2, np.float16)
+    got = _run(vals, dtype=rg.float16)
+    want = _reference(vals, 1.0, -1.0, False)
+    np.testing.assert_allclose(got[6].astype(np.float64), want[6], atol=3e-3)
+    assert got[6].dtype == np.float16
+
+
+def test_nonlinearities_are_accurate_and_handle_extremes():
+    x = np.concatenate([np.linspace(-30, 30, 20001), [0.0, -0.0, 1e-9, -1e-5, 800.0, -800.0]])
+    # Far more accurate than float32 needs (the results are rounded to the storage type).
+    with np.errstate(over="ignore"):
+        want = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(rnn_kernels.sigmoid64(x), want, rtol=1e-10, atol=1e-300)
+    np.testing.assert_allclose(rnn_kernels.tanh64(x), np.tanh(x), rtol=1e-10, atol=1e-300)
+    assert np.isnan(rnn_kernels.tanh64(np.array([np.nan])))[0]
+    assert np.isnan(rnn_kernels.sigmoid64(np.array([np.nan])))[0]
+    assert rnn_kernels.sigmoid64(np.array([-np.inf, np.inf])).tolist()[1] == 1.0
+
+
+@pytest.mark.parametrize("peep", [False, True])
+def test_gradients_match_numeric_differences(peep):
+    vals = [v.astype(np.float32) * 0.5 for v in _values(3)]
+    g = rg.Graph()
+    with g.as_default():
+        phs = [rg.placeholder(rg.float32, v.shape) for v in vals]
+        outs = lstm_block_cell(*phs, forget_bias=1.0, use_peephole=peep)
+        y = outs[6] * 2.0 + outs[1]
+        xs = [t for k, t in enumerate(phs) if peep or k not in (4, 5, 6)]
+        inits = [v for k, v in enumerate(vals) if peep or k not in (4, 5, 6)]
+        feed = {t: v for t, v in zip(phs, vals) if t not in xs}
+        with Session(graph=g) as s:
+            err = compute_gradient_error(
+                xs, [v.shape for v in inits], y, [B, N], x_init_value=inits, delta=1e-2,
+                extra_feed_dict=feed, session=s,
+            )  # fmt: skip
+    assert err < 5e-3
+
+
+def test_bad_shapes_are_rejected():
+    vals = _values()
+    with pytest.raises(ValueError, match="w's first dimension"):
+        with rg.Graph().as_default():
+            bad = [rg.placeholder(rg.float32, v.shape) for v in vals]
+            bad[3] = rg.placeholder(rg.float32, [I + N + 1, 4 * N])
+            lstm_block_cell(*bad)
+    g = rg.Graph()
+    with g.as_default():
+        phs = [rg.placeholder(rg.float32, None) for _ in vals]
+        out = lstm_block_cell(*phs)[6]
+    vals[7] = vals[7][:-1]
+    with Session(graph=g) as s, pytest.raises(InvalidArgumentError, match="b must be"):
+        s.run(out, dict(zip(phs, vals)))

@@ -1,0 +1,180 @@
+"""The thread policy: threads per kernel from the problem size, the cores free and the
+ConfigProto bounds; BLAS owned by rill while a Session is open; results independent of it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import rill.graph as rg
+from rill.exec import ConfigProto, Session, threads
+from rill.exec.kernels import intra_op
+
+
+def test_small_products_run_in_one_call_and_large_ones_split():
+    assert threads.gemm_pieces(64, 784, 128) == (0, 1)  # the Figure 1 MLP's first layer
+    assert threads.gemm_pieces(1, 64, 4096) == (0, 1)  # too little work
+    assert threads.gemm_pieces(2048, 512, 512) == (0, threads.MAX_PIECES)
+    assert threads.gemm_pieces(256, 512, 512) == (0, 256 // threads.MIN_ROWS)
+    # The LSTM's gate product (batch 64): too few rows, so column blocks.
+    assert threads.gemm_pieces(64, 1024, 2048) == (1, threads.MAX_PIECES)
+    for shape in [(100, 100, 100), (130, 1000, 1000), (5000, 64, 64), (64, 64, 5000)]:
+        axis, p = threads.gemm_pieces(*shape)
+        assert 1 <= p <= threads.MAX_PIECES
+        assert p == 1 or shape[2 * axis] // p >= threads.MIN_ROWS
+
+
+def test_threads_for_respects_size_bound_and_free_cores():
+    big = 64 * threads.GEMM_GRAIN
+    assert threads.threads_for(threads.GEMM_GRAIN - 1, 8, limit=8, free=8) == 1
+    assert threads.threads_for(big, 1, limit=8, free=8) == 1
+    assert threads.threads_for(big, 8, limit=8, free=8) == 8
+    assert threads.threads_for(big, 8, limit=2, free=8) == 2  # intra_op_parallelism_threads
+    assert threads.threads_for(big, 8, limit=8, free=1) == 1  # a busy machine
+    assert threads.threads_for(big, 3, limit=8, free=8) == 3
+
+
+def test_core_budget_from_environment(monkeypatch):
+    monkeypatch.setenv("RILL_NUM_THREADS", "3")
+    assert threads.core_budget() == 3
+    monkeypatch.setenv("RILL_NUM_THREADS", "0")
+    with pytest.raises(ValueError, match="RILL_NUM_THREADS"):
+        threads.core_budget()
+    monkeypatch.setenv("RILL_NUM_THREADS", "many")
+    with pytest.raises(ValueError, match="many"):
+        threads.core_budget()
+    monkeypatch.delenv("RILL_NUM_THREADS")
+    assert threads.core_budget() >= 1
+
+
+@pytest.mark.parametrize("others, want", [(0, 4), (1, 4), (3, 2), (5, 1), (40, 1), (None, 4)])
+def test_cores_free_subtracts_other_runnable_tasks(monkeypatch, others, want):
+    monkeypatch.setattr(threads, "_BUDGET", 4)
+    monkeypatch.setattr(threads, "_HOST_CPUS", 5)
+    monkeypatch.setattr(threads, "_runnable_others", lambda: others)
+    monkeypatch.setattr(threads, "_free", [0.0, 0])
+    assert threads.cores_free() == want
+
+
+def test_runnable_others_reads_the_host():
+    n = threads._runnable_others()
+    assert n is None or n >= 0
+
+
+def _watch_gemm(monkeypatch, pause=0.0):
+    calls = []
+    real = threads._gemm
+
+    def gemm(a, b, out):
+        calls.append((threading.get_ident(), a.shape[0] * b.shape[1], threads.blas_threads()))
+        time.sleep(pause)  # long pieces: every thread gets one, however busy the machine
+        return real(a, b, out=out)
+
+    monkeypatch.setattr(threads, "_gemm", gemm)
+    return calls
+
+
+def test_matmul_gives_the_same_bits_whatever_the_thread_count(monkeypatch):
+    rng = np.random.default_rng(1)
+    monkeypatch.setattr(intra_op, "_THREADS", 4)
+    for dt, (m, k, n) in [(np.float32, (515, 300, 400)), (np.float64, (515, 300, 400)),
+                          (np.float32, (70, 600, 1000))]:  # fmt: skip
+        a = rng.standard_normal((m, k)).astype(dt)
+        b = rng.standard_normal((k, n)).astype(dt)
+        axis, pieces = threads.gemm_pieces(m, k, n)
+        assert pieces > 1 and axis == (m < 128)
+        results = []
+        with threads.blas_owned():
+            for free in (1, 2, 4):
+                monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+                calls = _watch_gemm(monkeypatch)
+                results.append(threads.matmul(a, b))
+                assert sum(size for _, size, _ in calls) == m * n
+                assert all(blas == 1 for _, _, blas in calls if blas is not None)
+                if free == 1:
+                    assert {t for t, _, _ in calls} == {threading.get_ident()}
+        for r in results[1:]:
+            assert r.dtype == dt and np.array_equal(r, results[0])
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        np.testing.assert_allclose(results[0], ref, rtol=1e-4, atol=1e-3)
+
+
+def test_blas_is_single_threaded_while_a_session_is_open():
+    from threadpoolctl import threadpool_limits
+
+    if threads.blas_threads() is None:
+        pytest.skip("no controllable BLAS")
+    if threads._blas["users"]:
+        pytest.skip("a Session left open by another test owns BLAS")
+    with threadpool_limits(2, user_api="blas"):
+        assert threads.blas_threads() == 2
+        s1 = Session(graph=rg.Graph())
+        s2 = Session(graph=rg.Graph())
+        assert threads.blas_threads() == 1
+        s1.close()
+        assert threads.blas_threads() == 1  # s2 still open
+        s2.close()
+        assert threads.blas_threads() == 2
+
+
+def _parallel_matmuls(k=4, m=512, n=512):
+    g = rg.Graph()
+    rng = np.random.default_rng(2)
+    feed = {}
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [m, n], name="x")
+        feed[x] = rng.standard_normal((m, n)).astype(np.float32)
+        outs = []
+        for i in range(k):
+            w = rg.placeholder(rg.float32, [n, n], name=f"w{i}")
+            feed[w] = rng.standard_normal((n, n)).astype(np.float32) / 20
+            outs.append(rg.matmul(x, w, name=f"mm{i}"))
+    return g, feed, outs
+
+
+def _run_counting(monkeypatch, config, free=2, pause=0.0):
+    monkeypatch.setattr(intra_op, "_THREADS", 4)
+    monkeypatch.setattr(threads, "cores_free", lambda: free)
+    g, feed, outs = _parallel_matmuls()
+    config.rill.disable_compiled_path = True  # the dataflow executor: kernels on the op pool
+    before = {t.ident for t in threading.enumerate()}
+    with Session(graph=g, config=config) as sess:
+        sess.run(outs, feed)  # measures kernel costs
+        calls = _watch_gemm(monkeypatch, pause)
+        res = sess.run(outs, feed)
+        started = [t for t in threading.enumerate() if t.ident not in before]
+    return calls, res, started
+
+
+def test_config_bounds_the_threads_a_session_computes_on(monkeypatch):
+    config = ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+    calls, _, started = _run_counting(monkeypatch, config)
+    compute_threads = {t for t, _, _ in calls}
+    # The caller plus at most one inter-op thread; each kernel on one thread (intra-op = 1).
+    assert len(compute_threads) <= 2
+    assert len([t for t in started if t.name.startswith("rill-op")]) <= 1
+    assert not [t for t in started if t.name.startswith("rill-intra-op")]
+    assert all(blas in (1, None) for _, _, blas in calls)
+
+
+def test_negative_inter_op_runs_every_kernel_on_the_caller(monkeypatch):
+    config = ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1)
+    calls, _, started = _run_counting(monkeypatch, config)
+    assert {t for t, _, _ in calls} == {threading.get_ident()}
+    assert not [t for t in started if t.name.startswith("rill-op")]
+
+
+def test_results_are_identical_under_every_thread_bound(monkeypatch):
+    results = []
+    for intra, inter, free in [(1, 1, 1), (2, 2, 2), (4, -1, 4), (0, 0, 2)]:
+        config = ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
+        calls, res, _ = _run_counting(monkeypatch, config, free, pause=0.005 * (intra == 2))
+        results.append(res)
+        if intra == 2:
+            assert len({t for t, _, _ in calls}) >= 2  # the pieces did split over threads
+    for res in results[1:]:
+        for a, b in zip(results[0], res):
+            assert np.array_equal(a, b)

@@ -126,3 +126,45 @@ def test_shape_inference_is_skipped_for_a_model_the_checker_rejects(monkeypatch)
 graph (float[2] a) => (float[2] b) { b = Relu(a) }""")
     untrusted.infer_types_if_valid(good)
     assert called == [good]
+
+
+def _one_node_model(node, inputs, outputs) -> bytes:
+    g = helper.make_graph([node], "g", inputs, outputs)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_reshape_whose_shape_input_declares_a_huge_length_is_refused():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    s = helper.make_tensor_value_info("s", TensorProto.INT64, [1 << 40])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    data = _one_node_model(helper.make_node("Reshape", ["x", "s"], ["y"], name="r"), [x, s], [y])
+    with pytest.raises(OnnxImportError, match=r"node 'r'.*rank 1099511627776.*maximum rank 254"):
+        import_onnx(data)
+
+
+def _lrn_reference(x, size, alpha, beta, bias):
+    c = x.shape[1]
+    out = np.empty_like(x)
+    for i in range(c):
+        lo, hi = max(0, i - (size - 1) // 2), min(c - 1, i + size - 1 - (size - 1) // 2)
+        s = (x[:, lo : hi + 1] ** 2).sum(axis=1)
+        out[:, i] = x[:, i] / (bias + alpha / size * s) ** beta
+    return out
+
+
+def test_lrn_with_a_huge_size_imports_in_time_bounded_by_the_channels():
+    from rill.exec import Session
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 2, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    size = 10**9
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=1.0, name="lrn")
+    g, ins, outs = import_onnx(_one_node_model(node, [x], [y]))
+    assert sum(o.type == "Slice" for o in g.get_operations()) <= 5  # 2C-1 channel offsets
+    v = np.random.default_rng(0).standard_normal((1, 3, 2, 2)).astype(np.float32)
+    with Session(graph=g) as s:
+        got = s.run(outs["y"], {ins["x"]: v})
+    np.testing.assert_allclose(got, _lrn_reference(v, size, 1.0, 0.75, 1.0), rtol=1e-5)
+    node = helper.make_node("LRN", ["x"], ["y"], size=0, name="lrn")
+    with pytest.raises(OnnxImportError, match=r"node 'lrn'.*LRN size 0"):
+        import_onnx(_one_node_model(node, [x], [y]))

@@ -168,3 +168,39 @@ def test_lrn_with_a_huge_size_imports_in_time_bounded_by_the_channels():
     node = helper.make_node("LRN", ["x"], ["y"], size=0, name="lrn")
     with pytest.raises(OnnxImportError, match=r"node 'lrn'.*LRN size 0"):
         import_onnx(_one_node_model(node, [x], [y]))
+
+
+_X = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])
+_Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+
+
+@pytest.mark.parametrize(
+    "node, message",
+    [
+        (
+            helper.make_node("Add", ["x", ""], ["y"], name="n"),
+            r"node 'n'.*input 1 \(B\) is required",
+        ),
+        (
+            helper.make_node("Conv", ["x", ""], ["y"], name="n"),
+            r"node 'n'.*input 1 \(W\) is required",
+        ),
+        (
+            helper.make_node("Relu", ["y"], ["y"], name="n"),
+            r"node 'n'.*input 0 'y' is defined by no",
+        ),
+        (helper.make_node("Split", ["x"], ["y"], axis=7, num_outputs=2, name="n"), r"node 'n'"),
+        (helper.make_node("Concat", ["x", "x"], ["y"], axis=9, name="n"), r"node 'n'.*axis 9"),
+    ],
+)
+def test_malformed_nodes_raise_onnx_import_error_naming_the_node(node, message):
+    with pytest.raises(OnnxImportError, match=message):
+        import_onnx(_one_node_model(node, [_X], [_Y]))
+
+
+def test_malformed_attribute_names_the_node_and_attribute():
+    node = helper.make_node("Softmax", ["x"], ["y"], name="n")
+    a = node.attribute.add()
+    a.name, a.type, a.s = "axis", onnx.AttributeProto.STRING, b"\xff\xfe"
+    with pytest.raises(OnnxImportError, match=r"node 'n'.*attribute 'axis' is malformed"):
+        import_onnx(_one_node_model(node, [_X], [_Y]))

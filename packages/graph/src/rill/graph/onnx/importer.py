@@ -50,7 +50,12 @@ from rill.graph.onnx.import_registry import get_import_rule
 from rill.graph.onnx.import_scan8 import rewrite_scan8
 from rill.graph.onnx.import_sequence import coerce, kind_of_type
 from rill.graph.onnx.import_util import OnnxImportError, op, rill_dtype, static
-from rill.graph.onnx.untrusted import infer_types_if_valid, validate_tensors
+from rill.graph.onnx.untrusted import (
+    attr_values,
+    check_node_inputs,
+    infer_types_if_valid,
+    validate_tensors,
+)
 from rill.graph.shapes import TensorShape, unknown_shape
 
 __all__ = [
@@ -430,7 +435,8 @@ class _Importer:
         inputs = []
         for name in node.input:
             inputs.append(scope.get(name) if name else None)
-        attrs = {a.name: _attr_value(a) for a in node.attribute}
+        check_node_inputs(node, inputs, n.opset, n.where())
+        attrs = attr_values(node, _attr_value, n.where())
         extra = set(attrs) - rule.attrs
         if extra and not rule.any_attrs:
             raise OnnxImportError(
@@ -452,6 +458,9 @@ class _Importer:
             raise OnnxImportError(f"{n.where()}: {e}") from e
         except (ValueError, TypeError, NotImplementedError) as e:
             raise OnnxImportError(f"{n.where()}: {e}") from e
+        except (AttributeError, IndexError, KeyError, ArithmeticError, RecursionError) as e:
+            # An attribute or input the rule did not expect (a malformed model): the node is named.
+            raise OnnxImportError(f"{n.where()}: malformed node ({type(e).__name__}: {e})") from e
         results = [result] if isinstance(result, Tensor) else list(result)
         for i, name in enumerate(node.output):
             if not name:

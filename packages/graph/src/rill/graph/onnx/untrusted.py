@@ -21,7 +21,13 @@ import onnx
 
 from rill.graph.onnx.import_util import OnnxImportError
 
-__all__ = ["MAX_TENSOR_ELEMENTS", "infer_types_if_valid", "validate_tensors"]
+__all__ = [
+    "MAX_TENSOR_ELEMENTS",
+    "attr_values",
+    "check_node_inputs",
+    "infer_types_if_valid",
+    "validate_tensors",
+]
 
 # The largest element count a single tensor of an imported model may declare (2^31, as
 # TensorFlow's GraphDef limit of 2 GiB makes any larger constant unrepresentable there).
@@ -191,15 +197,102 @@ def validate_tensors(
         _check_data(t, what, count)
 
 
+def _nodes_pass_checker(model: onnx.ModelProto) -> bool:
+    """Whether every node (subgraphs' included) passes onnx.checker's node check: attributes of
+    the schema's types, required attributes present, input and output counts in range. Graph
+    level rules (e.g. every output declaring a shape) are not required."""
+    ctx = onnx.checker.C.CheckerContext()
+    ctx.ir_version = model.ir_version or onnx.IR_VERSION
+    ctx.opset_imports = {o.domain: o.version for o in model.opset_import}
+    lex = onnx.checker.C.LexicalScopeContext()
+    stack = [model.graph]
+    while stack:
+        g = stack.pop()
+        for n in g.node:
+            try:
+                if _SCOPED:
+                    onnx.checker.check_node(n, ctx, lex)
+                else:
+                    onnx.checker.check_node(n, ctx)
+            except Exception:  # noqa: BLE001 - any checker failure means: do not infer
+                return False
+            for a in n.attribute:
+                if a.HasField("g"):
+                    stack.append(a.g)
+                stack.extend(a.graphs)
+    return True
+
+
+try:
+    onnx.checker.check_node(
+        onnx.helper.make_node("Relu", ["a"], ["b"]),
+        onnx.checker.C.CheckerContext(),
+        onnx.checker.C.LexicalScopeContext(),
+    )
+    _SCOPED = True
+except TypeError:
+    _SCOPED = False
+except Exception:  # noqa: BLE001 - the signature is what is probed
+    _SCOPED = True
+
+
 def infer_types_if_valid(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` with onnx's shape inference applied when it passes onnx.checker; the model as it is
-    otherwise. The C++ inference trusts attribute types that only the checker verifies, and can
-    crash the process on a model that fails it."""
-    try:
-        onnx.checker.check_model(model)
-    except Exception:  # noqa: BLE001 - any checker failure means: do not run C++ inference
+    """`model` with onnx's shape inference applied when its nodes pass onnx.checker; the model as
+    it is otherwise. The C++ inference trusts attribute types that only the checker verifies, and
+    can crash the process on a model that fails it."""
+    if not _nodes_pass_checker(model):
         return model
     try:
         return onnx.shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001 - inference is best effort: rill infers shapes itself
         return model
+
+
+def check_node_inputs(node: onnx.NodeProto, inputs: list, opset: int, where: str) -> None:
+    """Every input that the op's schema requires is present and defined: an empty name or a name
+    that no node, input or initializer defines (a node reading its own output, say) is refused
+    here rather than reaching the import rule as None."""
+    for i, (name, t) in enumerate(zip(node.input, inputs)):
+        if t is None and name:
+            raise OnnxImportError(
+                f"{where}: input {i} {name!r} is defined by no node, graph input or initializer "
+                "before this node (a cycle, or a node reading its own output)"
+            )
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
+    except Exception:  # noqa: BLE001 - an op without a schema: its rule checks its inputs
+        return
+    formal = list(schema.inputs)
+    if not formal:
+        return
+    opt = onnx.defs.OpSchema.FormalParameterOption
+    for i, t in enumerate(inputs):
+        f = formal[min(i, len(formal) - 1)]
+        if (
+            t is None
+            and f.option != opt.Optional
+            and not (i >= len(formal) - 1 and f.option == opt.Variadic and i > len(formal) - 1)
+        ):
+            raise OnnxImportError(f"{where}: input {i} ({f.name}) is required but empty")
+    required = sum(1 for f in formal if f.option == opt.Single)
+    if len(inputs) < required:
+        raise OnnxImportError(
+            f"{where}: {node.op_type} takes at least {required} inputs; the node has {len(inputs)}"
+        )
+
+
+def attr_values(node: onnx.NodeProto, convert, where: str) -> dict:
+    """{name: convert(attribute)} for the node's attributes; a malformed attribute (an undefined
+    type, bytes that are not UTF-8, a tensor whose data numpy cannot read) raises OnnxImportError
+    naming the node and the attribute."""
+    out = {}
+    for a in node.attribute:
+        try:
+            out[a.name] = convert(a)
+        except OnnxImportError:
+            raise
+        except Exception as e:  # noqa: BLE001 - onnx.helper and numpy raise many kinds
+            raise OnnxImportError(
+                f"{where}: attribute {a.name!r} is malformed ({type(e).__name__}: {e})"
+            ) from None
+    return out

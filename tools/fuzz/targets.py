@@ -86,6 +86,54 @@ def _graphdef_seeds() -> list[bytes]:
     return [p.read_bytes() for p in paths if p.stat().st_size < 100_000]
 
 
+_INTS = [0, 1, -1, 2, 3, 5, 1 << 31, (1 << 63) - 1, -(1 << 63), 10**9]
+
+
+def _graphdef_mutate(data: bytes, rng: random.Random) -> bytes:
+    """Half the time a field-level edit of one node (an attr's int, list, type or shape, the
+    device, an input), else byte-level edits."""
+    if rng.random() < 0.5:
+        return mutate_bytes(data, rng)
+    from rill.graph.proto import graph_pb2
+
+    gd = graph_pb2.GraphDef()
+    try:
+        gd.ParseFromString(data)
+    except Exception:  # noqa: BLE001 - not a GraphDef: byte edits only
+        return mutate_bytes(data, rng)
+    if not gd.node:
+        return mutate_bytes(data, rng)
+    nd = rng.choice(gd.node)
+    k = rng.randrange(4)
+    if k == 0 and nd.attr:
+        av = nd.attr[rng.choice(sorted(nd.attr))]
+        which = av.WhichOneof("value")
+        if which == "i":
+            av.i = rng.choice(_INTS)
+        elif which == "type":
+            av.type = rng.choice([0, 1, 3, 7, 9, 20, 21, 99, 101])
+        elif which == "list" and av.list.i:
+            if rng.random() < 0.5:
+                del av.list.i[rng.randrange(len(av.list.i)) :]
+            else:
+                av.list.i[rng.randrange(len(av.list.i))] = rng.choice(_INTS)
+        elif which == "shape" and av.shape.dim:
+            av.shape.dim[rng.randrange(len(av.shape.dim))].size = rng.choice(_INTS)
+        elif which == "tensor" and av.tensor.tensor_shape.dim:
+            av.tensor.tensor_shape.dim[0].size = rng.choice(_INTS)
+        else:
+            av.Clear()
+    elif k == 1:
+        nd.device = rng.choice(["/job:a:b", "/device:CPU:x", "/replica:-1", "@@", "/task:99999"])
+    elif k == 2 and nd.input:
+        nd.input[rng.randrange(len(nd.input))] = rng.choice(
+            [nd.name, "", "^", "nope:0", f"{rng.choice(gd.node).name}:{rng.choice(_INTS)}"]
+        )
+    else:
+        nd.op = rng.choice(gd.node).op
+    return gd.SerializeToString()
+
+
 def _graphdef_run(data: bytes) -> None:
     from rill.graph import Graph
     from rill.graph.graph_def import import_graph_def
@@ -211,9 +259,10 @@ def _tflite_run(data: bytes) -> None:
 
 
 def _tflite_errors():
-    from rill.mobile.errors import ModelFormatError, PrepareError, UnsupportedOperatorError
+    from rill.mobile import errors
 
-    return (ModelFormatError, UnsupportedOperatorError, PrepareError)
+    names = ("ModelFormatError", "UnsupportedOperatorError", "PrepareError", "InvokeError")
+    return tuple(getattr(errors, n) for n in names if hasattr(errors, n))
 
 
 # -- checkpoints ------------------------------------------------------------------------------
@@ -310,7 +359,7 @@ def _checkpoint_run(case: bytes) -> None:
 
 
 TARGETS = {
-    "graphdef": Target("graphdef", _graphdef_seeds, mutate_bytes, _graphdef_run, _rill_errors),
+    "graphdef": Target("graphdef", _graphdef_seeds, _graphdef_mutate, _graphdef_run, _rill_errors),
     "text": Target("text", _text_seeds, _text_mutate, _text_run, _rill_errors),
     "onnx": Target("onnx", _onnx_seeds, mutate_bytes, _onnx_run, _rill_errors),
     "tflite": Target("tflite", _tflite_seeds, mutate_bytes, _tflite_run, _tflite_errors),

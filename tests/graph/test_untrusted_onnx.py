@@ -204,3 +204,11 @@ def test_malformed_attribute_names_the_node_and_attribute():
     a.name, a.type, a.s = "axis", onnx.AttributeProto.STRING, b"\xff\xfe"
     with pytest.raises(OnnxImportError, match=r"node 'n'.*attribute 'axis' is malformed"):
         import_onnx(_one_node_model(node, [_X], [_Y]))
+
+
+def test_a_name_that_is_not_utf8_is_refused():
+    data = _one_node_model(helper.make_node("Relu", ["x"], ["y"], name="rel\u00e9"), [_X], [_Y])
+    bad = data.replace("rel\u00e9".encode(), b"rel\xab\xab")  # same length, invalid UTF-8
+    assert bad != data
+    with pytest.raises(OnnxImportError, match=r"node #0 of graph 'g': its name .* not valid UTF-8"):
+        import_onnx(bad)

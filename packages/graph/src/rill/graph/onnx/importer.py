@@ -52,6 +52,7 @@ from rill.graph.onnx.import_sequence import coerce, kind_of_type
 from rill.graph.onnx.import_util import OnnxImportError, op, rill_dtype, static
 from rill.graph.onnx.untrusted import (
     attr_values,
+    check_names,
     check_node_inputs,
     infer_types_if_valid,
     validate_tensors,
@@ -673,6 +674,7 @@ def import_onnx(
             upgrade, an op or attribute rill cannot import, a value defined nowhere.
     """
     m = load_model(model)
+    check_names(m)
     validate_tensors(m, external_data_dir)
     m = infer_types_if_valid(_upgrade(m))
     g = graph if graph is not None else Graph()

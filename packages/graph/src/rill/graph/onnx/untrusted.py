@@ -296,3 +296,38 @@ def attr_values(node: onnx.NodeProto, convert, where: str) -> dict:
                 f"{where}: attribute {a.name!r} is malformed ({type(e).__name__}: {e})"
             ) from None
     return out
+
+
+def _graphs(model: onnx.ModelProto):
+    stack = [model.graph]
+    while stack:
+        g = stack.pop()
+        yield g
+        for n in g.node:
+            for a in n.attribute:
+                if a.HasField("g"):
+                    stack.append(a.g)
+                stack.extend(a.graphs)
+
+
+def check_names(model: onnx.ModelProto) -> None:
+    """Every name in the model's graphs is text: protobuf hands a string field holding invalid
+    UTF-8 back as bytes, which no later step expects. Raises OnnxImportError naming it."""
+    for g in _graphs(model):
+        for k, n in enumerate(g.node):
+            for what, v in (("name", n.name), ("op_type", n.op_type), ("domain", n.domain),
+                            *(("input", x) for x in n.input),
+                            *(("output", x) for x in n.output)):  # fmt: skip
+                if not isinstance(v, str):
+                    raise OnnxImportError(
+                        f"node #{k} of graph {g.name!r}: its {what} {v!r} is not valid UTF-8"
+                    )
+        for kind, items in (("input", g.input), ("output", g.output),
+                            ("value_info", g.value_info), ("initializer", g.initializer)):  # fmt: skip
+            for x in items:
+                if not isinstance(x.name, str):
+                    raise OnnxImportError(
+                        f"graph {g.name!r}: {kind} name {x.name!r} is not valid UTF-8"
+                    )
+        if not isinstance(g.name, str):
+            raise OnnxImportError(f"a graph name {g.name!r} is not valid UTF-8")

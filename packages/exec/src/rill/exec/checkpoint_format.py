@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
+from rill.exec.checkpoint_checks import check_data_file_name, check_string_count, element_count
 from rill.graph import dtypes
 from rill.graph.dtypes import DType
 from rill.graph.errors import DataLossError, InvalidArgumentError, NotFoundError
@@ -292,13 +293,17 @@ class CheckpointReader:
             self.id = bytes.fromhex(index["id"])
             self.tensors: dict[str, dict] = dict(index["tensors"])
             for name, e in self.tensors.items():
+                where = f"checkpoint index {self.index_file}: tensor {name!r}"
+                if "\x00" in name:
+                    raise DataLossError(f"{where}: the name holds a NUL byte")
                 e["_dtype"] = dtypes.as_dtype(e["dtype"])
-                e["_shape"] = tuple(int(d) for d in e["shape"])
+                e["_shape"] = tuple(e["shape"])
+                e["_count"] = element_count(e["_shape"], where)
                 for k in ("offset", "length", "crc32"):
-                    int(e[k])
-                if os.path.basename(e["file"]) != e["file"]:
-                    raise ValueError(f"tensor {name!r}: data file {e['file']!r} is not a name")
-        except (KeyError, TypeError, ValueError) as e:
+                    if isinstance(e[k], bool) or not isinstance(e[k], int) or e[k] < 0:
+                        raise DataLossError(f"{where}: {k} {e[k]!r} is not a non-negative integer")
+                check_data_file_name(e["file"], where)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise DataLossError(f"checkpoint index {self.index_file} is corrupt: {e}") from None
         self._checked_files: set[str] = set()
 
@@ -361,7 +366,7 @@ class CheckpointReader:
                 f"expected {dtypes.as_dtype(dtype).name}"
             )
         offset, length = int(e["offset"]), int(e["length"])
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        count = e["_count"]
         f, path = self._open_data(e, name)
         where = f"tensor {name!r} in data file {path}"
         with f:
@@ -373,6 +378,7 @@ class CheckpointReader:
                 )
             f.seek(offset)
             if dt is dtypes.string:
+                check_string_count(count, length, _STR_LEN.size, where)
                 buf = f.read(length)
                 self._check_crc(buf, e, where)
                 return _decode_strings(buf, count, where).reshape(shape)

@@ -189,6 +189,7 @@ class _StepPlan:
             self.partitions.append((p, ex))
         self.compiled = compiled
         self.num_fetches = len(fetch_tensors)
+        self.fetch_names = [t.name for t in fetch_tensors]
         self.single = len(self.partitions) == 1
         if self.single:
             p, ex = self.partitions[0]
@@ -577,6 +578,13 @@ class Session:
             if part.device.device_type != "CPU":  # fetched values are host numpy arrays
                 for i, _, _ in part.fetches:
                     results[i] = part.device.to_host(results[i])
+        missing = [i for i in range(plan.num_fetches) if i not in results]
+        if missing:
+            raise InvalidArgumentError(
+                f"fetched tensor {plan.fetch_names[missing[0]]!r} produced no value: it is "
+                "computed inside a while loop's body (where it has no single value to return) "
+                "or on a branch that did not run"
+            )
         return [results[i] for i in range(plan.num_fetches)]
 
     @staticmethod

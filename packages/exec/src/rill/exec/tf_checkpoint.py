@@ -37,6 +37,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from rill.exec.checkpoint_checks import check_string_count, element_count
 from rill.exec.proto import tensor_bundle_pb2
 from rill.graph import dtypes
 from rill.graph.dtypes import DType
@@ -345,7 +346,13 @@ class TFCheckpointReader:
         return e
 
     def dtype(self, name: str) -> DType:
-        return dtypes.as_dtype(int(self._entry(name).dtype))
+        enum = int(self._entry(name).dtype)
+        try:
+            return dtypes.as_dtype(enum)
+        except (TypeError, ValueError, KeyError):
+            raise DataLossError(
+                f"{self.index_file}: tensor {name!r} has dtype enum {enum}, which is no dtype"
+            ) from None
 
     def shape(self, name: str) -> tuple[int, ...]:
         return tuple(int(d.size) for d in self._entry(name).shape.dim)
@@ -368,7 +375,9 @@ class TFCheckpointReader:
             raise DataLossError(f"{self.index_file}: tensor {name!r} names shard {e.shard_id}")
         path = _data_path(self.prefix, e.shard_id, self.num_shards)
         where = f"tensor {name!r} in data file {path}"
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        count = element_count(shape, where)
+        if dt is dtypes.string:
+            check_string_count(count, e.size, 1, where)  # a varint length per string, at least
         try:
             f = open(path, "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:

@@ -8,6 +8,7 @@ carries the op, its printed line and the user source line that created it.
 from __future__ import annotations
 
 __all__ = [
+    "RillError",
     "OpError",
     "CancelledError",
     "UnknownError",
@@ -49,7 +50,14 @@ DATA_LOSS = 15
 UNAUTHENTICATED = 16
 
 
-class OpError(Exception):
+class RillError(Exception):
+    """The common base of every error rill raises on purpose: OpError (run time, with TensorFlow's
+    canonical codes), GraphTypeError / GraphValueError (graph construction and import), and the
+    packages' own (OnnxImportError, OpDefError, ...). Input from an untrusted file that rill cannot
+    use ends in one of these, never in another exception."""
+
+
+class OpError(RillError):
     """A failure while running a graph. `op` is the Operation that failed, when known."""
 
     error_code = UNKNOWN
@@ -163,9 +171,9 @@ def error_class_for_code(code: int) -> type[OpError]:
     return _BY_CODE.get(code, UnknownError)
 
 
-class GraphTypeError(TypeError):
+class GraphTypeError(RillError, TypeError):
     """A dtype mistake found while building a graph (names the op and the user's source line)."""
 
 
-class GraphValueError(ValueError):
+class GraphValueError(RillError, ValueError):
     """A shape, attr or structure mistake found while building or importing a graph."""

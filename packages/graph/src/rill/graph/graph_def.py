@@ -547,10 +547,18 @@ def _create(graph, s: NodeSpec, inputs, ctrl_ops, prefix: str):
             )
     except (GraphTypeError, GraphValueError) as e:
         raise type(e)(f"{s.where}: {e}") from None
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError) as e:
+        # An attr value the op's checks did not expect (an empty type, say): name the node.
+        raise GraphValueError(f"{s.where}: node {s.name!r} ({s.op}): {e}") from None
     for c in ctrl_ops:
         op._add_control_input(c)
     if s.device:
-        op._set_device(merge_device(op.device, s.device))
+        try:
+            op._set_device(merge_device(op.device, s.device))
+        except ValueError as e:
+            raise GraphValueError(
+                f"{s.where}: node {s.name!r} has a malformed device {s.device!r}: {e}"
+            ) from None
     if s.out_hints:
         for t, (_, shape) in zip(op.outputs, s.out_hints):
             if shape is not None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from rill.graph import dtypes
 from rill.graph.dtypes import DType
+from rill.graph.errors import RillError
 from rill.graph.shapes import TensorShape
 
 __all__ = [
@@ -55,7 +56,7 @@ _TYPE_SETS = {
 _TF_TYPE_NAMES = {"float": dtypes.float32, "double": dtypes.float64, "half": dtypes.float16}
 
 
-class OpDefError(ValueError):
+class OpDefError(RillError, ValueError):
     """A malformed op declaration or rule registration."""
 
 

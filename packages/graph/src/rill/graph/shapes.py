@@ -166,8 +166,22 @@ def format_dims(dims) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
 
 
+# The largest rank a shape may have (TensorFlow's TensorShape limit): a rank read from an input
+# (the length of a shape vector) is checked against it before a list of that length is built.
+MAX_RANK = 254
+
+
+def check_rank(rank: int, what: str = "a shape") -> int:
+    """`rank` when it is at most MAX_RANK; a GraphValueError naming `what` otherwise."""
+    if rank > MAX_RANK:
+        from rill.graph.errors import GraphValueError
+
+        raise GraphValueError(f"{what} has rank {rank}, above the maximum rank {MAX_RANK}")
+    return rank
+
+
 def unknown_shape(rank: int | None = None) -> TensorShape:
-    return TensorShape(None if rank is None else [None] * rank)
+    return TensorShape(None if rank is None else [None] * check_rank(rank))
 
 
 def scalar() -> TensorShape:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rill.graph.shapes import TensorShape, unknown_shape
+from rill.graph.shapes import TensorShape, check_rank, unknown_shape
 
 __all__ = ["constant_value", "constant_value_as_shape"]
 
@@ -110,5 +110,6 @@ def constant_value_as_shape(tensor, _depth: int = 0) -> TensorShape:
         v = np.asarray(v).reshape(-1)
         return TensorShape([None if int(d) < 0 else int(d) for d in v])
     if shape.rank == 1 and shape[0] is not None:
+        check_rank(shape[0], f"the shape given by {tensor.name!r}")
         return TensorShape([None] * shape[0])
     return unknown_shape()

@@ -36,6 +36,12 @@ __all__ = ["format_graph", "format_op", "parse_graph"]
 
 _SMALL = 16  # tensors with more elements print as base64 (exact and compact)
 
+# The largest tensor value (in bytes; strings count 8 each) a line may declare: `fill(0)` lets a
+# few bytes of text stand for any size, so sizes are checked against this before allocating.
+# Assign to raise it for trusted input.
+MAX_TENSOR_BYTES = 1 << 30
+_MAX_NESTING = 256  # brackets inside a tensor literal (rill's maximum rank is 254)
+
 
 # -- printing -----------------------------------------------------------------------------------
 
@@ -286,10 +292,12 @@ def _parse_dims(tok: _Tokens) -> TensorShape:
         kind, v = tok.next()
         if v == "?":
             dims.append(None)
-        elif kind == "num":
-            dims.append(int(v))
+        elif kind == "num" and re.fullmatch(r"-?\d+", v) and int(v) >= -1:
+            dims.append(int(v) if int(v) >= 0 else None)
         else:
-            raise GraphValueError(f"{tok.where}: bad dimension {v!r}")
+            raise GraphValueError(
+                f"{tok.where}: bad dimension {v!r} (a dimension is an integer >= 0 or ?)"
+            )
         if tok.peek()[1] == ",":
             tok.next()
     tok.expect("]")
@@ -314,13 +322,17 @@ def _parse_scalar_token(kind: str, v: str):
     raise ValueError(v)
 
 
-def _parse_nested(tok: _Tokens):
+def _parse_nested(tok: _Tokens, depth: int = 0):
+    if depth > _MAX_NESTING:
+        raise GraphValueError(f"{tok.where}: a tensor literal nests deeper than {_MAX_NESTING}")
     kind, v = tok.peek()
     if v == "[":
         tok.next()
         out = []
         while tok.peek()[1] != "]":
-            out.append(_parse_nested(tok))
+            if tok.peek()[0] == "eof":
+                raise tok.error("']'")
+            out.append(_parse_nested(tok, depth + 1))
             if tok.peek()[1] == ",":
                 tok.next()
         tok.expect("]")
@@ -328,11 +340,14 @@ def _parse_nested(tok: _Tokens):
     if kind == "word" and v == "c":
         tok.next()
         tok.expect("(")
-        re_ = _parse_nested(tok)
+        re_ = _parse_nested(tok, depth + 1)
         tok.expect(",")
-        im = _parse_nested(tok)
+        im = _parse_nested(tok, depth + 1)
         tok.expect(")")
-        return complex(re_, im)
+        try:
+            return complex(re_, im)
+        except (TypeError, ValueError):
+            raise GraphValueError(f"{tok.where}: bad complex element c({re_!r}, {im!r})") from None
     tok.next()
     try:
         return _parse_scalar_token(kind, v)
@@ -343,6 +358,26 @@ def _parse_nested(tok: _Tokens):
 def _parse_tensor_body(tok: _Tokens, dtype: DType, shape: TensorShape) -> np.ndarray:
     if not shape.is_fully_defined():
         raise GraphValueError(f"{tok.where}: a tensor value needs a fully known shape, got {shape}")
+    count = 1
+    for d in shape.dims:
+        count *= d
+    nbytes = count * (8 if dtype is dtypes.string else max(dtype.np.itemsize, 1))
+    if nbytes > MAX_TENSOR_BYTES:
+        raise GraphValueError(
+            f"{tok.where}: a {dtype.name}{list(shape.dims)} tensor value ({nbytes} bytes) is over "
+            f"the limit of {MAX_TENSOR_BYTES} bytes (rill.graph.text.MAX_TENSOR_BYTES)"
+        )
+    try:
+        return _tensor_body(tok, dtype, shape)
+    except GraphValueError:
+        raise
+    except (ValueError, TypeError, OverflowError) as e:  # numpy's conversions, base64
+        raise GraphValueError(
+            f"{tok.where}: bad {dtype.name}{list(shape.dims)} tensor value: {e}"
+        ) from None
+
+
+def _tensor_body(tok: _Tokens, dtype: DType, shape: TensorShape) -> np.ndarray:
     kind, v = tok.peek()
     if kind == "word" and v == "fill":
         tok.next()
@@ -515,7 +550,10 @@ def parse_graph(text: str, graph=None):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
-        specs.append(_parse_line(s, f"line {n}"))
+        try:
+            specs.append(_parse_line(s, f"line {n}"))
+        except RecursionError:
+            raise GraphValueError(f"line {n}: brackets nest too deeply") from None
     with graph.name_scope(None):
         build_nodes(graph, specs)
     return graph

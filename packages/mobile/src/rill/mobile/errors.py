@@ -3,7 +3,7 @@ ported from code written against tf.lite keeps working."""
 
 from __future__ import annotations
 
-__all__ = ["ModelFormatError", "UnsupportedOperatorError", "PrepareError"]
+__all__ = ["ModelFormatError", "UnsupportedOperatorError", "PrepareError", "InvokeError"]
 
 
 class ModelFormatError(ValueError):
@@ -35,3 +35,10 @@ class PrepareError(ValueError):
     """An operator's checks failed while preparing it (allocate_tensors): wrong input types or
     shapes, missing constant inputs, unsupported quantization. The message names the operator,
     its index and its tensors."""
+
+
+class InvokeError(RuntimeError, ValueError):
+    """An operator failed while running (invoke): an index out of range in the data, say. A
+    RuntimeError, as LiteRT's invoke failures are, and a ValueError, as the module's other errors
+    are; the message names the operator and its index. Only these and the errors above leave
+    `invoke`."""

@@ -31,6 +31,7 @@ from rill.mobile.errors import UnsupportedOperatorError
 from rill.mobile.kernels.base import KERNELS, lookup
 from rill.mobile.schema import ModelDef, TensorDef, load_model
 from rill.mobile.subgraph import Subgraph as _Subgraph
+from rill.mobile.validate import check_structure
 
 __all__ = ["Interpreter", "OpResolverType", "SignatureRunner", "find_unsupported"]
 
@@ -120,6 +121,7 @@ class Interpreter:
         if num_threads is not None and (not isinstance(num_threads, int) or num_threads < -1):
             raise ValueError(f"num_threads must be an int >= -1, got {num_threads!r}")
         self._model = load_model(model_path if model_path is not None else model_content)
+        check_structure(self._model)
         unsupported = find_unsupported(self._model)
         if unsupported:
             raise UnsupportedOperatorError(unsupported, supported_operators())

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from rill.mobile.errors import PrepareError
+from rill.mobile.errors import InvokeError, ModelFormatError, PrepareError, UnsupportedOperatorError
 from rill.mobile.kernels.base import DynamicShape, Kernel, TensorSpec, lookup
 from rill.mobile.planner import ArenaPlan, Buffer, plan_arena
 from rill.mobile.schema import SubGraphDef
+
+_DOCUMENTED = (PrepareError, InvokeError, ModelFormatError, UnsupportedOperatorError)
 
 __all__ = ["Subgraph"]
 
@@ -200,7 +202,7 @@ class Subgraph:
                 arrays[t.index] = view(("t", t.index), self.shapes[t.index], t.dtype)
         self.arrays = arrays
         self.clobbered = self._clobbered(buffers, plan)
-        run = []
+        run, run_kernels = [], []
         for k, (kernel, op) in enumerate(zip(self.kernels, self.sg.operators)):
             if k in self.folded_ops:
                 continue
@@ -208,7 +210,9 @@ class Subgraph:
             outs = [arrays[i] for i in op.outputs]
             scr = [view(("s", k, j), shape, dtype) for j, (shape, dtype) in enumerate(scratch[k])]
             run.append(kernel.bind(ins, outs, scr))
+            run_kernels.append(kernel)
         self.run = run
+        self.run_kernels = run_kernels
         self.allocated = True
         self.invoked = False
 
@@ -230,10 +234,25 @@ class Subgraph:
 
     def invoke(self) -> None:
         if self.dynamic:
-            self._invoke_eager()
+            try:
+                self._invoke_eager()
+            except _DOCUMENTED:
+                raise
+            except Exception as e:  # noqa: BLE001 - a kernel's failure on the data
+                raise InvokeError(f"invoke failed: {type(e).__name__}: {e}") from e
         else:
-            for f in self.run:
-                f()
+            k = 0
+            try:
+                for k, f in enumerate(self.run):  # noqa: B007 - k names the failing one
+                    f()
+            except _DOCUMENTED:
+                raise
+            except Exception as e:  # noqa: BLE001 - a kernel's failure on the data
+                op = self.run_kernels[k].op
+                raise InvokeError(
+                    f"operator #{op.index} {op.name} (version {op.version}) failed: "
+                    f"{type(e).__name__}: {e}"
+                ) from e
         self.invoked = True
 
     # -- eager mode (dynamic shapes) -------------------------------------------------------------

@@ -27,6 +27,7 @@ import time
 
 from rill.exec.context import OpKernelContext
 from rill.exec.executor.common import KernelTable, owned, readonly, run_error
+from rill.graph.errors import InvalidArgumentError
 
 __all__ = ["StructuredPartition", "Unsupported"]
 
@@ -275,6 +276,11 @@ class StructuredPartition:
         for k, (_, s, i) in enumerate(self.part.fetches):
             expr = self.name[(s.id, i)]
             guard = self.out_guard.get((s.id, i))
+            if guard and any(lit[0][0] == "loop" for lit in guard):
+                raise InvalidArgumentError(
+                    f"cannot fetch {getattr(s, 'name', s)}:{i}: it is computed inside a while "
+                    "loop's body, so it has no single value to return"
+                )
             if guard:
                 # The value exists only when its branch ran; otherwise fetching it is an error.
                 self._emit(0, f"_r{k} = {expr} if {self._cond_expr(guard)} else _DEAD", None)

@@ -18,7 +18,6 @@ from rill.exec.kernels.conv_kernels import (
     _out_window,
     _sizes_vector,
     _tap_range,
-    _taps,
     _Window,
 )
 from rill.exec.kernels.intra_op import parallel_for, scratch
@@ -52,10 +51,20 @@ class _Pool:
         oh, ow, pads = self.win.resolve(h, w, *self.ksize)
         out_shape = list(shape)
         out_shape[self.axes[0]], out_shape[self.axes[1]] = oh, ow
-        taps = [
-            t for t in _taps(self.win, *self.ksize, oh, ow, h, w, pads) if _nonempty(t[2], t[3])
-        ]
+        taps = [t for t in self._taps(oh, ow, h, w, pads) if _nonempty(t[2], t[3])]
         return tuple(out_shape), taps
+
+    def _taps(self, oh, ow, h, w, pads):
+        """The taps of conv_kernels._taps that read the input at all: a window (SAME padding)
+        may be far larger than the input, and the work must not grow with it."""
+        (kh, kw), (sh, sw) = self.ksize, self.win.strides
+        rows = _useful(kh, pads[0], oh, h, sh)
+        cols = _useful(kw, pads[1], ow, w, sw)
+        for i in rows:
+            r0, r1 = _tap_range(oh, h, i - pads[0], sh)
+            for j in cols:
+                c0, c1 = _tap_range(ow, w, j - pads[1], sw)
+                yield i, j, (r0, r1), (c0, c1), (r0 * sh + i - pads[0], c0 * sw + j - pads[1])
 
     def counts(self, shape, dtype) -> np.ndarray:
         """How many input positions each output window covers, broadcastable to the output."""
@@ -64,7 +73,7 @@ class _Pool:
         per_axis = []
         for size, out, k, stride, pad in zip((h, w), (oh, ow), self.ksize, self.win.strides, pads):
             n = np.zeros(out, np.int64)
-            for t in range(k):
+            for t in _useful(k, pad, out, size, stride):
                 lo, hi = _tap_range(out, size, t - pad, stride)
                 n[lo:hi] += 1
             per_axis.append(n)
@@ -77,6 +86,12 @@ class _Pool:
 
     def at(self, a, rows, cols):
         return _out_window(a, rows, cols, self.axes)
+
+
+def _useful(k: int, pad: int, out: int, size: int, stride: int) -> range:
+    """The window offsets t in [0, k) that some output o in [0, out) reads inside the input:
+    0 <= o*stride + t - pad < size. At most size + (out-1)*stride of them, whatever k is."""
+    return range(max(0, pad - max(out - 1, 0) * stride), max(0, min(k, pad + size)))
 
 
 def _nonempty(rows, cols) -> bool:

@@ -307,20 +307,34 @@ def dropout(n, x, ratio=None, training_mode=None, *, seed=None):
     return [_select(keep, scaled, op("ZerosLike", [x])), keep]
 
 
+_MAX_LRN_UNROLL = 1024
+
+
 @register_onnx_import("LRN")
 def lrn(n, x, *, size, alpha=1e-4, beta=0.75, bias=1.0):
     """x / (bias + alpha/size · Σ x² over `size` neighbouring channels)^beta, channels on axis 1."""
     r = x.shape.rank
     if r is None:
         raise OnnxImportError("LRN needs an input of known rank")
+    if size < 1:
+        raise OnnxImportError(f"LRN size {size} must be at least 1")
     sq = op("Square", [x])
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    # Channels further than C-1 from every output channel only ever add zero padding: clip the
+    # window to them, so that the unrolled sum is bounded by the input and not by `size`.
+    ch = x.shape[1] if r > 1 else None
+    if ch is not None:
+        lo, hi = min(lo, max(ch - 1, 0)), min(hi, max(ch - 1, 0))
+    elif size > _MAX_LRN_UNROLL:
+        raise OnnxImportError(
+            f"LRN size {size} over {_MAX_LRN_UNROLL} needs an input whose channel count is known"
+        )
     pads = np.zeros((r, 2), np.int64)
     pads[1] = (lo, hi)
     padded = op("Pad", [sq, const(pads, dtypes.int64)])
     c = op("Shape", [x], {"out_type": dtypes.int64})
     total = None
-    for k in range(size):
+    for k in range(lo + hi + 1):
         begin = np.zeros(r, np.int64)
         begin[1] = k
         sl = op("Slice", [padded, const(begin, dtypes.int64), c])

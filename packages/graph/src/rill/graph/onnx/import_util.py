@@ -6,6 +6,7 @@ import numpy as np
 from onnx import TensorProto
 
 from rill.graph import dtypes
+from rill.graph.errors import GraphValueError
 from rill.graph.graph import Tensor, constant, get_default_graph
 from rill.graph.shapes import TensorShape
 from rill.graph.tensor_util import constant_value
@@ -21,7 +22,7 @@ __all__ = [
 ]
 
 
-class OnnxImportError(ValueError):
+class OnnxImportError(GraphValueError):
     """An ONNX model that rill cannot import, with what was found and what to do."""
 
 

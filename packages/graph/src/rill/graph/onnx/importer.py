@@ -50,6 +50,13 @@ from rill.graph.onnx.import_registry import get_import_rule
 from rill.graph.onnx.import_scan8 import rewrite_scan8
 from rill.graph.onnx.import_sequence import coerce, kind_of_type
 from rill.graph.onnx.import_util import OnnxImportError, op, rill_dtype, static
+from rill.graph.onnx.untrusted import (
+    attr_values,
+    check_names,
+    check_node_inputs,
+    infer_types_if_valid,
+    validate_tensors,
+)
 from rill.graph.shapes import TensorShape, unknown_shape
 
 __all__ = [
@@ -415,7 +422,8 @@ class _Importer:
         inputs = []
         for name in node.input:
             inputs.append(scope.get(name) if name else None)
-        attrs = {a.name: _attr_value(a) for a in node.attribute}
+        check_node_inputs(node, inputs, n.opset, n.where())
+        attrs = attr_values(node, _attr_value, n.where())
         extra = set(attrs) - rule.attrs
         if extra and not rule.any_attrs:
             raise OnnxImportError(
@@ -437,6 +445,9 @@ class _Importer:
             raise OnnxImportError(f"{n.where()}: {e}") from e
         except (ValueError, TypeError, NotImplementedError) as e:
             raise OnnxImportError(f"{n.where()}: {e}") from e
+        except (AttributeError, IndexError, KeyError, ArithmeticError, RecursionError) as e:
+            # An attribute or input the rule did not expect (a malformed model): the node is named.
+            raise OnnxImportError(f"{n.where()}: malformed node ({type(e).__name__}: {e})") from e
         results = [result] if isinstance(result, Tensor) else list(result)
         for i, name in enumerate(node.output):
             if not name:
@@ -622,7 +633,12 @@ def _infer_types(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
 
 
-def import_onnx(model, graph: Graph | None = None, value_map: dict | None = None):
+def import_onnx(
+    model,
+    graph: Graph | None = None,
+    value_map: dict | None = None,
+    external_data_dir: str | os.PathLike | None = None,
+):
     """Builds a rill graph from an ONNX model.
 
     Args:
@@ -630,6 +646,9 @@ def import_onnx(model, graph: Graph | None = None, value_map: dict | None = None
         graph: the graph to add to (default: a new Graph).
         value_map: a dict that, when given, receives every value of the model's main graph
             (inputs, initializers, node outputs) by ONNX name → its rill tensor.
+        external_data_dir: the directory external tensor data may be read from; without it a
+            model whose tensors name external data is refused (a model from an untrusted source
+            must not read the caller's files).
 
     Returns:
         (graph, inputs, outputs): `inputs` maps each ONNX graph input name to its placeholder
@@ -640,7 +659,10 @@ def import_onnx(model, graph: Graph | None = None, value_map: dict | None = None
         OnnxImportError: a truncated or invalid file, an opset the version converter cannot
             upgrade, an op or attribute rill cannot import, a value defined nowhere.
     """
-    m = _infer_types(_upgrade(load_model(model)))
+    m = load_model(model)
+    check_names(m)
+    validate_tensors(m, external_data_dir)
+    m = infer_types_if_valid(_upgrade(m))
     g = graph if graph is not None else Graph()
     imp = _Importer(m, g)
     with g.as_default():

@@ -1,0 +1,60 @@
+"""The text form read from an untrusted source: GraphValueError naming the line, never a plain
+numpy/Python error, a deep recursion, or an allocation the line's size does not justify."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from rill.graph.errors import GraphValueError
+from rill.graph.text import parse_graph
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("%x: f32[1.5] = Placeholder(shape=[1.5])", "bad dimension '1.5'"),
+        ("%x: f32[-7] = Placeholder(shape=[-7])", "bad dimension '-7'"),
+        ("%c: u8[] = Const(value=300)", "bad uint8"),
+        ("%c: i32[2] = Const(value=fill(99999999999999999999))", "bad int32"),
+        ('%c: f32[3] = Const(value=b64"AAAAA")', "bad float32"),
+        ('%c: f32[1] = Const(value=["a"])', "bad float32"),
+        ("%c: f32[2] = Const(value=" + "[" * 20000 + ")", "nest"),
+        ("%c: f32[2] = Const(value=tensor<f32[1]>" + "[" * 300 + ")", "nests deeper"),
+        ("%c: i32[] = Const(value=0, foo=" + "[" * 20000 + ")", "nest too deeply"),
+    ],
+)
+def test_malformed_lines_raise_graph_value_error_naming_the_line(line, message):
+    with pytest.raises(GraphValueError, match=rf"line 1: .*{message}"):
+        parse_graph(line)
+
+
+def test_a_short_line_declaring_a_huge_constant_is_refused_before_allocating():
+    line = "%c: f64[1073741824] = Const(value=fill(1))"  # 8 GiB from 43 bytes
+    code = f"""
+        import resource
+        from rill.graph.errors import GraphValueError
+        from rill.graph.text import parse_graph
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+        try:
+            parse_graph({line!r})
+        except GraphValueError as e:
+            print("GraphValueError:", e)
+    """
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "line 1" in r.stdout and "over the limit" in r.stdout, r.stdout
+
+
+def test_the_limit_is_configurable(monkeypatch):
+    import rill.graph.text as text
+
+    g = parse_graph("%c: f32[1000] = Const(value=fill(1))")
+    assert g.get_operation_by_name("c").outputs[0].shape.dims == (1000,)
+    monkeypatch.setattr(text, "MAX_TENSOR_BYTES", 100)
+    with pytest.raises(GraphValueError, match="4000 bytes.*over the limit of 100"):
+        parse_graph("%c: f32[1000] = Const(value=fill(1))")

@@ -1,0 +1,1 @@
+"""Mutation fuzzers for every file format rill reads (see README.md)."""

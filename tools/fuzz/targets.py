@@ -1,0 +1,369 @@
+"""The fuzz targets: per format, its seeds, its mutator, what loading and running an input
+means, and which exceptions count as rill's documented (clean) errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import random
+import struct
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tools.fuzz.mutate import mutate_bytes, mutate_text
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+# Ops whose run may block by design (queues, barriers, readers) or touch the file system.
+_NOT_RUN = ("Queue", "Barrier", "Stage", "Reader", "Iterator", "Accumulator", "Save", "Restore",
+            "WriteFile", "ReadFile", "MatchingFiles", "Print", "Summary", "Dataset", "Py")  # fmt: skip
+_MAX_FEED = 1 << 16
+
+
+@dataclass
+class Target:
+    name: str
+    seeds: Callable[[], list[bytes]]
+    mutate: Callable[[bytes, random.Random], bytes]
+    run: Callable[[bytes], None]
+    clean: Callable[[], tuple[type[BaseException], ...]]
+
+
+def _rill_errors():
+    from rill.graph.errors import RillError
+
+    return (RillError,)
+
+
+# -- running a rill graph ---------------------------------------------------------------------
+
+
+def _zeros(dtype, shape):
+    dims = [1 if d is None else d for d in (shape.dims or ())] if shape.rank is not None else [1]
+    if int(np.prod(dims, dtype=np.int64)) > _MAX_FEED:
+        return None
+    if dtype.name == "string":
+        return np.full(dims, b"", dtype=object)
+    return np.zeros(dims, dtype=dtype.np)
+
+
+def run_graph(g, max_fetches: int = 8) -> None:
+    """Runs the sinks of `g` (ops nothing consumes), placeholders fed with zeros."""
+    from rill.exec import Session
+
+    ops = list(g.get_operations())
+    consumed = {t.op for op in ops for t in op.inputs} | {
+        c for op in ops for c in op.control_inputs
+    }
+    feeds, fetches = {}, []
+    for op in ops:
+        if any(k in op.type for k in _NOT_RUN):
+            return
+        if op.type == "Placeholder":
+            v = _zeros(op.outputs[0].dtype, op.outputs[0].shape)
+            if v is None:
+                return
+            feeds[op.outputs[0]] = v
+    for op in ops:
+        if op not in consumed and op.outputs and len(fetches) < max_fetches:
+            fetches.extend(t for t in op.outputs if t.dtype.name not in ("resource", "variant"))
+    if not fetches:
+        return
+    with Session(graph=g) as s:
+        s.run(fetches[:max_fetches], feeds)
+
+
+# -- GraphDef ---------------------------------------------------------------------------------
+
+
+def _graphdef_seeds() -> list[bytes]:
+    paths = sorted((FIXTURES / "tf_graphs").glob("*.pb")) + sorted((FIXTURES / "tf").glob("*.pb"))
+    return [p.read_bytes() for p in paths if p.stat().st_size < 100_000]
+
+
+_INTS = [0, 1, -1, 2, 3, 5, 1 << 31, (1 << 63) - 1, -(1 << 63), 10**9]
+
+
+def _graphdef_mutate(data: bytes, rng: random.Random) -> bytes:
+    """Half the time a field-level edit of one node (an attr's int, list, type or shape, the
+    device, an input), else byte-level edits."""
+    if rng.random() < 0.5:
+        return mutate_bytes(data, rng)
+    from rill.graph.proto import graph_pb2
+
+    gd = graph_pb2.GraphDef()
+    try:
+        gd.ParseFromString(data)
+    except Exception:  # noqa: BLE001 - not a GraphDef: byte edits only
+        return mutate_bytes(data, rng)
+    if not gd.node:
+        return mutate_bytes(data, rng)
+    nd = rng.choice(gd.node)
+    k = rng.randrange(4)
+    if k == 0 and nd.attr:
+        av = nd.attr[rng.choice(sorted(nd.attr))]
+        which = av.WhichOneof("value")
+        if which == "i":
+            av.i = rng.choice(_INTS)
+        elif which == "type":
+            av.type = rng.choice([0, 1, 3, 7, 9, 20, 21, 99, 101])
+        elif which == "list" and av.list.i:
+            if rng.random() < 0.5:
+                del av.list.i[rng.randrange(len(av.list.i)) :]
+            else:
+                av.list.i[rng.randrange(len(av.list.i))] = rng.choice(_INTS)
+        elif which == "shape" and av.shape.dim:
+            av.shape.dim[rng.randrange(len(av.shape.dim))].size = rng.choice(_INTS)
+        elif which == "tensor" and av.tensor.tensor_shape.dim:
+            av.tensor.tensor_shape.dim[0].size = rng.choice(_INTS)
+        else:
+            av.Clear()
+    elif k == 1:
+        nd.device = rng.choice(["/job:a:b", "/device:CPU:x", "/replica:-1", "@@", "/task:99999"])
+    elif k == 2 and nd.input:
+        nd.input[rng.randrange(len(nd.input))] = rng.choice(
+            [nd.name, "", "^", "nope:0", f"{rng.choice(gd.node).name}:{rng.choice(_INTS)}"]
+        )
+    else:
+        nd.op = rng.choice(gd.node).op
+    return gd.SerializeToString()
+
+
+def _graphdef_run(data: bytes) -> None:
+    from rill.graph import Graph
+    from rill.graph.graph_def import import_graph_def
+
+    g = Graph()
+    with g.as_default():
+        import_graph_def(data, name="")
+    run_graph(g)
+
+
+# -- text form --------------------------------------------------------------------------------
+
+
+def _text_seeds() -> list[bytes]:
+    from rill.graph import Graph
+    from rill.graph.graph_def import import_graph_def
+
+    out = []
+    for data in _graphdef_seeds():
+        g = Graph()
+        try:
+            with g.as_default():
+                import_graph_def(data, name="")
+            out.append(g.to_text().encode())
+        except Exception:  # noqa: BLE001 - a seed rill cannot round-trip is skipped
+            continue
+    out.append(b"%x: f32[2,2] = Const(value=[[1, 2], [3, 4]])\n"
+               b"%p: f32[1,2,2,1] = Reshape(%x, %s)\n%s: i32[4] = Const(value=[1, 2, 2, 1])\n"
+               b"%a: f32[1,1,1,1] = AvgPool(%p, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], "
+               b"padding=\"VALID\")")  # fmt: skip
+    return out
+
+
+def _text_mutate(data: bytes, rng: random.Random) -> bytes:
+    return mutate_text(data.decode("utf-8", "replace"), rng).encode("utf-8", "replace")
+
+
+def _text_run(data: bytes) -> None:
+    from rill.graph.text import parse_graph
+
+    run_graph(parse_graph(data.decode("utf-8", "replace")))
+
+
+# -- ONNX -------------------------------------------------------------------------------------
+
+
+def _onnx_small_models() -> list[bytes]:
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    def model(nodes, inputs, outputs, inits=()):
+        g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+    x = h.make_tensor_value_info("x", T.FLOAT, [1, 3, 4, 4])
+    y = h.make_tensor_value_info("y", T.FLOAT, None)
+    w = h.make_tensor("w", T.FLOAT, [2, 3, 3, 3], np.ones(54, np.float32).tolist())
+    s = h.make_tensor("s", T.INT64, [2], [1, 48])
+    idx = h.make_tensor("i", T.INT64, [2], [0, 2])
+    return [
+        model([h.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [x], [y], [w]),
+        model([h.make_node("LRN", ["x"], ["y"], size=3)], [x], [y]),
+        model([h.make_node("Reshape", ["x", "s"], ["y"])], [x], [y], [s]),
+        model([h.make_node("Gather", ["x", "i"], ["y"], axis=1)], [x], [y], [idx]),
+        model([h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2])], [x], [y]),
+        model(
+            [h.make_node("Constant", [], ["c"], value=w), h.make_node("Add", ["c", "c"], ["y"])],
+            [],
+            [y],
+        ),  # fmt: skip
+        model([h.make_node("ReduceSum", ["x", "i"], ["y"], keepdims=0)], [x], [y], [idx]),
+        model([h.make_node("Concat", ["x", "x"], ["y"], axis=1)], [x], [y]),
+    ]
+
+
+def _onnx_seeds() -> list[bytes]:
+    paths = sorted((FIXTURES / "onnx").glob("*.onnx"))
+    out = [p.read_bytes() for p in paths if p.stat().st_size < 60_000]
+    return out + _onnx_small_models()
+
+
+def _onnx_run(data: bytes) -> None:
+    from rill.exec import Session
+    from rill.graph.onnx.importer import import_onnx
+
+    g, inputs, outputs = import_onnx(data)
+    feeds = {}
+    for p in inputs.values():
+        if p.op.type == "PlaceholderWithDefault":
+            continue
+        v = _zeros(p.dtype, p.shape)
+        if v is None or p.dtype.name == "variant":
+            return
+        feeds[p] = v
+    fetches = [t for t in outputs.values() if t.dtype.name != "variant"]
+    if fetches:
+        with Session(graph=g) as s:
+            s.run(fetches, feeds)
+
+
+# -- TFLite -----------------------------------------------------------------------------------
+
+
+def _tflite_seeds() -> list[bytes]:
+    d = FIXTURES / "tflite"
+    paths = sorted(d.glob("*.tflite")) + sorted((d / "models").glob("*.tflite"))
+    return [p.read_bytes() for p in paths if p.stat().st_size < 300_000]
+
+
+def _tflite_run(data: bytes) -> None:
+    from rill.mobile.interpreter import Interpreter
+
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        shape = [int(s) if s >= 0 else 1 for s in d["shape"]]  # as advertised
+        if int(np.prod(shape, dtype=np.int64)) > _MAX_FEED:
+            return
+        it.set_tensor(d["index"], np.zeros(shape, dtype=d["dtype"]))
+    it.invoke()
+    for d in it.get_output_details():
+        it.get_tensor(d["index"])
+
+
+def _tflite_errors():
+    from rill.mobile import errors
+
+    names = ("ModelFormatError", "UnsupportedOperatorError", "PrepareError", "InvokeError")
+    return tuple(getattr(errors, n) for n in names if hasattr(errors, n))
+
+
+# -- checkpoints ------------------------------------------------------------------------------
+# A case is kind (4 bytes: b"rill" or b"tf  "), the index's length (4 bytes), the index, the data.
+
+
+def _pack(kind: bytes, index: bytes, data: bytes) -> bytes:
+    return kind + struct.pack("<I", len(index)) + index + data
+
+
+def _files(prefix: str) -> tuple[bytes, bytes]:
+    p = pathlib.Path(prefix)
+    return p.with_suffix(".index").read_bytes(), p.with_suffix(".data-00000-of-00001").read_bytes()
+
+
+def _checkpoint_seeds() -> list[bytes]:
+    from rill.exec.checkpoint_format import write_checkpoint
+    from rill.exec.tf_checkpoint import write_tf_checkpoint
+
+    tensors = {
+        "w": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "s": np.array([b"ab", b"", b"cde"], dtype=object),
+        "b": np.array(True),
+        "i": np.arange(4, dtype=np.int64),
+    }
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "r")
+        write_checkpoint(p, tensors)
+        out.append(_pack(b"rill", *_files(p)))
+        p = os.path.join(d, "t")
+        write_tf_checkpoint(p, tensors)
+        out.append(_pack(b"tf  ", *_files(p)))
+    ref = FIXTURES / "tf_graphs" / "ref_train_ckpt"
+    out.append(
+        _pack(
+            b"tf  ",
+            ref.with_suffix(".index").read_bytes(),
+            (FIXTURES / "tf_graphs" / "ref_train_ckpt.data-00000-of-00001").read_bytes(),
+        )
+    )
+    return out
+
+
+_JSON_VALUES = [0, -1, 1, 7, 1 << 31, 1 << 63, 1 << 64, -(1 << 63), 2.5, "", ".", "..", "a\x00b",
+                "../r.data-00000-of-00001", None, [], [1 << 31], [-1], [1 << 40, 1 << 40],
+                {}, "string", "float32", "bfloat16", True]  # fmt: skip
+
+
+def _mutate_json_index(index: bytes, rng: random.Random) -> bytes:
+    """A field of one tensor entry (dtype, shape, file, offset, length, crc32) or its name set
+    to an extreme or ill-typed value."""
+    try:
+        doc = json.loads(index)
+        entries = doc["tensors"]
+        name = rng.choice(sorted(entries))
+    except (ValueError, KeyError, TypeError, IndexError):
+        return mutate_bytes(index, rng)
+    if rng.random() < 0.15:
+        entries[rng.choice(["", "a\x00b", "x" * 1000])] = entries.pop(name)
+    else:
+        e = entries[name]
+        e[rng.choice(sorted(e))] = rng.choice(_JSON_VALUES)
+    return json.dumps(doc).encode()
+
+
+def _checkpoint_mutate(case: bytes, rng: random.Random) -> bytes:
+    kind, n = case[:4], struct.unpack("<I", case[4:8])[0]
+    index, data = case[8 : 8 + n], case[8 + n :]
+    if kind == b"rill" and rng.random() < 0.5:
+        index = _mutate_json_index(index, rng)
+    elif rng.random() < 0.7:
+        index = mutate_bytes(index, rng)
+    else:
+        data = mutate_bytes(data, rng)
+    return _pack(kind, index, data)
+
+
+def _checkpoint_run(case: bytes) -> None:
+    from rill.exec.checkpoint_format import CheckpointReader
+    from rill.exec.tf_checkpoint import TFCheckpointReader
+
+    kind, n = case[:4], struct.unpack("<I", case[4:8])[0]
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "r")  # the rill seed's index names r.data-00000-of-00001
+        with open(p + ".index", "wb") as f:
+            f.write(case[8 : 8 + n])
+        with open(p + ".data-00000-of-00001", "wb") as f:
+            f.write(case[8 + n :])
+        reader = (CheckpointReader if kind == b"rill" else TFCheckpointReader)(p)
+        for name in reader.names():
+            reader.dtype(name), reader.shape(name)
+            reader.read(name)
+
+
+TARGETS = {
+    "graphdef": Target("graphdef", _graphdef_seeds, _graphdef_mutate, _graphdef_run, _rill_errors),
+    "text": Target("text", _text_seeds, _text_mutate, _text_run, _rill_errors),
+    "onnx": Target("onnx", _onnx_seeds, mutate_bytes, _onnx_run, _rill_errors),
+    "tflite": Target("tflite", _tflite_seeds, mutate_bytes, _tflite_run, _tflite_errors),
+    "checkpoint": Target(
+        "checkpoint", _checkpoint_seeds, _checkpoint_mutate, _checkpoint_run, _rill_errors
+    ),  # fmt: skip
+}

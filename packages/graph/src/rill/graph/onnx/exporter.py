@@ -519,6 +519,7 @@ from rill.graph.onnx import (  # noqa: E402, F401
     export_gather,
     export_math,
     export_nn,
+    export_rnn,
     export_sequence,
     export_special_math,
 )

@@ -210,10 +210,22 @@ def _nodes_pass_checker(model: onnx.ModelProto) -> bool:
         g = stack.pop()
         for n in g.node:
             try:
+                # A node's subgraphs are checked on their own (below): checking them inside the
+                # node would need the enclosing graphs' names in scope (a Loop body reading an
+                # outer value fails otherwise).
+                shallow = n
+                if any(a.HasField("g") or a.graphs for a in n.attribute):
+                    shallow = onnx.NodeProto()
+                    shallow.CopyFrom(n)
+                    for a in shallow.attribute:
+                        if a.HasField("g"):
+                            a.g.CopyFrom(onnx.GraphProto(name=a.g.name))
+                        for sub in a.graphs:
+                            sub.CopyFrom(onnx.GraphProto(name=sub.name))
                 if _SCOPED:
-                    onnx.checker.check_node(n, ctx, lex)
+                    onnx.checker.check_node(shallow, ctx, lex)
                 else:
-                    onnx.checker.check_node(n, ctx)
+                    onnx.checker.check_node(shallow, ctx)
             except Exception:  # noqa: BLE001 - any checker failure means: do not infer
                 return False
             for a in n.attribute:

@@ -28,3 +28,20 @@ def test_fetching_and_feeding_a_sparse_tensor():
             np.testing.assert_array_equal(value.dense_shape, [3, 2])
             fed = sess.run(sp.values, {sp: value})
             np.testing.assert_array_equal(fed, [1.5, -2.0])
+
+
+def test_replica_device_setter_partitioners_and_sync_replicas_are_tf_train_names():
+    with tf.Graph().as_default():
+        with tf.device(tf.train.replica_device_setter(ps_tasks=2)):
+            w = tf.get_variable("w", [8, 4], partitioner=tf.fixed_size_partitioner(2))
+            step = tf.train.get_or_create_global_step()
+        shards = list(w)
+        assert len(shards) == 2
+        assert {s.device for s in shards} == {"/job:ps/task:0", "/job:ps/task:1"}
+        opt = tf.train.SyncReplicasOptimizer(
+            tf.train.GradientDescentOptimizer(0.1), replicas_to_aggregate=1, total_num_replicas=1
+        )
+        opt.minimize(tf.reduce_sum(tf.concat(shards, 0)), global_step=step)
+        assert isinstance(opt.make_session_run_hook(is_chief=True), tf.train.SessionRunHook)
+        acc = tf.ConditionalAccumulator(tf.float32, shape=[2])
+        assert acc.take_grad(1).shape.as_list() == [2]

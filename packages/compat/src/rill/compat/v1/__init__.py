@@ -243,3 +243,11 @@ def resource_variables_enabled() -> bool:
 
 
 del _np
+
+# Partitioned variables and accumulators (TF1 top-level names).
+from rill.graph.ops.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
+from rill.train.partitioned_variables import (
+    fixed_size_partitioner,
+    min_max_variable_partitioner,
+    variable_axis_size_partitioner,
+)

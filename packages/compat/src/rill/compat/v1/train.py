@@ -71,7 +71,17 @@ from rill.train import (
     string_input_producer,
     update_checkpoint_state,
 )
+
+# Large models and synchronous replicas (paper §4.2, §4.4).
+from rill.train.device_setter import (
+    GreedyLoadBalancingStrategy,
+    byte_size_load_fn,
+    replica_device_setter,
+)
 from rill.train.learning_rate_decay import piecewise_constant as piecewise_constant_decay
+from rill.train.moving_averages import ExponentialMovingAverage
+from rill.train.session_manager import SessionManager
 
 # tf.train.SummaryWriter is the old name of tf.summary.FileWriter.
 from rill.train.summary import FileWriter as SummaryWriter
+from rill.train.sync_replicas_optimizer import SyncReplicasOptimizer

@@ -22,10 +22,10 @@ from rill.distributed.wire import (
     tensor_from_proto,
     tensor_to_proto,
 )
-from rill.exec.fetches import FetchMapper
+from rill.exec.fetches import SessionBase
 from rill.exec.proto import config_pb2
 from rill.graph.errors import InvalidArgumentError, UnavailableError
-from rill.graph.graph import Operation, Tensor, default_session, get_default_graph
+from rill.graph.graph import Operation, Tensor, get_default_graph
 from rill.graph.graph_def import graph_to_graph_def
 
 __all__ = ["GrpcSession"]
@@ -33,7 +33,7 @@ __all__ = ["GrpcSession"]
 _RETRIES = 10  # UNAVAILABLE is retried this many times (TensorFlow's client does the same)
 
 
-class GrpcSession:
+class GrpcSession(SessionBase):
     """A session whose master is a rill (or TensorFlow) server at `target`.
 
     Args:
@@ -168,38 +168,7 @@ class GrpcSession:
             s._closed = True
             s._channel.close()
 
-    def __enter__(self):
-        self._default_ctx = default_session(self)
-        self._default_ctx.__enter__()
-        self._graph_ctx = self.graph.as_default()
-        self._graph_ctx.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self._graph_ctx.__exit__(*exc)
-        self._default_ctx.__exit__(*exc)
-        self.close()
-        return False
-
-    def as_default(self):
-        return default_session(self)
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
-
     # -- internals -------------------------------------------------------------------------------
-
-    def _mapper(self, fetches) -> FetchMapper:
-        try:
-            m = self._fetch_cache.get(fetches)
-        except TypeError:
-            return FetchMapper(self.graph, fetches)
-        if m is None:
-            m = self._fetch_cache[fetches] = FetchMapper(self.graph, fetches)
-        return m
 
     def _feed_key(self, k) -> Tensor:
         try:

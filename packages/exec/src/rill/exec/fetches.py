@@ -79,3 +79,48 @@ class FetchMapper:
 
     def build(self, values: list):
         return self._build(values)
+
+
+class SessionBase:
+    """What every session class shares (the local Session and other runtimes' sessions, such as
+    rill.distributed's grpc:// one): the `with` protocol, `as_default`, closing on collection,
+    and the cache of fetch structures. Subclasses set `graph` and `_fetch_cache` and define
+    `close()`."""
+
+    def __enter__(self):
+        from rill.graph.graph import default_session
+
+        self._default_ctx = default_session(self)
+        self._default_ctx.__enter__()
+        self._graph_ctx = self.graph.as_default()
+        self._graph_ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._graph_ctx.__exit__(*exc)
+        self._default_ctx.__exit__(*exc)
+        self.close()
+        return False
+
+    def as_default(self):
+        from rill.graph.graph import default_session
+
+        return default_session(self)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def _mapper(self, fetches) -> FetchMapper:
+        try:
+            cached = self._fetch_cache.get(fetches)
+        except TypeError:  # an unhashable fetch structure (a list, a dict)
+            return FetchMapper(self.graph, fetches)
+        if cached is None:
+            cached = FetchMapper(self.graph, fetches)
+            if len(self._fetch_cache) > 4096:
+                self._fetch_cache.clear()
+            self._fetch_cache[fetches] = cached
+        return cached

@@ -25,7 +25,7 @@ from rill.exec.executor.common import KernelTable
 from rill.exec.executor.compiled import CompiledPartition
 from rill.exec.executor.dataflow import DataflowPartition
 from rill.exec.executor.structured import StructuredPartition, Unsupported
-from rill.exec.fetches import FetchMapper
+from rill.exec.fetches import SessionBase
 from rill.exec.memory import tune_malloc
 from rill.exec.plan.ir import prune
 from rill.exec.plan.optimize import (
@@ -253,7 +253,7 @@ def _broken(name: str, err: BaseException):
     return factory
 
 
-class Session:
+class Session(SessionBase):
     """A connection to a local runtime: devices, their resources, and cached step plans.
 
     Args:
@@ -417,41 +417,7 @@ class Session:
         self._plans.clear()
         self._stateful_kernels.clear()
 
-    def __enter__(self):
-        self._default_ctx = default_session(self)
-        self._default_ctx.__enter__()
-        self._graph_ctx = self.graph.as_default()
-        self._graph_ctx.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self._graph_ctx.__exit__(*exc)
-        self._default_ctx.__exit__(*exc)
-        self.close()
-        return False
-
-    def as_default(self):
-        return default_session(self)
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
-
     # -- internals ------------------------------------------------------------------------------
-
-    def _mapper(self, fetches) -> FetchMapper:
-        try:
-            cached = self._fetch_cache.get(fetches)
-        except TypeError:
-            return FetchMapper(self.graph, fetches)
-        if cached is None:
-            cached = FetchMapper(self.graph, fetches)
-            if len(self._fetch_cache) > 4096:
-                self._fetch_cache.clear()
-            self._fetch_cache[fetches] = cached
-        return cached
 
     def _feed_nested(self, key, value, feed_keys: list, feed_vals: list) -> None:
         # TensorFlow's rule (nest.flatten_dict_items): the value is taken apart only as deep

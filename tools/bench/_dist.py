@@ -12,29 +12,16 @@ import os
 import pathlib
 import subprocess
 import sys
-import threading
-import time
 
 import numpy as np
 
 from tools.bench import peer_python
+from tools.bench._cluster_loops import async_steps, measure
 from tools.bench._fig1 import batch
 
 PEER_SCRIPT = pathlib.Path(__file__).with_name("_tf_cluster_peer.py")
 START_TIMEOUT = 300.0  # 17 task processes importing rill on a loaded 2-core machine
 VAR_OPS = {"VariableV2", "VarHandleOp", "Variable", "VariableV1"}
-
-
-def measure(step, cpu, min_time: float = 1.0, min_steps: int = 20, warmup: int = 5):
-    """(wall ms, cluster CPU ms, client CPU ms) per step; the same loop as the peer script's."""
-    for _ in range(warmup):
-        step()
-    n, c0, t0, p0 = 0, cpu(), time.perf_counter(), time.process_time()
-    while n < min_steps or time.perf_counter() - t0 < min_time:
-        step()
-        n += 1
-    client = (time.process_time() - p0) / n * 1e3
-    return (time.perf_counter() - t0) / n * 1e3, (cpu() - c0) / n * 1e3, client
 
 
 def run_tf(*args: str, timeout: float = 1200, script: str | None = None) -> dict:
@@ -131,36 +118,6 @@ def fig1_between_graph(worker: int, lr: float = 0.01):
         train = AdagradOptimizer(lr).minimize(loss)
         init = rg.global_variables_initializer()
     return g, x, y, loss, train, init
-
-
-def async_steps(workers, seconds: float, cpu) -> dict:
-    """Each worker's client loops on its own thread; global steps/s over `seconds` (the same
-    loop as the peer script's)."""
-    for sess, train, _, feed in workers:
-        for _ in range(5):
-            sess.run(train, feed)
-    loss0 = float(workers[0][0].run(workers[0][2], workers[0][3]))
-    counts = [0] * len(workers)
-    c0, t0, p0 = cpu(), time.perf_counter(), time.process_time()
-    end = time.monotonic() + seconds
-
-    def loop(k):
-        sess, train, _, feed = workers[k]
-        while time.monotonic() < end:
-            sess.run(train, feed)
-            counts[k] += 1
-
-    threads = [threading.Thread(target=loop, args=(k,)) for k in range(len(workers))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    dt, client = time.perf_counter() - t0, time.process_time() - p0
-    steps = sum(counts)
-    loss1 = float(workers[0][0].run(workers[0][2], workers[0][3]))
-    return {"steps/s": steps / dt, "cpu_ms": (cpu() - c0) / max(steps, 1) * 1e3,
-            "client_cpu_ms": client / max(steps, 1) * 1e3,
-            "steps": counts, "loss": [loss0, loss1]}  # fmt: skip
 
 
 def rill_mlp(seconds: float) -> dict:

@@ -19,8 +19,9 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
+
+from _cluster_loops import async_steps, measure  # this folder: the script runs from here
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -30,18 +31,6 @@ def cpu_seconds(pid: int) -> float:
         stat = f.read()
     fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def measure(step, cpu, min_time: float = 1.0, min_steps: int = 20, warmup: int = 5):
-    """(wall ms, cluster CPU ms, client CPU ms) per step over at least min_time s and min_steps."""
-    for _ in range(warmup):
-        step()
-    n, c0, t0, p0 = 0, cpu(), time.perf_counter(), time.process_time()
-    while n < min_steps or time.perf_counter() - t0 < min_time:
-        step()
-        n += 1
-    client = (time.process_time() - p0) / n * 1e3
-    return (time.perf_counter() - t0) / n * 1e3, (cpu() - c0) / n * 1e3, client
 
 
 def free_ports(n: int) -> list[int]:
@@ -205,38 +194,11 @@ def bench_mlp(seconds: float) -> dict:
             if w == 0:
                 sess.run(init)
             workers.append((sess, train, loss, {x: xv, y: yv}))
-        return _async_steps(workers, seconds, c.cpu)
-
-
-def _async_steps(workers, seconds: float, cpu) -> dict:
-    """Each worker's client loops on its own thread; global steps/s over `seconds`."""
-    for sess, train, _, feed in workers:
-        for _ in range(5):
-            sess.run(train, feed)
-    loss0 = float(workers[0][0].run(workers[0][2], workers[0][3]))
-    counts = [0] * len(workers)
-    c0, t0, p0 = cpu(), time.perf_counter(), time.process_time()
-    end = time.monotonic() + seconds
-
-    def loop(k):
-        sess, train, _, feed = workers[k]
-        while time.monotonic() < end:
-            sess.run(train, feed)
-            counts[k] += 1
-
-    threads = [threading.Thread(target=loop, args=(k,)) for k in range(len(workers))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    dt, client = time.perf_counter() - t0, time.process_time() - p0
-    steps = sum(counts)
-    loss1 = float(workers[0][0].run(workers[0][2], workers[0][3]))
-    for sess, *_ in workers:
-        sess.close()
-    return {"steps/s": steps / dt, "cpu_ms": (cpu() - c0) / steps * 1e3,
-            "client_cpu_ms": client / steps * 1e3, "steps": counts,
-            "loss": [loss0, loss1]}  # fmt: skip
+        try:
+            return async_steps(workers, seconds, c.cpu)
+        finally:
+            for sess, *_ in workers:
+                sess.close()
 
 
 def main(argv: list[str]) -> None:

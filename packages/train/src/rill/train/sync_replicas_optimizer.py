@@ -277,18 +277,10 @@ class SyncReplicasOptimizer(Optimizer):
                 self._sync_token_queue.close(cancel_pending_enqueues=True),
                 name="close_sync_token_q",
             )
-        self._replica_id_used = replica_id
         self._gradients_applied = True
         return train_op
 
     # -- what the chief and the replicas run ----------------------------------------------------
-
-    def get_chief_queue_runner(self):
-        """TensorFlow has the chief run its update in a QueueRunner thread; rill's hook runs it in
-        a thread of its own (`make_session_run_hook`), which also reports each step."""
-        raise NotImplementedError(
-            "rill runs the chief's update from make_session_run_hook(is_chief=True); use the hook"
-        )
 
     def get_init_tokens_op(self, num_tokens: int = -1):
         """The op the chief runs once to let the replicas start: `num_tokens` tokens (default

@@ -303,14 +303,15 @@ class _Readiness:
                 self.await_op = q.enqueue(token, name="await")
 
     @staticmethod
-    def build(scaffold: Scaffold, master: str) -> _Readiness | None:
-        """The readiness ops of a distributed session's graph (None for a local session)."""
-        if not master:
+    def of(creator) -> _Readiness | None:
+        """The readiness ops of `creator`'s distributed sessions (None for a local session),
+        built on its first session, while the graph is still open, and kept for the sessions it
+        creates again after a failure (the chief announces again after restoring)."""
+        if not creator._master:
             return None
-        g = get_default_graph()
-        if g.finalized:
-            return None
-        return _Readiness(g)
+        if getattr(creator, "_readiness", None) is None and not get_default_graph().finalized:
+            creator._readiness = _Readiness(get_default_graph())
+        return getattr(creator, "_readiness", None)
 
 
 class SessionCreator:
@@ -339,7 +340,7 @@ class ChiefSessionCreator(SessionCreator):
         self._checkpoint_filename_with_path = checkpoint_filename_with_path
 
     def create_session(self):
-        readiness = _Readiness.build(self._scaffold, self._master)
+        readiness = _Readiness.of(self)
         self._scaffold.finalize()
         s = self._scaffold
         sess = _new_session(self._master, get_default_graph(), self._config)
@@ -413,7 +414,7 @@ class WorkerSessionCreator(SessionCreator):
         self._recovery_wait_secs = recovery_wait_secs
 
     def create_session(self):
-        readiness = _Readiness.build(self._scaffold, self._master)
+        readiness = _Readiness.of(self)
         self._scaffold.finalize()
         s = self._scaffold
         deadline = time.monotonic() + self._max_wait_secs

@@ -36,6 +36,7 @@ from rill.compat.v1._aliases import Assert, Print
 # -- rill.exec --------------------------------------------------------------------------------
 from rill.exec import (
     ConfigProto,
+    GPUOptions,
     GraphOptions,
     InteractiveSession,
     OptimizerOptions,

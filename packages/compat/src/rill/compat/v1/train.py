@@ -1,8 +1,12 @@
 """`tf.train` of TensorFlow 1.x (rill.train: optimizers, Saver and checkpoints, hooks and
-monitored sessions, queue-based input, Coordinator, Supervisor)."""
+monitored sessions, queue-based input, Coordinator, Supervisor; rill.distributed: Server,
+ClusterSpec and their protos)."""
 
 # ruff: noqa: F401 - a namespace of re-exports
 
+from rill.distributed import ClusterSpec, Server
+from rill.distributed.proto.tensorflow_server_pb2 import ServerDef
+from rill.exec.proto.cluster_pb2 import ClusterDef, JobDef
 from rill.graph.graph_io import write_graph
 from rill.train import (
     AdadeltaOptimizer,

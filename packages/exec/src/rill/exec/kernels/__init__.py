@@ -23,6 +23,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     linalg_kernels,
     list_kernels,
     logging_kernels,
+    script_kernels,
     logic_kernels,
     lookup_kernels,
     manip_kernels,

@@ -25,6 +25,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     linalg_ops,
     list_ops,
     logging_ops,
+    script_ops,
     logic_ops,
     lookup_ops,
     manip_ops,

@@ -125,6 +125,7 @@ from rill.compat.v1 import (
     errors,
     flags,
     gfile,
+    graph_util,
     image,
     initializers,
     io,

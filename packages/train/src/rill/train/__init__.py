@@ -133,6 +133,7 @@ from rill.train.hooks import (
     StepCounterHook,
     StopAtStepHook,
 )
+from rill.train.meta_graph import export_meta_graph, import_meta_graph
 from rill.train.monitored_session import (
     ChiefSessionCreator,
     MonitoredSession,

@@ -83,6 +83,7 @@ from rill.train.device_setter import (
     replica_device_setter,
 )
 from rill.train.learning_rate_decay import piecewise_constant as piecewise_constant_decay
+from rill.train.meta_graph import export_meta_graph, import_meta_graph
 from rill.train.moving_averages import ExponentialMovingAverage
 from rill.train.session_manager import SessionManager
 

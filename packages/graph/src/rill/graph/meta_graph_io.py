@@ -12,7 +12,12 @@ from google.protobuf.message import DecodeError
 from rill.graph.errors import GraphValueError
 from rill.graph.proto import meta_graph_pb2
 
-__all__ = ["parse_message", "read_meta_graph_file", "write_meta_graph_file"]
+__all__ = [
+    "parse_message",
+    "parse_text_message",
+    "read_meta_graph_file",
+    "write_meta_graph_file",
+]
 
 
 def read_meta_graph_file(filename) -> meta_graph_pb2.MetaGraphDef:
@@ -53,3 +58,14 @@ def parse_message(cls, data: bytes, what: str):
         return cls.FromString(data)
     except DecodeError as e:
         raise GraphValueError(f"{what}: malformed {cls.__name__}: {e}") from None
+
+
+def parse_text_message(cls, data: bytes, what: str):
+    """A `cls` from its protobuf text form, with a malformed one a GraphValueError naming
+    `what`."""
+    m = cls()
+    try:
+        text_format.Merge(data.decode("utf-8"), m)
+    except (UnicodeDecodeError, text_format.ParseError) as e:
+        raise GraphValueError(f"{what}: malformed {cls.__name__} text: {e}") from None
+    return m

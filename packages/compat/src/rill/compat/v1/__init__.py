@@ -137,6 +137,7 @@ from rill.compat.v1 import (
     metrics,
     nn,
     random,
+    saved_model,
     summary,
     train,
 )

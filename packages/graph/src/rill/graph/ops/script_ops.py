@@ -28,16 +28,15 @@ from rill.graph.shapes import TensorShape
 
 __all__ = ["py_func", "numpy_function", "lookup_py_func"]
 
-for _name, _stateful in (("PyFunc", True), ("PyFuncStateless", False)):
-    defop(
-        _name,
-        inputs=["input: Tin"],
-        outputs=["output: Tout"],
-        attrs=["token: string", "Tin: list(type) >= 0", "Tout: list(type) >= 0"],
-        shape=lambda op: [TensorShape(None) for _ in op.get_attr("Tout")],
-        stateful=_stateful,
-        doc="Calls the Python function registered under `token` on the inputs' numpy values.",
-    )
+_PY_FUNC = dict(
+    inputs=["input: Tin"],
+    outputs=["output: Tout"],
+    attrs=["token: string", "Tin: list(type) >= 0", "Tout: list(type) >= 0"],
+    shape=lambda op: [TensorShape(None) for _ in op.get_attr("Tout")],
+    doc="Calls the Python function registered under `token` on the inputs' numpy values.",
+)
+defop("PyFunc", stateful=True, **_PY_FUNC)
+defop("PyFuncStateless", **_PY_FUNC)
 
 _registry: dict[str, object] = {}
 _lock = threading.Lock()

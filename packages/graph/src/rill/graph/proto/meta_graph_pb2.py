@@ -24,9 +24,12 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
 from rill.graph.proto import graph_pb2 as rill_dot_graph_dot_proto_dot_graph__pb2
+from rill.graph.proto import tensor_pb2 as rill_dot_graph_dot_proto_dot_tensor__pb2
+from rill.graph.proto import tensor_shape_pb2 as rill_dot_graph_dot_proto_dot_tensor__shape__pb2
+from rill.graph.proto import types_pb2 as rill_dot_graph_dot_proto_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!rill/graph/proto/meta_graph.proto\x12\x04rill\x1a\x19google/protobuf/any.proto\x1a\x1crill/graph/proto/graph.proto\"\x98\x02\n\x08SaverDef\x12\x1c\n\x14\x66ilename_tensor_name\x18\x01 \x01(\t\x12\x18\n\x10save_tensor_name\x18\x02 \x01(\t\x12\x17\n\x0frestore_op_name\x18\x03 \x01(\t\x12\x13\n\x0bmax_to_keep\x18\x04 \x01(\x05\x12\x0f\n\x07sharded\x18\x05 \x01(\x08\x12%\n\x1dkeep_checkpoint_every_n_hours\x18\x06 \x01(\x02\x12\x37\n\x07version\x18\x07 \x01(\x0e\x32&.rill.SaverDef.CheckpointFormatVersion\"5\n\x17\x43heckpointFormatVersion\x12\n\n\x06LEGACY\x10\x00\x12\x06\n\x02V1\x10\x01\x12\x06\n\x02V2\x10\x02\"`\n\x10SaveSliceInfoDef\x12\x11\n\tfull_name\x18\x01 \x01(\t\x12\x12\n\nfull_shape\x18\x02 \x03(\x03\x12\x12\n\nvar_offset\x18\x03 \x03(\x03\x12\x11\n\tvar_shape\x18\x04 \x03(\x03\"\xfc\x01\n\x0bVariableDef\x12\x15\n\rvariable_name\x18\x01 \x01(\t\x12\x18\n\x10initializer_name\x18\x02 \x01(\t\x12\x15\n\rsnapshot_name\x18\x03 \x01(\t\x12\x33\n\x13save_slice_info_def\x18\x04 \x01(\x0b\x32\x16.rill.SaveSliceInfoDef\x12\x13\n\x0bis_resource\x18\x05 \x01(\x08\x12\x1a\n\x12initial_value_name\x18\x06 \x01(\t\x12\x11\n\ttrainable\x18\x07 \x01(\x08\x12\x17\n\x0fsynchronization\x18\x08 \x01(\x05\x12\x13\n\x0b\x61ggregation\x18\t \x01(\x05\"\xc1\x03\n\rCollectionDef\x12\x31\n\tnode_list\x18\x01 \x01(\x0b\x32\x1c.rill.CollectionDef.NodeListH\x00\x12\x33\n\nbytes_list\x18\x02 \x01(\x0b\x32\x1d.rill.CollectionDef.BytesListH\x00\x12\x33\n\nint64_list\x18\x03 \x01(\x0b\x32\x1d.rill.CollectionDef.Int64ListH\x00\x12\x33\n\nfloat_list\x18\x04 \x01(\x0b\x32\x1d.rill.CollectionDef.FloatListH\x00\x12/\n\x08\x61ny_list\x18\x05 \x01(\x0b\x32\x1b.rill.CollectionDef.AnyListH\x00\x1a\x19\n\x08NodeList\x12\r\n\x05value\x18\x01 \x03(\t\x1a\x1a\n\tBytesList\x12\r\n\x05value\x18\x01 \x03(\x0c\x1a\x1e\n\tInt64List\x12\x11\n\x05value\x18\x01 \x03(\x03\x42\x02\x10\x01\x1a\x1e\n\tFloatList\x12\x11\n\x05value\x18\x01 \x03(\x02\x42\x02\x10\x01\x1a.\n\x07\x41nyList\x12#\n\x05value\x18\x01 \x03(\x0b\x32\x14.google.protobuf.AnyB\x06\n\x04kind\"\xd3\x03\n\x0cMetaGraphDef\x12\x35\n\rmeta_info_def\x18\x01 \x01(\x0b\x32\x1e.rill.MetaGraphDef.MetaInfoDef\x12!\n\tgraph_def\x18\x02 \x01(\x0b\x32\x0e.rill.GraphDef\x12!\n\tsaver_def\x18\x03 \x01(\x0b\x32\x0e.rill.SaverDef\x12=\n\x0e\x63ollection_def\x18\x04 \x03(\x0b\x32%.rill.MetaGraphDef.CollectionDefEntry\x1a\xbb\x01\n\x0bMetaInfoDef\x12\x1a\n\x12meta_graph_version\x18\x01 \x01(\t\x12&\n\x08\x61ny_info\x18\x03 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x1a\n\x12tensorflow_version\x18\x05 \x01(\t\x12\x1e\n\x16tensorflow_git_version\x18\x06 \x01(\t\x12\x1e\n\x16stripped_default_attrs\x18\x07 \x01(\x08\x1aI\n\x12\x43ollectionDefEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\"\n\x05value\x18\x02 \x01(\x0b\x32\x13.rill.CollectionDef:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!rill/graph/proto/meta_graph.proto\x12\x04rill\x1a\x19google/protobuf/any.proto\x1a\x1crill/graph/proto/graph.proto\x1a\x1drill/graph/proto/tensor.proto\x1a#rill/graph/proto/tensor_shape.proto\x1a\x1crill/graph/proto/types.proto\"\x98\x02\n\x08SaverDef\x12\x1c\n\x14\x66ilename_tensor_name\x18\x01 \x01(\t\x12\x18\n\x10save_tensor_name\x18\x02 \x01(\t\x12\x17\n\x0frestore_op_name\x18\x03 \x01(\t\x12\x13\n\x0bmax_to_keep\x18\x04 \x01(\x05\x12\x0f\n\x07sharded\x18\x05 \x01(\x08\x12%\n\x1dkeep_checkpoint_every_n_hours\x18\x06 \x01(\x02\x12\x37\n\x07version\x18\x07 \x01(\x0e\x32&.rill.SaverDef.CheckpointFormatVersion\"5\n\x17\x43heckpointFormatVersion\x12\n\n\x06LEGACY\x10\x00\x12\x06\n\x02V1\x10\x01\x12\x06\n\x02V2\x10\x02\"`\n\x10SaveSliceInfoDef\x12\x11\n\tfull_name\x18\x01 \x01(\t\x12\x12\n\nfull_shape\x18\x02 \x03(\x03\x12\x12\n\nvar_offset\x18\x03 \x03(\x03\x12\x11\n\tvar_shape\x18\x04 \x03(\x03\"\xfc\x01\n\x0bVariableDef\x12\x15\n\rvariable_name\x18\x01 \x01(\t\x12\x18\n\x10initializer_name\x18\x02 \x01(\t\x12\x15\n\rsnapshot_name\x18\x03 \x01(\t\x12\x33\n\x13save_slice_info_def\x18\x04 \x01(\x0b\x32\x16.rill.SaveSliceInfoDef\x12\x13\n\x0bis_resource\x18\x05 \x01(\x08\x12\x1a\n\x12initial_value_name\x18\x06 \x01(\t\x12\x11\n\ttrainable\x18\x07 \x01(\x08\x12\x17\n\x0fsynchronization\x18\x08 \x01(\x05\x12\x13\n\x0b\x61ggregation\x18\t \x01(\x05\"\xc1\x03\n\rCollectionDef\x12\x31\n\tnode_list\x18\x01 \x01(\x0b\x32\x1c.rill.CollectionDef.NodeListH\x00\x12\x33\n\nbytes_list\x18\x02 \x01(\x0b\x32\x1d.rill.CollectionDef.BytesListH\x00\x12\x33\n\nint64_list\x18\x03 \x01(\x0b\x32\x1d.rill.CollectionDef.Int64ListH\x00\x12\x33\n\nfloat_list\x18\x04 \x01(\x0b\x32\x1d.rill.CollectionDef.FloatListH\x00\x12/\n\x08\x61ny_list\x18\x05 \x01(\x0b\x32\x1b.rill.CollectionDef.AnyListH\x00\x1a\x19\n\x08NodeList\x12\r\n\x05value\x18\x01 \x03(\t\x1a\x1a\n\tBytesList\x12\r\n\x05value\x18\x01 \x03(\x0c\x1a\x1e\n\tInt64List\x12\x11\n\x05value\x18\x01 \x03(\x03\x42\x02\x10\x01\x1a\x1e\n\tFloatList\x12\x11\n\x05value\x18\x01 \x03(\x02\x42\x02\x10\x01\x1a.\n\x07\x41nyList\x12#\n\x05value\x18\x01 \x03(\x0b\x32\x14.google.protobuf.AnyB\x06\n\x04kind\"\x85\x05\n\x0cMetaGraphDef\x12\x35\n\rmeta_info_def\x18\x01 \x01(\x0b\x32\x1e.rill.MetaGraphDef.MetaInfoDef\x12!\n\tgraph_def\x18\x02 \x01(\x0b\x32\x0e.rill.GraphDef\x12!\n\tsaver_def\x18\x03 \x01(\x0b\x32\x0e.rill.SaverDef\x12=\n\x0e\x63ollection_def\x18\x04 \x03(\x0b\x32%.rill.MetaGraphDef.CollectionDefEntry\x12;\n\rsignature_def\x18\x05 \x03(\x0b\x32$.rill.MetaGraphDef.SignatureDefEntry\x12*\n\x0e\x61sset_file_def\x18\x06 \x03(\x0b\x32\x12.rill.AssetFileDef\x1a\xbb\x01\n\x0bMetaInfoDef\x12\x1a\n\x12meta_graph_version\x18\x01 \x01(\t\x12&\n\x08\x61ny_info\x18\x03 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x1a\n\x12tensorflow_version\x18\x05 \x01(\t\x12\x1e\n\x16tensorflow_git_version\x18\x06 \x01(\t\x12\x1e\n\x16stripped_default_attrs\x18\x07 \x01(\x08\x1aI\n\x12\x43ollectionDefEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\"\n\x05value\x18\x02 \x01(\x0b\x32\x13.rill.CollectionDef:\x02\x38\x01\x1aG\n\x11SignatureDefEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.rill.SignatureDef:\x02\x38\x01\"\x8e\x02\n\nTensorInfo\x12\x0e\n\x04name\x18\x01 \x01(\tH\x00\x12\x30\n\ncoo_sparse\x18\x04 \x01(\x0b\x32\x1a.rill.TensorInfo.CooSparseH\x00\x12\x1d\n\x05\x64type\x18\x02 \x01(\x0e\x32\x0e.rill.DataType\x12,\n\x0ctensor_shape\x18\x03 \x01(\x0b\x32\x16.rill.TensorShapeProto\x1a\x65\n\tCooSparse\x12\x1a\n\x12values_tensor_name\x18\x01 \x01(\t\x12\x1b\n\x13indices_tensor_name\x18\x02 \x01(\t\x12\x1f\n\x17\x64\x65nse_shape_tensor_name\x18\x03 \x01(\tB\n\n\x08\x65ncoding\"\x80\x03\n\x0cSignatureDef\x12.\n\x06inputs\x18\x01 \x03(\x0b\x32\x1e.rill.SignatureDef.InputsEntry\x12\x30\n\x07outputs\x18\x02 \x03(\x0b\x32\x1f.rill.SignatureDef.OutputsEntry\x12\x13\n\x0bmethod_name\x18\x03 \x01(\t\x12\x32\n\x08\x64\x65\x66\x61ults\x18\x04 \x03(\x0b\x32 .rill.SignatureDef.DefaultsEntry\x1a?\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1f\n\x05value\x18\x02 \x01(\x0b\x32\x10.rill.TensorInfo:\x02\x38\x01\x1a@\n\x0cOutputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1f\n\x05value\x18\x02 \x01(\x0b\x32\x10.rill.TensorInfo:\x02\x38\x01\x1a\x42\n\rDefaultsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.rill.TensorProto:\x02\x38\x01\"G\n\x0c\x41ssetFileDef\x12%\n\x0btensor_info\x18\x01 \x01(\x0b\x32\x10.rill.TensorInfo\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\"Y\n\nSavedModel\x12\"\n\x1asaved_model_schema_version\x18\x01 \x01(\x03\x12\'\n\x0bmeta_graphs\x18\x02 \x03(\x0b\x32\x12.rill.MetaGraphDefb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,30 +42,56 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COLLECTIONDEF_FLOATLIST'].fields_by_name['value']._serialized_options = b'\020\001'
   _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._loaded_options = None
   _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_options = b'8\001'
-  _globals['_SAVERDEF']._serialized_start=101
-  _globals['_SAVERDEF']._serialized_end=381
-  _globals['_SAVERDEF_CHECKPOINTFORMATVERSION']._serialized_start=328
-  _globals['_SAVERDEF_CHECKPOINTFORMATVERSION']._serialized_end=381
-  _globals['_SAVESLICEINFODEF']._serialized_start=383
-  _globals['_SAVESLICEINFODEF']._serialized_end=479
-  _globals['_VARIABLEDEF']._serialized_start=482
-  _globals['_VARIABLEDEF']._serialized_end=734
-  _globals['_COLLECTIONDEF']._serialized_start=737
-  _globals['_COLLECTIONDEF']._serialized_end=1186
-  _globals['_COLLECTIONDEF_NODELIST']._serialized_start=1013
-  _globals['_COLLECTIONDEF_NODELIST']._serialized_end=1038
-  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_start=1040
-  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_end=1066
-  _globals['_COLLECTIONDEF_INT64LIST']._serialized_start=1068
-  _globals['_COLLECTIONDEF_INT64LIST']._serialized_end=1098
-  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_start=1100
-  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_end=1130
-  _globals['_COLLECTIONDEF_ANYLIST']._serialized_start=1132
-  _globals['_COLLECTIONDEF_ANYLIST']._serialized_end=1178
-  _globals['_METAGRAPHDEF']._serialized_start=1189
-  _globals['_METAGRAPHDEF']._serialized_end=1656
-  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_start=1394
-  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_end=1581
-  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_start=1583
-  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_end=1656
+  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._loaded_options = None
+  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._serialized_options = b'8\001'
+  _globals['_SIGNATUREDEF_INPUTSENTRY']._loaded_options = None
+  _globals['_SIGNATUREDEF_INPUTSENTRY']._serialized_options = b'8\001'
+  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._loaded_options = None
+  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_options = b'8\001'
+  _globals['_SIGNATUREDEF_DEFAULTSENTRY']._loaded_options = None
+  _globals['_SIGNATUREDEF_DEFAULTSENTRY']._serialized_options = b'8\001'
+  _globals['_SAVERDEF']._serialized_start=199
+  _globals['_SAVERDEF']._serialized_end=479
+  _globals['_SAVERDEF_CHECKPOINTFORMATVERSION']._serialized_start=426
+  _globals['_SAVERDEF_CHECKPOINTFORMATVERSION']._serialized_end=479
+  _globals['_SAVESLICEINFODEF']._serialized_start=481
+  _globals['_SAVESLICEINFODEF']._serialized_end=577
+  _globals['_VARIABLEDEF']._serialized_start=580
+  _globals['_VARIABLEDEF']._serialized_end=832
+  _globals['_COLLECTIONDEF']._serialized_start=835
+  _globals['_COLLECTIONDEF']._serialized_end=1284
+  _globals['_COLLECTIONDEF_NODELIST']._serialized_start=1111
+  _globals['_COLLECTIONDEF_NODELIST']._serialized_end=1136
+  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_start=1138
+  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_end=1164
+  _globals['_COLLECTIONDEF_INT64LIST']._serialized_start=1166
+  _globals['_COLLECTIONDEF_INT64LIST']._serialized_end=1196
+  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_start=1198
+  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_end=1228
+  _globals['_COLLECTIONDEF_ANYLIST']._serialized_start=1230
+  _globals['_COLLECTIONDEF_ANYLIST']._serialized_end=1276
+  _globals['_METAGRAPHDEF']._serialized_start=1287
+  _globals['_METAGRAPHDEF']._serialized_end=1932
+  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_start=1597
+  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_end=1784
+  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_start=1786
+  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_end=1859
+  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._serialized_start=1861
+  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._serialized_end=1932
+  _globals['_TENSORINFO']._serialized_start=1935
+  _globals['_TENSORINFO']._serialized_end=2205
+  _globals['_TENSORINFO_COOSPARSE']._serialized_start=2092
+  _globals['_TENSORINFO_COOSPARSE']._serialized_end=2193
+  _globals['_SIGNATUREDEF']._serialized_start=2208
+  _globals['_SIGNATUREDEF']._serialized_end=2592
+  _globals['_SIGNATUREDEF_INPUTSENTRY']._serialized_start=2395
+  _globals['_SIGNATUREDEF_INPUTSENTRY']._serialized_end=2458
+  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_start=2460
+  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_end=2524
+  _globals['_SIGNATUREDEF_DEFAULTSENTRY']._serialized_start=2526
+  _globals['_SIGNATUREDEF_DEFAULTSENTRY']._serialized_end=2592
+  _globals['_ASSETFILEDEF']._serialized_start=2594
+  _globals['_ASSETFILEDEF']._serialized_end=2665
+  _globals['_SAVEDMODEL']._serialized_start=2667
+  _globals['_SAVEDMODEL']._serialized_end=2756
 # @@protoc_insertion_point(module_scope)

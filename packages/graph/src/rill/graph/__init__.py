@@ -33,6 +33,7 @@ from rill.graph.op_def import RuleRegistry, all_op_defs, defop, get_op_def
 from rill.graph.ops.array_ops import *  # noqa: F403
 from rill.graph.ops.candidate_sampling_ops import *  # noqa: F403
 from rill.graph.ops.check_ops import *  # noqa: F403
+from rill.graph.ops.composite_ops import *  # noqa: F403
 from rill.graph.ops.control_flow_ops import *  # noqa: F403
 from rill.graph.ops.conv_ops import *  # noqa: F403
 from rill.graph.ops.data_flow_ops import *  # noqa: F403

@@ -66,6 +66,7 @@ from rill.graph.dtypes import int64
 from rill.graph.graph import get_default_graph
 from rill.graph.graph_def import import_graph_def
 from rill.graph.ops.array_ops import group, no_op
+from rill.graph.ops.composite_ops import tuple_ as tuple  # noqa: A004 - TensorFlow's name
 from rill.graph.ops.logging_ops import check_numerics
 from rill.graph.ops.logic_ops import select_v2
 from rill.graph.ops.math_ops import floordiv

@@ -9,6 +9,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     batch_norm_ops,
     candidate_sampling_ops,
     check_ops,
+    composite_ops,
     control_flow_ops,
     conv_ops,
     data_flow_ops,

@@ -32,6 +32,7 @@ from rill.autodiff import (
 )
 from rill.autodiff import register_gradient as RegisterGradient
 from rill.compat.v1._aliases import Assert, Print
+from rill.compat.v1._aliases import while_loop as _tf1_while_loop
 
 # -- rill.exec --------------------------------------------------------------------------------
 from rill.exec import (
@@ -149,6 +150,9 @@ GIT_VERSION = "rill-compat-0.1.0"
 newaxis = None
 OpError = errors.OpError
 
+
+# TF1's argument order and one-variable unpacking (over rill.graph's, which the * brought in).
+while_loop = _tf1_while_loop
 
 # -- TF1's deprecated aliases (same functions, old names) ----------------------------------------
 initialize_all_variables = global_variables_initializer

@@ -54,6 +54,7 @@ from rill.graph.ops.reshape_ops import *  # noqa: F403
 from rill.graph.ops.script_ops import numpy_function, py_func
 from rill.graph.ops.sequence_ops import *  # noqa: F403
 from rill.graph.ops.slice_ops import *  # noqa: F403
+from rill.graph.ops.sparse_ops import *  # noqa: F403
 from rill.graph.ops.stack_ops import *  # noqa: F403
 from rill.graph.ops.state_ops import *  # noqa: F403
 from rill.graph.ops.summary_ops import *  # noqa: F403

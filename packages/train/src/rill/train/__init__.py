@@ -24,6 +24,7 @@ from rill.train.init_ops import (
     lecun_normal,
     lecun_uniform,
     ones_initializer,
+    orthogonal_initializer,
     random_normal_initializer,
     random_uniform_initializer,
     truncated_normal_initializer,
@@ -146,6 +147,7 @@ from rill.train.monitored_session import (
 )
 from rill.train.progress import ProgressHook
 from rill.train.saver import Saver, SaverDef
+from rill.train.template import make_template
 
 # -- end of checkpoints and training loops block ------------------------------------------------
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from rill.graph import nest
 from rill.graph.control_flow import while_loop as _while_loop
-from rill.graph.ops.logging_ops import assert_op, print_op
+from rill.graph.ops.logging_ops import assert_op, print_op, print_v2, string_format
 
-__all__ = ["Assert", "Print", "while_loop"]
+__all__ = ["Assert", "Print", "bincount", "print_", "while_loop"]
 
 
 def Assert(condition, data, summarize=None, name=None):
@@ -40,3 +40,55 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         if len(flat) == 1:
             return out[0]
     return out
+
+
+def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=None, name=None):
+    """`tf.bincount` of TensorFlow 1.x: counts (or sums `weights`) per value of the int32 `arr`;
+    max(arr) + 1 bins, at least minlength and at most maxlength (larger values dropped)."""
+    import rill.graph as rg
+    from rill.graph.ops.set_search_ops import bincount as _bincount
+
+    with rg.get_default_graph().name_scope(name or "bincount"):
+        arr = rg.cast(rg.convert_to_tensor(arr), rg.int32)
+        size = rg.cond(
+            rg.size(arr) > 0, lambda: rg.reduce_max(arr) + 1, lambda: rg.constant(0), name="size"
+        )
+        if minlength is not None:
+            size = rg.maximum(size, minlength)
+        if maxlength is not None:
+            size = rg.minimum(size, maxlength)
+        out_dtype = rg.as_dtype(dtype) if dtype is not None else None
+        if weights is None:
+            weights = rg.ones_like(arr, dtype=out_dtype or rg.int32)
+        else:
+            weights = rg.convert_to_tensor(weights)
+            if out_dtype is not None:
+                weights = rg.cast(weights, out_dtype)
+        return _bincount(arr, size, weights)
+
+
+def print_(*inputs, output_stream=None, summarize=3, sep=" ", end="\n", name=None):
+    """`tf.print`: an op that prints the inputs (tensors formatted as TensorFlow prints them,
+    other values as str) to stderr, stdout or a stream given as sys.stderr/sys.stdout."""
+    import sys
+
+    streams = {id(sys.stdout): "stdout", id(sys.stderr): "stderr"}
+    if output_stream is None:
+        stream = "stderr"
+    elif isinstance(output_stream, str):
+        stream = output_stream
+    elif id(output_stream) in streams:
+        stream = streams[id(output_stream)]
+    else:
+        raise ValueError(f"tf.print: output_stream {output_stream!r} is not sys.stdout/stderr")
+    import rill.graph as rg
+
+    parts, tensors = [], []
+    for x in inputs:
+        if isinstance(x, (rg.Tensor, rg.Variable)):
+            parts.append("{}")
+            tensors.append(rg.convert_to_tensor(x))
+        else:
+            parts.append(str(x))
+    text = string_format(sep.join(parts), tensors, summarize=summarize)
+    return print_v2(text, output_stream=stream, end=end, name=name)

@@ -43,6 +43,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     sequence_kernels,
     set_search_kernels,
     slice_kernels,
+    sparse_kernels,
     special_math_kernels,
     stack_kernels,
     state_kernels,

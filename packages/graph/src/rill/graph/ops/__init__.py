@@ -46,6 +46,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     sequence_ops,
     set_search_ops,
     slice_ops,
+    sparse_ops,
     special_math_ops,
     stack_ops,
     state_ops,

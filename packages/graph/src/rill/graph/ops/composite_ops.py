@@ -39,6 +39,11 @@ __all__ = [
     "sort",
     "tensordot",
     "tuple_",
+    "clip_by_average_norm",
+    "trace",
+    "random_crop",
+    "unsorted_segment_mean",
+    "unsorted_segment_sqrt_n",
 ]
 
 
@@ -375,3 +380,71 @@ def dimension_at_index(shape, index):
     if shape.rank is None:
         return None
     return shape.as_list()[index]
+
+
+def clip_by_average_norm(t, clip_norm, name=None) -> Tensor:
+    """t scaled so that its L2 norm divided by its element count is at most clip_norm."""
+    rg = _rg()
+    with get_default_graph().name_scope(name or "clip_by_average_norm"):
+        t = convert_to_tensor(t)
+        n = rg.cast(rg.size(t), t.dtype)
+        inv = rg.rsqrt(rg.reduce_sum(t * t))
+        clip = rg.cast(convert_to_tensor(clip_norm), t.dtype)
+        return t * clip * rg.minimum(inv * n, 1.0 / clip)
+
+
+def trace(x, name=None) -> Tensor:
+    """The sum of each innermost matrix's diagonal."""
+    rg = _rg()
+    from rill.graph.ops.diag_ops import matrix_diag_part
+
+    with get_default_graph().name_scope(name or "Trace"):
+        return rg.reduce_sum(matrix_diag_part(convert_to_tensor(x)), axis=-1)
+
+
+def random_crop(value, size, seed=None, name=None) -> Tensor:
+    """A random slice of `value` of shape `size` (a uniformly drawn offset per dimension)."""
+    rg = _rg()
+    with get_default_graph().name_scope(name or "random_crop"):
+        value = convert_to_tensor(value)
+        size = rg.cast(convert_to_tensor(size), dtypes.int32)
+        shape = rg.shape(value)
+        limit = shape - size + 1
+        check = rg.assert_op(
+            rg.reduce_all(rg.greater_equal(limit, 1)),
+            ["Need value.shape >= size, got ", shape, size],
+            name="size_fits",
+        )
+        with get_default_graph().control_dependencies([check]):
+            draw = rg.random_uniform(
+                rg.shape(size), maxval=2**31 - 1, dtype=dtypes.int32, seed=seed
+            )
+        offset = rg.floormod(draw, limit)
+        return rg.slice(value, offset, size)
+
+
+def unsorted_segment_mean(data, segment_ids, num_segments, name=None) -> Tensor:
+    """The mean of data's rows per segment (0 for an empty segment)."""
+    return _segment_scaled(data, segment_ids, num_segments, name or "UnsortedSegmentMean", False)
+
+
+def unsorted_segment_sqrt_n(data, segment_ids, num_segments, name=None) -> Tensor:
+    """The sum of data's rows per segment divided by the square root of their count."""
+    return _segment_scaled(data, segment_ids, num_segments, name or "UnsortedSegmentSqrtN", True)
+
+
+def _segment_scaled(data, segment_ids, num_segments, name, sqrt_n: bool) -> Tensor:
+    rg = _rg()
+    from rill.graph.ops.grad_ops import unsorted_segment_sum
+
+    with get_default_graph().name_scope(name):
+        data = convert_to_tensor(data)
+        ids = convert_to_tensor(segment_ids)
+        total = unsorted_segment_sum(data, ids, num_segments)
+        counts = unsorted_segment_sum(rg.ones_like(ids, dtype=data.dtype), ids, num_segments)
+        counts = rg.maximum(counts, rg.ones_like(counts))
+        if sqrt_n:
+            counts = rg.sqrt(counts)
+        extra = data.shape.rank - ids.shape.rank if data.shape.rank is not None else 0
+        counts = rg.reshape(counts, rg.concat([rg.shape(counts), [1] * extra], 0))
+        return total / counts

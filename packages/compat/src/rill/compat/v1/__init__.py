@@ -134,6 +134,7 @@ from rill.compat.v1 import (
     io,
     layers,
     linalg,
+    lite,
     logging,
     losses,
     math,

@@ -114,3 +114,12 @@ def test_mode_switches():
         with tf.control_dependencies([x.op]), tf.init_scope():
             y = tf.constant(2.0)
         assert not y.op.control_inputs
+
+
+def test_sparse_namespace_feeds_and_densifies():
+    with tf.Graph().as_default():
+        sp = tf.sparse.placeholder(tf.float32)
+        d = tf.sparse.to_dense(sp, default_value=-1.0)
+        with tf.Session() as sess:
+            got = sess.run(d, {sp: tf.SparseTensorValue([[0, 1], [1, 0]], [2.0, 3.0], [2, 2])})
+    np.testing.assert_array_equal(got, [[-1.0, 2.0], [3.0, -1.0]])

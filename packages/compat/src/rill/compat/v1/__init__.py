@@ -142,6 +142,7 @@ from rill.compat.v1 import (
     nn,
     random,
     saved_model,
+    sparse,
     summary,
     train,
 )

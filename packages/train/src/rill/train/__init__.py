@@ -119,6 +119,11 @@ from rill.train.checkpoint_management import (
     remove_checkpoint,
     update_checkpoint_state,
 )
+from rill.train.checkpoint_utils import (
+    NewCheckpointReader,
+    init_from_checkpoint,
+    load_checkpoint,
+)
 from rill.train.hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,

@@ -7,6 +7,14 @@ ClusterSpec and their protos)."""
 from rill.distributed import ClusterSpec, Server
 from rill.distributed.proto.tensorflow_server_pb2 import ServerDef
 from rill.exec.proto.cluster_pb2 import ClusterDef, JobDef
+from rill.exec.proto.example_pb2 import (
+    BytesList,
+    Example,
+    Feature,
+    Features,
+    FloatList,
+    Int64List,
+)
 from rill.graph.graph_io import write_graph
 from rill.train import (
     AdadeltaOptimizer,
@@ -74,6 +82,11 @@ from rill.train import (
     start_queue_runners,
     string_input_producer,
     update_checkpoint_state,
+)
+from rill.train.checkpoint_utils import (
+    NewCheckpointReader,
+    init_from_checkpoint,
+    load_checkpoint,
 )
 
 # Large models and synchronous replicas (paper §4.2, §4.4).

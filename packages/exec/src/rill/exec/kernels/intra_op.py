@@ -100,6 +100,9 @@ def parallel_for(
     try:
         run()
     finally:
+        # A worker that has not started by now finds no piece left: cancel it rather than wait
+        # for a busy machine to schedule it (only the pieces in flight are waited for).
+        futures = [f for f in futures if not f.cancel()]
         wait(futures)
     for f in futures:
         f.result()

@@ -97,7 +97,7 @@ def lstm_block_cell(forget_bias, cell_clip, use_peephole, T):
         if loops is not None:
             loops.cell_forward(
                 gates, np.ascontiguousarray(b), np.ascontiguousarray(cs_prev), wci, wcf, wco,
-                fb, clip, bool(use_peephole), i, cs, f, o, ci, co, h,
+                fb, clip, bool(use_peephole), i, cs, f, o, ci, co, h, 0, batch,
             )  # fmt: skip
             return tuple(outs)
         f64 = np.float64

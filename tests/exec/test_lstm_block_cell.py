@@ -170,3 +170,37 @@ def test_compiled_and_numpy_paths_agree_on_extreme_pre_activations():
             jit.set_enabled(old)
         for a, bb in zip(compiled, numpy_path):
             assert a.dtype == bb.dtype and np.array_equal(a, bb, equal_nan=True)
+
+
+def test_forward_rows_split_over_threads_keep_their_bits(monkeypatch):
+    """The compiled forward pass split over two threads (one row each at least) gives the
+    numpy path's bits."""
+    if jit.loops() is None:
+        pytest.skip("numba unavailable: only the numpy path exists")
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    calls = []
+    real = intra_op.parallel_for
+
+    def watch(n, fn, grain=1, pieces_per_thread=1, max_threads=None):
+        calls.append((n, grain))
+        return real(n, fn, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(rnn_kernels, "_CELL_GRAIN", 1)
+    monkeypatch.setattr(rnn_kernels, "parallel_for", watch)
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    vals = _values(5)
+    for forget_bias, clip, peep in CASES:
+        calls.clear()
+        split = _run(vals, forget_bias, clip, peep)
+        assert (B, 1) in calls  # B rows, any number per thread
+        old = jit.set_enabled(False)
+        try:
+            numpy_path = _run(vals, forget_bias, clip, peep)
+        finally:
+            jit.set_enabled(old)
+        for a, b in zip(split, numpy_path):
+            assert np.array_equal(a, b, equal_nan=True)

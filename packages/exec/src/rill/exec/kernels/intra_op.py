@@ -134,6 +134,6 @@ def groups_of(count: int, most: int = _policy.MAX_PIECES) -> list[range]:
     """range(count) in at most `most` contiguous groups as even as may be (a function of count
     only): a kernel that sums per-block partial results keeps one partial per group, summed in
     group order, so its bits do not depend on the threads."""
-    g = max(1, min(count, most))
-    bounds = [count * i // g for i in range(g + 1)]
+    g = max(0, min(count, most))
+    bounds = [count * i // g for i in range(g + 1)] if g else [0]
     return [range(bounds[i], bounds[i + 1]) for i in range(g)]

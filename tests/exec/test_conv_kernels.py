@@ -10,7 +10,7 @@ import pytest
 
 import rill.exec.kernels  # noqa: F401 - registers every kernel
 import rill.graph as rg
-from rill.exec.kernels import conv_kernels
+from rill.exec.kernels import conv_kernels, conv_wide
 from rill.exec.testing import run_kernel
 from rill.graph.errors import InvalidArgumentError
 
@@ -268,8 +268,8 @@ def test_widened_stride_one_convolutions(fmt, geom, monkeypatch):
 
 def test_widened_convolutions_in_row_blocks(monkeypatch):
     """Patch blocks of a few rows of one image, and partial sums in blocks of a few rows."""
-    monkeypatch.setattr(conv_kernels, "_BLOCK_BYTES", 4096)
-    monkeypatch.setattr(conv_kernels, "_ROW_BLOCK", 5)
+    monkeypatch.setattr(conv_wide, "_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(conv_wide, "_ROW_BLOCK", 5)
     x = RNG.standard_normal((2, 9, 12, 8)).astype(np.float32)
     w = RNG.standard_normal((3, 3, 8, 6)).astype(np.float32)
     want = ref_conv(x, w, (1, 1), (1, 1), "SAME")

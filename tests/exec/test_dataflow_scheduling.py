@@ -60,7 +60,7 @@ def _two_costly_matmuls():
 
 
 def test_two_costly_matmuls_ready_together_run_on_two_threads(monkeypatch):
-    monkeypatch.setattr(thread_policy, "cores_free", lambda: 2)
+    monkeypatch.setattr(thread_policy, "cores_idle", lambda: 2)
     used = _two_costly_matmuls()
     assert len(used) == 2
     assert threading.get_ident() & 0xFFFFFFFF in used
@@ -68,5 +68,5 @@ def test_two_costly_matmuls_ready_together_run_on_two_threads(monkeypatch):
 
 def test_costly_kernels_stay_on_the_scheduler_thread_when_no_core_is_free(monkeypatch):
     # On a busy machine a hand-off would wait for the pool thread to be scheduled.
-    monkeypatch.setattr(thread_policy, "cores_free", lambda: 1)
+    monkeypatch.setattr(thread_policy, "cores_idle", lambda: 1)
     assert _two_costly_matmuls() == {threading.get_ident() & 0xFFFFFFFF}

@@ -95,3 +95,62 @@ def test_nested_parallel_for_runs_inline_in_workers(monkeypatch):
         assert len(seen) == 2
         for in_worker, inner in seen:
             assert inner == [(0, 2)] if in_worker else inner in ([(0, 2)], [(0, 1), (1, 2)])
+
+
+def test_groups_of_are_contiguous_even_and_fixed_by_the_count():
+    assert intra_op.groups_of(0) == []
+    for count in (1, 3, 4, 9, 100):
+        groups = intra_op.groups_of(count, most=4)
+        assert [i for g in groups for i in g] == list(range(count))
+        assert len(groups) == min(count, 4)
+        assert max(map(len, groups)) - min(map(len, groups)) <= 1
+
+
+def test_parallel_blocks_runs_every_block_once(monkeypatch):
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(thread_policy, "_BUDGET", 2)
+    for work, count in [(thread_policy.GEMM_GRAIN - 1, 5), (thread_policy.GEMM_GRAIN, 5),
+                        (thread_policy.GEMM_GRAIN, 1), (thread_policy.GEMM_GRAIN, 0)]:  # fmt: skip
+        hits = np.zeros(count, np.int64)
+        callers = set()
+
+        def one(i, hits=hits, callers=callers):
+            callers.add(threading.get_ident())
+            hits[i] += 1
+
+        intra_op.parallel_blocks(count, one, work)
+        assert (hits == 1).all()
+        if work < thread_policy.GEMM_GRAIN or count <= 1:
+            assert callers <= {threading.get_ident()}  # too small to split: on the caller
+
+
+def test_a_worker_that_has_not_started_is_not_waited_for(monkeypatch):
+    """With every pool worker held by other work, the caller does all the pieces itself and
+    returns: the queued worker task is cancelled (waiting for it would hang here)."""
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(thread_policy, "_BUDGET", 2)
+    pool = intra_op._get_pool()
+    go, started = threading.Event(), threading.Semaphore(0)
+
+    def hold():
+        started.release()
+        go.wait(60)
+
+    holders = [pool.submit(hold) for _ in range(pool._max_workers)]
+    try:
+        for _ in holders:
+            assert started.acquire(timeout=60)
+        done, pieces = threading.Event(), []
+
+        def call():
+            intra_op.parallel_for(4, lambda lo, hi: pieces.append((lo, hi)), pieces_per_thread=2)
+            done.set()
+
+        t = threading.Thread(target=call)
+        t.start()
+        assert done.wait(60)
+        assert sorted(pieces) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    finally:
+        go.set()
+        for h in holders:
+            h.result(timeout=60)

@@ -148,3 +148,59 @@ def test_bad_shapes_are_rejected():
     vals[7] = vals[7][:-1]
     with Session(graph=g) as s, pytest.raises(InvalidArgumentError, match="b must be"):
         s.run(out, dict(zip(phs, vals)))
+
+
+def test_compiled_and_numpy_paths_agree_on_extreme_pre_activations():
+    """Rows whose pre-activations are NaN, infinite, saturating, tiny or signed zeros (through
+    the bias, on rows where x and h are zero), with and without peepholes and clipping."""
+    if jit.loops() is None:
+        pytest.skip("numba unavailable: only the numpy path exists")
+    vals = _values(4)
+    x, c, h, w, wci, wcf, wco, b = vals
+    x[0, 0], x[1, 1], x[2, 2] = np.nan, np.inf, -np.inf
+    x[3:], h[3:] = 0.0, 0.0
+    b[:] = np.array([1e-6, -0.0, 0.0, 800.0, -800.0, 3e-5, -2e-5, 40.0] * 2, np.float32)
+    c[4] = np.array([np.nan, 1e-6, -0.0, 50.0], np.float32)
+    for forget_bias, clip, peep in CASES:
+        compiled = _run(vals, forget_bias, clip, peep)
+        old = jit.set_enabled(False)
+        try:
+            numpy_path = _run(vals, forget_bias, clip, peep)
+        finally:
+            jit.set_enabled(old)
+        for a, bb in zip(compiled, numpy_path):
+            assert a.dtype == bb.dtype and np.array_equal(a, bb, equal_nan=True)
+
+
+def test_forward_rows_split_over_threads_keep_their_bits(monkeypatch):
+    """The compiled forward pass split over two threads (one row each at least) gives the
+    numpy path's bits."""
+    if jit.loops() is None:
+        pytest.skip("numba unavailable: only the numpy path exists")
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    calls = []
+    real = intra_op.parallel_for
+
+    def watch(n, fn, grain=1, pieces_per_thread=1, max_threads=None):
+        calls.append((n, grain))
+        return real(n, fn, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(rnn_kernels, "_CELL_GRAIN", 1)
+    monkeypatch.setattr(rnn_kernels, "parallel_for", watch)
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    vals = _values(5)
+    for forget_bias, clip, peep in CASES:
+        calls.clear()
+        split = _run(vals, forget_bias, clip, peep)
+        assert (B, 1) in calls  # B rows, any number per thread
+        old = jit.set_enabled(False)
+        try:
+            numpy_path = _run(vals, forget_bias, clip, peep)
+        finally:
+            jit.set_enabled(old)
+        for a, b in zip(split, numpy_path):
+            assert np.array_equal(a, b, equal_nan=True)

@@ -106,3 +106,54 @@ def test_two_devices_use_the_dataflow_executor(graph):
         assert s.run(i, {n: 7}) == 8
         plan = next(iter(s._plans.values()))
         assert all(isinstance(ex, DataflowPartition) for _, ex in plan.partitions)
+
+
+def test_folded_weight_gradient_of_a_loop_matmul(monkeypatch):
+    """A loop's per-iteration weight gradients folded into one GEMM: it agrees with the dataflow
+    executor's running sum, and keeps its bits on any number of threads."""
+    from rill.exec import threads
+    from rill.exec.executor import structured
+    from rill.exec.kernels import intra_op
+
+    folds = []
+    real = structured._fold_matmuls
+
+    def watch(acc, a_list, g_list):
+        rows = sum(len(a) for a in a_list)
+        folds.append(
+            (len(a_list), threads.gemm_pieces(a_list[0].shape[1], rows, g_list[0].shape[1]))
+        )
+        return real(acc, a_list, g_list)
+
+    monkeypatch.setattr(structured, "_fold_matmuls", watch)
+    monkeypatch.setattr(threads, "GEMM_GRAIN", 1)
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    rng = np.random.default_rng(3)
+    g = rg.Graph()
+    with g.as_default():
+        xs = rg.placeholder(rg.float32, [6, 130, 128], name="xs")
+        w = rg.Variable(rng.standard_normal((128, 128)).astype(np.float32) * 0.05, name="w")
+        ta = rg.TensorArray(rg.float32, size=6).unstack(xs)
+
+        def body(t, h):
+            return t + 1, rg.tanh(rg.matmul(ta.read(t) + h, w))
+
+        _, h = rg.while_loop(lambda t, h: t < 6, body, (0, rg.zeros([130, 128])))
+        (dw,) = gradients(rg.reduce_sum(h * h), [w])
+        init = rg.global_variables_initializer()
+    feed = {xs: rng.standard_normal((6, 130, 128)).astype(np.float32)}
+    got = []
+    for free in (1, 2, 1):
+        monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+        with Session(graph=g) as s:
+            s.run(init)
+            got.append(s.run(dw, feed))
+    # The six iterations' products in one GEMM, split in row blocks over the threads.
+    assert folds and all(n == 6 and pieces > 1 for n, (_, pieces) in folds)
+    assert all(np.array_equal(got[0], r) for r in got[1:])
+    cfg = ConfigProto()
+    cfg.rill.disable_compiled_path = True
+    with Session(graph=g, config=cfg) as s:
+        s.run(init)
+        np.testing.assert_allclose(s.run(dw, feed), got[0], rtol=1e-4, atol=1e-4)

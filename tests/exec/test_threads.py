@@ -4,7 +4,6 @@ ConfigProto bounds; BLAS owned by rill while a Session is open; results independ
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -50,13 +49,26 @@ def test_core_budget_from_environment(monkeypatch):
     assert threads.core_budget() >= 1
 
 
-@pytest.mark.parametrize("others, want", [(0, 4), (1, 4), (3, 2), (5, 1), (40, 1), (None, 4)])
+# 5 CPUs, a budget of 4: a thread is worth starting while each gets half a core or more.
+@pytest.mark.parametrize(
+    "others, want", [(0, 4), (1, 4), (5, 4), (6, 4), (7, 3), (8, 2), (9, 1), (40, 1), (None, 4)]
+)
 def test_cores_free_subtracts_other_runnable_tasks(monkeypatch, others, want):
     monkeypatch.setattr(threads, "_BUDGET", 4)
     monkeypatch.setattr(threads, "_HOST_CPUS", 5)
     monkeypatch.setattr(threads, "_runnable_others", lambda: others)
-    monkeypatch.setattr(threads, "_free", [0.0, 0])
+    monkeypatch.setattr(threads, "_free", [-1.0, None])
     assert threads.cores_free() == want
+
+
+# The same host: an inter-op hand-off only pays on a core no other task uses.
+@pytest.mark.parametrize("others, want", [(0, 4), (1, 4), (3, 2), (5, 1), (40, 1), (None, 4)])
+def test_cores_idle_subtracts_other_runnable_tasks(monkeypatch, others, want):
+    monkeypatch.setattr(threads, "_BUDGET", 4)
+    monkeypatch.setattr(threads, "_HOST_CPUS", 5)
+    monkeypatch.setattr(threads, "_runnable_others", lambda: others)
+    monkeypatch.setattr(threads, "_free", [-1.0, None])
+    assert threads.cores_idle() == want
 
 
 def test_runnable_others_reads_the_host():
@@ -64,13 +76,23 @@ def test_runnable_others_reads_the_host():
     assert n is None or n >= 0
 
 
-def _watch_gemm(monkeypatch, pause=0.0):
+def _watch_gemm(monkeypatch, meet=False):
+    """Records each GEMM piece's thread, size and BLAS threads. With `meet`, the first piece
+    waits (60 s at most) until a piece starts on another thread, so that a product given two
+    threads shows it ran on two however busy the machine is (ordered by an event, not a sleep)."""
     calls = []
     real = threads._gemm
+    met, lock, first = threading.Event(), threading.Lock(), [True]
 
     def gemm(a, b, out):
-        calls.append((threading.get_ident(), a.shape[0] * b.shape[1], threads.blas_threads()))
-        time.sleep(pause)  # long pieces: every thread gets one, however busy the machine
+        me = threading.get_ident()
+        with lock:
+            calls.append((me, a.shape[0] * b.shape[1], threads.blas_threads()))
+            if any(t != me for t, _, _ in calls):
+                met.set()
+            wait, first[0] = meet and first[0], False
+        if wait:
+            met.wait(60)
         return real(a, b, out=out)
 
     monkeypatch.setattr(threads, "_gemm", gemm)
@@ -135,15 +157,16 @@ def _parallel_matmuls(k=4, m=512, n=512):
     return g, feed, outs
 
 
-def _run_counting(monkeypatch, config, free=2, pause=0.0):
+def _run_counting(monkeypatch, config, free=2, meet=False):
     monkeypatch.setattr(intra_op, "_THREADS", 4)
     monkeypatch.setattr(threads, "cores_free", lambda: free)
+    monkeypatch.setattr(threads, "cores_idle", lambda: free)
     g, feed, outs = _parallel_matmuls()
     config.rill.disable_compiled_path = True  # the dataflow executor: kernels on the op pool
     before = {t.ident for t in threading.enumerate()}
     with Session(graph=g, config=config) as sess:
         sess.run(outs, feed)  # measures kernel costs
-        calls = _watch_gemm(monkeypatch, pause)
+        calls = _watch_gemm(monkeypatch, meet)
         res = sess.run(outs, feed)
         started = [t for t in threading.enumerate() if t.ident not in before]
     return calls, res, started
@@ -171,7 +194,7 @@ def test_results_are_identical_under_every_thread_bound(monkeypatch):
     results = []
     for intra, inter, free in [(1, 1, 1), (2, 2, 2), (4, -1, 4), (0, 0, 2)]:
         config = ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
-        calls, res, _ = _run_counting(monkeypatch, config, free, pause=0.005 * (intra == 2))
+        calls, res, _ = _run_counting(monkeypatch, config, free, meet=intra == 2)
         results.append(res)
         if intra == 2:
             assert len({t for t, _, _ in calls}) >= 2  # the pieces did split over threads

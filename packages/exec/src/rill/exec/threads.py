@@ -10,9 +10,14 @@ one host, two rill processes side by side) every GEMM-bound step collapses. rill
 - splits a large product itself (`matmul`) into pieces whose boundaries depend on the shapes
   only, and runs the pieces on its intra-op threads (`intra_op.parallel_for`), which take pieces
   from a shared counter: a thread whose core is busy simply does fewer of them;
-- asks for no more threads than the **cores free** now (`cores_free()`: the cores this process
-  may use less the other runnable tasks, from /proc/loadavg, sampled at most every 50 ms), and
-  no more than the session's `ConfigProto.intra_op_parallelism_threads` (`intra_op_limit()`).
+- asks for no more threads than the **cores free** now (`cores_free()`, from the runnable tasks
+  in /proc/loadavg, sampled at most every 50 ms: the threads that would each still get at least
+  half a core from the scheduler beside the host's other runnable tasks), and no more than the
+  session's `ConfigProto.intra_op_parallelism_threads` (`intra_op_limit()`). Beside one busy
+  process on two cores a second thread still gets two thirds of a core, and since rill's threads
+  never spin (a thread that is descheduled just takes fewer pieces; one that has not started
+  when the pieces run out is cancelled), using it beats running alone, as TensorFlow's pools do;
+  on a machine busier than that, extra threads would mostly wait.
 
 Because a piece is always one single-threaded BLAS call over the same rows, the result of
 `matmul` is the same bits whatever the thread count, the load or the ConfigProto.
@@ -33,6 +38,7 @@ import numpy as np
 __all__ = [
     "core_budget",
     "cores_free",
+    "cores_idle",
     "intra_op_limit",
     "limits",
     "gemm_pieces",
@@ -47,8 +53,9 @@ __all__ = [
 # core).
 GEMM_GRAIN = 1 << 23
 # At most this many pieces per product, and at least this many rows per piece (fewer rows make
-# the BLAS kernel itself slower).
-MAX_PIECES = 8
+# the BLAS kernel itself slower). Each piece repacks the other operand: on the CNN's dense
+# layer ([64, 3136] x [3136, 1024]) 8 column pieces cost 17% over one call, 4 pieces 8%.
+MAX_PIECES = 4
 MIN_ROWS = 64
 
 
@@ -71,7 +78,7 @@ def core_budget() -> int:
 
 _BUDGET = core_budget()
 _HOST_CPUS = os.cpu_count() or _BUDGET
-_free = [0.0, _BUDGET]  # [time sampled, cores free]
+_free = [-1.0, None]  # [time sampled, other runnable tasks]
 
 
 def _runnable_others() -> int | None:
@@ -84,15 +91,28 @@ def _runnable_others() -> int | None:
         return None
 
 
-def cores_free() -> int:
-    """Of this process's core budget, the cores no other runnable task is using now (>= 1)."""
+def _others_now() -> int | None:
+    """The host's other runnable tasks (None where unknown), sampled at most every 50 ms."""
     now = time.monotonic()
-    if now - _free[0] < 0.05:
-        return _free[1]
-    others = _runnable_others()
-    free = _BUDGET if others is None else max(1, min(_BUDGET, _HOST_CPUS - others))
-    _free[0], _free[1] = now, free
-    return free
+    if now - _free[0] >= 0.05:
+        _free[0], _free[1] = now, _runnable_others()
+    return _free[1]
+
+
+def cores_free() -> int:
+    """Of this process's core budget, the threads that would each get at least half a core
+    beside the host's other runnable tasks now (>= 1): t threads and `others` tasks on `cpus`
+    cores share them as cpus / (others + t) each, at least 1/2 while t <= 2 * cpus - others."""
+    others = _others_now()
+    return _BUDGET if others is None else max(1, min(_BUDGET, 2 * _HOST_CPUS - others))
+
+
+def cores_idle() -> int:
+    """Of this process's core budget, the cores no other runnable task uses now (>= 1): where a
+    hand-off to another thread cannot be taken back (the dataflow executor's inter-op pool), it
+    would wait for that thread to be scheduled, so it only pays on an idle core."""
+    others = _others_now()
+    return _BUDGET if others is None else max(1, min(_BUDGET, _HOST_CPUS - others))
 
 
 _tls = threading.local()

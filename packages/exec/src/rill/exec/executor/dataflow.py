@@ -312,13 +312,13 @@ class _Step:
             if item.blocking:
                 self._submit_blocking(item, frame, it, False, args)
                 return
-            # Only where a second core is free: on a busy machine a hand-off waits for the pool
-            # thread to be scheduled, milliseconds per kernel (rill.exec.threads).
+            # Only where a second core is idle: on a busy machine a hand-off waits for the pool
+            # thread to be scheduled, milliseconds per kernel (rill.exec.threads.cores_idle).
             if (
                 item.expensive
                 and item.cost_ns >= _EXPENSIVE_NS
                 and self.p.pool is not None
-                and threads.cores_free() > 1
+                and threads.cores_idle() > 1
             ):
                 if self.held is not None:
                     self._submit(item, frame, it, args)

@@ -576,16 +576,43 @@ def _accumulate(acc, x):
 
 
 def _fold_matmuls(acc, a_list, g_list):
-    """acc + Σ aᵢᵀ·gᵢ as one GEMM: [a₀; a₁; …]ᵀ · [g₀; g₁; …] (the same sum, reassociated)."""
+    """acc + Σ aᵢᵀ·gᵢ as one GEMM: [a₀; a₁; …]ᵀ · [g₀; g₁; …] (the same sum, reassociated).
+
+    Float products go through rill.exec.threads.matmul (fixed blocks over the intra-op threads:
+    the same bits on any thread count); the stacked operands live in reused scratch memory."""
     import numpy as np
+
+    from rill.exec import threads
 
     if not a_list:
         return acc
-    if len(a_list) == 1:
-        total = np.matmul(a_list[0].T, g_list[0])
+    a, g = _stacked(a_list, "fold_a"), _stacked(g_list, "fold_g")
+    if a.ndim == g.ndim == 2 and a.dtype == g.dtype and a.dtype in (np.float32, np.float64):
+        total = threads.matmul(a.T, g)
     else:
-        total = np.matmul(np.concatenate(a_list).T, np.concatenate(g_list))
+        total = np.matmul(a.T, g)
     return _accumulate(acc, total.astype(acc.dtype, copy=False))
+
+
+def _stacked(parts, slot):
+    """The matrices of `parts` one below the other, in this thread's scratch slot `slot` where
+    they are numpy matrices of one dtype and width (a fresh array otherwise)."""
+    import numpy as np
+
+    from rill.exec.kernels.intra_op import scratch
+
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    if not all(
+        isinstance(p, np.ndarray) and p.ndim == 2 and p.dtype == first.dtype
+        and p.shape[1] == first.shape[1]
+        for p in parts
+    ):  # fmt: skip
+        return np.concatenate(parts)
+    rows = sum(p.shape[0] for p in parts)
+    out = scratch(slot, rows * first.shape[1], first.dtype).reshape(rows, first.shape[1])
+    return np.concatenate(parts, out=out)
 
 
 class _Dead:

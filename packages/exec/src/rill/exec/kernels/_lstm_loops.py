@@ -57,11 +57,52 @@ def tanh64(x):  # pragma: no cover - compiled
 
 
 @_jit
+def exp64_rows(x, out, bits):  # pragma: no cover - compiled
+    """out[j] = exp64(x[j]) for float64 rows, in loops the compiler vectorizes: the same
+    operations as exp64, with 2**k built from its exponent bits (`bits`, int64 scratch of x's
+    length) — exact, as the power of two is — and NaN passed through by a select."""
+    n = x.shape[0]
+    scale = bits.view(np.float64)
+    for j in range(n):
+        v = x[j]
+        v = v if v == v else 0.0  # a NaN's result is the NaN itself (below)
+        v = min(max(v, -700.0), 700.0)
+        k = np.floor(v * LOG2E + 0.5)
+        r = (v - k * LN2_HI) - k * LN2_LO
+        p = 1.0 / 362880.0
+        p = p * r + 1.0 / 40320.0
+        p = p * r + 1.0 / 5040.0
+        p = p * r + 1.0 / 720.0
+        p = p * r + 1.0 / 120.0
+        p = p * r + 1.0 / 24.0
+        p = p * r + 1.0 / 6.0
+        p = p * r + 0.5
+        p = p * r + 1.0
+        p = p * r + 1.0
+        out[j] = p
+        bits[j] = (np.int64(k) + 1023) << 52
+    for j in range(n):
+        v = x[j]
+        e = out[j] * scale[j]
+        out[j] = v if v != v else e
+
+
+@_jit
 def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peephole,
-                 i, cs, f, o, ci, co, h):  # fmt: skip  # pragma: no cover - compiled
-    """The gate nonlinearities and state update of one LSTM step, over every [row, unit]."""
-    batch, n = cs_prev.shape
-    for r in range(batch):
+                 i, cs, f, o, ci, co, h, lo, hi):  # fmt: skip  # pragma: no cover - compiled
+    """The gate nonlinearities and state update of one LSTM step, over rows [lo, hi).
+
+    Row by row in stages over the units, each a loop the compiler vectorizes: the
+    pre-activations (storage-type arithmetic), then the exps in float64 (exp64_rows), then the
+    gates and the new state; the operations and their order are exp64/sigmoid64/tanh64's."""
+    n = cs_prev.shape[1]
+    arg = np.empty(3 * n, np.float64)
+    ex = np.empty(3 * n, np.float64)
+    bits = np.empty(3 * n, np.int64)
+    arg2 = np.empty(2 * n, np.float64)
+    ex2 = np.empty(2 * n, np.float64)
+    bits2 = np.empty(2 * n, np.int64)
+    for r in range(lo, hi):
         g = gates[r]
         cp = cs_prev[r]
         for j in range(n):
@@ -71,21 +112,41 @@ def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peeph
             if peephole:
                 pi = pi + c0 * wci[j]
                 pf = pf + c0 * wcf[j]
-            ig = np.float32(sigmoid64(np.float64(pi)))
-            cig = np.float32(tanh64(np.float64(g[n + j] + b[n + j])))
-            fg = np.float32(sigmoid64(np.float64(pf)))
+            pc = np.float64(g[n + j] + b[n + j])
+            arg[j] = -np.float64(pi)  # sigmoid: exp(-x)
+            arg[n + j] = min(2.0 * abs(pc), 700.0)  # tanh: exp(min(2|x|, 700))
+            arg[2 * n + j] = -np.float64(pf)
+        exp64_rows(arg, ex, bits)
+        for j in range(n):
+            c0 = cp[j]
+            ig = np.float32(1.0 / (1.0 + ex[j]))
+            pc = np.float64(g[n + j] + b[n + j])
+            t = 1.0 - 2.0 / (ex[n + j] + 1.0)
+            t = t if pc >= 0 else -t
+            t = pc if not abs(pc) >= 1e-4 else t  # small or NaN: x itself
+            cig = np.float32(t)
+            fg = np.float32(1.0 / (1.0 + ex[2 * n + j]))
             c = cig * ig + c0 * fg
             if cell_clip > 0:
                 c = min(max(c, -cell_clip), cell_clip)
             po = g[3 * n + j] + b[3 * n + j]
             if peephole:
                 po = po + c * wco[j]
-            og = np.float32(sigmoid64(np.float64(po)))
-            cog = np.float32(tanh64(np.float64(c)))
             i[r, j] = ig
             ci[r, j] = cig
             f[r, j] = fg
             cs[r, j] = c
+            arg2[j] = -np.float64(po)
+            c64 = np.float64(c)
+            arg2[n + j] = min(2.0 * abs(c64), 700.0)
+        exp64_rows(arg2, ex2, bits2)
+        for j in range(n):
+            og = np.float32(1.0 / (1.0 + ex2[j]))
+            c64 = np.float64(cs[r, j])
+            t = 1.0 - 2.0 / (ex2[n + j] + 1.0)
+            t = t if c64 >= 0 else -t
+            t = c64 if not abs(c64) >= 1e-4 else t
+            cog = np.float32(t)
             o[r, j] = og
             co[r, j] = cog
             h[r, j] = cog * og

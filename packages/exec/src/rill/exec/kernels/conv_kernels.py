@@ -1,5 +1,6 @@
-"""CPU kernels for rill.graph.ops.conv_ops: Conv2D and its gradient ops, and the window helpers
-the pooling and depthwise kernels share (depthwise convolutions are in depthwise_kernels).
+"""CPU kernels for rill.graph.ops.conv_ops: Conv2D and its gradient ops (the window helpers the
+pooling and depthwise kernels share are in conv_common; depthwise convolutions are in
+depthwise_kernels).
 
 Convolutions work in NHWC (NCHW arguments are viewed as NHWC; the one copy that padding or
 patch building makes anyway does the transpose) and spend their time in large GEMMs:
@@ -14,7 +15,12 @@ patch building makes anyway does the transpose) and spend their time in large GE
   matmul), each slab added into the strided window of the input it came from (col2im).
 
 Stride-1 convolutions with an even output width (the usual case) take the widened-patch path
-instead (see its section): less copying, wider GEMMs, and an input gradient without col2im.
+instead (conv_wide): less copying, wider GEMMs, and an input gradient without col2im.
+
+The blocks are fixed by the shapes and shared out over the intra-op threads
+(`intra_op.parallel_blocks`; rill.exec.threads decides how many): each block's copy and product
+run on one thread; the filter gradient keeps one partial sum per fixed group of blocks and adds
+the groups in order. So the result's bits never depend on the thread count or the load.
 """
 
 from __future__ import annotations
@@ -22,20 +28,36 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from rill.exec import threads
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels.intra_op import scratch
-from rill.graph import dtypes
-from rill.graph.errors import InvalidArgumentError
-from rill.graph.ops.conv_ops import (
-    check_batch_and_depth,
-    explicit_pads,
-    spatial_pair,
-    windowed_output_size,
+from rill.exec.kernels.conv_common import (  # noqa: F401 - re-exported for the pool/depthwise kernels
+    _blocks,
+    _check_shape,
+    _compute_dtype,
+    _groups,
+    _in_window,
+    _invalid,
+    _out_window,
+    _padded,
+    _pads_used,
+    _sizes_vector,
+    _tap_range,
+    _taps,
+    _Window,
 )
+from rill.exec.kernels.conv_wide import (
+    _wide_backprop_filter,
+    _wide_backprop_input,
+    _wide_forward,
+    _wide_ok,
+)
+from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
+from rill.graph.errors import InvalidArgumentError
 
 # The size of a patch block. Larger blocks make fewer, larger GEMMs; smaller ones hold less
-# scratch memory per thread. On the MNIST CNN's shapes 4-16 MB were within 5% of each other.
-_BLOCK_BYTES = 12 << 20
+# scratch memory per thread and give the threads more blocks to share out. On the MNIST CNN's
+# shapes 2-3 MB ran 10-15% faster than 12 MB.
+_BLOCK_BYTES = 3 << 20
 # The patch block size for a small [k, out] filter matrix (k * out at most _SMALL_RESULT), whose
 # GEMMs do little work per patch byte: a block that stays in cache between its copy and its
 # GEMM saves a trip to memory. On the MNIST CNN's first convolution, with its inputs out of
@@ -45,361 +67,50 @@ _SMALL_BLOCK_BYTES = 512 << 10
 _SMALL_RESULT = 4096
 
 
-def _compute_dtype(dtype: np.dtype) -> np.dtype:
-    """Half types compute in float32 (numpy has no fast half GEMM); others in their own type."""
-    if dtype == np.float16 or dtype == dtypes.bfloat16.np:
-        return np.dtype(np.float32)
-    return dtype
-
-
-def _invalid(fn):
-    """Runs fn(), turning the ValueError of a window/shape check into InvalidArgumentError."""
-    try:
-        return fn()
-    except ValueError as e:
-        raise InvalidArgumentError(str(e)) from None
-
-
-class _Window:
-    """The per-node window attrs, parsed once: strides, dilations and padding per spatial axis."""
-
-    def __init__(self, strides, dilations, padding, explicit_paddings, data_format):
-        def parse():
-            check_batch_and_depth(strides, "strides", data_format)
-            check_batch_and_depth(dilations, "dilations", data_format)
-            self.strides = spatial_pair(strides, "strides", data_format)
-            self.dilations = spatial_pair(dilations, "dilations", data_format)
-            self.explicit = explicit_pads(padding, explicit_paddings, data_format)
-
-        _invalid(parse)
-        self.padding = padding
-        self.nchw = data_format.startswith("NCHW")
-
-    def resolve(self, h: int, w: int, kh: int, kw: int):
-        """(out_h, out_w, (pad_top, pad_left)) for an h×w input and a kh×kw window."""
-        pads = self.explicit or ((0, 0), (0, 0))
-
-        def sizes():
-            oh, pt, _ = windowed_output_size(
-                h, kh, self.strides[0], self.dilations[0], self.padding, pads[0], strict=False
-            )
-            ow, pl, _ = windowed_output_size(
-                w, kw, self.strides[1], self.dilations[1], self.padding, pads[1], strict=False
-            )
-            return oh, ow, (pt, pl)
-
-        return _invalid(sizes)
-
-    def to_nhwc(self, x: np.ndarray) -> np.ndarray:
-        return x.transpose(0, 2, 3, 1) if self.nchw else x
-
-    def from_nhwc(self, x: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if self.nchw else x
-
-
-def _tap_range(out_size: int, in_size: int, offset: int, stride: int) -> tuple[int, int]:
-    """The outputs o in [lo, hi) whose tap input o*stride + offset lies inside [0, in_size)."""
-    lo = max(0, -(offset // stride))
-    last = in_size - 1 - offset
-    hi = last // stride + 1 if last >= 0 else 0
-    return lo, max(lo, min(hi, out_size))
-
-
-def _taps(win: _Window, kh, kw, oh, ow, h, w, pads):
-    """Per filter tap: (i, j, output row/col ranges, input row/col start), clipped to the input."""
-    (sh, sw), (dh, dw) = win.strides, win.dilations
-    for i in range(kh):
-        oi = i * dh - pads[0]
-        r0, r1 = _tap_range(oh, h, oi, sh)
-        for j in range(kw):
-            oj = j * dw - pads[1]
-            c0, c1 = _tap_range(ow, w, oj, sw)
-            yield i, j, (r0, r1), (c0, c1), (r0 * sh + oi, c0 * sw + oj)
-
-
-def _in_window(a: np.ndarray, rows, cols, start, stride, axes=(1, 2)) -> np.ndarray:
-    """The strided view of `a` read by one tap for the outputs in rows × cols."""
-    index = [slice(None)] * a.ndim
-    index[axes[0]] = slice(start[0], start[0] + (rows[1] - rows[0] - 1) * stride[0] + 1, stride[0])
-    index[axes[1]] = slice(start[1], start[1] + (cols[1] - cols[0] - 1) * stride[1] + 1, stride[1])
-    return a[tuple(index)]
-
-
-def _out_window(a: np.ndarray, rows, cols, axes=(1, 2)) -> np.ndarray:
-    index = [slice(None)] * a.ndim
-    index[axes[0]] = slice(*rows)
-    index[axes[1]] = slice(*cols)
-    return a[tuple(index)]
-
-
-# -- convolution cores (NHWC, compute dtype) ------------------------------------------------------
-
-
-def _padded(x: np.ndarray, h_pad, w_pad, channels_first: bool = False) -> np.ndarray:
-    """x [n, h, w, c] zero-padded in its spatial dims, in scratch memory, as [n, h', w', c] or
-    (channels_first) [n, c, h', w']; x itself when nothing is padded or moved."""
-    if not channels_first and not any(h_pad) and not any(w_pad):
-        return x
-    n, h, w, c = x.shape
-    hp, wp = h + h_pad[0] + h_pad[1], w + w_pad[0] + w_pad[1]
-    if channels_first:
-        xp = scratch("pad", n * hp * wp * c, x.dtype).reshape(n, c, hp, wp)
-        view = xp.transpose(0, 2, 3, 1)  # the same memory indexed as NHWC
-    else:
-        xp = view = scratch("pad", n * hp * wp * c, x.dtype).reshape(n, hp, wp, c)
-    top, left = h_pad[0], w_pad[0]
-    view[:, :top] = 0
-    view[:, top + h :] = 0
-    view[:, top : top + h, :left] = 0
-    view[:, top : top + h, left + w :] = 0
-    view[:, top : top + h, left : left + w] = x
-    return xp
-
-
-def _pads_used(h, w, kh, kw, oh, ow, win, pads):
-    """(top, bottom), (left, right): the padding the windows actually reach."""
-    (sh, sw), (dh, dw) = win.strides, win.dilations
-    bottom = max(0, (oh - 1) * sh + (kh - 1) * dh + 1 - pads[0] - h)
-    right = max(0, (ow - 1) * sw + (kw - 1) * dw + 1 - pads[1] - w)
-    return (pads[0], bottom), (pads[1], right)
-
-
 def _block_bytes(k: int, o: int) -> int:
     """The patch block size for a [k, o] filter matrix."""
     return _SMALL_BLOCK_BYTES if k * o <= _SMALL_RESULT else _BLOCK_BYTES
 
 
-def _blocks(n: int, oh: int, row_elems: int, itemsize: int, block_bytes: int | None = None):
-    """Blocks (n0, n1, h0, h1) of output rows: whole images, or rows of one large image."""
-    block_bytes = block_bytes or _BLOCK_BYTES
-    per_image = max(oh * row_elems * itemsize, 1)
-    if per_image <= block_bytes:
-        step = max(1, block_bytes // per_image)
-        for n0 in range(0, n, step):
-            yield n0, min(n, n0 + step), 0, oh
-    else:
-        rows = max(1, block_bytes // max(row_elems * itemsize, 1))
-        for n0 in range(n):
-            for h0 in range(0, oh, rows):
-                yield n0, n0 + 1, h0, min(oh, h0 + rows)
-
-
-def _patch_blocks(x, kh, kw, win: _Window, oh, ow, pads, block_bytes: int | None = None):
-    """Yields (first row, [rows, kh*kw*c] patch matrix) blocks covering every output position.
+class _Patches:
+    """The patch matrix of a convolution in blocks covering every output position: `block(i)`
+    copies block i into the calling thread's scratch memory and gives (first row, [rows,
+    kh*kw*c] patch matrix).
 
     A patch row holds the window of one output position in (kh, kw, c) order, matching the
     [kh*kw*c, out] filter matrix. Two layouts, whichever copies in longer contiguous runs:
     rows-major from the NHWC input (runs of kw*c), or, for few channels, columns-major from a
-    channels-first copy (runs along the output width); the second yields a transposed view.
+    channels-first copy (runs along the output width); the second gives a transposed view.
     """
-    n, h, wd, c = x.shape
-    k = kh * kw * c
-    (sh, sw), (dh, dw) = win.strides, win.dilations
-    hp, wp = _pads_used(h, wd, kh, kw, oh, ow, win, pads)
-    run_rows = kw * c if dw == 1 else c
-    run_cols = ow if sw == 1 else 1
-    if run_cols >= 2 * run_rows:
-        xp = _padded(x, hp, wp, channels_first=True)
+
+    def __init__(self, x, kh, kw, win: _Window, oh, ow, pads, block_bytes: int):
+        n, h, wd, c = x.shape
+        self.k, self.oh, self.ow, self.dtype = kh * kw * c, oh, ow, x.dtype
+        (sh, sw), (dh, dw) = win.strides, win.dilations
+        hp, wp = _pads_used(h, wd, kh, kw, oh, ow, win, pads)
+        run_rows = kw * c if dw == 1 else c
+        run_cols = ow if sw == 1 else 1
+        self.channels_first = run_cols >= 2 * run_rows
+        xp = _padded(x, hp, wp, channels_first=self.channels_first)
         s0, s1, s2, s3 = xp.strides
-        view = as_strided(
-            xp,
-            (kh, kw, c, n, oh, ow),
-            (s2 * dh, s3 * dw, s1, s0, s2 * sh, s3 * sw),
-            writeable=False,
-        )
-        for n0, n1, h0, h1 in _blocks(n, oh, ow * k, x.itemsize, block_bytes):
-            m = (n1 - n0) * (h1 - h0) * ow
-            buf = scratch("patches", k * m, x.dtype).reshape(kh, kw, c, n1 - n0, h1 - h0, ow)
-            np.copyto(buf, view[:, :, :, n0:n1, h0:h1])
-            yield (n0 * oh + h0) * ow, buf.reshape(k, m).T
-        return
-    xp = _padded(x, hp, wp)
-    s0, s1, s2, s3 = xp.strides
-    view = as_strided(
-        xp, (n, oh, ow, kh, kw, c), (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3), writeable=False
-    )
-    for n0, n1, h0, h1 in _blocks(n, oh, ow * k, x.itemsize, block_bytes):
-        m = (n1 - n0) * (h1 - h0) * ow
-        buf = scratch("patches", m * k, x.dtype).reshape(n1 - n0, h1 - h0, ow, kh, kw, c)
-        np.copyto(buf, view[n0:n1, h0:h1])
-        yield (n0 * oh + h0) * ow, buf.reshape(m, k)
-
-
-# -- stride-1 convolutions over widened patches ---------------------------------------------------
-#
-# A patch row here covers two adjacent output columns: the window rows i, the kw + 1 input columns
-# both windows read, all channels. Its product with a widened filter matrix ([kh, kw+1, c] rows,
-# [2, out] columns; zero where a column is outside a window) gives both outputs at once, which
-# in NHWC are adjacent in memory. That costs (kw + 1) / kw of the multiplications but copies
-# (kw + 1) / (2 kw) of the patch data, and gives the GEMM twice as many columns. The input
-# gradient is the convolution of the padded out_backprop with the flipped filter (no scatter-add)
-# over shifted slices of one smaller patch matrix. On the MNIST CNN's second convolution (in a
-# training step) the forward ran 12% faster, the filter gradient 20%, the input gradient 25%.
-
-_WIDE = 2
-
-
-def _wide_ok(win: _Window, width: int, row_run: int) -> bool:
-    """Whether the widened path applies: stride and dilation 1, an even output width, and enough
-    channels that patch rows copy in long runs (the channels-first patches serve the others)."""
-    return (
-        win.strides == (1, 1)
-        and win.dilations == (1, 1)
-        and width % _WIDE == 0
-        and width < 2 * row_run
-    )
-
-
-def _widen(w: np.ndarray) -> np.ndarray:
-    """w [kh, kw, c, o] as the [kh * (kw+1) * c, 2 * o] matrix of widened patch rows."""
-    kh, kw, c, o = w.shape
-    ww = np.zeros((kh, kw + _WIDE - 1, c, _WIDE, o), w.dtype)
-    for k in range(_WIDE):
-        ww[:, k : k + kw, :, k, :] = w
-    return ww.reshape(kh * (kw + _WIDE - 1) * c, _WIDE * o)
-
-
-def _fill_wide(dst: np.ndarray, src: np.ndarray, left: int) -> None:
-    """dst[..., x2, j, :] = src[..., 2*x2 + j - left, :], zero where that column is outside src.
-
-    This gathers widened patch rows straight from the unpadded input: one strided copy for the
-    pairs of columns whose windows lie inside, a short copy and zeros for each pair at a border.
-    """
-    *_, w2, kw2, _ = dst.shape
-    wd = src.shape[-2]
-    lo = min(w2, max(0, -(-left // _WIDE)))
-    hi = max(lo, min(w2, (wd - kw2 + left) // _WIDE + 1))
-    if hi > lo:
-        base = src[..., _WIDE * lo - left :, :]
-        *lead, s_col, s_ch = base.strides
-        view = as_strided(
-            base,
-            dst.shape[:-3] + (hi - lo, kw2, dst.shape[-1]),
-            (*lead, s_col * _WIDE, s_col, s_ch),
-            writeable=False,
-        )
-        np.copyto(dst[..., lo:hi, :, :], view)
-    for x2 in (*range(lo), *range(hi, w2)):
-        first = _WIDE * x2 - left  # the source column of j = 0
-        j0, j1 = max(0, -first), max(0, min(kw2, wd - first))
-        if j1 <= j0:
-            dst[..., x2, :, :] = 0
-            continue
-        dst[..., x2, :j0, :] = 0
-        dst[..., x2, j1:, :] = 0
-        dst[..., x2, j0:j1, :] = src[..., first + j0 : first + j1, :]
-
-
-def _fill_rows(dst: np.ndarray, src: np.ndarray, first: int, left: int) -> None:
-    """_fill_wide of dst's rows (axis 0) from src's rows first, first + 1, ...: zero outside."""
-    r0 = min(len(dst), max(0, -first))
-    r1 = max(r0, min(len(dst), len(src) - first))
-    dst[:r0] = 0
-    dst[r1:] = 0
-    if r1 > r0:
-        _fill_wide(dst[r0:r1], src[first + r0 : first + r1], left)
-
-
-def _wide_patch_blocks(xp: np.ndarray, oh: int, ow: int, kh: int, kw: int):
-    """Yields (first row, widened patch matrix) blocks over every pair of output columns of a
-    stride-1 convolution of the padded NHWC xp (at least oh+kh-1 rows and ow+kw-1 columns)."""
-    n, _, _, c = xp.shape
-    kw2, ow2 = kw + _WIDE - 1, ow // _WIDE
-    k = kh * kw2 * c
-    s0, s1, s2, s3 = xp.strides
-    view = as_strided(xp, (n, oh, ow2, kh, kw2, c), (s0, s1, s2 * _WIDE, s1, s2, s3))
-    for n0, n1, h0, h1 in _blocks(n, oh, ow2 * k, xp.itemsize):
-        m = (n1 - n0) * (h1 - h0) * ow2
-        buf = scratch("patches", m * k, xp.dtype).reshape(n1 - n0, h1 - h0, ow2, kh, kw2, c)
-        np.copyto(buf, view[n0:n1, h0:h1])
-        yield (n0 * oh + h0) * ow2, buf.reshape(m, k)
-
-
-def _wide_forward(x, w, oh, ow, pads, epilogue=None) -> np.ndarray:
-    """x [n, h, w, c] ⋆ w [kh, kw, c, o] → [n, oh, ow, o] for stride 1 and an even ow."""
-    n, h, wd, c = x.shape
-    kh, kw, _, o = w.shape
-    out = np.empty((n, oh, ow, o), x.dtype)
-    xp = _padded(x, (pads[0], oh + kh - 1 - h - pads[0]), (pads[1], ow + kw - 1 - wd - pads[1]))
-    ww = _widen(w)
-    flat = out.reshape(-1, _WIDE * o)
-    for start, patches in _wide_patch_blocks(xp, oh, ow, kh, kw):
-        block = flat[start : start + len(patches)]
-        np.matmul(patches, ww, out=block)
-        if epilogue is not None:
-            epilogue(block.reshape(-1, o))
-    return out
-
-
-def _wide_backprop_filter(x, dy, kh, kw, pads) -> np.ndarray:
-    """d(loss)/d(filter) for stride 1 and an even output width: the widened patches' product
-    with dy (pairs of output columns as rows), then each widened column's share summed back."""
-    n, h, wd, c = x.shape
-    _, oh, ow, o = dy.shape
-    xp = _padded(x, (pads[0], oh + kh - 1 - h - pads[0]), (pads[1], ow + kw - 1 - wd - pads[1]))
-    dy2 = np.ascontiguousarray(dy).reshape(-1, _WIDE * o)
-    acc = tmp = None
-    for start, patches in _wide_patch_blocks(xp, oh, ow, kh, kw):
-        rows = dy2[start : start + len(patches)]
-        if acc is None:
-            acc = patches.T @ rows
-            tmp = np.empty_like(acc)
+        if self.channels_first:
+            shape, strides = (kh, kw, c, n, oh, ow), (s2 * dh, s3 * dw, s1, s0, s2 * sh, s3 * sw)
         else:
-            np.matmul(patches.T, rows, out=tmp)
-            acc += tmp
-    acc = acc.reshape(kh, kw + _WIDE - 1, c, _WIDE, o)
-    dw = acc[:, :kw, :, 0].copy()
-    for k in range(1, _WIDE):
-        dw += acc[:, k : k + kw, :, k]
-    return dw
+            shape, strides = (n, oh, ow, kh, kw, c), (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3)
+        self.view = as_strided(xp, shape, strides, writeable=False)
+        self.blocks = _blocks(n, oh, ow * self.k, x.itemsize, block_bytes)
 
-
-def _wide_backprop_input(dy, w, h, wd, pads) -> np.ndarray:
-    """d(loss)/d(input) for stride 1 and an even input width.
-
-    It is the convolution of the zero-padded out_backprop with the flipped, transposed filter,
-    computed without a full patch matrix: the patch rows are laid out with the image rows
-    outermost ([row, image, column pair, ...]), so the patch rows that kernel row i reads are
-    those of kernel row 0 shifted by i rows of every image: one contiguous slice of a patch
-    matrix over kernel row 0 (a fifth of the full one's size for 5×5), gathered straight from
-    out_backprop. The kh products of those slices with the filter's rows add up to dx, rows
-    outermost; one transposing copy brings it to NHWC.
-    """
-    n, oh, ow, o = dy.shape
-    kh, kw, c, _ = w.shape
-    top, left = kh - 1 - pads[0], kw - 1 - pads[1]
-    kw2, w2 = kw + _WIDE - 1, wd // _WIDE
-    ww = _widen(np.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2)))
-    ww = ww.reshape(kh, kw2 * o, _WIDE * c)
-    dx = np.empty((n, h, wd, c), dy.dtype)
-    src = dy.transpose(1, 0, 2, 3)  # [row, image, column, channel]
-    shift = n * w2  # patch rows per image row
-    # Blocks of output rows bound the patch matrix (a block of r rows reads r + kh - 1).
-    per_row = shift * kw2 * o * dy.itemsize
-    rows_per_block = max(1, min(h, 2 * _BLOCK_BYTES // per_row - (kh - 1)))
-    for y0 in range(0, h, rows_per_block):
-        y1 = min(h, y0 + rows_per_block)
-        r = y1 - y0 + kh - 1
-        rows = scratch("patches", r * shift * kw2 * o, dy.dtype).reshape(r, n, w2, kw2, o)
-        _fill_rows(rows, src, y0 - top, left)
-        rows = rows.reshape(r * shift, kw2 * o)
-        total = (y1 - y0) * shift
-        acc = scratch("block", total * _WIDE * c, dy.dtype).reshape(total, _WIDE * c)
-        step = max(1, min(total, _ROW_BLOCK))
-        tmp = scratch("cols", step * _WIDE * c, dy.dtype).reshape(step, _WIDE * c)
-        for r0 in range(0, total, step):
-            r1 = min(total, r0 + step)
-            a, t = acc[r0:r1], tmp[: r1 - r0]
-            np.matmul(rows[r0:r1], ww[0], out=a)
-            for i in range(1, kh):
-                np.matmul(rows[i * shift + r0 : i * shift + r1], ww[i], out=t)
-                a += t
-        dx[:, y0:y1] = acc.reshape(y1 - y0, n, wd, c).transpose(1, 0, 2, 3)
-    return dx
-
-
-# Rows per GEMM of _wide_backprop_input: its partial sums stay in cache between the products.
-_ROW_BLOCK = 8192
+    def block(self, i: int):
+        n0, n1, h0, h1 = self.blocks[i]
+        m = (n1 - n0) * (h1 - h0) * self.ow
+        buf = scratch("patches", self.k * m, self.dtype)
+        if self.channels_first:
+            buf = buf.reshape(self.view.shape[:3] + (n1 - n0, h1 - h0, self.ow))
+            np.copyto(buf, self.view[:, :, :, n0:n1, h0:h1])
+            return (n0 * self.oh + h0) * self.ow, buf.reshape(self.k, m).T
+        buf = buf.reshape((n1 - n0, h1 - h0) + self.view.shape[2:])
+        np.copyto(buf, self.view[n0:n1, h0:h1])
+        return (n0 * self.oh + h0) * self.ow, buf.reshape(m, self.k)
 
 
 def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False, epilogue=None):
@@ -421,64 +132,89 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
         return out
     k = kh * kw * c
     wm = w.reshape(k, o)
+    work = n * oh * ow * k * o
     one_by_one = kh == kw == 1 and win.strides == (1, 1) and pads == (0, 0)
     if channels_first:
         per_image = out.reshape(n, o, oh * ow)
         wt = wm.T
         if one_by_one and (oh, ow) == (h, wd):
-            np.matmul(wt, x.transpose(0, 3, 1, 2).reshape(n, c, h * wd), out=per_image)
+            xt = x.transpose(0, 3, 1, 2).reshape(n, c, h * wd)
+            parallel_blocks(n, lambda i: np.matmul(wt, xt[i], out=per_image[i]), work)
             return out
-        for start, patches in _patch_blocks(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o)):
+        patches = _Patches(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o))
+
+        def one_cf(i):
+            start, p = patches.block(i)
             n0, r0 = divmod(start, oh * ow)
-            rows = len(patches)
+            rows = len(p)
             images = max(1, rows // (oh * ow))
             dst = per_image[n0 : n0 + images, :, r0 : r0 + rows // images]
-            if patches.flags.c_contiguous:
+            if p.flags.c_contiguous:
                 # Row-major patches: one GEMM, then a cache-resident transposing copy (per-image
                 # products with a transposed operand are much slower in BLAS).
                 block = scratch("block", rows * o, x.dtype).reshape(rows, o)
-                np.matmul(patches, wm, out=block)
+                np.matmul(p, wm, out=block)
                 dst[...] = block.reshape(images, rows // images, o).transpose(0, 2, 1)
             else:
-                by_image = patches.T.reshape(k, images, rows // images).transpose(1, 0, 2)
+                by_image = p.T.reshape(k, images, rows // images).transpose(1, 0, 2)
                 np.matmul(wt, by_image, out=dst)
+
+        parallel_blocks(len(patches.blocks), one_cf, work)
         return out
     flat = out.reshape(n * oh * ow, o)
     if one_by_one and (oh, ow) == (h, wd):
-        np.matmul(x.reshape(n * h * wd, c), wm, out=flat)
+        threads.matmul(x.reshape(n * h * wd, c), wm, out=flat)
         if epilogue is not None:
             epilogue(flat)
         return out
     if _wide_ok(win, ow, kw * c):
         return _wide_forward(x, w, oh, ow, pads, epilogue)
-    for start, patches in _patch_blocks(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o)):
-        block = flat[start : start + len(patches)]
-        np.matmul(patches, wm, out=block)
+    patches = _Patches(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o))
+
+    def one(i):
+        start, p = patches.block(i)
+        block = flat[start : start + len(p)]
+        np.matmul(p, wm, out=block)
         if epilogue is not None:
             epilogue(block)
+
+    parallel_blocks(len(patches.blocks), one, work)
     return out
 
 
 def _conv_backprop_filter(x, dy, kh, kw, win: _Window, pads):
-    """d(loss)/d(filter) [kh, kw, c, o] from x [n, h, w, c] and dy [n, oh, ow, o], one group."""
+    """d(loss)/d(filter) [kh, kw, c, o] from x [n, h, w, c] and dy [n, oh, ow, o], one group.
+
+    The blocks' products are summed in fixed groups, one partial sum per group, then the groups
+    in order (the same bits on any number of threads)."""
     n, h, wd, c = x.shape
     _, oh, ow, o = dy.shape
     k = kh * kw * c
-    acc = np.zeros((k, o), x.dtype)
     if x.size == 0 or dy.size == 0 or k == 0:
-        return acc.reshape(kh, kw, c, o)
+        return np.zeros((kh, kw, c, o), x.dtype)
     if _wide_ok(win, ow, kw * c):
         return _wide_backprop_filter(x, dy, kh, kw, pads)
     dy2 = dy.reshape(n * oh * ow, o)
-    tmp = None
-    for start, patches in _patch_blocks(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o)):
-        rows = dy2[start : start + len(patches)]
-        if tmp is None:
-            _long_product(patches.T, rows, acc)
-            tmp = np.empty_like(acc)
-        else:
-            _long_product(patches.T, rows, tmp)
-            acc += tmp
+    patches = _Patches(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o))
+    groups = groups_of(len(patches.blocks))
+    parts = np.empty((len(groups), k, o), x.dtype)
+
+    def one(g):
+        acc, tmp = parts[g], None
+        for i in groups[g]:
+            start, p = patches.block(i)
+            rows = dy2[start : start + len(p)]
+            if tmp is None:
+                _long_product(p.T, rows, acc)
+                tmp = scratch("partial", acc.size, acc.dtype).reshape(acc.shape)
+            else:
+                _long_product(p.T, rows, tmp)
+                acc += tmp
+
+    parallel_blocks(len(groups), one, n * oh * ow * k * o)
+    acc = parts[0]
+    for g in range(1, len(groups)):
+        acc += parts[g]
     return acc.reshape(kh, kw, c, o)
 
 
@@ -512,7 +248,10 @@ def _long_product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 
 def _conv_backprop_input(dy, w, n, h, wd, win: _Window, pads):
-    """d(loss)/d(input) [n, h, w, c] from dy [n, oh, ow, o] and w [kh, kw, c, o], one group."""
+    """d(loss)/d(input) [n, h, w, c] from dy [n, oh, ow, o] and w [kh, kw, c, o], one group.
+
+    Blocks of whole images write disjoint images of dx and run on the intra-op threads; blocks
+    of rows of one image overlap in dx and run in order on the caller."""
     _, oh, ow, o = dy.shape
     kh, kw, c, _ = w.shape
     if n * h * wd * c and dy.size and _wide_ok(win, wd, kw * o):
@@ -525,7 +264,10 @@ def _conv_backprop_input(dy, w, n, h, wd, win: _Window, pads):
     wt = np.ascontiguousarray(w.reshape(taps, c, o).transpose(0, 2, 1))
     dy2 = dy.reshape(n * oh * ow, o)
     tap_list = list(_taps(win, kh, kw, oh, ow, h, wd, pads))
-    for n0, n1, h0, h1 in _blocks(n, oh, ow * taps * c, dy.itemsize):
+    blocks = _blocks(n, oh, ow * taps * c, dy.itemsize, _BLOCK_BYTES)
+
+    def one(b):
+        n0, n1, h0, h1 = blocks[b]
         m = (n1 - n0) * (h1 - h0) * ow
         start = (n0 * oh + h0) * ow
         cols = scratch("cols", taps * m * c, dy.dtype).reshape(taps, m, c)
@@ -539,35 +281,13 @@ def _conv_backprop_input(dy, w, n, h, wd, win: _Window, pads):
             first_row = first[0] + (r0 - rows[0]) * win.strides[0]
             dst = _in_window(dxb, (r0, r1), cls, (first_row, first[1]), win.strides)
             dst += cols[i * kw + j, :, r0 - h0 : r1 - h0, cls[0] : cls[1]]
+
+    if all(h0 == 0 and h1 == oh for _, _, h0, h1 in blocks):
+        parallel_blocks(len(blocks), one, n * oh * ow * taps * c * o)
+    else:
+        for b in range(len(blocks)):
+            one(b)
     return dx
-
-
-def _groups(c: int, kc: int, o: int) -> int:
-    if kc == 0 or c % kc:
-        raise InvalidArgumentError(
-            f"the input depth ({c}) must be a multiple of the filter's input depth ({kc})"
-        )
-    g = c // kc
-    if o % g:
-        raise InvalidArgumentError(f"the output depth ({o}) must be a multiple of groups ({g})")
-    return g
-
-
-def _check_shape(what: str, got: tuple, want: tuple) -> None:
-    if tuple(got) != tuple(want):
-        raise InvalidArgumentError(
-            f"{what} has shape {list(got)}, but the convolution's geometry needs {list(want)}"
-        )
-
-
-def _sizes_vector(sizes: np.ndarray, what: str) -> list[int]:
-    v = np.asarray(sizes)
-    if v.ndim != 1:
-        raise InvalidArgumentError(f"{what} must be a 1-D vector, got shape {list(v.shape)}")
-    vals = [int(d) for d in v]
-    if any(d < 0 for d in vals):
-        raise InvalidArgumentError(f"{what} must be non-negative, got {vals}")
-    return vals
 
 
 # -- Conv2D and its gradients ---------------------------------------------------------------------

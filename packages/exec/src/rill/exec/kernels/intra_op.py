@@ -100,6 +100,40 @@ def parallel_for(
     try:
         run()
     finally:
+        # A worker that has not started by now finds no piece left: cancel it rather than wait
+        # for a busy machine to schedule it (only the pieces in flight are waited for).
+        futures = [f for f in futures if not f.cancel()]
         wait(futures)
     for f in futures:
         f.result()
+
+
+def parallel_blocks(count: int, fn, work: int) -> None:
+    """Runs fn(i) for every i in range(count) over the intra-op threads, one block per piece,
+    taken from a shared counter (a thread whose core is busy does fewer), for a kernel of `work`
+    multiply-adds: on the caller alone below rill.exec.threads.GEMM_GRAIN or with one block.
+
+    Blocks are the kernel's own, fixed by the shapes; each is computed the same way on whichever
+    thread runs it, so the result's bits never depend on the threads. Blocks must write disjoint
+    memory.
+    """
+    threads = _policy.threads_for(work, count)
+    if threads <= 1:
+        for i in range(count):
+            fn(i)
+        return
+
+    def run(lo, hi):
+        for i in range(lo, hi):
+            fn(i)
+
+    parallel_for(count, run, pieces_per_thread=count, max_threads=threads)
+
+
+def groups_of(count: int, most: int = _policy.MAX_PIECES) -> list[range]:
+    """range(count) in at most `most` contiguous groups as even as may be (a function of count
+    only): a kernel that sums per-block partial results keeps one partial per group, summed in
+    group order, so its bits do not depend on the threads."""
+    g = max(0, min(count, most))
+    bounds = [count * i // g for i in range(g + 1)] if g else [0]
+    return [range(bounds[i], bounds[i + 1]) for i in range(g)]

@@ -6,6 +6,7 @@ import numpy as np
 
 from rill.exec import threads
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels.intra_op import groups_of, parallel_blocks
 from rill.graph.errors import InvalidArgumentError
 
 
@@ -42,9 +43,37 @@ def matmul(transpose_a, transpose_b, T, xp):
     return compute
 
 
+def _batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for float stacks of matrices with the same batch dims: fixed groups of the batch
+    (a function of the shapes only) shared over the intra-op threads; each matrix product is
+    its own single-threaded BLAS call, as in numpy's own loop, on whichever thread runs it."""
+    batch_shape = a.shape[:-2]
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    a3, b3 = a.reshape(-1, m, k), b.reshape(-1, k, n)
+    out = np.empty((len(a3), m, n), np.result_type(a, b))
+    groups = groups_of(len(a3))
+
+    def one(g):
+        s = slice(groups[g].start, groups[g].stop)
+        np.matmul(a3[s], b3[s], out=out[s])
+
+    parallel_blocks(len(groups), one, len(a3) * m * k * n)
+    return out.reshape(*batch_shape, m, n)
+
+
 @register_kernel("BatchMatMulV2", devices=("CPU", "GPU"), expensive=True)
 def batch_matmul_v2(adj_x, adj_y, T, xp):
     mm, want, cplx = xp.matmul, T.np, T.is_complex
+    if xp is np and want in (np.float32, np.float64):
+        # Stacks with the same batch dims go over the intra-op threads (rill.exec.threads).
+        def mm(a, b):
+            if (
+                a.ndim == b.ndim >= 3
+                and a.shape[:-2] == b.shape[:-2]
+                and a.shape[-1] == b.shape[-2]
+            ):
+                return _batched(a, b)
+            return np.matmul(a, b)
 
     def compute(x, y):
         if x.ndim < 2 or y.ndim < 2:

@@ -207,7 +207,8 @@ class SyncReplicasOptimizer(Optimizer):
                     resource=True,
                 )
                 contributors = contrib.take_grad(self._replicas_to_aggregate)
-                dropped = contrib.num_dropped()
+                with graph.control_dependencies([contributors]):
+                    dropped = contrib.num_dropped()  # read after this update's take
                 self._sync_token_queue = FIFOQueue(
                     -1, global_step.dtype, shapes=[[]], name="sync_token_q",
                     shared_name="sync_token_q",
@@ -245,7 +246,15 @@ class SyncReplicasOptimizer(Optimizer):
                 token = self._sync_token_queue.dequeue(timeout_ms=timeout_ms)
             train_op = self._local_step.assign(token, read_value=False)
 
-            with graph.control_dependencies([contributors]):
+            # The whole update runs on the PS: the ops the wrapped optimizer puts under the
+            # replica's device scope (its grouping NoOp, its hyperparameters) go to the global
+            # step's task instead, so that the chief's step is one partition, with no round trip
+            # through a worker between the takes and the tokens.
+            with (
+                graph.control_dependencies([contributors]),
+                graph.device(None),
+                graph.device(global_step.device),
+            ):
                 update_op = self._opt.apply_gradients(
                     [(g, v) for g, (_, v) in zip(aggregated, grads_and_vars) if g is not None],
                     global_step,
@@ -258,12 +267,15 @@ class SyncReplicasOptimizer(Optimizer):
                 step_now = global_step.read_value()
                 tokens = fill([self._tokens_per_step], step_now)
                 sync_op = self._sync_token_queue.enqueue_many((tokens,))
+                step_fetch = identity(step_now)
             self._sync_fetches = {
                 "sync": sync_op,
-                "global_step": identity(step_now),
+                "global_step": step_fetch,
                 "contributors": contributors,
                 "dropped": dropped,
             }
+            with graph.colocate_with(global_step):
+                self._read_global_step = global_step.read_value()
             self._chief_init_op = group(
                 *[a.set_global_step(global_step.read_value()) for a in self._accumulators],
                 self._local_step_init_op,
@@ -335,8 +347,8 @@ class SyncStats:
 
     def record(self, step: int, contributors: np.ndarray, dropped_total: int) -> tuple:
         with self.lock:
-            new_drops = dropped_total - self.dropped
-            self.dropped = dropped_total
+            new_drops = max(0, dropped_total - self.dropped)
+            self.dropped = max(self.dropped, dropped_total)
             self.steps += 1
             counts = np.asarray(contributors, np.int64)
             self.contributions = (
@@ -348,6 +360,36 @@ class SyncStats:
             who += ["?"] * int(counts[-1])  # contributions of replicas with an unknown number
             self.last = (step, who, new_drops)
             return self.last
+
+
+_UPDATES_IN_FLIGHT = 2
+
+
+class _InOrder:
+    """Hands the chief's update results to `report` in global step order (two updates in flight
+    may return out of order); `last` is the global step before the first."""
+
+    def __init__(self, last: int):
+        self._lock = threading.Lock()
+        self._last = last
+        self._held: dict[int, dict] = {}
+
+    def put(self, step: int, out: dict, report) -> None:
+        with self._lock:
+            self._held[step] = out
+            while self._last + 1 in self._held:
+                self._last += 1
+                report(self._last, self._held.pop(self._last))
+            if len(self._held) >= _UPDATES_IN_FLIGHT:  # a gap no update will fill
+                self.flush(report, locked=True)
+
+    def flush(self, report, locked: bool = False) -> None:
+        if not locked:
+            with self._lock:
+                return self.flush(report, locked=True)
+        for step in sorted(self._held):
+            report(step, self._held.pop(step))
+            self._last = max(self._last, step)
 
 
 def _replica_from_devices(grads, total: int) -> int | None:
@@ -364,7 +406,8 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
         self._opt = opt
         self._is_chief = is_chief
         self._num_tokens = num_tokens
-        self._thread = None
+        self._threads: list[threading.Thread] = []
+        self._reports: _InOrder | None = None
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._session = None
@@ -393,10 +436,20 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
             session.run(self._init_tokens_op)
             self._session = session
             self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._update_loop, name="sync-replicas-chief", daemon=True
-            )
-            self._thread.start()
+            self._reports = _InOrder(int(session.run(self._opt._read_global_step)))
+            # Two updates in flight: while one is applied and hands out tokens, the next is
+            # already waiting in its takes on the PS, so the chief's round trip to its client is
+            # never between the last gradient of a step and that step's tokens. The takes are
+            # served in order and the second update's gradients need the first one's tokens, so
+            # the updates still apply one after the other.
+            self._threads = [
+                threading.Thread(
+                    target=self._update_loop, name=f"sync-replicas-chief-{i}", daemon=True
+                )
+                for i in range(_UPDATES_IN_FLIGHT)
+            ]
+            for t in self._threads:
+                t.start()
 
     def _update_loop(self) -> None:
         opt = self._opt
@@ -428,17 +481,19 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
                     self._error = e
                     _log.error("SyncReplicasOptimizer's update failed: %s", e)
                 return
-            step, who, dropped = opt.stats.record(
-                int(out["global_step"]), out["contributors"], int(out["dropped"])
-            )
-            _log.info(
-                "global step %d: replicas %s contributed, %d stale gradient(s) dropped "
-                "(%d dropped in all)",
-                step,
-                who,
-                dropped,
-                opt.stats.dropped,
-            )
+            self._reports.put(int(out["global_step"]), out, self._report)
+
+    def _report(self, step: int, out: dict) -> None:
+        opt = self._opt
+        step, who, dropped = opt.stats.record(step, out["contributors"], int(out["dropped"]))
+        _log.info(
+            "global step %d: replicas %s contributed, %d stale gradient(s) dropped "
+            "(%d dropped in all)",
+            step,
+            who,
+            dropped,
+            opt.stats.dropped,
+        )
 
     def after_run(self, run_context, run_values) -> None:
         if self._error is not None:
@@ -458,9 +513,11 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
         except OpError as e:
             _log.warning("closing the sync token queue failed: %s", e)
         # A loop blocked in a take ends when the session closes (the accumulators are closed with
-        # the session's resources, or the master cancels the step); it is a daemon thread.
-        if self._thread is not None:
-            deadline = time.monotonic() + 1
-            while self._thread.is_alive() and time.monotonic() < deadline:
-                self._thread.join(0.1)
-            self._thread = None
+        # the session's resources, or the master cancels the step); they are daemon threads.
+        deadline = time.monotonic() + 1
+        for t in self._threads:
+            while t.is_alive() and time.monotonic() < deadline:
+                t.join(0.1)
+        self._threads = []
+        if self._reports is not None:
+            self._reports.flush(self._report)

@@ -408,6 +408,7 @@ class SyncStats:
 
 
 _UPDATES_IN_FLIGHT = 2
+_REPORT_WAIT_S = 10.0
 
 
 class _InOrder:
@@ -415,9 +416,19 @@ class _InOrder:
     may return out of order); `last` is the global step before the first."""
 
     def __init__(self, last: int):
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._last = last
         self._held: dict[int, dict] = {}
+
+    def wait_for(self, step: int, alive, timeout: float = _REPORT_WAIT_S) -> None:
+        """Waits (at most `timeout` s, and while alive() holds) until `step` is in."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while max([self._last, *self._held]) < step and alive():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._lock.wait(min(left, 0.1))
 
     def put(self, step: int, out: dict, report) -> None:
         with self._lock:
@@ -427,6 +438,7 @@ class _InOrder:
                 report(self._last, self._held.pop(self._last))
             if len(self._held) >= _UPDATES_IN_FLIGHT:  # a gap no update will fill
                 self.flush(report, locked=True)
+            self._lock.notify_all()
 
     def flush(self, report, locked: bool = False) -> None:
         if not locked:
@@ -557,12 +569,18 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
             session.run(self._opt._close_op)
         except OpError as e:
             _log.warning("closing the sync token queue failed: %s", e)
-        # A loop blocked in a take ends when the session closes (the accumulators are closed with
-        # the session's resources, or the master cancels the step); they are daemon threads.
-        deadline = time.monotonic() + 1
-        for t in self._threads:
-            while t.is_alive() and time.monotonic() < deadline:
-                t.join(0.1)
+        # Every update that advanced the global step before the close is reported before end()
+        # returns (its thread may not have recorded it yet); bounded, and not waiting for the
+        # loops themselves: one blocked in a take ends when the session closes (the accumulators
+        # are closed with the session's resources, or the master cancels the step), and they are
+        # daemon threads.
+        try:
+            step = int(session.run(self._opt._read_global_step))
+        except OpError:
+            step = None
+        if step is not None and self._reports is not None:
+            threads = self._threads
+            self._reports.wait_for(step, lambda: any(t.is_alive() for t in threads))
         self._threads = []
         if self._reports is not None:
             self._reports.flush(self._report)

@@ -210,3 +210,42 @@ def test_bad_configurations_are_refused():
             o = SyncReplicasOptimizer(GradientDescentOptimizer(0.1), 1, 3)
             o.minimize(rg.reduce_sum(w), global_step=get_or_create_global_step())
             o.get_init_tokens_op(num_tokens=-5)
+
+
+def test_dense_gradients_bound_for_one_task_travel_as_one_tensor():
+    from rill.exec.proto import config_pb2
+    from rill.train.sync_replicas_optimizer import _packed
+
+    g = rg.Graph()
+    with g.as_default():
+        with g.device("/job:ps/task:0"):
+            a = rg.Variable(np.zeros((2, 3), np.float32), name="a")
+            b = rg.Variable(np.zeros(4, np.float32), name="b")
+        with g.device("/job:ps/task:1"):
+            c = rg.Variable(np.zeros(2, np.float32), name="c")
+        d = rg.Variable(np.zeros(2, np.float32), name="d")  # no task: nothing to pack
+        with g.device("/job:worker/task:0"):
+            grads = [
+                rg.constant(np.arange(6, dtype=np.float32).reshape(2, 3)),
+                rg.constant(np.arange(4, dtype=np.float32) + 10),
+                rg.constant(np.array([7.0, 8.0], np.float32)),
+                rg.constant(np.array([5.0, 6.0], np.float32)),
+            ]
+        pairs = list(zip(grads, [a, b, c, d]))
+        out = _packed(g, pairs + [(None, d)])
+    # a and b (both on ps:0) are joined on the worker and split beside a; c (alone on ps:1), d
+    # (no task) and the missing gradient are left as they were.
+    assert out[2:] == pairs[2:] + [(None, d)]
+    assert [v for _, v in out[:2]] == [a, b]
+    for packed, _ in out[:2]:
+        assert packed.op.type == "Reshape" and packed.op.colocation_groups() == ["a"]
+        split_op = packed.op.inputs[0].op
+        assert split_op.type == "SplitV"
+        assert split_op.inputs[0].op.type == "ConcatV2"
+        assert split_op.inputs[0].op.device == "/job:worker/task:0"
+    config = config_pb2.ConfigProto(allow_soft_placement=True)
+    with Session(graph=g, config=config) as sess:
+        got = sess.run([t for t, _ in out[:2]])
+        want = sess.run(grads[:2])
+    for x, y in zip(got, want):
+        np.testing.assert_array_equal(x, y)

@@ -65,7 +65,7 @@ from rill.graph.ops.accumulator_ops import ConditionalAccumulator, SparseConditi
 from rill.graph.ops.array_ops import fill, group, identity, no_op
 from rill.graph.ops.data_flow_ops import FIFOQueue
 from rill.graph.ops.reduction_ops import reduce_max
-from rill.graph.ops.reshape_ops import concat, reshape
+from rill.graph.ops.reshape_ops import concat, reshape, split
 from rill.graph.ops.state_ops import GLOBAL_VARIABLES, LOCAL_VARIABLES, Variable
 from rill.train.hooks import SessionRunHook
 from rill.train.optimizer import Optimizer
@@ -241,7 +241,7 @@ class SyncReplicasOptimizer(Optimizer):
                 ]
                 self._sync_token_queue = self._token_queues[0 if replica_id is None else replica_id]
             applies, aggregated = [], []
-            for grad, var in grads_and_vars:
+            for grad, var in _packed(graph, grads_and_vars):
                 if grad is None:
                     aggregated.append(None)
                     continue
@@ -447,6 +447,36 @@ class _InOrder:
         for step in sorted(self._held):
             report(step, self._held.pop(step))
             self._last = max(self._last, step)
+
+
+def _packed(graph, grads_and_vars) -> list:
+    """grads_and_vars with the dense gradients bound for one task sent as one tensor: flattened
+    and joined where they are computed, split and reshaped beside their variables. The values are
+    the same; a replica's step moves one tensor to each PS instead of one per variable (each
+    transfer is an RPC of its own)."""
+    groups: dict = {}
+    for i, (g, v) in enumerate(grads_and_vars):
+        if g is None or isinstance(g, IndexedSlices) or not v.shape.is_fully_defined():
+            continue
+        m = _TASK_RE.search(v.device or "")
+        if m is None:
+            continue  # no task: nothing to transfer
+        groups.setdefault((m.group("job"), m.group("task"), g.dtype), []).append(i)
+    out = list(grads_and_vars)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        grads = [out[i][0] for i in members]
+        shapes = [out[i][1].shape.as_list() for i in members]
+        sizes = [int(np.prod(sh, dtype=np.int64)) for sh in shapes]
+        with graph.name_scope("packed_gradients"):
+            with graph.colocate_with(grads[0]):
+                flat = concat([reshape(g, [-1]) for g in grads], 0)
+            with graph.colocate_with(out[members[0]][1]):
+                parts = split(flat, sizes, axis=0)
+                for i, part, shape in zip(members, parts, shapes):
+                    out[i] = (reshape(part, shape), out[i][1])
+    return out
 
 
 def _replica_from_devices(grads, total: int) -> int | None:

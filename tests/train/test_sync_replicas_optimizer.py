@@ -214,7 +214,7 @@ def test_bad_configurations_are_refused():
 
 def test_dense_gradients_bound_for_one_task_travel_as_one_tensor():
     from rill.exec.proto import config_pb2
-    from rill.train.sync_replicas_optimizer import _packed
+    from rill.train.sync_replicas_support import _packed
 
     g = rg.Graph()
     with g.as_default():

@@ -249,3 +249,27 @@ def test_dense_gradients_bound_for_one_task_travel_as_one_tensor():
         want = sess.run(grads[:2])
     for x, y in zip(got, want):
         np.testing.assert_array_equal(x, y)
+
+
+def test_update_reports_come_in_global_step_order():
+    from rill.train.sync_replicas_support import _InOrder
+
+    got = []
+
+    def report(step, out):
+        got.append(step)
+
+    r = _InOrder(last=4)
+    r.put(6, {}, report)  # two updates in flight: 6 came back before 5
+    assert got == []
+    r.put(5, {}, report)
+    assert got == [5, 6]
+    r.put(8, {}, report)
+    r.put(9, {}, report)  # a gap no update fills (8 and 9 held): reported as they are
+    assert got == [5, 6, 8, 9]
+    r.put(7, {}, report)  # late: reported at once
+    assert got == [5, 6, 8, 9, 7]
+    r.put(11, {}, report)
+    r.wait_for(10, alive=lambda: False)  # nothing alive to report 10: no wait
+    r.flush(report)
+    assert got == [5, 6, 8, 9, 7, 11]

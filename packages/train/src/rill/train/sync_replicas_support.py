@@ -69,6 +69,10 @@ class _InOrder:
 
     def put(self, step: int, out: dict, report) -> None:
         with self._lock:
+            if step <= self._last:  # later than steps already reported past a gap
+                report(step, out)
+                self._lock.notify_all()
+                return
             self._held[step] = out
             while self._last + 1 in self._held:
                 self._last += 1

@@ -18,7 +18,14 @@ TensorFlow's algorithm and names, with what its users lacked:
   MonitoredSession treats as the end of training, so every replica finishes;
 - every global step reports which replicas contributed and how many stale gradients were dropped,
   as a log line on the chief and in `stats` (replicas are numbered by `replica_id`, or by the
-  task index of the worker the gradients are computed on).
+  task index of the worker the gradients are computed on);
+- with the replica's number known, each replica has a token queue of its own and gives at most one
+  gradient per global step (the paper's m of n): in TensorFlow's shared queue a fast replica takes
+  a straggler's token and stands in for it, and a backup's spare tokens pile up and make the fast
+  replicas' gradients stale. A replica's local step lives beside its queue on the global step's
+  task, so its step's work on the PS (apply, take the token, set the local step) is one RunGraph;
+- the chief's update is one partition on the global step's task, with two updates in flight, so
+  the chief's round trip to its client is never between a step's last gradient and its tokens.
 
 >>> import rill.graph as rg
 >>> from rill.train import GradientDescentOptimizer
@@ -36,9 +43,7 @@ TensorFlow's algorithm and names, with what its users lacked:
 from __future__ import annotations
 
 import logging
-import re
 import threading
-import time
 
 import numpy as np
 
@@ -57,14 +62,22 @@ from rill.graph.graph import convert_to_tensor
 from rill.graph.ops.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from rill.graph.ops.array_ops import fill, group, identity, no_op
 from rill.graph.ops.data_flow_ops import FIFOQueue
+from rill.graph.ops.reduction_ops import reduce_max
+from rill.graph.ops.reshape_ops import concat, reshape
 from rill.graph.ops.state_ops import GLOBAL_VARIABLES, LOCAL_VARIABLES, Variable
 from rill.train.hooks import SessionRunHook
 from rill.train.optimizer import Optimizer
+from rill.train.sync_replicas_support import (
+    _UPDATES_IN_FLIGHT,
+    SyncStats,
+    _InOrder,
+    _packed,
+    _replica_from_devices,
+)
 
 __all__ = ["SyncReplicasOptimizer"]
 
 _log = logging.getLogger("rill.train.sync_replicas")
-_TASK_RE = re.compile(r"/job:(?P<job>[^/]+).*?/task:(?P<task>\d+)")
 
 
 class SyncReplicasOptimizer(Optimizer):
@@ -79,9 +92,10 @@ class SyncReplicasOptimizer(Optimizer):
         variables_to_average: the variables it averages.
         use_locking: passed to the apply ops.
         name: the name scope of the ops.
-        replica_id: rill's own: this replica's number in [0, total_num_replicas), for the
-            per-step report of contributors (default: the task index of the worker device the
-            gradients are computed on; unknown leaves contributors out of the report).
+        replica_id: rill's own: this replica's number in [0, total_num_replicas), for its own
+            token queue and the per-step report of contributors (default: the task index of the
+            worker device the gradients are computed on; unknown: TensorFlow's shared token
+            queue, and contributors left out of the report).
         barrier_timeout_secs: rill's own: how long a replica waits for a token and the chief for
             gradients before DeadlineExceededError (None: wait without a deadline).
 
@@ -128,7 +142,9 @@ class SyncReplicasOptimizer(Optimizer):
         self._gradients_applied = False
         self._global_step = None
         self._accumulators: list = []
-        self._sync_token_queue = None
+        self._sync_token_queue = None  # the queue this replica takes its tokens from
+        self._token_queues: list = []  # every queue the chief hands tokens out to
+        self._per_replica_tokens = False
         self._chief_init_op = None
         self._local_step_init_op = None
         self._ready_for_local_init_op = None
@@ -177,16 +193,23 @@ class SyncReplicasOptimizer(Optimizer):
                 [g for g, _ in grads_and_vars if g is not None], self._total_num_replicas
             )
         with graph.as_default(), graph.name_scope(name or self._name):
-            # The local step is this replica's own: colocated with an op on the replica's device
-            # so that a device function does not put it on a PS, where every replica's graph
-            # would share it (TensorFlow anchors it the same way).
-            local_anchor = no_op(name="local_step_anchor")
-            with graph.name_scope(None), graph.colocate_with(local_anchor):
+            # The local step is this replica's own. With a known replica number it lives beside
+            # the replica's token queue on the global step's task, under a name of its own, so
+            # that the token taken there sets it without a transfer to the worker and back
+            # (one RunGraph on the PS applies the gradients, takes the token and sets the step).
+            # Otherwise it is colocated with an op on the replica's device so that a device
+            # function does not put it on a PS, where every replica's graph would share it
+            # (TensorFlow anchors it the same way).
+            if replica_id is None:
+                anchor, local_name = no_op(name="local_step_anchor"), "sync_rep_local_step"
+            else:
+                anchor, local_name = global_step, f"sync_rep_local_step_{replica_id}"
+            with graph.name_scope(None), graph.colocate_with(anchor):
                 self._local_step = Variable(
                     np.zeros((), global_step.dtype.np),
                     trainable=False,
                     collections=[LOCAL_VARIABLES],
-                    name="sync_rep_local_step",
+                    name=local_name,
                 )
             self._local_step_init_op = self._local_step.assign(
                 global_step.read_value(), read_value=False
@@ -207,13 +230,22 @@ class SyncReplicasOptimizer(Optimizer):
                     resource=True,
                 )
                 contributors = contrib.take_grad(self._replicas_to_aggregate)
-                dropped = contrib.num_dropped()
-                self._sync_token_queue = FIFOQueue(
-                    -1, global_step.dtype, shapes=[[]], name="sync_token_q",
-                    shared_name="sync_token_q",
-                )  # fmt: skip
+                with graph.control_dependencies([contributors]):
+                    dropped = contrib.num_dropped()  # read after this update's take
+                self._per_replica_tokens = replica_id is not None
+                if replica_id is None:
+                    # TensorFlow's one queue: any replica may take any token.
+                    names = ["sync_token_q"]
+                else:
+                    # One queue per replica: each takes only the tokens handed to it.
+                    names = [f"sync_token_q_{r}" for r in range(self._total_num_replicas)]
+                self._token_queues = [
+                    FIFOQueue(-1, global_step.dtype, shapes=[[]], name=n, shared_name=n)
+                    for n in names
+                ]
+                self._sync_token_queue = self._token_queues[0 if replica_id is None else replica_id]
             applies, aggregated = [], []
-            for grad, var in grads_and_vars:
+            for grad, var in _packed(graph, grads_and_vars):
                 if grad is None:
                     aggregated.append(None)
                     continue
@@ -241,11 +273,27 @@ class SyncReplicasOptimizer(Optimizer):
                 row[self._total_num_replicas if replica_id is None else replica_id] = 1
                 row = convert_to_tensor(row, dtypes.int64, name="contribution")
                 contributed = contrib.apply_grad(row, local_step=local_step)
-            with graph.control_dependencies([contributed]):
+            with graph.control_dependencies([contributed]), graph.colocate_with(global_step):
                 token = self._sync_token_queue.dequeue(timeout_ms=timeout_ms)
+                if replica_id is not None:
+                    # A replica slower than the updates finds several tokens in its queue: it
+                    # takes them all and carries on from the newest (the oldest would only make
+                    # its next gradient stale, and the queue would grow without end).
+                    with graph.control_dependencies([token]):
+                        backlog = self._sync_token_queue.size()
+                    later = self._sync_token_queue.dequeue_many(backlog)
+                    token = reduce_max(concat([reshape(token, [1]), later], 0))
             train_op = self._local_step.assign(token, read_value=False)
 
-            with graph.control_dependencies([contributors]):
+            # The whole update runs on the PS: the ops the wrapped optimizer puts under the
+            # replica's device scope (its grouping NoOp, its hyperparameters) go to the global
+            # step's task instead, so that the chief's step is one partition, with no round trip
+            # through a worker between the takes and the tokens.
+            with (
+                graph.control_dependencies([contributors]),
+                graph.device(None),
+                graph.device(global_step.device),
+            ):
                 update_op = self._opt.apply_gradients(
                     [(g, v) for g, (_, v) in zip(aggregated, grads_and_vars) if g is not None],
                     global_step,
@@ -256,14 +304,20 @@ class SyncReplicasOptimizer(Optimizer):
                         update_op = self._variable_averages.apply(self._variables_to_average)
             with graph.control_dependencies([update_op]), graph.colocate_with(global_step):
                 step_now = global_step.read_value()
-                tokens = fill([self._tokens_per_step], step_now)
-                sync_op = self._sync_token_queue.enqueue_many((tokens,))
+                if replica_id is None:
+                    tokens = fill([self._tokens_per_step], step_now)
+                    sync_op = self._sync_token_queue.enqueue_many((tokens,))
+                else:
+                    sync_op = group(*[q.enqueue(step_now) for q in self._token_queues])
+                step_fetch = identity(step_now)
             self._sync_fetches = {
                 "sync": sync_op,
-                "global_step": identity(step_now),
+                "global_step": step_fetch,
                 "contributors": contributors,
                 "dropped": dropped,
             }
+            with graph.colocate_with(global_step):
+                self._read_global_step = global_step.read_value()
             self._chief_init_op = group(
                 *[a.set_global_step(global_step.read_value()) for a in self._accumulators],
                 self._local_step_init_op,
@@ -274,7 +328,7 @@ class SyncReplicasOptimizer(Optimizer):
                 graph.get_collection(GLOBAL_VARIABLES)
             )
             self._close_op = group(
-                self._sync_token_queue.close(cancel_pending_enqueues=True),
+                *[q.close(cancel_pending_enqueues=True) for q in self._token_queues],
                 name="close_sync_token_q",
             )
         self._gradients_applied = True
@@ -283,8 +337,10 @@ class SyncReplicasOptimizer(Optimizer):
     # -- what the chief and the replicas run ----------------------------------------------------
 
     def get_init_tokens_op(self, num_tokens: int = -1):
-        """The op the chief runs once to let the replicas start: `num_tokens` tokens (default
-        replicas_to_aggregate) carrying the global step.
+        """The op the chief runs once to let the replicas start: `num_tokens` tokens carrying the
+        global step (default: replicas_to_aggregate in the shared queue, as TensorFlow; with a
+        queue per replica, `num_tokens` in each, default none: a replica's first gradient goes in
+        without a token).
 
         Raises:
             ValueError: before apply_gradients, or fewer tokens than replicas_to_aggregate -
@@ -293,8 +349,11 @@ class SyncReplicasOptimizer(Optimizer):
         if not self._gradients_applied:
             raise ValueError("get_init_tokens_op() must be called after apply_gradients()")
         needed = self._replicas_to_aggregate - self._total_num_replicas
+        per_replica = self._per_replica_tokens
         if num_tokens == -1:
-            num_tokens = self._replicas_to_aggregate
+            # A replica's first gradient goes in without a token; with a queue per replica a
+            # first token would let it give a second gradient to the first update.
+            num_tokens = 0 if per_replica else self._replicas_to_aggregate
         elif num_tokens < needed:
             raise ValueError(f"too few tokens to start: {num_tokens} < {needed}")
         g = self._global_step.graph
@@ -302,7 +361,9 @@ class SyncReplicasOptimizer(Optimizer):
             if num_tokens <= 0:
                 return no_op(name="no_init_tokens")
             tokens = fill([num_tokens], self._global_step.read_value())
-            return self._sync_token_queue.enqueue_many((tokens,), name="init_tokens")
+            return group(
+                *[q.enqueue_many((tokens,)) for q in self._token_queues], name="init_tokens"
+            )
 
     @property
     def chief_init_op(self):
@@ -322,49 +383,13 @@ class SyncReplicasOptimizer(Optimizer):
         return _SyncReplicasOptimizerHook(self, is_chief, num_tokens)
 
 
-class SyncStats:
-    """What the chief's update loop has seen: global steps, contributors, stale drops."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.steps = 0
-        self.dropped = 0
-        self.contributions = None  # per replica, summed over steps
-        self.last = None  # (global step, contributing replicas, stale dropped this step)
-        self.history: list = []  # (global step, contributions per replica), the last 1000 steps
-
-    def record(self, step: int, contributors: np.ndarray, dropped_total: int) -> tuple:
-        with self.lock:
-            new_drops = dropped_total - self.dropped
-            self.dropped = dropped_total
-            self.steps += 1
-            counts = np.asarray(contributors, np.int64)
-            self.contributions = (
-                counts if self.contributions is None else self.contributions + counts
-            )
-            self.history.append((step, counts))
-            del self.history[:-1000]
-            who = [int(i) for i in np.flatnonzero(counts[:-1])]
-            who += ["?"] * int(counts[-1])  # contributions of replicas with an unknown number
-            self.last = (step, who, new_drops)
-            return self.last
-
-
-def _replica_from_devices(grads, total: int) -> int | None:
-    for g in grads:
-        dev = getattr(g, "device", "") or ""
-        m = _TASK_RE.search(dev)
-        if m and m.group("job") == "worker" and int(m.group("task")) < total:
-            return int(m.group("task"))
-    return None
-
-
 class _SyncReplicasOptimizerHook(SessionRunHook):
     def __init__(self, opt: SyncReplicasOptimizer, is_chief: bool, num_tokens: int):
         self._opt = opt
         self._is_chief = is_chief
         self._num_tokens = num_tokens
-        self._thread = None
+        self._threads: list[threading.Thread] = []
+        self._reports: _InOrder | None = None
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._session = None
@@ -393,10 +418,20 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
             session.run(self._init_tokens_op)
             self._session = session
             self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._update_loop, name="sync-replicas-chief", daemon=True
-            )
-            self._thread.start()
+            self._reports = _InOrder(int(session.run(self._opt._read_global_step)))
+            # Two updates in flight: while one is applied and hands out tokens, the next is
+            # already waiting in its takes on the PS, so the chief's round trip to its client is
+            # never between the last gradient of a step and that step's tokens. The takes are
+            # served in order and the second update's gradients need the first one's tokens, so
+            # the updates still apply one after the other.
+            self._threads = [
+                threading.Thread(
+                    target=self._update_loop, name=f"sync-replicas-chief-{i}", daemon=True
+                )
+                for i in range(_UPDATES_IN_FLIGHT)
+            ]
+            for t in self._threads:
+                t.start()
 
     def _update_loop(self) -> None:
         opt = self._opt
@@ -428,17 +463,19 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
                     self._error = e
                     _log.error("SyncReplicasOptimizer's update failed: %s", e)
                 return
-            step, who, dropped = opt.stats.record(
-                int(out["global_step"]), out["contributors"], int(out["dropped"])
-            )
-            _log.info(
-                "global step %d: replicas %s contributed, %d stale gradient(s) dropped "
-                "(%d dropped in all)",
-                step,
-                who,
-                dropped,
-                opt.stats.dropped,
-            )
+            self._reports.put(int(out["global_step"]), out, self._report)
+
+    def _report(self, step: int, out: dict) -> None:
+        opt = self._opt
+        step, who, dropped = opt.stats.record(step, out["contributors"], int(out["dropped"]))
+        _log.info(
+            "global step %d: replicas %s contributed, %d stale gradient(s) dropped "
+            "(%d dropped in all)",
+            step,
+            who,
+            dropped,
+            opt.stats.dropped,
+        )
 
     def after_run(self, run_context, run_values) -> None:
         if self._error is not None:
@@ -457,10 +494,18 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
             session.run(self._opt._close_op)
         except OpError as e:
             _log.warning("closing the sync token queue failed: %s", e)
-        # A loop blocked in a take ends when the session closes (the accumulators are closed with
-        # the session's resources, or the master cancels the step); it is a daemon thread.
-        if self._thread is not None:
-            deadline = time.monotonic() + 1
-            while self._thread.is_alive() and time.monotonic() < deadline:
-                self._thread.join(0.1)
-            self._thread = None
+        # Every update that advanced the global step before the close is reported before end()
+        # returns (its thread may not have recorded it yet); bounded, and not waiting for the
+        # loops themselves: one blocked in a take ends when the session closes (the accumulators
+        # are closed with the session's resources, or the master cancels the step), and they are
+        # daemon threads.
+        try:
+            step = int(session.run(self._opt._read_global_step))
+        except OpError:
+            step = None
+        if step is not None and self._reports is not None:
+            threads = self._threads
+            self._reports.wait_for(step, lambda: any(t.is_alive() for t in threads))
+        self._threads = []
+        if self._reports is not None:
+            self._reports.flush(self._report)

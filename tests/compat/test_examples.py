@@ -127,3 +127,57 @@ def test_distributed_replicas_on_a_loopback_cluster():
     # trained variables back from the PS.
     assert sum(steps) >= 200
     assert min(accs) > 0.8
+
+
+@pytest.mark.distributed
+def test_sync_replicas_with_supervisor_and_chief_queue_runner():
+    # TensorFlow 1.x's distributed MNIST example's sync path: Supervisor, get_chief_queue_runner,
+    # get_init_tokens_op, prepare_or_wait_for_session; a PS and two worker processes.
+    import socket
+
+    socks = [socket.socket() for _ in range(3)]
+    for s in socks:
+        s.bind(("localhost", 0))
+    ps, w0, w1 = (f"localhost:{s.getsockname()[1]}" for s in socks)
+    for s in socks:
+        s.close()
+    script = str(ROOT / "examples" / "tf1" / "sync_replicas_supervisor.py")
+    common = [f"--ps_hosts={ps}", f"--worker_hosts={w0},{w1}", "--train_steps=60"]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                script,
+                "--job_name=ps",
+                "--task_index=0",
+                "--ps_wait_secs=300",
+                *common,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+    ]
+    try:
+        for i in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, script, "--job_name=worker", f"--task_index={i}", *common],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )  # fmt: skip
+            )
+        outs = []
+        for p in procs[1:]:
+            out, _ = p.communicate(timeout=300)
+            assert p.returncode == 0, out[-3000:]
+            outs.append(out)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(10)
+    steps = [_number(r"global step (\d+)", o) for o in outs]
+    accs = [_number(r"test accuracy ([\d.]+)", o) for o in outs]
+    assert max(steps) >= 60
+    assert min(accs) > 0.8

@@ -8,6 +8,7 @@ True
 from __future__ import annotations
 
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -274,6 +275,7 @@ class Server:
                 self._grpc.start()
                 self._control.start()
                 self._started = True
+                _stop_at_exit(self)
 
     def join(self, timeout: float | None = None) -> bool:
         """Blocks until stop() (or `timeout` seconds); True when the server has stopped."""
@@ -319,3 +321,22 @@ class Server:
 
     def default_config(self) -> config_pb2.ConfigProto:
         return self._config
+
+
+def _stop_at_exit(server: Server) -> None:
+    """Stops a still-running server when the interpreter exits, before the thread pools are
+    joined: a step still blocked in it (a take waiting for gradients that will never come, as
+    TF1 programs leave the chief's) is cancelled instead of keeping the process alive. This is
+    threading's own exit hook, which concurrent.futures uses for the same purpose; the server
+    is held weakly, so a server stopped or collected earlier costs nothing."""
+    ref = weakref.ref(server)
+
+    def stop() -> None:
+        s = ref()
+        if s is not None:
+            s.stop(grace=0)
+
+    try:
+        threading._register_atexit(stop)
+    except RuntimeError:
+        pass  # the interpreter is already shutting down

@@ -377,6 +377,20 @@ class SyncReplicasOptimizer(Optimizer):
     def ready_for_local_init_op(self):
         return self._ready_for_local_init_op
 
+    def get_chief_queue_runner(self):
+        """TF1's way of running the chief's updates without the hook (a Supervisor program:
+        `sv.start_queue_runners(sess, [opt.get_chief_queue_runner()])` after running
+        `get_init_tokens_op()` and the chief's local init): a queue-runner-like object whose
+        threads run the update loop; when the coordinator stops (or the session ends) the
+        barrier is closed, so waiting replicas see OutOfRangeError.
+
+        Raises:
+            ValueError: before apply_gradients.
+        """
+        if not self._gradients_applied:
+            raise ValueError("get_chief_queue_runner() must be called after apply_gradients()")
+        return _ChiefQueueRunner(self)
+
     def make_session_run_hook(self, is_chief: bool, num_tokens: int = -1) -> SessionRunHook:
         """The hook that prepares a replica's session (and, on the chief, starts the update loop
         and closes the barrier at the end)."""
@@ -416,22 +430,26 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
         session.run(self._local_init_op)
         if self._is_chief:
             session.run(self._init_tokens_op)
-            self._session = session
-            self._stop.clear()
-            self._reports = _InOrder(int(session.run(self._opt._read_global_step)))
-            # Two updates in flight: while one is applied and hands out tokens, the next is
-            # already waiting in its takes on the PS, so the chief's round trip to its client is
-            # never between the last gradient of a step and that step's tokens. The takes are
-            # served in order and the second update's gradients need the first one's tokens, so
-            # the updates still apply one after the other.
-            self._threads = [
-                threading.Thread(
-                    target=self._update_loop, name=f"sync-replicas-chief-{i}", daemon=True
-                )
-                for i in range(_UPDATES_IN_FLIGHT)
-            ]
-            for t in self._threads:
-                t.start()
+            self._start_updates(session)
+
+    def _start_updates(self, session) -> list[threading.Thread]:
+        """Starts the chief's update loops in `session` (from after_create_session, or from
+        get_chief_queue_runner's runner)."""
+        self._session = session
+        self._stop.clear()
+        self._reports = _InOrder(int(session.run(self._opt._read_global_step)))
+        # Two updates in flight: while one is applied and hands out tokens, the next is
+        # already waiting in its takes on the PS, so the chief's round trip to its client is
+        # never between the last gradient of a step and that step's tokens. The takes are
+        # served in order and the second update's gradients need the first one's tokens, so
+        # the updates still apply one after the other.
+        self._threads = [
+            threading.Thread(target=self._update_loop, name=f"sync-replicas-chief-{i}", daemon=True)
+            for i in range(_UPDATES_IN_FLIGHT)
+        ]
+        for t in self._threads:
+            t.start()
+        return self._threads
 
     def _update_loop(self) -> None:
         opt = self._opt
@@ -509,3 +527,57 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
         self._threads = []
         if self._reports is not None:
             self._reports.flush(self._report)
+
+
+class _ChiefQueueRunner:
+    """What get_chief_queue_runner returns: create_threads(sess, coord, daemon, start) as a
+    QueueRunner's, running the chief's update loops plus one thread that, once the coordinator
+    asks to stop (or every loop has ended), closes the barrier and reports a failed update to
+    the coordinator."""
+
+    def __init__(self, opt: SyncReplicasOptimizer):
+        self._opt = opt
+        self.name = f"{opt._name}/chief_queue_runner"
+        self.exceptions_raised: list = []
+
+    def create_threads(self, sess, coord=None, daemon: bool = False, start: bool = False):
+        hook = _SyncReplicasOptimizerHook(self._opt, is_chief=True, num_tokens=0)
+        loops: list[threading.Thread] = []
+        # On a cluster the loops get a client session of their own, closed when they stop: its
+        # close cancels the takes still waiting on the PS (nothing else would end them before
+        # the barrier deadline, and a process whose server still runs them does not exit).
+        target = getattr(sess, "sess_str", "") or ""
+        own = None
+        if target.startswith("grpc://"):
+            from rill.exec import Session
+
+            own = Session(target, graph=sess.graph, config=getattr(sess, "_config", None))
+        loop_sess = own if own is not None else sess
+
+        def run_loops():
+            loops.extend(hook._start_updates(loop_sess))
+
+        def watch():
+            # Every wait is bounded; ends on the coordinator's stop or when the loops end.
+            while True:
+                if coord is not None and coord.wait_for_stop(0.25):
+                    break
+                if coord is None:
+                    hook._stop.wait(0.25)
+                if loops and not any(t.is_alive() for t in loops):
+                    break
+            if hook._error is not None:
+                self.exceptions_raised.append(hook._error)
+                if coord is not None:
+                    coord.request_stop(hook._error)
+            hook._finish(loop_sess)
+            if own is not None:
+                own.close()
+
+        starter = threading.Thread(target=run_loops, name=f"{self.name}-start", daemon=daemon)
+        watcher = threading.Thread(target=watch, name=f"{self.name}-watch", daemon=daemon)
+        if start:
+            starter.start()
+            starter.join(60)
+            watcher.start()
+        return [starter, watcher]

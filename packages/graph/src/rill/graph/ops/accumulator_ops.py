@@ -21,6 +21,7 @@ TF1 reference handle (a 2-element string vector: container and name), and
 from __future__ import annotations
 
 from rill.graph import dtypes
+from rill.graph.errors import GraphTypeError
 from rill.graph.graph import Operation, Tensor, convert_to_tensor, get_default_graph
 from rill.graph.op_def import defop
 from rill.graph.ops.state_ops import resource_producer
@@ -44,6 +45,19 @@ _SPARSE_CREATORS = ("SparseConditionalAccumulator",)
 
 
 # -- shape functions ----------------------------------------------------------------------------
+
+
+def _int64_step(value, name: str):
+    """A step as int64, whatever integer type it comes in (a TF1 program's global step is often
+    an int32 Variable; TensorFlow casts it the same way)."""
+    step = convert_to_tensor(value, name=name)
+    if step.dtype is dtypes.int64:
+        return step
+    if not step.dtype.is_integer:
+        raise GraphTypeError(f"{name} must be an integer tensor, got {step.dtype.name}")
+    from rill.graph.ops.math_ops import cast
+
+    return cast(step, dtypes.int64, name=f"{name}_int64")
 
 
 def _creator_of(handle: Tensor, kinds) -> Operation | None:
@@ -265,7 +279,7 @@ class _AccumulatorBase:
 
     def set_global_step(self, new_global_step, name: str | None = None) -> Operation:
         """Sets the global step; later gradients with an older local step are dropped."""
-        step = convert_to_tensor(new_global_step, dtypes.int64, name="new_global_step")
+        step = _int64_step(new_global_step, "new_global_step")
         return self._op("AccumulatorSetGlobalStep", [step], name or f"{self._name}_SetGlobalStep")
 
 
@@ -289,7 +303,7 @@ class ConditionalAccumulator(_AccumulatorBase):
     def apply_grad(self, grad, local_step=0, name: str | None = None) -> Operation:
         """Adds `grad` unless `local_step` is older than the accumulator's global step."""
         grad = convert_to_tensor(grad, self._dtype, name="grad")
-        step = convert_to_tensor(local_step, dtypes.int64, name="local_step")
+        step = _int64_step(local_step, "local_step")
         return self._op(
             "AccumulatorApplyGradient",
             [step, grad],
@@ -339,7 +353,7 @@ class SparseConditionalAccumulator(_AccumulatorBase):
         values = convert_to_tensor(grad_values, self._dtype, name="gradient_values")
         known = grad_shape is not None
         shape = convert_to_tensor(grad_shape if known else [], dtypes.int64, name="gradient_shape")
-        step = convert_to_tensor(local_step, dtypes.int64, name="local_step")
+        step = _int64_step(local_step, "local_step")
         return self._op(
             "SparseAccumulatorApplyGradient",
             [step, indices, values, shape],

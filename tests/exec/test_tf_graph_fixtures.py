@@ -96,3 +96,29 @@ def test_tf_graph_runs_in_rill_like_tensorflow(name):
     tol = m.get("tolerance") or {}
     with Session(graph=g) as sess:
         replay(m, g, arrays, sess, **tol)
+
+
+GRADIENT_MANIFESTS = [n for n in MANIFESTS
+                      if "rill_gradients" in json.loads((FIXTURES / f"{n}.json").read_text())]  # fmt: skip
+
+
+@pytest.mark.no_roundtrip("imported TensorFlow graphs")
+@pytest.mark.parametrize("name", GRADIENT_MANIFESTS)
+def test_rill_gradients_of_tf_graphs_match_tensorflows(name):
+    """rill's own gradient functions, built on the imported forward graph, give what
+    TensorFlow's gradient gave (recorded in the same fixture)."""
+    from rill.autodiff import gradients
+
+    m, g, arrays = load(name)
+    tol = m.get("tolerance") or {}
+    specs = m["rill_gradients"]
+    with g.as_default():
+        built = [gradients(g.get_tensor_by_name(s["y"]), [g.get_tensor_by_name(x) for x in s["xs"]])
+                 for s in specs]  # fmt: skip
+    with Session(graph=g) as sess:
+        for s, grads in zip(specs, built):
+            feeds = {g.get_tensor_by_name(t): feed_value(arrays, k) for t, k in s["feeds"].items()}
+            for x, got, want in zip(s["xs"], sess.run(grads, feeds), s["want"]):
+                np.testing.assert_allclose(got, arrays[want], rtol=tol.get("rtol", 2e-5),
+                                           atol=tol.get("atol", 1e-6),
+                                           err_msg=f"d{s['y']}/d{x}")  # fmt: skip

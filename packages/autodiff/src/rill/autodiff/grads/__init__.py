@@ -16,6 +16,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     optional_grad,
     pool_extra_grad,
     pool_grad,
+    random_grad,
     reduction_grad,
     ref_variable_grad,
     rnn_grad,

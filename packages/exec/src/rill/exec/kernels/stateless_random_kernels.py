@@ -427,3 +427,18 @@ def stateless_random_uniform_full_int_v2(dtype, Tshape):
         return uniform_full_int(_shape(shape), None, np.dtype(dtype.np), _split(key, counter))
 
     return compute
+
+
+@register_kernel("RandomGammaGrad")
+def random_gamma_grad(T):
+    """d sample / d alpha by implicit differentiation of the CDF: -(dP(a, x)/da) / pdf(x)."""
+    from rill.exec.kernels.special_math_kernels import igamma_grad_a, lgamma
+
+    def compute(alpha, sample):
+        a, x = np.broadcast_arrays(np.asarray(alpha, np.float64), np.asarray(sample, np.float64))
+        with np.errstate(all="ignore"):
+            log_pdf = -x + (a - 1.0) * np.log(x) - lgamma(a)
+            out = -igamma_grad_a(a, x) / np.exp(log_pdf)
+        return np.where(x > 0, out, 0.0).astype(T.np)
+
+    return compute

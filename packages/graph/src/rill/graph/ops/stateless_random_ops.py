@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from rill.graph import dtypes
+from rill.graph import dtypes, shape_fns
 from rill.graph.graph import Tensor, convert_to_tensor, get_default_graph
 from rill.graph.op_def import defop
 from rill.graph.shapes import TensorShape, unknown_shape
@@ -178,3 +178,8 @@ def stateless_random_uniform_int(shape, seed, minval, maxval, dtype=dtypes.int32
 
 
 __all__ += ["stateless_truncated_normal", "stateless_random_uniform_int"]
+
+defop("RandomGammaGrad", inputs=["alpha: T", "sample: T"], outputs=["output: T"],
+      attrs=["T: {float32, float64}"], shape=shape_fns.broadcast_binary,
+      doc="d sample / d alpha of Gamma(alpha, 1) samples by implicit differentiation: "
+      "-(dP(alpha, x)/dalpha) / pdf(x).")  # fmt: skip

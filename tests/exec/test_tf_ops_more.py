@@ -1,0 +1,58 @@
+"""Issue 18's later op families checked beyond the fixture replays: RandomGamma's gradient,
+the stateless integer samplers' errors."""
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import rill.graph as rg
+from rill.autodiff import gradients
+from rill.exec import Session
+from rill.graph.errors import InvalidArgumentError
+from rill.graph.ops import stateless_random_ops as sr
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "tf_graphs"
+
+
+def test_random_gamma_gradient_is_tensorflows_weighted_sum_of_random_gamma_grad():
+    """On the samples TensorFlow drew (gamma_grad fixture), rill's RandomGammaGrad summed over
+    the sample dimension with the loss weights gives TensorFlow's d loss / d alpha."""
+    m = json.loads((FIXTURES / "gamma_grad.json").read_text())
+    arrays = np.load(FIXTURES / "gamma_grad.npz")
+    step = next(s for s in m["steps"] if s["name"] == "tf_dalpha")
+    drawn, w, want = (arrays[step[k]] for k in ("drawn", "weights", "dalpha"))
+    alpha = np.array([0.3, 1.0, 2.5, 9.0])
+    with rg.Graph().as_default() as g:
+        partial = g.create_op("RandomGammaGrad", [rg.constant(alpha), rg.constant(drawn)])
+        dalpha = rg.reduce_sum(partial.outputs[0] * rg.constant(w), 0)
+    with Session(graph=g) as s:
+        np.testing.assert_allclose(s.run(dalpha), want, rtol=1e-6)
+
+
+def test_random_gamma_gradient_averages_to_the_derivative_of_the_mean():
+    """E[d sample / d alpha] = d E[sample] / d alpha = 1 for Gamma(alpha, 1): rill's gradient
+    of RandomGamma (through RandomGammaGrad) averaged over many samples of rill's own stream."""
+    g = rg.Graph()
+    with g.as_default():
+        alpha = rg.constant([0.4, 1.5, 6.0], rg.float64)
+        x = g.create_op("RandomGamma", [rg.constant([4000, 2]), alpha],
+                        {"seed": 5, "seed2": 6}).outputs[0]  # fmt: skip
+        (dalpha,) = gradients(rg.reduce_sum(x), [alpha])
+    with Session(graph=g) as s:
+        d = s.run(dalpha)
+    assert d.shape == (3,)
+    np.testing.assert_allclose(d / 8000, [1.0, 1.0, 1.0], rtol=0.05)
+
+
+def test_stateless_uniform_int_refuses_an_empty_range():
+    with rg.Graph().as_default() as g:
+        bad = sr.stateless_random_uniform_int([3], rg.constant([1, 2], rg.int64), 5, 5)
+        ok = sr.stateless_random_uniform_int([1000], rg.constant([1, 2], rg.int64), -3, 4,
+                                             dtype=rg.int64)  # fmt: skip
+    with Session(graph=g) as s:
+        with pytest.raises(InvalidArgumentError, match="minval < maxval"):
+            s.run(bad)
+        v = s.run(ok)
+    assert v.dtype == np.int64 and v.min() == -3 and v.max() == 3

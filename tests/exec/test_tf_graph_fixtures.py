@@ -39,6 +39,8 @@ def feed_value(arrays, key):
     with rill's reader."""
     if key.startswith("path:"):  # a file next to the manifest, by its path
         return np.array(str(FIXTURES / key[len("path:") :]).encode(), dtype=object)
+    if key.startswith("sentinel:"):  # strings with trailing NULs (see recorded)
+        return recorded(arrays, key)
     if not key.startswith("tfrecord:"):
         return arrays[key]
     name, _, index = key[len("tfrecord:") :].partition("#")

@@ -185,6 +185,7 @@ not_differentiable(
     "RegexReplace",
     "StaticRegexReplace",
     "StringToHashBucketStrong",
+    "StringToHashBucketFast",
     "AsString",
     "StringToNumber",
     "StringLength",

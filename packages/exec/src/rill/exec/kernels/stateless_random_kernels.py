@@ -384,10 +384,14 @@ def uniform_int(shape, seed, lo, hi, dtype: np.dtype, kc=None) -> np.ndarray:
         raise InvalidArgumentError(f"Need minval < maxval: {int(lo_v)} >= {int(hi_v)}")
     bits = _raw_ints(shape, seed, dtype, kc)
     wide = np.uint64 if dtype.itemsize == 8 else np.uint32
-    span = wide((int(hi_v) - int(lo_v)) & (0xFFFFFFFFFFFFFFFF if dtype.itemsize == 8 else 0xFFFFFFFF))
+    span = wide(
+        (int(hi_v) - int(lo_v)) & (0xFFFFFFFFFFFFFFFF if dtype.itemsize == 8 else 0xFFFFFFFF)
+    )
     low = np.asarray(lo_v.astype(dtype)).view(wide) if dtype.kind == "i" else wide(int(lo_v))
     # TensorFlow adds in the unsigned type (wrapping), then reads the result as dtype
-    return (np.asarray(low, wide) + bits.astype(wide) % span).astype(wide).view(dtype).reshape(shape)
+    return (
+        (np.asarray(low, wide) + bits.astype(wide) % span).astype(wide).view(dtype).reshape(shape)
+    )
 
 
 def uniform_full_int(shape, seed, dtype: np.dtype, kc=None) -> np.ndarray:

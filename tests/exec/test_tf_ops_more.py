@@ -56,3 +56,34 @@ def test_stateless_uniform_int_refuses_an_empty_range():
             s.run(bad)
         v = s.run(ok)
     assert v.dtype == np.int64 and v.min() == -3 and v.max() == 3
+
+
+def test_summary_writer_ops_refuse_writes_before_create_and_after_close(tmp_path):
+    from tensorboardX.proto import event_pb2
+
+    from rill.exec.tfrecord import tf_record_iterator
+    from rill.graph.errors import FailedPreconditionError
+    from rill.graph.ops import summary_writer_ops as sw
+
+    with rg.Graph().as_default() as g:
+        w = sw.summary_writer(shared_name="logs")
+        init = sw.create_summary_file_writer(w, str(tmp_path), filename_suffix=".rill")
+        step = rg.placeholder(rg.int64, [])
+        write = sw.write_scalar_summary(w, step, "loss", rg.constant(0.5))
+        raw = sw.write_raw_proto_summary(w, step, rg.constant(b"\x0a\x03\x0a\x01x"))
+        close = sw.close_summary_writer(w)
+    with Session(graph=g) as s:
+        with pytest.raises(FailedPreconditionError, match="CreateSummaryFileWriter"):
+            s.run(write, {step: 1})
+        s.run(init)
+        s.run(init)  # an open writer is kept: one file
+        s.run([write], {step: -2})
+        s.run(raw, {step: 3})
+        s.run(close)
+        with pytest.raises(FailedPreconditionError, match="not open"):
+            s.run(write, {step: 4})
+    (path,) = tmp_path.glob("events.out.tfevents.*.rill")
+    events = [event_pb2.Event.FromString(r) for r in tf_record_iterator(path)]
+    assert events[0].file_version == "brain.Event:2"
+    assert [(e.step, e.summary.value[0].tag) for e in events[1:]] == [(-2, "loss"), (3, "x")]
+    assert events[1].summary.value[0].simple_value == 0.5 and events[1].wall_time > 0

@@ -48,6 +48,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     stateless_random_kernels,
     string_kernels,
     summary_kernels,
+    summary_writer_kernels,
     tensor_array_kernels,
     training_kernels,
     volume_kernels,

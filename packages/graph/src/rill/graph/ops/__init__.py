@@ -50,6 +50,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     stateless_random_ops,
     string_ops,
     summary_ops,
+    summary_writer_ops,
     tensor_array_ops,
     training_ops,
     volume_ops,

@@ -39,6 +39,9 @@ def feed_value(arrays, key, tmp=None):
     with rill's reader."""
     if key.startswith("path:"):  # a file next to the manifest, by its path
         return np.array(str(FIXTURES / key[len("path:") :]).encode(), dtype=object)
+    if key.startswith("paths:"):  # files next to the manifest, by their paths
+        names = key[len("paths:") :].split(",")
+        return np.array([str(FIXTURES / n).encode() for n in names], dtype=object)
     if key == "tmpdir:":  # a fresh directory (a summary writer's logdir)
         return np.array(str(tmp).encode(), dtype=object)
     if key.startswith("sentinel:"):  # strings with trailing NULs (see recorded)
@@ -65,6 +68,14 @@ def recorded(arrays, key):
     return out
 
 
+def _local_paths(want: np.ndarray, there: str) -> np.ndarray:
+    out = np.empty(want.shape, dtype=object)
+    out.reshape(-1)[:] = [
+        b.replace(there.encode(), str(FIXTURES).encode()) for b in want.reshape(-1)
+    ]
+    return out
+
+
 def replay(m, g, arrays, sess, rtol=2e-5, atol=1e-6, tmp=None):
     if m.get("restore"):
         r = m["restore"]
@@ -85,6 +96,8 @@ def replay(m, g, arrays, sess, rtol=2e-5, atol=1e-6, tmp=None):
             got = np.asarray(got)
             if want.dtype.kind == "S":  # strings: numpy's npz keeps bytes as fixed-width
                 want = want.astype(object)
+            if want.dtype == object and m.get("fixture_dir"):  # paths TensorFlow saw
+                want = _local_paths(want, m["fixture_dir"])
             assert got.dtype == want.dtype, (
                 f"{step['name']}: {name} is {got.dtype}, TF gave {want.dtype}"
             )

@@ -87,3 +87,58 @@ def test_summary_writer_ops_refuse_writes_before_create_and_after_close(tmp_path
     assert events[0].file_version == "brain.Event:2"
     assert [(e.step, e.summary.value[0].tag) for e in events[1:]] == [(-2, "loss"), (3, "x")]
     assert events[1].summary.value[0].simple_value == 0.5 and events[1].wall_time > 0
+
+
+def _reader_graph(make_reader, files):
+    from rill.graph.ops import reader_ops as ro
+    from rill.graph.ops.data_flow_ops import FIFOQueue
+
+    g = rg.Graph()
+    with g.as_default():
+        q = FIFOQueue(4, [rg.string], shapes=[[]])
+        fill = q.enqueue_many([rg.constant([str(f).encode() for f in files])])
+        close = q.close()
+        r = make_reader()
+        key, value = ro.reader_read(r, q.queue_ref)
+        produced = ro.reader_num_records_produced(r)
+        reset = ro.reader_reset(r)
+    return g, (fill, close), (key, value), produced, reset
+
+
+def test_tfrecord_reader_reports_a_bad_crc_with_file_and_offset(tmp_path):
+    from rill.exec.tfrecord import TFRecordWriter
+    from rill.graph.errors import DataLossError
+    from rill.graph.ops import reader_ops as ro
+
+    path = tmp_path / "data.tfrecord"
+    with TFRecordWriter(path) as w:
+        w.write(b"good")
+        w.write(b"will be corrupted")
+    raw = bytearray(path.read_bytes())
+    raw[-6] ^= 0xFF  # a byte of the second record's data
+    path.write_bytes(bytes(raw))
+    g, (fill, close), kv, produced, _ = _reader_graph(ro.tf_record_reader, [path])
+    with Session(graph=g) as s:
+        s.run([fill, close])
+        key, value = s.run(kv)
+        assert (key, value) == (f"{path}:0".encode(), b"good")
+        with pytest.raises(DataLossError, match=r"data.tfrecord: corrupted record at offset 20"):
+            s.run(kv)
+        assert s.run(produced) == 1
+
+
+def test_reader_on_a_closed_empty_queue_is_out_of_range_and_reset_restarts(tmp_path):
+    from rill.graph.errors import OutOfRangeError
+    from rill.graph.ops import reader_ops as ro
+
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"x\ny\n")
+    g, (fill, close), kv, produced, reset = _reader_graph(ro.text_line_reader, [path])
+    with Session(graph=g) as s:
+        s.run([fill, close])
+        assert [s.run(kv)[1] for _ in range(2)] == [b"x", b"y"]
+        with pytest.raises(OutOfRangeError, match="closed"):
+            s.run(kv)
+        assert s.run(produced) == 2
+        s.run(reset)
+        assert s.run(produced) == 0

@@ -34,6 +34,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     pool_extra_kernels,
     pool_kernels,
     random_kernels,
+    reader_kernels,
     reduction_kernels,
     ref_variable_kernels,
     reshape_kernels,

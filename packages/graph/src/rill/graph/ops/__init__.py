@@ -36,6 +36,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     pool_extra_ops,
     pool_ops,
     random_ops,
+    reader_ops,
     reduction_ops,
     ref_variable_ops,
     reshape_ops,

@@ -6,6 +6,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     control_flow_grad,
     conv_grad,
     gather_grad,
+    io_grad,
     linalg_grad,
     list_grad,
     logging_grad,

@@ -8,15 +8,19 @@ follows from its inputs (an Enter starts its frame_name inside its input's frame
 back out), and per frame the Enters, the Merges they feed, the LoopCond, the Switches on it and
 their Exits give the context's loop variables, pivot and exits.
 
-Frames whose body holds a cond (a Switch on another predicate) are left without a context, as
-are ops that already have one: rebuilding cond contexts is not done, so gradients through a cond
-inside an imported loop still fail there (with the error they gave before).
+A cond inside a loop body (two-way: TensorFlow-1's cond, TensorFlow's and rill's lowering of
+If) gets a CondContext per branch: a branch is what lies between the Switch outputs it hangs
+from and its Merge input. A Switch whose two outputs feed the two branches (TensorFlow's
+lowering) is split in two, one per branch. (A Merge's gradient routes by its first input's
+branch, so Merges with the true branch first, as the lowerings make them, work too.) Frames
+with nested conds, N-way merges (Case) or ops that already have a context are left
+alone.
 """
 
 from __future__ import annotations
 
-from rill.graph.control_flow import WhileContext
-from rill.graph.graph import Graph, Operation
+from rill.graph.control_flow import CondContext, WhileContext
+from rill.graph.graph import Graph, Operation, Tensor
 
 __all__ = ["restore_while_contexts"]
 
@@ -91,7 +95,7 @@ def restore_while_contexts(graph: Graph) -> int:
         ctx.outer = contexts.get(parent) if parent is not None else None
         if parent is not None and ctx.outer is None:
             continue  # its outer loop got no context: leave this one alone too
-        for op in body + exits_of.get(f, []):
+        for op in exits_of.get(f, []):
             op._control_flow_context = ctx
         contexts[f] = ctx
     return len(contexts)
@@ -126,9 +130,10 @@ def _context(graph: Graph, f, body: list[Operation], exits: list[Operation]):
         switches.append(sw)
     if not merges:
         return None
-    for op in body:  # a cond inside the body: its contexts are not rebuilt
-        if op.type in ("Switch", "RefSwitch") and op not in switches:
-            return None
+    loop_merge_ops = {m.op for m in merges}
+    conds = _conds(body, set(switches), loop_merge_ops)
+    if conds is None:
+        return None
     exit_of = {x._inputs[0].op: x for x in exits}
     loop_exits = [exit_of[sw].outputs[0] for sw in switches if sw in exit_of]
     saved = graph._control_flow_context
@@ -146,4 +151,112 @@ def _context(graph: Graph, f, body: list[Operation], exits: list[Operation]):
     ctx.pivot_for_pred = merges[0].op
     first_true = [c for c in switches[0].outputs[1].consumers() if c.type == "Identity"]
     ctx.pivot_for_body = first_true[0] if first_true else switches[0]
+    for op in body:
+        op._control_flow_context = ctx
+    _make_cond_contexts(graph, ctx, conds, body)
     return ctx
+
+
+_SWITCH = ("Switch", "RefSwitch")
+_MERGE = ("Merge", "RefMerge")
+
+
+def _branch_of(t: Tensor, stop_switches: set, loop_merges: set):
+    """The ops between tensor t (a Merge input) and the cond Switch outputs it hangs from:
+    (ops, {(switch, output index)}), or None for what this module does not rebuild."""
+    ops, hang, seen, todo = [], set(), set(), [(t.op, t.value_index)]
+    while todo:
+        op, idx = todo.pop()
+        if op.type in _SWITCH and op not in stop_switches:
+            hang.add((op, idx))
+            continue
+        if (
+            op in seen
+            or op in stop_switches
+            or op in loop_merges
+            or op.type in ("Enter", "RefEnter")
+        ):
+            continue
+        if op.type in _MERGE:
+            return None  # a nested cond
+        seen.add(op)
+        ops.append(op)
+        todo.extend((x.op, x.value_index) for x in op._inputs)
+        todo.extend((c, -1) for c in op._control_inputs)
+    return ops, hang
+
+
+def _pred(switch: Operation) -> Tensor:
+    """A Switch's predicate, seen through Identity ops (TensorFlow-1's cond switches its data on
+    an Identity of the predicate and its pivot on the predicate itself)."""
+    t = switch._inputs[1]
+    while t.op.type == "Identity" and t.op._inputs:
+        t = t.op._inputs[0]
+    return t
+
+
+def _conds(body, loop_switches: set, loop_merges: set):
+    """[(merge, [(branch ops, {(switch, idx)}) per input])] for the body's cond Merges; None
+    when one cannot be rebuilt."""
+    out = []
+    for m in body:
+        if m.type not in _MERGE or m in loop_merges:
+            continue
+        if len(m._inputs) != 2:
+            return None
+        branches = [_branch_of(x, loop_switches, loop_merges) for x in m._inputs]
+        if any(b is None or not b[1] for b in branches):
+            return None
+        for _, hang in branches:
+            if len({i for _, i in hang}) != 1 or len({_pred(sw) for sw, _ in hang}) != 1:
+                return None
+        out.append((m, branches))
+    return out
+
+
+def _split_shared_switches(graph: Graph, conds, ctx) -> None:
+    """A Switch whose outputs 0 and 1 both feed branches gets a twin for its output-0 users."""
+    twins: dict = {}
+    for _, branches in conds:
+        for k, (ops, hang) in enumerate(branches):
+            fixed = set()
+            for sw, idx in hang:
+                if idx != 0 or not (sw.outputs[1].consumers() and sw.outputs[0].consumers()):
+                    fixed.add((sw, idx))
+                    continue
+                twin = twins.get(sw)
+                if twin is None:
+                    twin = twins[sw] = graph.create_op(
+                        sw.type, list(sw._inputs), dict(sw.attrs), name=f"{sw.name}/false_branch"
+                    )
+                    twin._control_flow_context = ctx
+                    for user in sw.outputs[0].consumers():
+                        for j, x in enumerate(user._inputs):
+                            if x is sw.outputs[0]:
+                                user._update_input(j, twin.outputs[0])
+                fixed.add((twin, 0))
+            branches[k] = (ops, fixed)
+
+
+def _make_cond_contexts(graph: Graph, ctx: WhileContext, conds, body) -> None:
+    saved = graph._control_flow_context
+    graph._control_flow_context = None
+    try:
+        _split_shared_switches(graph, conds, ctx)
+        made: dict = {}
+        for m, branches in conds:
+            for ops, hang in branches:
+                sw, idx = next(iter(hang))
+                key = (_pred(sw), idx)
+                cc = made.get(key)
+                if cc is None:
+                    cc = CondContext(graph, f"{m.name}/branch{idx}", _pred(sw), sw.outputs[idx],
+                                     idx)  # fmt: skip
+                    cc.outer = ctx
+                    made[key] = cc
+                for op in ops:
+                    op._control_flow_context = cc
+                for s, _ in hang:
+                    s._control_flow_context = cc
+    finally:
+        graph._control_flow_context = saved

@@ -44,3 +44,17 @@ sample("Svd", [_SVD_A], lambda x: la.svd(x)[0], name="values")
 sample("Svd", [_SVD_A], lambda x: la.svd(x), name="tall_uv")
 sample("Svd", [_SVD_A.T.copy()], lambda x: la.svd(x), name="wide_uv")
 sample("Svd", [_SVD_A[:3]], lambda x: la.svd(x, compute_uv=False), name="s_only")
+# issue 18: the wide and full decompositions, and least squares (normal equations)
+sample("Qr", [rand(3, 5)], lambda x: la.qr(x), name="wide")
+sample("Qr", [rand(3, 5)], lambda x: la.qr(x, full_matrices=True), name="wide_full")
+sample("Qr", [rand(3, 3)], lambda x: la.qr(x, full_matrices=True), name="square_full")
+sample("Svd", [_SVD_A],
+       lambda x: (lambda s, u, v: (s, u[:, :3], v))(*la.svd(x, full_matrices=True)),
+       name="full_tall")  # fmt: skip
+sample("Svd", [_SVD_A.T.copy()],
+       lambda x: (lambda s, u, v: (s, u[:, :3] * s, v[:, :3]))(*la.svd(x, full_matrices=True)),
+       name="full_wide_uv")  # fmt: skip
+sample("MatrixSolveLs", [rand(4, 3) + np.eye(4, 3) * 3, rand(4, 2)],
+       lambda a, b: la.matrix_solve_ls(a, b, l2_regularizer=0.1), name="tall")  # fmt: skip
+sample("MatrixSolveLs", [rand(2, 4) + np.eye(2, 4) * 3, rand(2, 3)],
+       lambda a, b: la.matrix_solve_ls(a, b, l2_regularizer=0.2), name="wide")  # fmt: skip

@@ -52,8 +52,8 @@ def test_tensorboard_reads_back_what_file_writer_wrote(tmp_path):
     assert sorted(tags["images"]) == ["digits/image/0", "digits/image/1"]
     img = acc.Images("digits/image/0")[0]
     assert (img.width, img.height) == (8, 8) and img.encoded_image_string[:4] == b"\x89PNG"
-    assert tags["audio"] == ["tone/audio"]
-    assert acc.Audio("tone/audio")[0].sample_rate == 8000
+    assert tags["audio"] == ["tone/audio/0"]  # TensorFlow numbers clips when max_outputs > 1
+    assert acc.Audio("tone/audio/0")[0].sample_rate == 8000
     text = acc.Tensors("note")
     assert text[0].tensor_proto.string_val == [b"hello **TensorBoard**"]
     assert acc.SummaryMetadata("note").plugin_data.plugin_name == "text"

@@ -104,6 +104,10 @@ def gradients(
         )
     stop_tensors = set(_as_list(stop_gradients) if stop_gradients is not None else [])
     stop_ops = {t.op for t in stop_tensors if isinstance(t, Tensor)}
+    # loops imported from a GraphDef (or lowered from While) get the contexts they lack
+    from rill.graph.control_flow_import import restore_while_contexts
+
+    restore_while_contexts(graph)
     with graph.as_default(), graph.name_scope(name):
         return _gradients(
             graph, ys, xs_t, grad_ys, stop_ops, colocate_gradients_with_ops, gate_gradients,

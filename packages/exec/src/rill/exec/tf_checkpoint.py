@@ -39,6 +39,7 @@ import numpy as np
 
 from rill.exec.checkpoint_checks import check_string_count, element_count
 from rill.exec.proto import tensor_bundle_pb2
+from rill.exec.tf_checkpoint_slices import encode_tensor_name_slice, spec_text
 from rill.graph import dtypes
 from rill.graph.dtypes import DType
 from rill.graph.errors import DataLossError, InvalidArgumentError, NotFoundError
@@ -56,6 +57,7 @@ FOOTER_SIZE = 48
 _MASK_DELTA = 0xA282EAD8
 _RESTART_INTERVAL = 16
 _BLOCK_SIZE = 256 << 10
+_MAX_BLOCK = 1 << 28  # the most a compressed index block may expand to
 
 
 # -- CRC32C (Castagnoli) --------------------------------------------------------------------------
@@ -146,9 +148,14 @@ def _read_block(data: bytes, offset: int, size: int, path: str, what: str) -> by
     (stored,) = struct.unpack_from("<I", data, offset + size + 1)
     if _mask(crc32c(data[offset : offset + size + 1])) != stored:
         raise DataLossError(f"{path}: checksum mismatch in {what} at offset {offset}; corrupt")
+    if kind == 1:  # snappy
+        from rill.exec.snappy import decompress
+
+        return decompress(block, f"{path}: {what} at offset {offset}", limit=_MAX_BLOCK)
     if kind != 0:
         raise DataLossError(
-            f"{path}: {what} is compressed (type {kind}); only uncompressed tables are supported"
+            f"{path}: {what} has compression type {kind}; TensorFlow tables use 0 (none) or "
+            "1 (snappy)"
         )
     return block
 
@@ -317,9 +324,20 @@ class TFCheckpointReader:
             raise DataLossError(f"{self.index_file}: big-endian checkpoints are not supported")
         self.num_shards = max(int(header.num_shards), 1)
         self.tensors: dict[str, tensor_bundle_pb2.BundleEntryProto] = {}
+        # the slices of partitioned variables, under keys that start with a 0 byte
+        self._slices: dict[bytes, tensor_bundle_pb2.BundleEntryProto] = {}
         for k, v in entries[1:]:
             e = tensor_bundle_pb2.BundleEntryProto()
             name = k.decode("utf-8", "replace")
+            if k[:1] == b"\x00":
+                try:
+                    e.ParseFromString(v)
+                except Exception as err:
+                    raise DataLossError(
+                        f"{self.index_file}: corrupt slice entry {k!r}: {err}"
+                    ) from None
+                self._slices[k] = e
+                continue
             try:
                 e.ParseFromString(v)
             except Exception as err:
@@ -367,10 +385,43 @@ class TFCheckpointReader:
                 f"expected {dtypes.as_dtype(dtype).name}"
             )
         if len(e.slices):
-            raise InvalidArgumentError(
-                f"tensor {name!r} is stored as slices of a partitioned variable; reading "
-                "sliced tensors is not supported"
+            return self._read_sliced(name, e, dt, shape)
+        return self._read_entry(e, name, dt, shape)
+
+    def _read_sliced(self, name: str, e, dt: DType, shape: tuple[int, ...]) -> np.ndarray:
+        """A partitioned variable's tensor, joined from the slices its entry lists (each stored
+        under its own key, as TensorFlow's BundleWriter.AddSlice does)."""
+        where = f"{self.index_file}: tensor {name!r}"
+        count = element_count(shape, where)
+        out = np.empty(shape, dtype=object if dt is dtypes.string else dt.np)
+        covered = 0
+        for sp in e.slices:
+            if len(sp.extent) != len(shape):
+                raise DataLossError(f"{where}: a slice of rank {len(sp.extent)}, not {len(shape)}")
+            starts, lengths, index = [], [], []
+            for ext, d in zip(sp.extent, shape):
+                full = ext.WhichOneof("has_length") is None
+                start, length = (0, -1) if full else (int(ext.start), int(ext.length))
+                stop = d if full else start + length
+                if start < 0 or not start <= stop <= d:
+                    raise DataLossError(f"{where}: slice extent {start}+{length} outside [0, {d})")
+                starts.append(start)
+                lengths.append(length)
+                index.append(slice(start, stop))
+            key = encode_tensor_name_slice(name, starts, lengths)
+            part = self._slices.get(key)
+            if part is None:
+                raise DataLossError(f"{where}: the slice {spec_text(starts, lengths)} is missing")
+            part_shape = tuple(x.stop - x.start for x in index)
+            out[tuple(index)] = self._read_entry(
+                part, f"{name} (slice {spec_text(starts, lengths)})", dt, part_shape
             )
+            covered += element_count(part_shape, where)
+        if covered != count:
+            raise DataLossError(f"{where}: its slices hold {covered} of its {count} elements")
+        return out
+
+    def _read_entry(self, e, name: str, dt: DType, shape: tuple[int, ...]) -> np.ndarray:
         if not 0 <= e.shard_id < self.num_shards:
             raise DataLossError(f"{self.index_file}: tensor {name!r} names shard {e.shard_id}")
         path = _data_path(self.prefix, e.shard_id, self.num_shards)

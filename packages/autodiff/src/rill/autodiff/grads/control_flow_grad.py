@@ -113,7 +113,9 @@ def _merge_grad(op, grad, _value_index_grad):
         elif grad_ctx is not None and grad_ctx._is_external(pred):
             pred = grad_ctx.make_available(pred)
         f, t = control_flow_ops.switch(g, pred, name="cond_grad")
-        return [f, t]
+        # input 0 is the branch its context names (the false one in TensorFlow-1's conds; the
+        # true one in lowered If ops, whose Merges take the then-branch first)
+        return [f, t] if op_ctx.branch == 0 else [t, f]
     # A Merge outside any cond or loop: route by value_index.
     out = []
     for i in range(len(op._inputs)):

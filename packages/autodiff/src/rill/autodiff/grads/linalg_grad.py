@@ -1,6 +1,7 @@
-"""Gradients for rill.graph.ops.linalg_ops, from TensorFlow's linalg_grad formulas. MatrixSolveLs
-has none here yet; Qr's covers the reduced decomposition of m >= n matrices and Svd's the
-reduced one (full_matrices=False)."""
+"""Gradients for rill.graph.ops.linalg_ops, from TensorFlow's linalg_grad formulas. As
+TensorFlow's: Qr's covers every shape but a tall matrix with full_matrices=True, Svd's the reduced
+decomposition and the full one of matrices whose dimensions differ by at most one, MatrixSolveLs's
+the fast (normal equations) path."""
 
 from __future__ import annotations
 
@@ -130,19 +131,8 @@ def _tri_solve_right(x, r):
     return _adjoint(la.matrix_triangular_solve(r, _adjoint(x), lower=False, adjoint=False))
 
 
-@register_gradient("Qr")
-def _qr_grad(op, dq, dr):
+def _qr_grad_square_or_tall(q, r, dq, dr):
     """For A = QR (m >= n, reduced): M = R drᴴ - dqᴴ Q, dA = (dq + Q copyltu(M)) R⁻ᴴ"""
-    a = op.inputs[0]
-    q, r = op.outputs
-    m, n = a.shape[-2], a.shape[-1]
-    if m is None or n is None or m < n or op.attrs["full_matrices"] and m != n:
-        raise GraphTypeError(
-            "Qr's gradient is implemented for matrices with at least as many rows as columns "
-            "(known statically), reduced decomposition"
-        )
-    dq = array_ops.zeros_like(q) if dq is None else _dense(dq)
-    dr = array_ops.zeros_like(r) if dr is None else _dense(dr)
     qdq = matmul(q, dq, adjoint_a=True)
     qdq_ = qdq - _adjoint(qdq)
     rdr = matmul(r, dr, adjoint_b=True)
@@ -153,26 +143,56 @@ def _qr_grad(op, dq, dr):
     return grad_a + grad_b
 
 
+@register_gradient("Qr")
+def _qr_grad(op, dq, dr):
+    """m >= n: the square/tall formula. A wide A = [X Y] (m < n) with R = [U V]: X = QU is the
+    square case with dq + Y dVᴴ for dq and dU for dr, and dY = Q dV."""
+    a = op.inputs[0]
+    q, r = op.outputs
+    m, n = a.shape[-2], a.shape[-1]
+    if m is None or n is None or (op.attrs["full_matrices"] and m > n):
+        raise GraphTypeError(
+            "Qr's gradient needs the matrix dimensions known statically and is not defined for "
+            "full_matrices=True with more rows than columns (as TensorFlow's)"
+        )
+    dq = array_ops.zeros_like(q) if dq is None else _dense(dq)
+    dr = array_ops.zeros_like(r) if dr is None else _dense(dr)
+    if m >= n:
+        return _qr_grad_square_or_tall(q, r, dq, dr)
+    y = a[..., :, m:]
+    u = r[..., :, :m]
+    dv = dr[..., :, m:]
+    du = dr[..., :, :m]
+    dy = matmul(q, dv)
+    dx = _qr_grad_square_or_tall(q, u, dq + matmul(y, dv, adjoint_b=True), du)
+    return reshape_ops.concat([dx, dy], -1)
+
+
 def _safe_reciprocal(x, epsilon=1e-20):
     return x * math_ops.reciprocal(x * x + _scalar(epsilon, x.dtype))
 
 
 @register_gradient("Svd")
 def _svd_grad(op, grad_s, grad_u, grad_v):
-    """TensorFlow's formula (reduced decomposition): with F_ij = 1/(s_j² - s_i²) off the
+    """TensorFlow's formula: with F_ij = 1/(s_j² - s_i²) off the
     diagonal, dA = U (diag(gs) + (F∘UᵀgU + (F∘UᵀgU)ᵀ) S + S (F∘VᵀgV + (F∘VᵀgV)ᵀ)) Vᵀ plus, for a
-    non-square A, U S⁻¹ (gVᵀ - gVᵀ V Vᵀ); a tall A is handled through its transpose"""
+    non-square A, U S⁻¹ (gVᵀ - gVᵀ V Vᵀ) (full_matrices: V = [V1 V2] and also - V1ᵀ gV2 V2ᵀ);
+    a tall A is handled through its transpose"""
     a = op.inputs[0]
     s, u, v = op.outputs
-    if op.attrs["full_matrices"]:
-        raise GraphTypeError("Svd's gradient is implemented for full_matrices=False")
+    m, n = a.shape[-2], a.shape[-1]
+    full = op.attrs["full_matrices"]
+    if full and (m is None or n is None or abs(m - n) > 1):
+        raise GraphTypeError(
+            "Svd's gradient with full_matrices=True needs the matrix dimensions known statically "
+            f"and differing by at most 1 (as TensorFlow's), got {a.shape}"
+        )
     gs = array_ops.zeros_like(s) if grad_s is None else _dense(grad_s)
     if not op.attrs["compute_uv"]:
         s2, u2, v2 = la.svd(a, compute_uv=True)
         return matmul(u2, matmul(diag_ops.matrix_diag(gs), v2, adjoint_b=True))
     gu = array_ops.zeros_like(u) if grad_u is None else _dense(grad_u)
     gv = array_ops.zeros_like(v) if grad_v is None else _dense(grad_v)
-    m, n = a.shape[-2], a.shape[-1]
     if m is None or n is None:
         raise GraphTypeError("Svd's gradient needs the matrix dimensions known statically")
     transpose = m > n
@@ -180,6 +200,10 @@ def _svd_grad(op, grad_s, grad_u, grad_v):
         m, n = n, m
         u, v = v, u
         gu, gv = gv, gu
+    v2 = gv2 = None
+    if full and m != n:  # V = [V1 V2]: V2 spans what A's rows do not reach
+        v2, gv2 = v[..., :, m:], gv[..., :, m:]
+        v, gv = v[..., :, :m], gv[..., :, :m]
     s_mat = diag_ops.matrix_diag(s)
     s_2 = s * s
     f = diag_ops.matrix_set_diag(
@@ -198,6 +222,38 @@ def _svd_grad(op, grad_s, grad_u, grad_v):
     if m != n:
         gvt = _adjoint(gv)
         term2 = gvt - matmul(matmul(gvt, v), v, adjoint_b=True)
+        if v2 is not None:
+            term2 = term2 - matmul(matmul(v, gv2, adjoint_a=True), v2, adjoint_b=True)
         s_inv = diag_ops.matrix_diag(_safe_reciprocal(s))
         grad = grad + matmul(matmul(u, s_inv), term2)
     return _adjoint(grad) if transpose else grad
+
+
+@register_gradient("MatrixSolveLs")
+def _matrix_solve_ls_grad(op, grad):
+    """For the normal equations (fast=True). m >= n, X = (AᴴA + λI)⁻¹ AᴴB: with
+    Z = (AᴴA + λI)⁻¹ g, dA = -A (X Zᴴ + Z Xᴴ) + B Zᴴ and dB = A Z. m < n, X = Aᴴ(AAᴴ + λI)⁻¹B:
+    with dB = (AAᴴ + λI)⁻¹ A g and T = (AAᴴ + λI)⁻¹ B, dA = -dB Tᴴ A + T (g - Aᴴ dB)ᴴ."""
+    a, b, l2 = op.inputs
+    if not op.attrs["fast"]:
+        raise GraphTypeError("MatrixSolveLs has no gradient for fast=False (as in TensorFlow)")
+    m, n = a.shape[-2], a.shape[-1]
+    if m is None or n is None:
+        raise GraphTypeError("MatrixSolveLs's gradient needs the matrix dimensions known")
+    grad = _dense(grad)
+    lam = math_ops.cast(l2, a.dtype)
+    if m >= n:
+        x = op.outputs[0]
+        gram = matmul(a, a, adjoint_a=True)
+        gram = gram + lam * _eye_like(gram)
+        z = la.matrix_solve(gram, grad)
+        xzt = matmul(x, z, adjoint_b=True)
+        grad_a = -matmul(a, xzt + _adjoint(xzt)) + matmul(b, z, adjoint_b=True)
+        return grad_a, matmul(a, z), None
+    gram = matmul(a, a, adjoint_b=True)
+    gram = gram + lam * _eye_like(gram)
+    grad_b = la.matrix_solve(gram, matmul(a, grad))
+    tmp = la.matrix_solve(gram, b)
+    a1 = -matmul(grad_b, matmul(tmp, a, adjoint_a=True))
+    a2 = matmul(tmp, grad - matmul(a, grad_b, adjoint_a=True), adjoint_b=True)
+    return a1 + a2, grad_b, None

@@ -185,6 +185,7 @@ not_differentiable(
     "RegexReplace",
     "StaticRegexReplace",
     "StringToHashBucketStrong",
+    "StringToHashBucketFast",
     "AsString",
     "StringToNumber",
     "StringLength",
@@ -205,7 +206,7 @@ not_differentiable(
 )
 
 
-# RandomGamma has a gradient in TensorFlow (RandomGammaGrad) that rill lacks: none is registered.
+# RandomGamma's gradient is in random_grad.py.
 not_differentiable("RandomPoisson", "RandomPoissonV2", "ParameterizedTruncatedNormal")
 
 

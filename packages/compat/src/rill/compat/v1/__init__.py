@@ -296,10 +296,112 @@ def resource_variables_enabled() -> bool:
 del _np
 
 # Partitioned variables and accumulators (TF1 top-level names).
+# -- issue 18's op families under TensorFlow 1's top-level names and modules ---------------------
+from rill.compat.v1 import bitwise, python_io, strings
+from rill.compat.v1._ops18 import (
+    FixedLenFeature,
+    FixedLengthRecordReader,
+    ReaderBase,
+    TextLineReader,
+    TFRecordReader,
+    VarLenFeature,
+    WholeFileReader,
+    parse_example,
+    parse_single_example,
+    random_gamma,
+    random_poisson,
+)
 from rill.graph.ops.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
+from rill.graph.ops.diag_ops import (
+    diag,
+    diag_part,
+    matrix_band_part,
+    matrix_diag,
+    matrix_diag_part,
+    matrix_set_diag,
+)
 from rill.graph.ops.grad_ops import unsorted_segment_sum
+from rill.graph.ops.image_ops import (
+    batch_to_space_nd,
+    depth_to_space,
+    extract_image_patches,
+    space_to_batch_nd,
+    space_to_depth,
+)
+from rill.graph.ops.linalg_ops import (
+    cholesky,
+    log_matrix_determinant,
+    matrix_determinant,
+    matrix_inverse,
+    matrix_solve,
+    matrix_solve_ls,
+    matrix_triangular_solve,
+    qr,
+    self_adjoint_eig,
+    svd,
+)
+from rill.graph.ops.manip_ops import cumprod, einsum, linspace, roll
 from rill.graph.ops.ref_variable_ops import count_up_to
-from rill.graph.ops.set_search_ops import histogram_fixed_width, searchsorted
+from rill.graph.ops.segment_ops import (
+    segment_max,
+    segment_mean,
+    segment_min,
+    segment_prod,
+    segment_sum,
+    tensor_scatter_add,
+    tensor_scatter_sub,
+    tensor_scatter_update,
+    unsorted_segment_max,
+    unsorted_segment_min,
+    unsorted_segment_prod,
+)
+from rill.graph.ops.set_search_ops import (
+    bucketize,
+    histogram_fixed_width,
+    searchsorted,
+    setdiff1d,
+    unique_with_counts,
+)
+from rill.graph.ops.special_math_ops import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    betainc,
+    cosh,
+    digamma,
+    div_no_nan,
+    erfc,
+    expm1,
+    igamma,
+    igammac,
+    is_finite,
+    is_inf,
+    is_nan,
+    lgamma,
+    polygamma,
+    sin,
+    sinh,
+    tan,
+    truncatediv,
+    truncatemod,
+    zeta,
+)
+from rill.graph.ops.string_ops import (
+    as_string,
+    decode_csv,
+    decode_raw,
+    reduce_join,
+    regex_replace,
+    string_join,
+    string_to_hash_bucket_fast,
+    string_to_hash_bucket_strong,
+    string_to_number,
+    substr,
+)
 from rill.train.init_ops import orthogonal_initializer
 from rill.train.partitioned_variables import (
     fixed_size_partitioner,
@@ -307,3 +409,8 @@ from rill.train.partitioned_variables import (
     variable_axis_size_partitioner,
 )
 from rill.train.template import make_template
+
+lin_space = linspace
+tensor_scatter_nd_update = tensor_scatter_update
+tensor_scatter_nd_add = tensor_scatter_add
+tensor_scatter_nd_sub = tensor_scatter_sub

@@ -1,5 +1,20 @@
 """`tf.image` of TensorFlow 1.x: what rill.graph.image has (no resizing or decoding yet)."""
 
-# ruff: noqa: F401, F403 - a namespace of re-exports
+# ruff: noqa: F401, F403, E402 - a namespace of re-exports
 
+# issue 18's image ops under TensorFlow 1's tf.image names
+from rill.compat.v1._ops18 import ResizeMethod, resize_images
 from rill.graph.image import *
+from rill.graph.ops.image_ops import (
+    crop_and_resize,
+    extract_image_patches,
+    resize_area,
+    resize_bicubic,
+    resize_bilinear,
+    resize_nearest_neighbor,
+)
+from rill.graph.ops.nms_ops import (
+    non_max_suppression,
+    non_max_suppression_padded,
+    non_max_suppression_with_scores,
+)

@@ -266,3 +266,19 @@ def broadcast_gradient_args(T, xp):
         return xp.asarray(r0, dtype=dt), xp.asarray(r1, dtype=dt)
 
     return compute
+
+
+@register_kernel("BroadcastArgs")
+def broadcast_args(T):
+    def compute(s0, s1):
+        a, b = vector_arg(s0, "s0"), vector_arg(s1, "s1")
+        try:
+            out = np.broadcast_shapes(tuple(a), tuple(b))
+        except ValueError:
+            raise InvalidArgumentError(
+                f"incompatible shapes for broadcasting: {fmt_shape(s0.tolist())} vs. "
+                f"{fmt_shape(s1.tolist())}"
+            ) from None
+        return np.asarray(out, dtype=T.np)
+
+    return compute

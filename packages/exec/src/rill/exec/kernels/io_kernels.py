@@ -50,15 +50,68 @@ def _whole(spec: str, name: str, shape: tuple[int, ...] | None) -> None:
         )
 
 
+def _join_slices(names, specs, tensors, dts):
+    """The (name, tensor, dtype) entries to write: whole tensors as given, and the slices of a
+    partitioned variable (one entry per part, as TensorFlow's Saver passes them, all in this
+    SaveV2) joined into the whole tensor. Parts that do not tile it exactly are refused."""
+    out, parts = [], {}
+    for name, spec, t, dt in zip(names, specs, tensors, dts):
+        try:
+            parsed = parse_shape_and_slice(spec)
+        except ValueError as e:
+            raise InvalidArgumentError(f"tensor {name!r}: {e}") from None
+        t = np.asarray(t)
+        if (
+            parsed is None
+            or all(s is None or s == (0, d) for s, d in zip(parsed[1], parsed[0]))
+            and tuple(parsed[0]) == t.shape
+        ):
+            _whole(spec, name, t.shape)
+            out.append((name, t, dt))
+            continue
+        dims, slices = parsed
+        index = tuple(slice(None) if s is None else slice(s[0], s[0] + s[1]) for s in slices)
+        if any(s is not None and (s[0] < 0 or s[0] + s[1] > d) for s, d in zip(slices, dims)):
+            raise InvalidArgumentError(f"tensor {name!r}: slice {spec!r} lies outside its shape")
+        entry = parts.get(name)
+        if entry is None:
+            value = np.empty(dims, dtype=object if t.dtype == object else t.dtype)
+            entry = parts[name] = {"dims": tuple(dims), "value": value, "dt": dt,
+                                   "seen": np.zeros(dims, bool)}  # fmt: skip
+        if entry["dims"] != tuple(dims):
+            raise InvalidArgumentError(
+                f"tensor {name!r}: slices of full shapes {list(entry['dims'])} and {dims}"
+            )
+        want = entry["seen"][index].shape
+        if t.shape != want:
+            raise InvalidArgumentError(
+                f"tensor {name!r}: slice {spec!r} needs a value of shape {list(want)}, got "
+                f"{list(t.shape)}"
+            )
+        if entry["seen"][index].any():
+            raise InvalidArgumentError(f"tensor {name!r}: slice {spec!r} overlaps another")
+        entry["value"][index] = t
+        entry["seen"][index] = True
+    for name, entry in parts.items():
+        if not entry["seen"].all():
+            raise UnimplementedError(
+                f"tensor {name!r}: its slices in this SaveV2 cover {int(entry['seen'].sum())} "
+                f"of its {entry['seen'].size} elements (part of a larger tensor); rill's "
+                "checkpoints hold whole tensors"
+            )
+        out.append((name, entry["value"], entry["dt"]))
+    return out
+
+
 @register_kernel("SaveV2", expensive=True)
 def save_v2(dtypes):
     def compute(prefix, tensor_names, shape_and_slices, *tensors):
         n = len(tensors)
         names = _strings(tensor_names, "tensor_names", n)
         specs = _strings(shape_and_slices, "shape_and_slices", n)
-        for name, spec, t in zip(names, specs, tensors):
-            _whole(spec, name, np.shape(t))
-        write_checkpoint(_prefix(prefix), list(zip(names, tensors)), dict(zip(names, dtypes)))
+        entries = _join_slices(names, specs, tensors, dtypes)
+        write_checkpoint(_prefix(prefix), [(k, v) for k, v, _ in entries],
+                         {k: dt for k, _, dt in entries})  # fmt: skip
 
     return compute
 

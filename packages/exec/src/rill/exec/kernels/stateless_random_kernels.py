@@ -278,3 +278,171 @@ def _erfinv(x):
     from rill.exec.kernels.special_math_kernels import erfinv
 
     return erfinv(x)
+
+
+# -- truncated normals and integers (TensorFlow's distributions over the same stream) -------------
+# A truncated normal draws a variable number of samples per output, so TensorFlow gives each
+# output group (4 floats, or 2 doubles) its own stretch of the stream: group g starts 256 (floats)
+# or 128 (doubles) Philox calls after group g - 1 (256 reserved samples per output) and takes uint32 values one at a time from there, Box-Muller on pairs
+# (quadruples for doubles), keeping the values with |x| < 2 until the group is full.
+
+_TRUNCATE = 2.0
+_RESERVED_PER_OUTPUT = 256  # TensorFlow's kReservedSamplesPerOutput
+
+
+def _skip_per_group(double: bool) -> int:
+    return (2 if double else 4) * _RESERVED_PER_OUTPUT // 4  # group size x 256 / 4 per call
+
+
+def _box_muller32(x0, x1):
+    u1 = np.maximum(_uint32_to_float(x0), np.float32(1.0e-7))
+    v = np.float32(2.0 * np.pi) * _uint32_to_float(x1)
+    r = np.sqrt(np.float32(-2.0) * np.log(u1))
+    return np.stack([r * np.sin(v), r * np.cos(v)], axis=-1)
+
+
+def _box_muller64(x0, x1, x2, x3):
+    u1 = np.maximum(_uint64_to_double(x0, x1), 1.0e-7)
+    v = 2.0 * np.pi * _uint64_to_double(x2, x3)
+    r = np.sqrt(-2.0 * np.log(u1))
+    return np.stack([r * np.sin(v), r * np.cos(v)], axis=-1)
+
+
+def _group_candidates(key, base, groups: np.ndarray, calls: int, first_call: int, double: bool):
+    """Normals from Philox calls first_call .. first_call + calls - 1 of each group's stretch:
+    [len(groups), calls * 2] (floats) or [len(groups), calls] (doubles), in stream order."""
+    start = np.uint64(base[0] | (base[1] << 32))
+    offs = groups.astype(np.uint64)[:, None] * np.uint64(_skip_per_group(double)) + np.arange(
+        first_call, first_call + calls, dtype=np.uint64
+    )
+    low = (start + offs).reshape(-1)
+    ctr = np.stack([low & _LO, low >> np.uint64(32), np.full(low.size, base[2], np.uint64),
+                    np.full(low.size, base[3], np.uint64)], axis=1).astype(np.uint32)  # fmt: skip
+    bits = philox(ctr, key).reshape(len(groups), calls * 4)
+    if double:
+        b = bits.reshape(len(groups), calls, 4)
+        return _box_muller64(b[..., 0], b[..., 1], b[..., 2], b[..., 3]).reshape(len(groups), -1)
+    return _box_muller32(bits[:, 0::2], bits[:, 1::2]).reshape(len(groups), -1)
+
+
+def truncated_normal(shape, seed, dtype: np.dtype, kc=None) -> np.ndarray:
+    n = int(np.prod(shape, dtype=np.int64))
+    double = dtype == np.float64
+    per_group = 2 if double else 4
+    key, base = kc or key_counter(seed)
+    n_groups = -(-n // per_group)
+    out = np.empty((n_groups, per_group), np.float64 if double else np.float32)
+    todo = np.arange(n_groups)
+    filled = np.zeros(n_groups, np.int64)
+    call, calls = 0, 4  # four calls give 8 candidates per float group; most groups need one round
+    while todo.size:
+        cand = _group_candidates(key, base, todo, calls, call, double)
+        keep = np.abs(cand) < _TRUNCATE
+        for row, g in enumerate(todo):
+            vals = cand[row][keep[row]][: per_group - filled[g]]
+            out[g, filled[g] : filled[g] + vals.size] = vals
+            filled[g] += vals.size
+        todo = todo[filled[todo] < per_group]
+        call += calls  # as TensorFlow, a group that needs more reads on, past its own stretch
+    return out.reshape(-1)[:n].astype(dtype).reshape(shape)
+
+
+@register_kernel("StatelessTruncatedNormal")
+def stateless_truncated_normal(dtype, T, Tseed):
+    def compute(shape, seed):
+        return truncated_normal(_shape(shape), seed, np.dtype(dtype.np))
+
+    return compute
+
+
+@register_kernel("StatelessTruncatedNormalV2")
+def stateless_truncated_normal_v2(dtype, Tshape):
+    def compute(shape, key, counter, alg):
+        _alg(alg)
+        return truncated_normal(_shape(shape), None, np.dtype(dtype.np), _split(key, counter))
+
+    return compute
+
+
+def _raw_ints(shape, seed, dtype: np.dtype, kc=None) -> np.ndarray:
+    """uint32 (4-byte dtypes) or uint64 (two words, low first) values of the stream."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if dtype.itemsize == 4:
+        return random_bits(seed, -(-n // 4), kc).reshape(-1)[:n]
+    bits = random_bits(seed, -(-n // 2), kc).reshape(-1, 2).astype(np.uint64)
+    return (bits[:, 0] | (bits[:, 1] << np.uint64(32)))[:n]
+
+
+def uniform_int(shape, seed, lo, hi, dtype: np.dtype, kc=None) -> np.ndarray:
+    lo_v, hi_v = np.asarray(lo), np.asarray(hi)
+    if lo_v.ndim or hi_v.ndim:
+        raise InvalidArgumentError(
+            f"minval and maxval must be scalars, got shapes {list(lo_v.shape)} and "
+            f"{list(hi_v.shape)}"
+        )
+    if not int(lo_v) < int(hi_v):
+        raise InvalidArgumentError(f"Need minval < maxval: {int(lo_v)} >= {int(hi_v)}")
+    bits = _raw_ints(shape, seed, dtype, kc)
+    wide = np.uint64 if dtype.itemsize == 8 else np.uint32
+    span = wide(
+        (int(hi_v) - int(lo_v)) & (0xFFFFFFFFFFFFFFFF if dtype.itemsize == 8 else 0xFFFFFFFF)
+    )
+    low = np.asarray(lo_v.astype(dtype)).view(wide) if dtype.kind == "i" else wide(int(lo_v))
+    # TensorFlow adds in the unsigned type (wrapping), then reads the result as dtype
+    return (
+        (np.asarray(low, wide) + bits.astype(wide) % span).astype(wide).view(dtype).reshape(shape)
+    )
+
+
+def uniform_full_int(shape, seed, dtype: np.dtype, kc=None) -> np.ndarray:
+    return _raw_ints(shape, seed, dtype, kc).view(dtype).reshape(shape)
+
+
+@register_kernel("StatelessRandomUniformInt")
+def stateless_random_uniform_int(dtype, T, Tseed):
+    def compute(shape, seed, minval, maxval):
+        return uniform_int(_shape(shape), seed, minval, maxval, np.dtype(dtype.np))
+
+    return compute
+
+
+@register_kernel("StatelessRandomUniformFullInt")
+def stateless_random_uniform_full_int(dtype, T, Tseed):
+    def compute(shape, seed):
+        return uniform_full_int(_shape(shape), seed, np.dtype(dtype.np))
+
+    return compute
+
+
+@register_kernel("StatelessRandomUniformIntV2")
+def stateless_random_uniform_int_v2(dtype, Tshape):
+    def compute(shape, key, counter, alg, minval, maxval):
+        _alg(alg)
+        kc = _split(key, counter)
+        return uniform_int(_shape(shape), None, minval, maxval, np.dtype(dtype.np), kc)
+
+    return compute
+
+
+@register_kernel("StatelessRandomUniformFullIntV2")
+def stateless_random_uniform_full_int_v2(dtype, Tshape):
+    def compute(shape, key, counter, alg):
+        _alg(alg)
+        return uniform_full_int(_shape(shape), None, np.dtype(dtype.np), _split(key, counter))
+
+    return compute
+
+
+@register_kernel("RandomGammaGrad")
+def random_gamma_grad(T):
+    """d sample / d alpha by implicit differentiation of the CDF: -(dP(a, x)/da) / pdf(x)."""
+    from rill.exec.kernels.special_math_kernels import igamma_grad_a, lgamma
+
+    def compute(alpha, sample):
+        a, x = np.broadcast_arrays(np.asarray(alpha, np.float64), np.asarray(sample, np.float64))
+        with np.errstate(all="ignore"):
+            log_pdf = -x + (a - 1.0) * np.log(x) - lgamma(a)
+            out = -igamma_grad_a(a, x) / np.exp(log_pdf)
+        return np.where(x > 0, out, 0.0).astype(T.np)
+
+    return compute

@@ -439,3 +439,14 @@ def decode_csv(OUT_TYPE, field_delim, use_quote_delim, na_value, select_cols):
         return result[0] if n_out == 1 else result
 
     return compute
+
+
+@register_kernel("StringToHashBucketFast")
+def string_to_hash_bucket_fast(num_buckets):
+    from rill.exec.kernels.farmhash import fingerprint64
+
+    def compute(x):
+        flat = [fingerprint64(_b(v)) % num_buckets for v in x.reshape(-1)]
+        return np.array(flat, np.int64).reshape(x.shape)
+
+    return compute

@@ -128,23 +128,27 @@ def encode_png(image: np.ndarray) -> bytes:
 
 def _to_uint8(images: np.ndarray, bad_color: np.ndarray) -> np.ndarray:
     """TensorFlow's float image scaling: values in [0, max] map to [0, 255]; with negative
-    values, [-m, m] maps to [1, 255] around 128; non-finite pixels take `bad_color`."""
+    values, [-m, m] maps to [1, 255] around 128; non-finite pixels take `bad_color`. The
+    arithmetic is TensorFlow's too: the bounds in float32, the scaling in the image's own type
+    (so float32 rounding can put -m at 0), truncated to uint8."""
+    work = images.dtype if images.dtype in (np.float16, np.float64) else np.dtype(np.float32)
     out = np.empty(images.shape, np.uint8)
-    for i, img in enumerate(images.astype(np.float64)):
-        finite = np.isfinite(img)
-        vals = img[finite]
-        lo = vals.min() if vals.size else 0.0
-        hi = vals.max() if vals.size else 0.0
+    for i, img in enumerate(images.astype(work)):
+        finite_px = np.isfinite(img).all(axis=-1)
+        vals = img[finite_px].astype(np.float32)
+        lo = np.float32(vals.min()) if vals.size else np.float32(np.inf)
+        hi = np.float32(vals.max()) if vals.size else np.float32(-np.inf)
         if lo < 0:
             m = max(abs(lo), abs(hi))
-            scale, offset = (0.0 if m < 1e-6 else 127.0 / m), 128.0
+            scale, offset = (0.0 if m < 1e-6 else np.float32(127.0) / m), 128.0
         else:
-            scale, offset = (0.0 if hi < 1e-6 else 255.0 / hi), 0.0
-        scaled = np.where(finite, img * scale + offset, 0.0)
-        out[i] = np.clip(scaled, 0, 255).astype(np.uint8)
-        bad_pixels = ~finite.all(axis=-1)
-        if bad_pixels.any():
-            out[i][bad_pixels] = bad_color[: img.shape[-1]]
+            scale, offset = (0.0 if hi < 1e-6 else np.float32(255.0) / hi), 0.0
+        with np.errstate(invalid="ignore", over="ignore"):
+            scaled = img * work.type(scale) + work.type(offset)
+        scaled = np.where(finite_px[..., None], scaled, 0)
+        out[i] = np.clip(np.trunc(scaled.astype(np.float64)), 0, 255).astype(np.uint8)
+        if not finite_px.all():
+            out[i][~finite_px] = bad_color[: img.shape[-1]]
     return out
 
 
@@ -164,7 +168,8 @@ def image_summary(max_images, T, node):
         pixels = batch if t.dtype == np.uint8 else _to_uint8(batch, bad_color)
         s = Summary()
         for i, img in enumerate(pixels):
-            v = s.value.add(tag=f"{name}/image" if len(pixels) == 1 else f"{name}/image/{i}")
+            # as TensorFlow: numbered whenever max_images > 1, even for a batch of one
+            v = s.value.add(tag=f"{name}/image" if max_images == 1 else f"{name}/image/{i}")
             v.image.height, v.image.width, v.image.colorspace = img.shape
             v.image.encoded_image_string = encode_png(np.ascontiguousarray(img))
         return _scalar_string(s.SerializeToString())
@@ -173,8 +178,11 @@ def image_summary(max_images, T, node):
 
 
 def encode_wav(clip: np.ndarray, rate: int) -> bytes:
-    """16-bit PCM WAV of a [frames, channels] float clip in [-1, 1]."""
-    pcm = (np.clip(clip, -1.0, 1.0) * 32767.0).astype("<i2")
+    """16-bit PCM WAV of a [frames, channels] float clip in [-1, 1] (TensorFlow's scaling)."""
+    # TensorFlow's: x * 32768 in float32, rounded half away from zero, clamped to int16
+    scaled = np.asarray(clip, np.float32) * np.float32(32768.0)
+    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + np.float32(0.5))
+    pcm = np.clip(rounded, -32768, 32767).astype("<i2")
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:
         w.setnchannels(clip.shape[1])
@@ -199,7 +207,7 @@ def audio_summary(max_outputs):
         clips = t[: min(max_outputs, t.shape[0])]
         s = Summary()
         for i, clip in enumerate(clips):
-            v = s.value.add(tag=f"{name}/audio" if len(clips) == 1 else f"{name}/audio/{i}")
+            v = s.value.add(tag=f"{name}/audio" if max_outputs == 1 else f"{name}/audio/{i}")
             v.audio.sample_rate = rate
             v.audio.num_channels = clip.shape[1]
             v.audio.length_frames = clip.shape[0]

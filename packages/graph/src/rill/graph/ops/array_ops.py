@@ -446,3 +446,20 @@ def broadcast_gradient_args(s0, s1, name: str | None = None) -> tuple[Tensor, Te
     """The reduction axes for the gradients of a broadcasting binary op with shapes s0 and s1."""
     op = _create("BroadcastGradientArgs", [s0, s1], name=name or "BroadcastGradientArgs")
     return op.outputs[0], op.outputs[1]
+
+
+def _broadcast_args_shape(op):
+    for t in op._inputs:
+        t.shape.with_rank(1)
+    n = [t.shape[0] for t in op._inputs]
+    return [TensorShape([None if None in n else max(n)])]
+
+
+defop(
+    "BroadcastArgs",
+    inputs=["s0: T", "s1: T"],
+    outputs=["r0: T"],
+    attrs=[f"T: {_INDEX}"],
+    shape=_broadcast_args_shape,
+    doc="The shape that shapes s0 and s1 broadcast to (numpy rules).",
+)

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from rill.graph import dtypes
+from rill.graph import dtypes, shape_fns
 from rill.graph.graph import Tensor, convert_to_tensor, get_default_graph
 from rill.graph.op_def import defop
 from rill.graph.shapes import TensorShape, unknown_shape
@@ -126,3 +126,60 @@ defop("ParameterizedTruncatedNormal",
       shape=_ptn_shape, stateful=True,
       doc="Normal(mean, stdev) samples truncated to [minval, maxval], per batch row (shape "
       "[batch, n]; the parameters are scalars or [batch] vectors).")  # fmt: skip
+
+
+# -- truncated normals and integers from the same Philox stream (issue 18) ------------------------
+
+defop("StatelessTruncatedNormal", inputs=["shape: T", "seed: Tseed"], outputs=["output: dtype"],
+      attrs=_ATTRS, shape=_shape_from_input,
+      doc="Standard normal values within 2 standard deviations (rejection), determined by "
+      "seed.")  # fmt: skip
+defop("StatelessRandomUniformInt",
+      inputs=["shape: T", "seed: Tseed", "minval: dtype", "maxval: dtype"],
+      outputs=["output: dtype"],
+      attrs=["dtype: {int32, int64}", "T: {int32, int64}", "Tseed: {int32, int64} = int64"],
+      shape=_shape_from_input,
+      doc="Integers in [minval, maxval) (bits modulo the range), determined by seed.")  # fmt: skip
+defop("StatelessRandomUniformFullInt", inputs=["shape: T", "seed: Tseed"],
+      outputs=["output: dtype"],
+      attrs=["dtype: {int32, int64, uint32, uint64} = uint64", "T: {int32, int64} = int32",
+             "Tseed: {int32, int64, uint32, uint64} = int64"],
+      shape=_shape_from_input,
+      doc="Integers over the whole range of dtype (the raw bits), determined by seed.")  # fmt: skip
+defop("StatelessTruncatedNormalV2", inputs=["shape: Tshape", "key: uint64", "counter: uint64",
+      "alg: int32"], outputs=["output: dtype"], attrs=_V2_ATTRS, shape=_v2_shape,
+      doc="Truncated normal values from an explicit key and counter (Philox).")  # fmt: skip
+_V2_INT = "dtype: {int32, int64, uint32, uint64}"
+defop("StatelessRandomUniformIntV2", inputs=["shape: Tshape", "key: uint64", "counter: uint64",
+      "alg: int32", "minval: dtype", "maxval: dtype"], outputs=["output: dtype"],
+      attrs=[_V2_INT, "Tshape: {int32, int64} = int32"], shape=_v2_shape,
+      doc="Integers in [minval, maxval) from an explicit key and counter (Philox).")  # fmt: skip
+defop("StatelessRandomUniformFullIntV2", inputs=["shape: Tshape", "key: uint64",
+      "counter: uint64", "alg: int32"], outputs=["output: dtype"],
+      attrs=[_V2_INT + " = uint64", "Tshape: {int32, int64} = int32"], shape=_v2_shape,
+      doc="Integers over the whole range of dtype from an explicit key and counter.")  # fmt: skip
+
+
+def stateless_truncated_normal(shape, seed, dtype=dtypes.float32, name=None) -> Tensor:
+    return _op("StatelessTruncatedNormal", shape, seed, dtype, name)
+
+
+def stateless_random_uniform_int(shape, seed, minval, maxval, dtype=dtypes.int32,
+                                 name=None) -> Tensor:  # fmt: skip
+    """Integers in [minval, maxval) (`tf.random.stateless_uniform` with an integer dtype)."""
+    dtype = dtypes.as_dtype(dtype)
+    shape = convert_to_tensor(shape, dtype=dtypes.int32, name="shape")
+    seed = convert_to_tensor(seed, name="seed")
+    lo = convert_to_tensor(minval, dtype=dtype, name="minval")
+    hi = convert_to_tensor(maxval, dtype=dtype, name="maxval")
+    return get_default_graph().create_op("StatelessRandomUniformInt", [shape, seed, lo, hi],
+                                         {"dtype": dtype},
+                                         name=name or "StatelessRandomUniformInt").outputs[0]  # fmt: skip
+
+
+__all__ += ["stateless_truncated_normal", "stateless_random_uniform_int"]
+
+defop("RandomGammaGrad", inputs=["alpha: T", "sample: T"], outputs=["output: T"],
+      attrs=["T: {float32, float64}"], shape=shape_fns.broadcast_binary,
+      doc="d sample / d alpha of Gamma(alpha, 1) samples by implicit differentiation: "
+      "-(dP(alpha, x)/dalpha) / pdf(x).")  # fmt: skip

@@ -202,3 +202,17 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
     attrs = {"field_delim": field_delim, "use_quote_delim": use_quote_delim,
              "na_value": na_value, "select_cols": tuple(select_cols or ())}  # fmt: skip
     return list(_op("DecodeCSV", [_s(records, "records"), defaults], attrs, name).outputs)
+
+
+defop("StringToHashBucketFast", inputs=["input: string"], outputs=["output: int64"],
+      attrs=["num_buckets: int >= 1"], shape=shape_fns.unchanged,
+      doc="FarmHash's 64-bit fingerprint of each string, modulo num_buckets (as TensorFlow's "
+      "Fingerprint64).")  # fmt: skip
+
+
+def string_to_hash_bucket_fast(input, num_buckets: int, name=None) -> Tensor:  # noqa: A002
+    return _op("StringToHashBucketFast", [_s(input)], {"num_buckets": int(num_buckets)},
+               name).outputs[0]  # fmt: skip
+
+
+__all__ += ["string_to_hash_bucket_fast"]

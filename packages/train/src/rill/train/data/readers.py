@@ -1,0 +1,165 @@
+"""File sources of tf.data: TFRecordDataset, TextLineDataset and Dataset.list_files.
+
+Records are read with rill.exec.tfrecord (checksums checked, DataLossError on a corrupt file);
+only uncompressed files. `filenames` may be a string, a list of strings, a string tensor (a
+placeholder fed at iterator initialization, say) or a Dataset of strings.
+"""
+
+from __future__ import annotations
+
+import glob
+
+import numpy as np
+
+from rill.exec.tfrecord import tf_record_iterator
+from rill.graph import dtypes
+from rill.graph.errors import InvalidArgumentError, NotFoundError
+from rill.graph.graph import Tensor, convert_to_tensor
+from rill.graph.ops.random_ops import get_seed
+from rill.graph.shapes import scalar
+from rill.train.data.dataset import Dataset, _int_arg, _scalar_arg, _tensors
+from rill.train.data.structure import TensorSpec
+from rill.train.data.transforms import interleave
+
+__all__ = ["TFRecordDataset", "TextLineDataset", "list_files"]
+
+_STRING = TensorSpec(scalar(), dtypes.string)
+
+
+def _string_tensor(value, what: str) -> Tensor:
+    t = value if isinstance(value, Tensor) else convert_to_tensor(value, dtypes.string)
+    if t.dtype is not dtypes.string:
+        raise TypeError(f"{what} must be strings, got {t.dtype.name} ({t.name})")
+    if t.shape.rank not in (None, 0, 1):
+        raise ValueError(f"{what} must be a scalar or a vector, got shape {t.shape}")
+    return t
+
+
+def _paths(value) -> list[str]:
+    flat = np.asarray(value, dtype=object).reshape(-1)
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
+
+
+def _scalar(record: bytes) -> np.ndarray:
+    out = np.empty((), dtype=object)
+    out[()] = record
+    return out
+
+
+def _check_compression(compression_type, who: str) -> None:
+    if isinstance(compression_type, Tensor) or compression_type not in (None, "", "NONE"):
+        raise ValueError(f"{who}: only uncompressed files are supported, got {compression_type!r}")
+
+
+class _FileDataset(Dataset):
+    """Records of each file in turn (or `num_parallel_reads` files interleaved, one record from
+    each in turn, as TensorFlow's parallel reading orders them)."""
+
+    def __init__(self, filenames, num_parallel_reads, who: str):
+        self._who = who
+        if isinstance(filenames, Dataset):
+            if [s.dtype for s in filenames._flat_specs()] != [dtypes.string]:
+                raise TypeError(f"{who}: a dataset of file names must hold scalar strings")
+            self._names, inputs, captured = None, [filenames], []
+        else:
+            self._names = _string_tensor(filenames, f"{who} filenames")
+            inputs, captured = [], [self._names]
+        self._parallel = _scalar_arg(num_parallel_reads or 1, "num_parallel_reads")
+        super().__init__(_STRING, inputs, captured + _tensors(self._parallel))
+
+    def _files(self, env):
+        if self._names is not None:
+            yield from _paths(env.value(self._names))
+        else:
+            for (name,) in self._inputs[0]._elements(env):
+                yield from _paths(name)
+
+    def _records(self, path: str):
+        raise NotImplementedError
+
+    def _elements(self, env):
+        parallel = _int_arg(env, self._parallel)
+        if parallel <= 1:
+            for path in self._files(env):
+                for r in self._checked(path):
+                    yield (_scalar(r),)
+        else:
+            for r in interleave(self._files(env), self._checked, parallel, 1):
+                yield (_scalar(r),)
+
+    def _checked(self, path: str):
+        try:
+            yield from self._records(path)
+        except NotFoundError as e:
+            raise NotFoundError(f"{self.describe()}: {e.message}") from None
+
+
+class TFRecordDataset(_FileDataset):
+    """The records of TFRecord files (`tf.data.TFRecordDataset`), as scalar strings."""
+
+    _op_name = "TFRecordDataset"
+
+    def __init__(self, filenames, compression_type=None, buffer_size=None,
+                 num_parallel_reads=None):  # fmt: skip
+        _check_compression(compression_type, "TFRecordDataset")
+        super().__init__(filenames, num_parallel_reads, "TFRecordDataset")
+
+    def _records(self, path: str):
+        return tf_record_iterator(path)
+
+
+class TextLineDataset(_FileDataset):
+    """The lines of text files (`tf.data.TextLineDataset`), without their line ends."""
+
+    _op_name = "TextLineDataset"
+
+    def __init__(self, filenames, compression_type=None, buffer_size=None,
+                 num_parallel_reads=None):  # fmt: skip
+        _check_compression(compression_type, "TextLineDataset")
+        super().__init__(filenames, num_parallel_reads, "TextLineDataset")
+
+    def _records(self, path: str):
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            raise NotFoundError(f"{path}: no such file") from None
+        with f:
+            for line in f:
+                if line.endswith(b"\n"):
+                    line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+                yield line
+
+
+class _ListFiles(Dataset):
+    _op_name = "MatchingFilesDataset"
+
+    def __init__(self, patterns, shuffle, seed):
+        self._patterns = _string_tensor(patterns, "list_files file_pattern")
+        self._shuffle = True if shuffle is None else bool(shuffle)
+        self._seeds = get_seed(seed)
+        super().__init__(_STRING, captured=[self._patterns])
+
+    def _elements(self, env):
+        patterns = _paths(env.value(self._patterns))
+        names = []
+        for p in patterns:
+            names.extend(sorted(glob.glob(p)))
+        if not names:
+            raise InvalidArgumentError(
+                f"{self.describe()}: No files matched pattern: {', '.join(patterns)}"
+            )
+        if self._shuffle:
+            key = (self._id, "rng")
+            rng = env.state.store.get(key)
+            if rng is None:
+                seeds = self._seeds
+                rng = np.random.default_rng(None if seeds == (None, None) else list(seeds))
+                env.state.store[key] = rng
+            names = [names[i] for i in rng.permutation(len(names))]
+        for n in names:
+            yield (_scalar(n.encode()),)
+
+
+def list_files(file_pattern, shuffle=None, seed=None) -> Dataset:
+    """The files matching `file_pattern` (`tf.data.Dataset.list_files`)."""
+    return _ListFiles(file_pattern, shuffle, seed)

@@ -151,7 +151,9 @@ def iterator_v2(output_types, output_shapes, shared_name: str = "", container: s
     """An IteratorV2 resource handle."""
     attrs = {"shared_name": shared_name, "container": container}
     attrs.update(_types_shapes(output_types, output_shapes))
-    return get_default_graph().create_op("IteratorV2", [], attrs, name=name or "Iterator").outputs[0]
+    return (
+        get_default_graph().create_op("IteratorV2", [], attrs, name=name or "Iterator").outputs[0]
+    )
 
 
 def one_shot_iterator(pipeline_name: str, output_types, output_shapes, container: str = "",

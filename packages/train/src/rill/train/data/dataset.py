@@ -368,9 +368,7 @@ class _Zip(Dataset):
     def __init__(self, datasets):
         flat = nest.flatten(datasets)
         if not flat or not all(isinstance(d, Dataset) for d in flat):
-            raise TypeError(
-                f"Dataset.zip() takes a tuple or dict of Datasets, got {datasets!r}"
-            )
+            raise TypeError(f"Dataset.zip() takes a tuple or dict of Datasets, got {datasets!r}")
         spec = nest.pack_sequence_as(datasets, [d.element_spec for d in flat])
         super().__init__(spec, inputs=flat)
 
@@ -380,27 +378,14 @@ class _Zip(Dataset):
             yield tuple(c for p in parts for c in p)
 
 
-def _flatten_up_to(spec, value, where: str) -> list:
-    """`value` flattened as deep as `spec` nests (a component may itself be a list)."""
-    if isinstance(spec, dict):
-        if not isinstance(value, dict) or sorted(value) != sorted(spec):
-            raise InvalidArgumentError(f"{where}: expected a dict with keys {sorted(spec)}")
-        return [c for k in sorted(spec) for c in _flatten_up_to(spec[k], value[k], where)]
-    if isinstance(spec, tuple):
-        if not isinstance(value, (tuple, list)) or len(value) != len(spec):
-            raise InvalidArgumentError(
-                f"{where}: expected a tuple of {len(spec)} components, got {value!r:.80}"
-            )
-        return [c for s, v in zip(spec, value) for c in _flatten_up_to(s, v, where)]
-    return [value]
-
-
 class _Generator(Dataset):
     _op_name = "GeneratorDataset"
 
     def __init__(self, generator, output_types, output_shapes, args):
         if not callable(generator):
-            raise TypeError(f"Dataset.from_generator(): generator must be callable, got {generator!r}")
+            raise TypeError(
+                f"Dataset.from_generator(): generator must be callable, got {generator!r}"
+            )
         self._generator = generator
         self._args = [convert_to_tensor(a) for a in (args or ())]
         super().__init__(structure.structure_from(output_types, output_shapes),
@@ -411,7 +396,7 @@ class _Generator(Dataset):
         specs = self._flat_specs()
         for k, element in enumerate(self._generator(*args)):
             where = f"{self.describe()}: element {k} the generator yielded"
-            flat = _flatten_up_to(self._element_spec, element, where)
+            flat = structure.flatten_up_to(self._element_spec, element, where, InvalidArgumentError)
             out = []
             for value, spec in zip(flat, specs):
                 try:

@@ -71,16 +71,28 @@ def shapes_of(structure):
     return nest.map_structure(lambda s: s.shape, structure)
 
 
+def flatten_up_to(spec, value, where: str, error=ValueError) -> list:
+    """`value` flattened as deep as `spec` nests (a leaf of `spec` may match a list or a
+    tuple in `value`: a shape, or a component given as a list)."""
+    if isinstance(spec, dict):
+        if not isinstance(value, dict) or sorted(value) != sorted(spec):
+            raise error(f"{where}: expected a dict with keys {sorted(spec)}, got {value!r:.80}")
+        return [c for k in sorted(spec) for c in flatten_up_to(spec[k], value[k], where, error)]
+    if isinstance(spec, tuple):
+        if not isinstance(value, (tuple, list)) or len(value) != len(spec):
+            raise error(f"{where}: expected a tuple of {len(spec)} components, got {value!r:.80}")
+        return [c for s, v in zip(spec, value) for c in flatten_up_to(s, v, where, error)]
+    return [value]
+
+
 def structure_from(output_types, output_shapes=None):
     """A TensorSpec structure from TF's (output_types, output_shapes) pair."""
+    flat_t = nest.flatten(output_types)
     if output_shapes is None:
-        output_shapes = nest.map_structure(lambda _: None, output_types)
-    flat_t, flat_s = nest.flatten(output_types), nest.flatten(output_shapes)
-    if len(flat_t) != len(flat_s):
-        raise ValueError(
-            f"output_types has {len(flat_t)} components but output_shapes has {len(flat_s)}; "
-            "they must have the same structure"
-        )
+        flat_s = [None] * len(flat_t)
+    else:
+        flat_s = flatten_up_to(output_types, output_shapes, "output_shapes must have the "
+                               "structure of output_types")  # fmt: skip
     specs = [
         TensorSpec(as_shape(s) if s is not None else TensorShape(None), dtypes.as_dtype(t))
         for t, s in zip(flat_t, flat_s)

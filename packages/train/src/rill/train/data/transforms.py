@@ -247,9 +247,7 @@ class _PaddedBatch(Dataset):
         else:
             flat_pad = nest.flatten(padding_values)
             if len(flat_pad) != len(flat_spec):
-                raise ValueError(
-                    "padded_batch(): padding_values must have the element's structure"
-                )
+                raise ValueError("padded_batch(): padding_values must have the element's structure")
         self._pads = [_padding_value(v, s) for v, s in zip(flat_pad, flat_spec)]
         self._shapes = flat_shapes
         self._batch = _scalar_arg(batch_size, "batch_size")

@@ -645,6 +645,10 @@ class Graph:
                 ctx._after_add_op(op)
         return op
 
+    # Whether Python operators on another graph's tensors build in this graph (capturing them)
+    # rather than in the tensor's own graph.
+    _capture_by_default = False
+
     def _capture(self, tensor: Tensor) -> Tensor | None:
         """What stands in this graph for `tensor` of another graph, or None (an error).
 

@@ -30,6 +30,8 @@ _ids = itertools.count()
 class FuncGraph(Graph):
     """A graph for one traced function; tensors of other graphs become captured placeholders."""
 
+    _capture_by_default = True
+
     def __init__(self, name: str, outer: Graph):
         super().__init__()
         self.name = name

@@ -1,0 +1,364 @@
+"""tf.data in graph mode (rill.train.data through rill.compat.v1): element structures and
+static shapes, iterators (one-shot, initializable with new feeds, reinitializable), end of data
+as OutOfRangeError, map functions traced into graphs (captures, random ops), shuffle's seeded
+determinism, cache, and clear errors naming the dataset and the element."""
+
+import numpy as np
+import pytest
+
+import rill.compat.v1 as tf
+from rill.graph.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    OutOfRangeError,
+    UnimplementedError,
+)
+
+
+def _drain(sess, nxt, limit=10_000):
+    out = []
+    for _ in range(limit):
+        try:
+            out.append(sess.run(nxt))
+        except tf.errors.OutOfRangeError:
+            return out
+    raise AssertionError("the iterator did not end")
+
+
+def _all(ds):
+    nxt = tf.data.make_one_shot_iterator(ds).get_next()
+    with tf.Session() as sess:
+        return _drain(sess, nxt)
+
+
+def _ints(values):
+    return [int(v) for v in values]
+
+
+# -- structure --------------------------------------------------------------------------------
+
+
+def test_nested_structure_types_shapes_and_classes():
+    with tf.Graph().as_default():
+        images = np.zeros((5, 4, 4, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices(({"img": images, "id": np.arange(5)}, [1] * 5))
+        assert ds.output_types == ({"id": tf.int64, "img": tf.float32}, tf.int32)
+        assert ds.output_shapes[0]["img"].as_list() == [4, 4, 1]
+        assert ds.output_classes == ({"id": tf.Tensor, "img": tf.Tensor}, tf.Tensor)
+        batched = ds.batch(2)
+        assert batched.output_shapes[0]["img"].as_list() == [None, 4, 4, 1]
+        assert ds.batch(2, drop_remainder=True).output_shapes[1].as_list() == [2]
+        assert tf.data.get_output_types(batched) == batched.output_types
+        it = tf.data.make_one_shot_iterator(batched)
+        (feat, label) = it.get_next()
+        assert feat["img"].shape.as_list() == [None, 4, 4, 1] and label.dtype == tf.int32
+        assert tf.data.get_output_shapes(it)[1].as_list() == [None]
+        with tf.Session() as sess:
+            got = _drain(sess, (feat, label))
+    assert [len(b[1]) for b in got] == [2, 2, 1]
+    assert got[2][0]["id"].tolist() == [4]
+
+
+def test_from_tensor_slices_rejects_mismatched_rows_and_scalars():
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="same size in their first dimension"):
+            tf.data.Dataset.from_tensor_slices((np.zeros(3), np.zeros(4)))
+        with pytest.raises(ValueError, match="is a scalar"):
+            tf.data.Dataset.from_tensor_slices(np.float32(1.0))
+
+
+# -- iterators --------------------------------------------------------------------------------
+
+
+def test_initializable_iterator_restarts_with_new_feeds():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 2])
+        scale = tf.placeholder(tf.float32, [])
+        ds = tf.data.Dataset.from_tensor_slices(x).map(lambda r: r * scale).batch(2)
+        it = ds.make_initializable_iterator()
+        nxt = it.get_next()
+        with tf.Session() as sess:
+            sess.run(it.initializer, {x: np.ones((3, 2)), scale: 2.0})
+            first = sess.run(nxt)
+            sess.run(it.initializer, {x: np.arange(8.0).reshape(4, 2), scale: 10.0})
+            again = _drain(sess, nxt)
+            with pytest.raises(OutOfRangeError):
+                sess.run(nxt)  # stays at the end
+    assert first.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+    assert [b.tolist() for b in again] == [[[0, 10], [20, 30]], [[40, 50], [60, 70]]]
+
+
+def test_get_next_before_initialization_is_failed_precondition():
+    with tf.Graph().as_default():
+        it = tf.data.Dataset.range(3).make_initializable_iterator()
+        nxt = it.get_next()
+        with tf.Session() as sess:
+            with pytest.raises(FailedPreconditionError, match="has not been initialized"):
+                sess.run(nxt)
+
+
+def test_reinitializable_iterator_switches_datasets():
+    with tf.Graph().as_default():
+        train = tf.data.Dataset.range(10).map(lambda v: (v, tf.cast(v, tf.float32)))
+        val = tf.data.Dataset.range(100, 103).map(lambda v: (v, tf.cast(v, tf.float32) / 2))
+        it = tf.data.Iterator.from_structure(train.output_types, train.output_shapes)
+        nxt = it.get_next()
+        train_init, val_init = it.make_initializer(train), it.make_initializer(val)
+        with pytest.raises(TypeError, match="output structure"):
+            it.make_initializer(tf.data.Dataset.range(3))
+        with pytest.raises(TypeError, match="output types"):
+            it.make_initializer(tf.data.Dataset.range(3).map(lambda v: (v, v)))
+        with pytest.raises(ValueError, match="does not have an initializer"):
+            _ = it.initializer
+        with tf.Session() as sess:
+            sess.run(train_init)
+            a = [sess.run(nxt)[0] for _ in range(3)]
+            sess.run(val_init)
+            b = _drain(sess, nxt)
+            sess.run(train_init)
+            c = sess.run(nxt)[0]
+    assert _ints(a) == [0, 1, 2]
+    assert [(int(i), float(f)) for i, f in b] == [(100, 50.0), (101, 50.5), (102, 51.0)]
+    assert int(c) == 0
+
+
+def test_one_shot_iterator_refuses_a_placeholder():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None])
+        with pytest.raises(ValueError, match="not a constant.*make_initializable_iterator"):
+            tf.data.Dataset.from_tensor_slices(x).make_one_shot_iterator()
+
+
+def test_each_session_has_its_own_iterator_state():
+    with tf.Graph().as_default():
+        nxt = tf.data.Dataset.range(5).make_one_shot_iterator().get_next()
+        with tf.Session() as s1, tf.Session() as s2:
+            assert _ints([s1.run(nxt), s1.run(nxt), s2.run(nxt)]) == [0, 1, 0]
+
+
+def test_a_graph_without_its_pipeline_cannot_run_the_dataset():
+    with tf.Graph().as_default() as g:
+        it = tf.data.Dataset.range(3).make_initializable_iterator()
+        gd = g.as_graph_def()
+    with tf.Graph().as_default():
+        tf.import_graph_def(gd, name="")
+        with tf.Session() as sess:
+            with pytest.raises(UnimplementedError, match="not held by this graph"):
+                sess.run(it.initializer.name)
+
+
+# -- map and functions ------------------------------------------------------------------------
+
+
+def test_map_traces_once_and_captures_outer_tensors():
+    calls = []
+    with tf.Graph().as_default():
+        offset = tf.constant([100.0, 200.0])
+        ids = tf.placeholder(tf.int64, [None])
+
+        def fn(i):
+            calls.append(i)
+            return {"v": offset + tf.cast(i, tf.float32), "even": tf.equal(i % 2, 0)}
+
+        it = tf.data.Dataset.from_tensor_slices(ids).map(fn, num_parallel_calls=4)
+        it = it.filter(lambda d: d["even"]).make_initializable_iterator()
+        nxt = it.get_next()
+        with tf.Session() as sess:
+            sess.run(it.initializer, {ids: [1, 2, 3, 4]})
+            got = _drain(sess, nxt)
+    assert len(calls) == 1
+    assert [d["v"].tolist() for d in got] == [[102.0, 202.0], [104.0, 204.0]]
+
+
+def test_map_random_ops_follow_the_graph_seed():
+    def run():
+        with tf.Graph().as_default():
+            tf.set_random_seed(7)
+            ds = tf.data.Dataset.range(4).map(lambda i: tf.random_uniform([2]) + 0 * tf.cast(
+                i, tf.float32))  # fmt: skip
+            it = ds.make_initializable_iterator()
+            nxt = it.get_next()
+            with tf.Session() as sess:
+                sess.run(it.initializer)
+                a = np.stack(_drain(sess, nxt))
+                sess.run(it.initializer)
+                b = np.stack(_drain(sess, nxt))
+        return a, b
+
+    a, b = run()
+    assert len({tuple(r) for r in a}) == 4  # a new draw per element
+    np.testing.assert_array_equal(a, b)  # re-initializing starts the sequence again
+    np.testing.assert_array_equal(a, run()[0])  # and so does another program
+
+
+def test_an_error_in_map_names_the_dataset_and_the_element():
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.from_tensor_slices(np.array([1.0, -1.0, 2.0], np.float32))
+        ds = ds.map(lambda v: tf.debugging.check_numerics(tf.sqrt(v), "root"))
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        with tf.Session() as sess:
+            assert float(sess.run(nxt)) == 1.0
+            with pytest.raises(InvalidArgumentError, match=r"MapDataset.*element 1.*root"):
+                sess.run(nxt)
+
+
+def test_filter_predicate_must_be_a_scalar_bool():
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="scalar bool"):
+            tf.data.Dataset.range(3).filter(lambda v: v * 2)
+
+
+def test_flat_map_with_inner_map_and_outer_capture():
+    with tf.Graph().as_default():
+        k = tf.placeholder(tf.int64, [])
+        ds = tf.data.Dataset.range(1, 4).flat_map(
+            lambda n: tf.data.Dataset.range(n).map(lambda j: j * k + n)
+        )
+        it = ds.make_initializable_iterator()
+        nxt = it.get_next()
+        with tf.Session() as sess:
+            sess.run(it.initializer, {k: 10})
+            got = _ints(_drain(sess, nxt))
+    assert got == [1, 2, 12, 3, 13, 23]
+
+
+def test_from_generator_checks_types_and_shapes():
+    def good():
+        yield {"a": 1, "b": [1.0, 2.0]}
+        yield {"a": 2, "b": [3.0, 4.0]}
+
+    def bad():
+        yield {"a": 1, "b": [1.0, 2.0, 3.0]}
+
+    with tf.Graph().as_default():
+        spec = ({"a": tf.int32, "b": tf.float32}, {"a": [], "b": [2]})
+        got = _all(tf.data.Dataset.from_generator(good, *spec).repeat(2))
+        assert [int(d["a"]) for d in got] == [1, 2, 1, 2]
+        nxt = tf.data.Dataset.from_generator(bad, *spec).make_one_shot_iterator().get_next()
+        with tf.Session() as sess:
+            with pytest.raises(InvalidArgumentError, match=r"GeneratorDataset.*element 0.*shape"):
+                sess.run(nxt)
+
+
+def test_batch_of_unequal_shapes_is_a_clear_error():
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(1, 4).map(lambda n: tf.fill([n], n)).batch(2)
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        with tf.Session() as sess:
+            with pytest.raises(InvalidArgumentError, match="Cannot batch tensors with different"):
+                sess.run(nxt)
+
+
+# -- shuffle, repeat, cache ---------------------------------------------------------------------
+
+
+def _shuffled(seed, n=20, buffer=8, epochs=2, graph_seed=None, reshuffle=None):
+    with tf.Graph().as_default():
+        if graph_seed is not None:
+            tf.set_random_seed(graph_seed)
+        ds = tf.data.Dataset.range(n).shuffle(buffer, seed=seed,
+                                              reshuffle_each_iteration=reshuffle)  # fmt: skip
+        it = ds.repeat(epochs).make_initializable_iterator()
+        nxt = it.get_next()
+        with tf.Session() as sess:
+            sess.run(it.initializer)
+            return _ints(_drain(sess, nxt))
+
+
+def test_seeded_shuffle_is_reproducible_and_a_permutation_each_epoch():
+    a = _shuffled(seed=42)
+    assert a == _shuffled(seed=42)
+    assert a == _shuffled(seed=42, graph_seed=None)
+    first, second = a[:20], a[20:]
+    assert sorted(first) == sorted(second) == list(range(20))
+    assert first != list(range(20)) and first != second  # reshuffled each iteration
+    assert _shuffled(seed=43) != a
+    assert _shuffled(seed=None, graph_seed=5) == _shuffled(seed=None, graph_seed=5)
+    fixed = _shuffled(seed=42, reshuffle=False)
+    assert fixed[:20] == fixed[20:] and sorted(fixed[:20]) == list(range(20))
+
+
+def test_shuffle_buffer_bounds_how_far_an_element_moves():
+    # With a buffer of 4, element i is drawn after at most i + 3 others have been.
+    out = _shuffled(seed=1, n=50, buffer=4, epochs=1)
+    assert sorted(out) == list(range(50))
+    assert all(pos >= v - 3 for v, pos in ((v, out.index(v)) for v in out))
+
+
+def test_repeat_take_skip_and_an_empty_repeat_ends():
+    with tf.Graph().as_default():
+        assert _ints(_all(tf.data.Dataset.range(3).repeat().skip(2).take(5))) == [2, 0, 1, 2, 0]
+        assert _all(tf.data.Dataset.range(0).repeat()) == []
+        assert _ints(_all(tf.data.Dataset.range(3).take(-1))) == [0, 1, 2]
+
+
+def test_cache_replays_the_first_pass():
+    with tf.Graph().as_default():
+        tf.set_random_seed(3)
+        ds = tf.data.Dataset.range(3).map(lambda i: tf.random_uniform([]))
+        cached = _all(ds.cache().repeat(2))
+        fresh = _all(ds.repeat(2))
+    assert cached[:3] == cached[3:]
+    assert fresh[:3] != fresh[3:]
+    with tf.Graph().as_default(), pytest.raises(ValueError, match="in memory only"):
+        tf.data.Dataset.range(3).cache("/tmp/cache_file")
+
+
+def test_prefetch_apply_and_autotune():
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(4).apply(lambda d: d.map(lambda v: v + 1))
+        ds = ds.prefetch(tf.data.experimental.AUTOTUNE)
+        assert _ints(_all(ds)) == [1, 2, 3, 4]
+        assert tf.data.experimental.AUTOTUNE == -1
+
+
+# -- training loops -----------------------------------------------------------------------------
+
+
+def _linear_model(ds):
+    it = ds.make_initializable_iterator()
+    x, y = it.get_next()
+    w = tf.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
+    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+    step = tf.train.get_or_create_global_step()
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+    return it, loss, train, step
+
+
+def _regression_data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3)).astype(np.float32)
+    y = x @ np.array([[1.0], [-2.0], [0.5]], np.float32)
+    return x, y
+
+
+def test_while_true_training_loop_ends_on_out_of_range():
+    x, y = _regression_data()
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(40, seed=1).batch(8).repeat(5)
+        it, loss, train, step = _linear_model(ds)
+        with tf.Session() as sess:
+            sess.run([tf.global_variables_initializer(), it.initializer])
+            losses = []
+            while True:
+                try:
+                    losses.append(sess.run([train, loss])[1])
+                except tf.errors.OutOfRangeError:
+                    break
+            assert sess.run(step) == 25  # 5 epochs of 5 batches
+    assert losses[-1] < 0.1 * losses[0]
+
+
+def test_monitored_training_session_stops_at_the_end_of_the_data(tmp_path):
+    x, y = _regression_data()
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(10).repeat(2)
+        it, loss, train, step = _linear_model(ds)
+        scaffold = tf.train.Scaffold(local_init_op=it.initializer)
+        steps = 0
+        with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), scaffold=scaffold,
+                                               save_checkpoint_secs=None) as sess:  # fmt: skip
+            while not sess.should_stop():
+                sess.run(train)
+                steps += 1
+    assert steps == 8  # 2 epochs of 4 batches, then OutOfRangeError ends the session cleanly

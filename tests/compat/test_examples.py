@@ -71,3 +71,11 @@ def test_queue_input_pipeline():
     assert "done training after 80 steps" in out
     w = re.search(r"w \[ *([-\d.]+) +([-\d.]+) +([-\d.]+)\]", out)
     assert w and abs(float(w.group(1)) - 2.0) < 0.1 and abs(float(w.group(2)) + 1.0) < 0.1
+
+
+def test_mlp_from_a_tf_data_pipeline():
+    out = _run("mlp_dataset", "--epochs=5")
+    # 1400 examples in batches of 64 are 22 steps an epoch; the loop ends on OutOfRangeError.
+    assert _number(r"steps (\d+)", out) == 110
+    assert _number(r"-> ([\d.]+)", out) < 0.5 * _number(r"loss ([\d.]+) ->", out)
+    assert _number(r"test accuracy ([\d.]+)", out) > 0.8

@@ -362,3 +362,30 @@ def test_monitored_training_session_stops_at_the_end_of_the_data(tmp_path):
                 sess.run(train)
                 steps += 1
     assert steps == 8  # 2 epochs of 4 batches, then OutOfRangeError ends the session cleanly
+
+
+def test_experimental_helpers():
+    exp = tf.data.experimental
+    assert (exp.INFINITE_CARDINALITY, exp.UNKNOWN_CARDINALITY) == (-1, -2)
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(6).batch(4)
+        assert _ints(_all(ds.apply(exp.unbatch()))) == list(range(6))
+        pairs = _all(tf.data.Dataset.range(3).apply(exp.enumerate_dataset(5)))
+        assert [(int(i), int(v)) for i, v in pairs] == [(5, 0), (6, 1), (7, 2)]
+        a = _all(tf.data.Dataset.range(5).apply(exp.shuffle_and_repeat(5, count=2, seed=4)))
+        assert sorted(_ints(a[:5])) == sorted(_ints(a[5:])) == list(range(5))
+        inter = tf.data.Dataset.range(2).apply(
+            exp.parallel_interleave(lambda v: tf.data.Dataset.range(v * 10, v * 10 + 3), 2)
+        )
+        assert _ints(_all(inter)) == [0, 10, 1, 11, 2, 12]
+        assert exp.get_structure(ds).shape.as_list() == [None]
+        stop = exp.choose_from_datasets(
+            [tf.data.Dataset.range(1), tf.data.Dataset.range(10, 12)],
+            tf.data.Dataset.from_tensor_slices(np.array([0, 1, 0, 1], np.int64)),
+            stop_on_empty_dataset=True,
+        )
+        assert _ints(_all(stop)) == [0, 10]
+        with pytest.raises(TypeError, match="int64 scalars"):
+            exp.choose_from_datasets(
+                [ds], tf.data.Dataset.range(3).map(lambda v: tf.cast(v, tf.int32))
+            )

@@ -137,3 +137,18 @@ def test_list_files_without_a_match_is_invalid_argument(tmp_path):
         with tf.Session() as sess:
             with pytest.raises(InvalidArgumentError, match="No files matched pattern"):
                 sess.run(nxt.get_next())
+
+
+def test_fixed_length_records_skip_header_and_footer(tmp_path):
+    p = tmp_path / "data.bin"
+    p.write_bytes(b"HDR" + b"aabbcc" + b"FT")
+    odd = tmp_path / "odd.bin"
+    odd.write_bytes(b"HDR" + b"aabbc" + b"FT")
+    with tf.Graph().as_default():
+        ds = tf.data.FixedLengthRecordDataset(str(p), 2, header_bytes=3, footer_bytes=2)
+        bad = tf.data.FixedLengthRecordDataset(str(odd), 2, header_bytes=3, footer_bytes=2)
+        n, n_bad = (tf.data.make_one_shot_iterator(d).get_next() for d in (ds, bad))
+        with tf.Session() as sess:
+            assert _drain(sess, n) == [b"aa", b"bb", b"cc"]
+            with pytest.raises(InvalidArgumentError, match="not an exact multiple"):
+                sess.run(n_bad)

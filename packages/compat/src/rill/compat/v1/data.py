@@ -4,7 +4,11 @@
 # ruff: noqa: F401 - a namespace of re-exports
 
 from rill.train.data import (
+    AUTOTUNE,
+    INFINITE_CARDINALITY,
+    UNKNOWN_CARDINALITY,
     Dataset,
+    FixedLengthRecordDataset,
     Iterator,
     TextLineDataset,
     TFRecordDataset,

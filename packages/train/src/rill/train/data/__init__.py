@@ -13,6 +13,7 @@ TensorFlow's iterator ops (IteratorV2, MakeIterator, IteratorGetNext, OneShotIte
 
 from rill.train.data import experimental
 from rill.train.data.dataset import Dataset
+from rill.train.data.experimental import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY
 from rill.train.data.iterator import (
     Iterator,
     get_output_classes,
@@ -21,11 +22,15 @@ from rill.train.data.iterator import (
     make_initializable_iterator,
     make_one_shot_iterator,
 )
-from rill.train.data.readers import TextLineDataset, TFRecordDataset
+from rill.train.data.readers import FixedLengthRecordDataset, TextLineDataset, TFRecordDataset
 from rill.train.data.structure import TensorSpec
 
 __all__ = [
+    "AUTOTUNE",
+    "INFINITE_CARDINALITY",
+    "UNKNOWN_CARDINALITY",
     "Dataset",
+    "FixedLengthRecordDataset",
     "Iterator",
     "TFRecordDataset",
     "TensorSpec",

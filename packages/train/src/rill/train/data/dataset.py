@@ -161,20 +161,20 @@ class Dataset:
 
     def batch(self, batch_size, drop_remainder: bool = False) -> Dataset:
         """Consecutive elements stacked `batch_size` at a time."""
-        from rill.train.data.transforms import _Batch
+        from rill.train.data.batching import _Batch
 
         return _Batch(self, batch_size, drop_remainder)
 
     def padded_batch(self, batch_size, padded_shapes=None, padding_values=None,
                      drop_remainder: bool = False) -> Dataset:  # fmt: skip
         """Like batch, each component padded to `padded_shapes` (-1/None: the batch's longest)."""
-        from rill.train.data.transforms import _PaddedBatch
+        from rill.train.data.batching import _PaddedBatch
 
         return _PaddedBatch(self, batch_size, padded_shapes, padding_values, drop_remainder)
 
     def unbatch(self) -> Dataset:
         """Each element split along its first dimension into elements."""
-        from rill.train.data.transforms import _Unbatch
+        from rill.train.data.batching import _Unbatch
 
         return _Unbatch(self)
 

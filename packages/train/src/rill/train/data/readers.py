@@ -8,6 +8,7 @@ placeholder fed at iterator initialization, say) or a Dataset of strings.
 from __future__ import annotations
 
 import glob
+import pathlib
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from rill.train.data.dataset import Dataset, _int_arg, _scalar_arg, _tensors
 from rill.train.data.structure import TensorSpec
 from rill.train.data.transforms import interleave
 
-__all__ = ["TFRecordDataset", "TextLineDataset", "list_files"]
+__all__ = ["FixedLengthRecordDataset", "TFRecordDataset", "TextLineDataset", "list_files"]
 
 _STRING = TensorSpec(scalar(), dtypes.string)
 
@@ -128,6 +129,40 @@ class TextLineDataset(_FileDataset):
                 if line.endswith(b"\n"):
                     line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
                 yield line
+
+
+class FixedLengthRecordDataset(_FileDataset):
+    """Records of `record_bytes` bytes from binary files, after `header_bytes` and before
+    `footer_bytes` (`tf.data.FixedLengthRecordDataset`), as scalar strings."""
+
+    _op_name = "FixedLengthRecordDataset"
+
+    def __init__(self, filenames, record_bytes: int, header_bytes=None, footer_bytes=None,
+                 buffer_size=None, compression_type=None, num_parallel_reads=None):  # fmt: skip
+        _check_compression(compression_type, "FixedLengthRecordDataset")
+        self._sizes = (int(record_bytes), int(header_bytes or 0), int(footer_bytes or 0))
+        if self._sizes[0] <= 0 or min(self._sizes[1:]) < 0:
+            raise ValueError(
+                f"FixedLengthRecordDataset: record_bytes must be positive and header/footer "
+                f"sizes non-negative, got {self._sizes}"
+            )
+        super().__init__(filenames, num_parallel_reads, "FixedLengthRecordDataset")
+
+    def _records(self, path: str):
+        record, header, footer = self._sizes
+        try:
+            data = pathlib.Path(path).read_bytes()
+        except FileNotFoundError:
+            raise NotFoundError(f"{path}: no such file") from None
+        body = len(data) - header - footer
+        if body < 0 or body % record:
+            raise InvalidArgumentError(
+                f"{self.describe()}: excluding the header ({header} bytes) and footer ({footer} "
+                f"bytes), input file {path!r} has body length {body} bytes, which is not an "
+                f"exact multiple of the record length ({record} bytes)"
+            )
+        for start in range(header, header + body, record):
+            yield data[start : start + record]
 
 
 class _ListFiles(Dataset):

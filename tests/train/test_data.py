@@ -389,3 +389,19 @@ def test_experimental_helpers():
             exp.choose_from_datasets(
                 [ds], tf.data.Dataset.range(3).map(lambda v: tf.cast(v, tf.int32))
             )
+
+
+def test_supervisor_loop_on_a_one_shot_iterator_ends_at_the_end_of_the_data(tmp_path):
+    x, y = _regression_data()
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(20).repeat(3)
+        x_t, y_t = tf.data.make_one_shot_iterator(ds).get_next()
+        w = tf.Variable(tf.zeros([3, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x_t, w) - y_t))
+        step = tf.train.get_or_create_global_step()
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+        sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=0, save_summaries_secs=0)
+        with sv.managed_session() as sess:
+            while not sv.should_stop():
+                sess.run(train)
+            assert sess.run(step) == 6  # 3 epochs of 2 batches

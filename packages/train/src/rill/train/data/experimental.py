@@ -8,6 +8,7 @@ import numpy as np
 
 from rill.graph import dtypes
 from rill.train.data.dataset import Dataset
+from rill.train.data.grouping import bucket_by_sequence_length, group_by_window
 from rill.train.data.iterator import get_output_classes, get_output_shapes, get_output_types
 from rill.train.data.transforms import AUTOTUNE, _ChooseFrom, _TakeWhile
 
@@ -16,6 +17,8 @@ __all__ = [
     "INFINITE_CARDINALITY",
     "UNKNOWN_CARDINALITY",
     "Counter",
+    "bucket_by_sequence_length",
+    "group_by_window",
     "choose_from_datasets",
     "enumerate_dataset",
     "get_output_classes",

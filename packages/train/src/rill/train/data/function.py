@@ -88,7 +88,7 @@ def _call(fn, args):
     return fn(args)
 
 
-def trace(fn, element_spec, what: str, outputs=None) -> TracedFunction:
+def trace(fn, element_spec, what: str, outputs=None, extra_args=None) -> TracedFunction:
     """Traces `fn` on placeholders matching `element_spec`.
 
     Args:
@@ -97,6 +97,8 @@ def trace(fn, element_spec, what: str, outputs=None) -> TracedFunction:
         what: names the transformation for errors ("Dataset.map()").
         outputs: given the function's return value, the list of tensors to compute (default:
             the flattened return value, normalized to tensors).
+        extra_args: called in the function's graph, values passed to `fn` after the element's
+            (group_by_window gives its reduce function the window's dataset this way).
     """
     if not callable(fn):
         raise TypeError(f"{what}: the function must be callable, got {fn!r}")
@@ -108,14 +110,19 @@ def trace(fn, element_spec, what: str, outputs=None) -> TracedFunction:
             for i, s in enumerate(structure.flat_specs(element_spec))
         ]
         args = nest.pack_sequence_as(element_spec, flat)
-        result = _call(fn, args)
+        if extra_args is None:
+            result = _call(fn, args)
+        else:
+            result = fn(args, *extra_args())
         if outputs is None:
             if isinstance(result, list):
                 result = tuple(result)  # TensorFlow 1.15 takes a returned list as a tuple
             if result is None:
                 raise ValueError(f"{what}: the function returned None; it must return tensors")
             result = structure.normalize(result, "output")
-            flat_out = nest.flatten(result)
+            # An outer tensor returned as it is is captured like any other use of it.
+            flat_out = [g.capture(t) for t in nest.flatten(result)]
+            result = nest.pack_sequence_as(result, flat_out)
         else:
             flat_out = outputs(result)
     return TracedFunction(g, flat, result, flat_out, what)

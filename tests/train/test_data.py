@@ -405,3 +405,19 @@ def test_supervisor_loop_on_a_one_shot_iterator_ends_at_the_end_of_the_data(tmp_
             while not sv.should_stop():
                 sess.run(train)
             assert sess.run(step) == 6  # 3 epochs of 2 batches
+
+
+def test_sample_from_datasets_by_weight_and_seed():
+    def picks(seed):
+        with tf.Graph().as_default():
+            a = tf.data.Dataset.range(0, 300)
+            b = tf.data.Dataset.range(1000, 1100)
+            ds = tf.data.experimental.sample_from_datasets([a, b], [0.75, 0.25], seed=seed)
+            return _ints(_all(ds))
+
+    got = picks(5)
+    assert sorted(got) == list(range(300)) + list(range(1000, 1100))  # each element once
+    first = got[:200]
+    assert 100 < sum(v < 1000 for v in first) < 190  # about 3 of 4 from the first dataset
+    assert [v for v in got if v < 1000] == list(range(300))  # each in its own order
+    assert picks(5) == got and picks(6) != got

@@ -10,7 +10,7 @@ from rill.graph import dtypes
 from rill.train.data.dataset import Dataset
 from rill.train.data.grouping import bucket_by_sequence_length, group_by_window
 from rill.train.data.iterator import get_output_classes, get_output_shapes, get_output_types
-from rill.train.data.transforms import AUTOTUNE, _ChooseFrom, _TakeWhile
+from rill.train.data.transforms import AUTOTUNE, _ChooseFrom, _RandomChoices, _TakeWhile
 
 __all__ = [
     "AUTOTUNE",
@@ -27,6 +27,7 @@ __all__ = [
     "get_structure",
     "map_and_batch",
     "parallel_interleave",
+    "sample_from_datasets",
     "shuffle_and_repeat",
     "take_while",
     "unbatch",
@@ -80,6 +81,20 @@ def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=False) 
     exhausted dataset's choices are skipped (TensorFlow 1.15), or end it with
     stop_on_empty_dataset=True."""
     return _ChooseFrom(list(datasets), choice_dataset, stop_on_empty_dataset)
+
+
+def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False):
+    """Each element from one of `datasets`, picked at random with `weights` (default: equal);
+    an exhausted dataset is skipped and the result ends when all are (TensorFlow 1.15).
+    A seed repeats the same picks; they are not TensorFlow's."""
+    datasets = list(datasets)
+    if weights is None:
+        weights = [1.0] * len(datasets)
+    if len(weights) != len(datasets):
+        raise ValueError(
+            f"sample_from_datasets(): {len(weights)} weights for {len(datasets)} datasets"
+        )
+    return _ChooseFrom(datasets, _RandomChoices(weights, seed), stop_on_empty_dataset)
 
 
 def get_structure(dataset_or_iterator):

@@ -419,3 +419,30 @@ class _ChooseFrom(Dataset):
                     return
                 continue
             yield element
+
+
+class _RandomChoices(Dataset):
+    """Endless int64 indices drawn with `weights` (sample_from_datasets' selector)."""
+
+    _op_name = "RandomChoiceDataset"
+
+    def __init__(self, weights, seed):
+        w = np.asarray(weights, np.float64)
+        if w.ndim != 1 or not len(w) or (w < 0).any() or not w.sum() > 0:
+            raise ValueError(
+                f"sample_from_datasets(): weights must be non-negative with a positive sum, "
+                f"got {weights!r}"
+            )
+        self._p = w / w.sum()
+        self._seeds = get_seed(seed)
+        super().__init__(TensorSpec(TensorShape([]), dtypes.int64))
+
+    def _elements(self, env):
+        key = (self._id, "rng")
+        rng = env.state.store.get(key)
+        if rng is None:
+            seeds = None if self._seeds == (None, None) else [int(s) for s in self._seeds]
+            rng = env.state.store[key] = np.random.default_rng(seeds)
+        n = len(self._p)
+        while True:
+            yield (np.asarray(rng.choice(n, p=self._p), np.int64),)

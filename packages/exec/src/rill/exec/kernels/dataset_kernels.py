@@ -90,13 +90,11 @@ class IteratorResource:
             try:
                 element = next(self._elements)
             except StopIteration:
-                # The Python iterator is done for good; later calls raise again.
+                # The Python iterator is done for good; later calls raise again. An error
+                # while producing an element also ends it (the generator is finished), so the
+                # calls after an error are OutOfRangeError too.
                 self._elements = iter(())
                 raise OutOfRangeError("End of sequence") from None
-            except BaseException:
-                # A failed element leaves the iterator where it was (TensorFlow skips nothing
-                # silently either): the next call continues after it if the pipeline can.
-                raise
         return self._checked(element)
 
     def _checked(self, element: tuple) -> tuple:

@@ -200,6 +200,23 @@ def test_an_error_in_map_names_the_dataset_and_the_element():
             assert float(sess.run(nxt)) == 1.0
             with pytest.raises(InvalidArgumentError, match=r"MapDataset.*element 1.*root"):
                 sess.run(nxt)
+            with pytest.raises(OutOfRangeError):
+                sess.run(nxt)  # an error ends the iteration (rill; TensorFlow goes on)
+
+
+def test_a_function_using_an_outer_variable_is_refused_with_the_way_out():
+    with tf.Graph().as_default():
+        v = tf.Variable(2.0)
+        with pytest.raises(ValueError, match="cannot reach the outer graph's variables"):
+            tf.data.Dataset.range(3).map(lambda i: tf.cast(i, tf.float32) * v)
+        value = tf.identity(v)  # read outside: captured when the iterator starts
+        it = tf.data.Dataset.range(3).map(lambda i: tf.cast(i, tf.float32) * value)
+        it = it.make_initializable_iterator()
+        nxt = it.get_next()
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(it.initializer)
+            assert [float(sess.run(nxt)) for _ in range(3)] == [0.0, 2.0, 4.0]
 
 
 def test_filter_predicate_must_be_a_scalar_bool():

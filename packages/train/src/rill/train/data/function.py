@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 
 from rill.exec import Session
-from rill.graph import nest
+from rill.graph import dtypes, nest
 from rill.graph.errors import OpError, error_class_for_code
 from rill.graph.graph import Graph, Tensor, get_default_graph, placeholder
 from rill.train.data import structure
@@ -25,6 +25,8 @@ from rill.train.data import structure
 __all__ = ["FuncGraph", "TracedFunction", "trace"]
 
 _ids = itertools.count()
+# TF1 reference variables (their outputs are references to state, not values).
+_REF_OPS = frozenset({"VariableV2", "Variable", "TemporaryVariable"})
 
 
 class FuncGraph(Graph):
@@ -44,6 +46,13 @@ class FuncGraph(Graph):
         got = self._captured.get(id(tensor))
         if got is not None:
             return got
+        if tensor.dtype is dtypes.resource or tensor.op.type in _REF_OPS:
+            raise ValueError(
+                f"{self.name}: the function uses {tensor.name} ({tensor.op.type}), a variable or "
+                "other resource of the outer graph. A dataset function runs in a session of its "
+                "own and cannot reach the outer graph's variables; read the value outside the "
+                "function (captured when the iterator is initialized) or feed it"
+            )
         st = self._state()
         # The placeholder belongs to the function as a whole, not to the control-flow
         # branch, name scope or control dependencies it was first used under.

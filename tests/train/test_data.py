@@ -438,3 +438,24 @@ def test_sample_from_datasets_by_weight_and_seed():
     assert 100 < sum(v < 1000 for v in first) < 190  # about 3 of 4 from the first dataset
     assert [v for v in got if v < 1000] == list(range(300))  # each in its own order
     assert picks(5) == got and picks(6) != got
+
+
+def test_feedable_iterator_switches_by_string_handle():
+    with tf.Graph().as_default():
+        train = tf.data.Dataset.range(100).repeat()
+        val = tf.data.Dataset.range(1000, 1003)
+        handle = tf.placeholder(tf.string, shape=[])
+        it = tf.data.Iterator.from_string_handle(handle, train.output_types, train.output_shapes)
+        nxt = it.get_next()
+        train_it = train.make_one_shot_iterator()
+        val_it = val.make_initializable_iterator()
+        with tf.Session() as sess:
+            train_h, val_h = sess.run([train_it.string_handle(), val_it.string_handle()])
+            sess.run(val_it.initializer)
+            got = [int(sess.run(nxt, {handle: h})) for h in (train_h, train_h, val_h, train_h)]
+            assert got == [0, 1, 1000, 2]
+            with pytest.raises(InvalidArgumentError, match="made by an iterator's string_handle"):
+                sess.run(nxt, {handle: b"not a handle"})
+            floats = tf.data.Iterator.from_string_handle(handle, tf.float32, []).get_next()
+            with pytest.raises(InvalidArgumentError, match="yields components of types"):
+                sess.run(floats, {handle: train_h})

@@ -16,6 +16,7 @@ files, run a map function) for one element.
 
 from __future__ import annotations
 
+import json
 import threading
 
 import numpy as np
@@ -210,5 +211,58 @@ def iterator_get_next(output_types, output_shapes):
     def compute(ctx, handle):
         element = _lookup(ctx, handle).get_next()
         return element[0] if single else element
+
+    return compute
+
+
+# A string handle names an iterator resource: "rill-iterator:" + JSON of its device, container
+# and name (TensorFlow writes a ResourceHandleProto). It is only parsed, never evaluated.
+_HANDLE_PREFIX = b"rill-iterator:"
+
+
+@register_kernel("IteratorToStringHandle", context=True)
+def iterator_to_string_handle():
+    def compute(ctx, handle):
+        h = handle_of(handle)
+        _lookup(ctx, handle)  # it must exist
+        text = json.dumps({"device": h.device, "container": h.container, "name": h.name})
+        out = np.empty((), dtype=object)
+        out[()] = _HANDLE_PREFIX + text.encode()
+        return out
+
+    return compute
+
+
+def _parse_string_handle(value) -> tuple[str, str, str]:
+    v = variant.unwrap(value)
+    if isinstance(v, np.ndarray):
+        v = v.item() if v.shape == () else None
+    if isinstance(v, str):
+        v = v.encode()
+    bad = InvalidArgumentError(
+        f"string_handle must be a scalar string made by an iterator's string_handle(), got "
+        f"{value!r:.100}"
+    )
+    if not isinstance(v, bytes) or not v.startswith(_HANDLE_PREFIX):
+        raise bad
+    try:
+        d = json.loads(v[len(_HANDLE_PREFIX) :].decode())
+        return str(d["device"]), str(d["container"]), str(d["name"])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        raise bad from None
+
+
+@register_kernel("IteratorFromStringHandleV2", context=True)
+def iterator_from_string_handle(output_types, output_shapes):
+    def compute(ctx, string_handle):
+        device, container, name = _parse_string_handle(string_handle)
+        it = ctx.resources.lookup(container, name, IteratorResource)
+        if output_types and tuple(output_types) != it.output_types:
+            raise InvalidArgumentError(
+                f"the iterator {name!r} yields components of types "
+                f"{[t.name for t in it.output_types]}, but this handle's get_next expects "
+                f"{[t.name for t in output_types]}"
+            )
+        return handle_array(ResourceHandle(device, container, name, "Iterator"))
 
     return compute

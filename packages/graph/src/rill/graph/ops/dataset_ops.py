@@ -31,6 +31,8 @@ from rill.graph.shapes import TensorShape, as_shape
 
 __all__ = [
     "dataset_from_pipeline",
+    "iterator_from_string_handle",
+    "iterator_to_string_handle",
     "iterator_get_next",
     "iterator_v2",
     "lookup_pipeline",
@@ -98,6 +100,25 @@ defop(
     shape=_recorded_shapes,
     stateful=True,
     doc="The iterator's next element; OutOfRangeError at the end of its dataset.",
+)
+
+defop(
+    "IteratorToStringHandle",
+    inputs=["resource_handle: resource"],
+    outputs=["string_handle: string"],
+    shape=shape_fns.scalar_shape,
+    stateful=True,
+    doc="A string naming the iterator, for IteratorFromStringHandleV2 (feedable iterators).",
+)
+
+defop(
+    "IteratorFromStringHandleV2",
+    inputs=["string_handle: string"],
+    outputs=["resource_handle: resource"],
+    attrs=["output_types: list(type) >= 0 = []", "output_shapes: list(shape) >= 0 = []"],
+    shape=shape_fns.scalar_shape,
+    stateful=True,
+    doc="The iterator a string from IteratorToStringHandle names.",
 )
 
 
@@ -179,3 +200,18 @@ def iterator_get_next(iterator, output_types, output_shapes,
     op = get_default_graph().create_op("IteratorGetNext", [iterator], attrs,
                                        name=name or "IteratorGetNext")  # fmt: skip
     return list(op.outputs)
+
+
+def iterator_to_string_handle(iterator, name: str | None = None) -> Tensor:
+    """The IteratorToStringHandle op: a scalar string naming `iterator`."""
+    return get_default_graph().create_op("IteratorToStringHandle", [iterator], {},
+                                         name=name or "IteratorToStringHandle").outputs[0]  # fmt: skip
+
+
+def iterator_from_string_handle(string_handle, output_types, output_shapes,
+                                name: str | None = None) -> Tensor:  # fmt: skip
+    """The IteratorFromStringHandleV2 op: the iterator resource a string handle names."""
+    attrs = _types_shapes(output_types, output_shapes)
+    op = get_default_graph().create_op("IteratorFromStringHandleV2", [string_handle], attrs,
+                                       name=name or "IteratorFromStringHandle")  # fmt: skip
+    return op.outputs[0]

@@ -89,10 +89,12 @@ class Iterator:
 
     @staticmethod
     def from_string_handle(string_handle, output_types, output_shapes=None, output_classes=None):
-        raise NotImplementedError(
-            "Iterator.from_string_handle (feedable iterators) is not supported by rill's tf.data; "
-            "use Iterator.from_structure with make_initializer for each dataset"
-        )
+        """A feedable iterator: it reads whichever iterator `string_handle` (a scalar string
+        tensor, fed with what `other.string_handle()` gave) names, each step."""
+        spec = structure.structure_from(output_types, output_shapes)
+        types, shapes = _flat_types_shapes(spec)
+        handle = dataset_ops.iterator_from_string_handle(string_handle, types, shapes)
+        return Iterator(handle, None, spec)
 
     @property
     def initializer(self):
@@ -138,9 +140,9 @@ class Iterator:
         return nest.pack_sequence_as(self._element_spec, flat)
 
     def string_handle(self, name=None):
-        raise NotImplementedError(
-            "Iterator.string_handle (feedable iterators) is not supported by rill's tf.data"
-        )
+        """A scalar string tensor naming this iterator (for `from_string_handle`)."""
+        return dataset_ops.iterator_to_string_handle(self._iterator_resource,
+                                                     name=name or "IteratorToStringHandle")  # fmt: skip
 
     @property
     def element_spec(self):

@@ -459,3 +459,26 @@ def test_feedable_iterator_switches_by_string_handle():
             floats = tf.data.Iterator.from_string_handle(handle, tf.float32, []).get_next()
             with pytest.raises(InvalidArgumentError, match="yields components of types"):
                 sess.run(floats, {handle: train_h})
+
+
+def test_map_with_image_ops_and_a_seeded_random_op():
+    images = np.arange(2 * 3 * 4 * 1, dtype=np.float32).reshape(2, 3, 4, 1)
+    with tf.Graph().as_default():
+        tf.set_random_seed(11)
+
+        def augment(img, label):
+            img = tf.image.flip_left_right(img)
+            img = tf.image.per_image_standardization(img)
+            noise = tf.random_normal([], stddev=1e-6)
+            return img + noise, label
+
+        ds = tf.data.Dataset.from_tensor_slices((images, np.array([3, 4])))
+        x, y = tf.data.make_one_shot_iterator(ds.map(augment).batch(2)).get_next()
+        assert x.shape.as_list() == [None, 3, 4, 1]
+        with tf.Session() as sess:
+            got, labels = sess.run([x, y])
+    flipped = images[:, :, ::-1, :]
+    mean = flipped.mean(axis=(1, 2, 3), keepdims=True)
+    std = np.maximum(flipped.std(axis=(1, 2, 3), keepdims=True), 1 / np.sqrt(12))
+    np.testing.assert_allclose(got, (flipped - mean) / std, atol=1e-4)
+    assert labels.tolist() == [3, 4]

@@ -482,3 +482,24 @@ def test_map_with_image_ops_and_a_seeded_random_op():
     std = np.maximum(flipped.std(axis=(1, 2, 3), keepdims=True), 1 / np.sqrt(12))
     np.testing.assert_allclose(got, (flipped - mean) / std, atol=1e-4)
     assert labels.tolist() == [3, 4]
+
+
+def test_pipeline_under_a_gpu_device_scope_runs_its_iterator_on_the_cpu():
+    from rill.exec.simgpu import simulated_gpus
+
+    x = np.arange(60, dtype=np.float32).reshape(20, 3) / 60
+    with simulated_gpus(1), tf.Graph().as_default():
+        with tf.device("/gpu:0"):
+            ds = tf.data.Dataset.from_tensor_slices(x).map(lambda a: a * 2.0).batch(5)
+            it = ds.make_initializable_iterator()
+            total = tf.reduce_sum(tf.matmul(it.get_next(), tf.ones([3, 1])))
+        with tf.Session(config=tf.ConfigProto(allow_soft_placement=True)) as sess:
+            sess.run(it.initializer)
+            sums = _drain(sess, total)
+            placed = {}
+            for plan in sess._plans.values():
+                for node in plan.plan_graph.nodes:
+                    placed.setdefault(node.type, set()).add(node.device.device_type)
+    np.testing.assert_allclose(sums, (x * 2).reshape(4, 5, 3).sum(axis=(1, 2)), rtol=1e-5)
+    assert placed["IteratorGetNext"] == placed["MakeIterator"] == {"CPU"}
+    assert placed["MatMul"] == {"GPU"}

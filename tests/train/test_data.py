@@ -503,3 +503,27 @@ def test_pipeline_under_a_gpu_device_scope_runs_its_iterator_on_the_cpu():
     np.testing.assert_allclose(sums, (x * 2).reshape(4, 5, 3).sum(axis=(1, 2)), rtol=1e-5)
     assert placed["IteratorGetNext"] == placed["MakeIterator"] == {"CPU"}
     assert placed["MatMul"] == {"GPU"}
+
+
+def test_scalar_arguments_may_be_tensors_fed_at_initialization():
+    with tf.Graph().as_default():
+        n = tf.placeholder(tf.int64, [])
+        size = tf.placeholder(tf.int64, [])
+        gen = tf.data.Dataset.from_generator(
+            lambda k: ((i, float(i) / 2) for i in range(int(k))), (tf.int64, tf.float32),
+            args=(n,),
+        )  # fmt: skip
+        ds = tf.data.Dataset.zip((tf.data.Dataset.range(n), gen)).batch(size)
+        ds = ds.take(size).shuffle(size, seed=1)
+        assert ds.output_shapes[0].as_list() == [None]
+        it = ds.make_initializable_iterator()
+        nxt = it.get_next()
+        with tf.Session() as sess:
+            sess.run(it.initializer, {n: 7, size: 3})
+            got = _drain(sess, nxt)
+            sess.run(it.initializer, {n: 4, size: 2})
+            again = _drain(sess, nxt)
+    assert sorted(len(b[0]) for b in got) == [1, 3, 3]
+    assert sorted(int(v) for b in got for v in b[0]) == list(range(7))
+    assert all((b[1][1] == b[0] / 2).all() for b in got)
+    assert sorted(len(b[0]) for b in again) == [2, 2]

@@ -152,3 +152,23 @@ def test_fixed_length_records_skip_header_and_footer(tmp_path):
             assert _drain(sess, n) == [b"aa", b"bb", b"cc"]
             with pytest.raises(InvalidArgumentError, match="not an exact multiple"):
                 sess.run(n_bad)
+
+
+def test_csv_dataset_errors_name_the_field_and_record(tmp_path):
+    missing, bad = tmp_path / "missing.csv", tmp_path / "bad.csv"
+    missing.write_text("1,,3\n")
+    bad.write_text("1,2\n1,x\n")
+    with tf.Graph().as_default():
+        exp = tf.data.experimental
+        n1 = exp.CsvDataset(str(missing), [tf.int32] * 3).make_one_shot_iterator().get_next()
+        n2 = exp.CsvDataset(str(bad), [tf.int32, tf.int64]).make_one_shot_iterator().get_next()
+        with tf.Session() as sess:
+            with pytest.raises(InvalidArgumentError, match="record 0: Field 1 is required"):
+                sess.run(n1)
+            assert [int(v) for v in sess.run(n2)] == [1, 2]
+            with pytest.raises(
+                InvalidArgumentError, match="record 1: Field 1 is not a valid int64"
+            ):
+                sess.run(n2)
+        with pytest.raises(ValueError, match="select_cols"):
+            exp.CsvDataset(str(bad), [tf.int32], select_cols=[1, 0])

@@ -10,6 +10,7 @@ from rill.graph import dtypes
 from rill.train.data.dataset import Dataset
 from rill.train.data.grouping import bucket_by_sequence_length, group_by_window
 from rill.train.data.iterator import get_output_classes, get_output_shapes, get_output_types
+from rill.train.data.readers import CsvDataset
 from rill.train.data.transforms import AUTOTUNE, _ChooseFrom, _RandomChoices, _TakeWhile
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "INFINITE_CARDINALITY",
     "UNKNOWN_CARDINALITY",
     "Counter",
+    "CsvDataset",
     "bucket_by_sequence_length",
     "group_by_window",
     "choose_from_datasets",

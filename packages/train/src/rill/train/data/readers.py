@@ -7,6 +7,7 @@ placeholder fed at iterator initialization, say) or a Dataset of strings.
 
 from __future__ import annotations
 
+import csv
 import glob
 import pathlib
 
@@ -18,11 +19,18 @@ from rill.graph.errors import InvalidArgumentError, NotFoundError
 from rill.graph.graph import Tensor, convert_to_tensor
 from rill.graph.ops.random_ops import get_seed
 from rill.graph.shapes import scalar
+from rill.train.data import structure
 from rill.train.data.dataset import Dataset, _int_arg, _scalar_arg, _tensors
 from rill.train.data.structure import TensorSpec
 from rill.train.data.transforms import interleave
 
-__all__ = ["FixedLengthRecordDataset", "TFRecordDataset", "TextLineDataset", "list_files"]
+__all__ = [
+    "CsvDataset",
+    "FixedLengthRecordDataset",
+    "TFRecordDataset",
+    "TextLineDataset",
+    "list_files",
+]
 
 _STRING = TensorSpec(scalar(), dtypes.string)
 
@@ -198,3 +206,101 @@ class _ListFiles(Dataset):
 def list_files(file_pattern, shuffle=None, seed=None) -> Dataset:
     """The files matching `file_pattern` (`tf.data.Dataset.list_files`)."""
     return _ListFiles(file_pattern, shuffle, seed)
+
+
+def _csv_default(value, k: int):
+    """(dtype, default or None) for one entry of record_defaults."""
+    if isinstance(value, dtypes.DType) or (isinstance(value, type) and value is not None
+                                           and not isinstance(value, list)):  # fmt: skip
+        return dtypes.as_dtype(value), None
+    if isinstance(value, Tensor):
+        from rill.graph.tensor_util import constant_value
+
+        dtype, value = value.dtype, constant_value(value)
+        if value is None:
+            raise ValueError(f"CsvDataset: record_defaults[{k}] must be a constant")
+    else:
+        arr = np.asarray(value)
+        dtype = dtypes.string if arr.dtype.kind in "SUO" else dtypes.as_dtype(arr.dtype)
+        if isinstance(value, list) and arr.dtype == np.float64:
+            dtype = dtypes.float32  # TensorFlow converts [0.0] to float32
+        value = arr
+    flat = np.asarray(value, dtype=object if dtype is dtypes.string else dtype.np).reshape(-1)
+    if flat.size > 1:
+        raise ValueError(f"CsvDataset: record_defaults[{k}] must hold at most one value")
+    if dtype not in (dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64, dtypes.string):
+        raise TypeError(f"CsvDataset: record_defaults[{k}] has unsupported type {dtype.name}")
+    return dtype, (structure.to_array(flat[0], dtype) if flat.size else None)
+
+
+class CsvDataset(_FileDataset):
+    """The rows of CSV files (`tf.data.experimental.CsvDataset`): a tuple of scalars per row,
+    typed by `record_defaults` (a dtype: a required field; a value: the default of an empty
+    one)."""
+
+    _op_name = "CSVDataset"
+
+    def __init__(self, filenames, record_defaults, compression_type=None, buffer_size=None,
+                 header=False, field_delim=",", use_quote_delim=True, na_value="",
+                 select_cols=None):  # fmt: skip
+        _check_compression(compression_type, "CsvDataset")
+        self._columns = [_csv_default(v, k) for k, v in enumerate(record_defaults)]
+        if not self._columns:
+            raise ValueError("CsvDataset: record_defaults must not be empty")
+        self._select = None if select_cols is None else [int(c) for c in select_cols]
+        if self._select is not None and (
+            len(self._select) != len(self._columns) or self._select != sorted(set(self._select))
+        ):
+            raise ValueError(
+                "CsvDataset: select_cols must be increasing column indices, one per "
+                f"record_defaults entry; got {select_cols}"
+            )
+        self._header, self._delim, self._quote = bool(header), field_delim, use_quote_delim
+        self._na = na_value
+        super().__init__(filenames, None, "CsvDataset")
+        self._element_spec = tuple(TensorSpec(scalar(), d) for d, _ in self._columns)
+
+    def _records(self, path: str):
+        try:
+            f = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            raise NotFoundError(f"{path}: no such file") from None
+        with f:
+            quoting = csv.QUOTE_MINIMAL if self._quote else csv.QUOTE_NONE
+            rows = csv.reader(f, delimiter=self._delim, quoting=quoting)
+            for k, row in enumerate(rows):
+                if k == 0 and self._header:
+                    continue
+                yield self._parse(row, path, k)
+
+    def _parse(self, row, path: str, k: int) -> tuple:
+        where = f"{self.describe()}: {path} record {k}"
+        cols = self._select if self._select is not None else range(len(self._columns))
+        if len(row) <= max(cols) or (self._select is None and len(row) != len(self._columns)):
+            raise InvalidArgumentError(
+                f"{where}: expect {len(self._columns)} fields but have {len(row)}"
+            )
+        out = []
+        for i, (c, (dtype, default)) in enumerate(zip(cols, self._columns)):
+            field = row[c]
+            if field == "" or field == self._na:
+                if default is None:
+                    raise InvalidArgumentError(f"{where}: Field {i} is required but missing")
+                out.append(default)
+                continue
+            try:
+                if dtype is dtypes.string:
+                    out.append(structure.to_array(field.encode(), dtype))
+                elif dtype.is_integer:
+                    out.append(np.asarray(int(field), dtype.np))
+                else:
+                    out.append(np.asarray(float(field), dtype.np))
+            except (ValueError, OverflowError):
+                raise InvalidArgumentError(
+                    f"{where}: Field {i} is not a valid {dtype.name}: {field!r}"
+                ) from None
+        return tuple(out)
+
+    def _elements(self, env):
+        for path in self._files(env):
+            yield from self._checked(path)

@@ -527,3 +527,29 @@ def test_scalar_arguments_may_be_tensors_fed_at_initialization():
     assert sorted(int(v) for b in got for v in b[0]) == list(range(7))
     assert all((b[1][1] == b[0] / 2).all() for b in got)
     assert sorted(len(b[0]) for b in again) == [2, 2]
+
+
+def test_threads_sharing_an_iterator_each_get_distinct_elements():
+    import threading
+
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(400).map(lambda v: v * 3)
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        got, errors = [[] for _ in range(4)], []
+        with tf.Session() as sess:
+
+            def pull(out):
+                try:
+                    out.extend(_ints(_drain(sess, nxt)))
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=pull, args=(g,)) for g in got]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=300)
+            assert not any(t.is_alive() for t in threads)
+    assert not errors
+    assert sorted(v for g in got for v in g) == [3 * i for i in range(400)]
+    assert all(g == sorted(g) for g in got)  # each thread sees the order of the data

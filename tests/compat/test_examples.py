@@ -73,6 +73,62 @@ def test_queue_input_pipeline():
     assert w and abs(float(w.group(1)) - 2.0) < 0.1 and abs(float(w.group(2)) + 1.0) < 0.1
 
 
+@pytest.mark.distributed
+def test_distributed_replicas_on_a_loopback_cluster():
+    # TensorFlow 1.x's between-graph example: a PS task and two workers, each its own process.
+    import socket
+
+    socks = [socket.socket() for _ in range(3)]
+    for s in socks:
+        s.bind(("localhost", 0))
+    ps, w0, w1 = (f"localhost:{s.getsockname()[1]}" for s in socks)
+    for s in socks:
+        s.close()
+    script = str(ROOT / "examples" / "tf1" / "distributed_replicas.py")
+    common = [f"--ps_hosts={ps}", f"--worker_hosts={w0},{w1}", "--steps=200"]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                script,
+                "--job_name=ps",
+                "--task_index=0",
+                "--ps_wait_secs=300",
+                *common,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+    ]
+    try:
+        for i in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, script, "--job_name=worker", f"--task_index={i}", *common],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )  # fmt: skip
+            )
+        outs = []
+        for p in procs[1:]:
+            out, _ = p.communicate(timeout=300)
+            assert p.returncode == 0, out[-3000:]
+            outs.append(out)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(10)
+    steps = [_number(r"local steps (\d+)", o) for o in outs]
+    accs = [_number(r"test accuracy ([\d.]+)", o) for o in outs]
+    # Together the workers made the 200 global steps (how they split them is a race: on a fast
+    # machine the chief may make them all before the other worker joins), and both read the
+    # trained variables back from the PS.
+    assert sum(steps) >= 200
+    assert min(accs) > 0.8
+
+
 def test_mlp_from_a_tf_data_pipeline():
     out = _run("mlp_dataset", "--epochs=5")
     # 1400 examples in batches of 64 are 22 steps an epoch; the loop ends on OutOfRangeError.

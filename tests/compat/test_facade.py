@@ -221,3 +221,24 @@ def test_write_graph(tmp_path):
     with open(path, "rb") as f:
         gd = tf.GraphDef.FromString(f.read())
     assert [n.name for n in gd.node] == ["c"]
+
+
+def test_while_loop_has_tf1s_argument_order_and_unpacks_one_variable():
+    with tf.Graph().as_default():
+        i = tf.while_loop(lambda i: i < 10, lambda i: i + 1, [tf.constant(0)])
+        same = tf.while_loop(
+            lambda i: i < 10, lambda i: i + 1, [tf.constant(0)], return_same_structure=True
+        )
+        a, b = tf.while_loop(
+            lambda i, j: i < 3, lambda i, j: (i + 1, j * 2), (tf.constant(0), tf.constant(1))
+        )
+        # TF1's positional order: ..., swap_memory, name, maximum_iterations.
+        capped = tf.while_loop(
+            lambda i: i < 100, lambda i: i + 1, [tf.constant(0)], None, 10, True, False, "cap", 5
+        )
+        assert (
+            isinstance(i, tf.Tensor) and isinstance(same, list) and capped.op.name.startswith("cap")
+        )
+        with tf.Session() as sess:
+            assert sess.run([i, a, b, capped]) == [10, 3, 8, 5]
+            assert sess.run(same) == [10]

@@ -76,7 +76,8 @@ def replay(m, g, arrays, sess, rtol=2e-5, atol=1e-6):
         out = sess.run([fetches, targets], feeds)[0]
         for name, got in zip(names, out):
             want = recorded(arrays, step["fetches"][name])
-            got = np.asarray(got)
+            # A scalar string comes back as bytes (as from TensorFlow's Session).
+            got = np.asarray(got, dtype=object) if isinstance(got, bytes) else np.asarray(got)
             if want.dtype.kind == "S":  # strings: numpy's npz keeps bytes as fixed-width
                 want = want.astype(object)
             assert got.dtype == want.dtype, (

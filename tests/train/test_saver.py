@@ -173,8 +173,11 @@ def test_construction_and_save_errors(graph, tmp_path):
         sess.run(rg.global_variables_initializer())
         with pytest.raises(ValueError, match="Parent directory of .*nowhere/model doesn't exist"):
             saver.save(sess, str(tmp_path / "nowhere" / "model"))
-        with pytest.raises(NotImplementedError, match="write_meta_graph=False"):
-            saver.save(sess, str(tmp_path / "m"), write_meta_graph=True)
+        # As TensorFlow's, save writes the meta graph next to the checkpoint unless told not to.
+        assert os.path.isfile(saver.save(sess, str(tmp_path / "m")) + ".meta")
+        assert not os.path.exists(
+            saver.save(sess, str(tmp_path / "n"), write_meta_graph=False) + ".meta"
+        )
         with pytest.raises(ValueError, match="path components"):
             saver.save(sess, str(tmp_path / "m"), latest_filename="a/b")
         with pytest.raises(ValueError, match="None"):
@@ -207,6 +210,7 @@ def test_max_to_keep_deletes_old_checkpoint_files(tmp_path):
     data = "data-00000-of-00001"
     assert _files(tmp_path) == {
         "checkpoint", "model-4.index", f"model-4.{data}", "model-5.index", f"model-5.{data}",
+        "model-4.meta", "model-5.meta",  # the meta graphs go with their checkpoints
     }  # fmt: skip
     text = (tmp_path / "checkpoint").read_text()
     assert text.splitlines()[:3] == [

@@ -3,6 +3,7 @@ own train op built by its own optimizer (the accumulators and the token queue ar
 as between-graph replicas share them on the PS)."""
 
 import logging
+import re
 import threading
 import time
 
@@ -149,7 +150,8 @@ def test_backup_worker_gradients_are_dropped_and_counted(caplog):
     assert stats.contributions[2] == 0 < stats.contributions[0]
     lines = [r.getMessage() for r in caplog.records if "contributed" in r.getMessage()]
     assert len(lines) == k
-    assert any("1 stale gradient(s) dropped" in line for line in lines)
+    # At least the straggler's gradient; under load a fast replica's can go stale too.
+    assert any(re.search(r"\b[1-9]\d* stale gradient\(s\) dropped", line) for line in lines)
     sess.close()
 
 

@@ -12,6 +12,7 @@ from rill.exec import kernels  # noqa: F401 - registers every kernel
 from rill.exec.device import CpuDevice, Device, GpuDevice
 from rill.exec.proto.config_pb2 import (
     ConfigProto,
+    GPUOptions,
     GraphOptions,
     OptimizerOptions,
     RunMetadata,

@@ -1,7 +1,8 @@
 """Fetch structures: a tensor, op, name, list, tuple, dict or namedtuple, nested.
 
 `FetchMapper(graph, fetches)` flattens a structure into unique graph elements and rebuilds the
-same structure from their values.
+same structure from their values. As in TensorFlow, a scalar comes back as a numpy scalar
+(np.float32, np.int64, ...), a scalar string as `bytes`, and anything else as an ndarray.
 
 A composite fetch (IndexedSlices, SparseTensor) defines `_fetch_components()`, returning its
 component tensors and a function that builds its value (IndexedSlicesValue, ...) from theirs:
@@ -10,9 +11,19 @@ the packages that own those types plug in without exec importing them.
 
 from __future__ import annotations
 
+import numpy as np
+
 from rill.graph.graph import Operation, Tensor
 
 __all__ = ["FetchMapper"]
+
+
+def _scalar(value):
+    """A fetched 0-d array as TensorFlow hands it back: a numpy scalar (np.float32, ...), and for
+    a string the bytes object itself; anything else unchanged."""
+    if type(value) is np.ndarray and value.ndim == 0:
+        return value[()]
+    return value
 
 
 class FetchMapper:
@@ -47,7 +58,7 @@ class FetchMapper:
                 pos = element(obj)
                 if isinstance(self.elements[pos], Operation):
                     return lambda vals: None
-                return lambda vals: vals[pos]
+                return lambda vals: _scalar(vals[pos])
             if isinstance(obj, dict):
                 keys = list(obj)
                 subs = [compile_(obj[k]) for k in keys]

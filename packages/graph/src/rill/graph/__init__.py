@@ -33,6 +33,7 @@ from rill.graph.op_def import RuleRegistry, all_op_defs, defop, get_op_def
 from rill.graph.ops.array_ops import *  # noqa: F403
 from rill.graph.ops.candidate_sampling_ops import *  # noqa: F403
 from rill.graph.ops.check_ops import *  # noqa: F403
+from rill.graph.ops.composite_ops import *  # noqa: F403
 from rill.graph.ops.control_flow_ops import *  # noqa: F403
 from rill.graph.ops.conv_ops import *  # noqa: F403
 from rill.graph.ops.data_flow_ops import *  # noqa: F403
@@ -50,8 +51,10 @@ from rill.graph.ops.pool_ops import *  # noqa: F403
 from rill.graph.ops.random_ops import *  # noqa: F403
 from rill.graph.ops.reduction_ops import *  # noqa: F403
 from rill.graph.ops.reshape_ops import *  # noqa: F403
+from rill.graph.ops.script_ops import numpy_function, py_func
 from rill.graph.ops.sequence_ops import *  # noqa: F403
 from rill.graph.ops.slice_ops import *  # noqa: F403
+from rill.graph.ops.sparse_ops import *  # noqa: F403
 from rill.graph.ops.stack_ops import *  # noqa: F403
 from rill.graph.ops.state_ops import *  # noqa: F403
 from rill.graph.ops.summary_ops import *  # noqa: F403

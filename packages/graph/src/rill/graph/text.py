@@ -145,7 +145,8 @@ def _hidden_attrs(op) -> set[str]:
     for arg in op_def.outputs:
         if arg.type_attr:
             hidden.add(arg.type_attr)
-        if arg.type_list_attr and lists <= 1:
+        # An empty list prints no output type to recover it from: print the attr.
+        if arg.type_list_attr and lists <= 1 and op.attrs.get(arg.type_list_attr):
             hidden.add(arg.type_list_attr)
     for a in op_def.attrs:
         if a.has_default and _attr_equal(op.attrs.get(a.name), a.default):

@@ -24,6 +24,7 @@ from rill.train.init_ops import (
     lecun_normal,
     lecun_uniform,
     ones_initializer,
+    orthogonal_initializer,
     random_normal_initializer,
     random_uniform_initializer,
     truncated_normal_initializer,
@@ -118,6 +119,11 @@ from rill.train.checkpoint_management import (
     remove_checkpoint,
     update_checkpoint_state,
 )
+from rill.train.checkpoint_utils import (
+    NewCheckpointReader,
+    init_from_checkpoint,
+    load_checkpoint,
+)
 from rill.train.hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -133,6 +139,7 @@ from rill.train.hooks import (
     StepCounterHook,
     StopAtStepHook,
 )
+from rill.train.meta_graph import export_meta_graph, import_meta_graph
 from rill.train.monitored_session import (
     ChiefSessionCreator,
     MonitoredSession,
@@ -145,6 +152,7 @@ from rill.train.monitored_session import (
 )
 from rill.train.progress import ProgressHook
 from rill.train.saver import Saver, SaverDef
+from rill.train.template import make_template
 
 # -- end of checkpoints and training loops block ------------------------------------------------
 

@@ -37,6 +37,8 @@ __all__ = [
     "GlorotUniform",
     "GlorotNormal",
     "Identity",
+    "Orthogonal",
+    "orthogonal_initializer",
     "zeros_initializer",
     "ones_initializer",
     "constant_initializer",
@@ -412,6 +414,39 @@ class Identity(Initializer):
         return {"gain": self.gain, "dtype": self.dtype.name}
 
 
+class Orthogonal(Initializer):
+    """gain × a random orthogonal matrix (Saxe et al.): the Q of a QR decomposition of a
+    normal draw, with signs fixed by R's diagonal; shapes of rank > 2 are flattened to
+    [prod(shape[:-1]), shape[-1]]."""
+
+    def __init__(self, gain: float = 1.0, seed: int | None = None, dtype=dtypes.float32):
+        self.gain = gain
+        self.seed = seed
+        self.dtype = _float_dtype(dtype, type(self).__name__)
+
+    def __call__(self, shape, dtype=None, partition_info=None) -> Tensor:
+        from rill.graph.ops import math_ops
+        from rill.graph.ops.array_ops import reshape, transpose
+        from rill.graph.ops.diag_ops import matrix_diag_part
+        from rill.graph.ops.linalg_ops import qr
+
+        dtype = _float_dtype(dtype, type(self).__name__) if dtype is not None else self.dtype
+        full = _as_shape_list(shape)
+        if len(full) < 2:
+            raise ValueError(f"the orthogonal initializer needs a shape of rank >= 2, got {full}")
+        rows, cols = int(np.prod(full[:-1])), full[-1]
+        flat = (rows, cols) if rows >= cols else (cols, rows)
+        a = random_ops.random_normal(list(flat), dtype=dtype, seed=self.seed)
+        q, r = qr(a, full_matrices=False)
+        q = q * math_ops.sign(matrix_diag_part(r))
+        if rows < cols:
+            q = transpose(q)
+        return self.gain * reshape(q, full)
+
+    def get_config(self):
+        return {"gain": self.gain, "seed": self.seed, "dtype": self.dtype.name}
+
+
 zeros_initializer = Zeros
 ones_initializer = Ones
 constant_initializer = Constant
@@ -423,6 +458,7 @@ variance_scaling_initializer = VarianceScaling
 glorot_uniform_initializer = GlorotUniform
 glorot_normal_initializer = GlorotNormal
 identity_initializer = Identity
+orthogonal_initializer = Orthogonal
 
 
 def he_normal(seed: int | None = None) -> VarianceScaling:

@@ -167,7 +167,9 @@ class Saver:
         keep_checkpoint_every_n_hours: additionally keep one checkpoint per this many hours.
         name: the name scope of the Saver's ops (default "save").
         restore_sequentially: ignored (restores read every tensor, then assign).
-        saver_def, builder: not supported (must be None).
+        saver_def: save and restore through the ops this SaverDef names (how
+            import_meta_graph rebuilds a Saver); var_list is then ignored.
+        builder: not supported (must be None).
         defer_build: build the ops later, with `build()`.
         allow_empty: a Saver with no variables is allowed and does nothing (save returns None).
         write_version: must be 2.
@@ -208,10 +210,8 @@ class Saver:
     ):
         if reshape:
             raise NotImplementedError("Saver(reshape=True) is not supported")
-        if saver_def is not None or builder is not None:
-            raise NotImplementedError(
-                "Saver(saver_def=...) and Saver(builder=...) are not supported"
-            )
+        if builder is not None:
+            raise NotImplementedError("Saver(builder=...) is not supported")
         if write_version != 2:
             raise ValueError(
                 f"write_version must be 2 (the only checkpoint format), got {write_version}"
@@ -242,8 +242,34 @@ class Saver:
         self._is_empty = False
         self._items: dict[str, Variable] = {}
         self._saver_def: SaverDef | None = None
-        if not defer_build:
+        if saver_def is not None:
+            self._use_saver_def(saver_def)
+        elif not defer_build:
             self.build()
+
+    def _use_saver_def(self, sd) -> None:
+        """Saves and restores through the ops a SaverDef names (a Saver of an imported meta
+        graph): the checkpoint is matched against the variables by its restore op alone."""
+        g = get_default_graph()
+        try:
+            self._filename_tensor = g.as_graph_element(sd.filename_tensor_name)
+            self._save_tensor = g.as_graph_element(sd.save_tensor_name)
+            self._restore_op = g.as_graph_element(sd.restore_op_name)
+        except (KeyError, ValueError) as e:
+            raise ValueError(f"Saver(saver_def=...): {e}") from None
+        self._max_to_keep = sd.max_to_keep
+        self._sharded = sd.sharded
+        self._keep_every_n_hours = sd.keep_checkpoint_every_n_hours or 10000.0
+        self._saver_def = SaverDef(
+            filename_tensor_name=sd.filename_tensor_name,
+            save_tensor_name=sd.save_tensor_name,
+            restore_op_name=sd.restore_op_name,
+            max_to_keep=sd.max_to_keep,
+            sharded=sd.sharded,
+            keep_checkpoint_every_n_hours=sd.keep_checkpoint_every_n_hours,
+            version=int(sd.version) or 2,
+        )
+        self._built = True
 
     # -- building ---------------------------------------------------------------------------
 
@@ -412,7 +438,7 @@ class Saver:
         global_step=None,
         latest_filename: str | None = None,
         meta_graph_suffix: str = "meta",
-        write_meta_graph: bool = False,
+        write_meta_graph: bool = True,
         write_state: bool = True,
         strip_default_attrs: bool = False,
         save_debug_info: bool = False,
@@ -429,8 +455,9 @@ class Saver:
                 "-<step>" to the prefix.
             latest_filename: the state file's name (default "checkpoint").
             meta_graph_suffix: the suffix of meta graph files deleted with old checkpoints.
-            write_meta_graph: meta graphs are not written yet; True raises
-                NotImplementedError.
+            write_meta_graph: also write the session graph's MetaGraphDef, with this Saver and
+                the graph's collections, to "<checkpoint>.<meta_graph_suffix>"
+                (tf.train.import_meta_graph reads it back).
             write_state: update the state file and delete checkpoints no longer kept.
             metric: (rill) the checkpoint's metric for keep_best (a number, or a tensor to
                 run); recorded in the state file.
@@ -447,11 +474,6 @@ class Saver:
         """
         if not self._built:
             raise RuntimeError("`build()` should be called before save if defer_build==True")
-        if write_meta_graph:
-            raise NotImplementedError(
-                "Saver.save(write_meta_graph=True): meta graphs are not written yet; pass "
-                "write_meta_graph=False (the checkpoint itself does not need one)"
-            )
         latest_filename = latest_filename or "checkpoint"
         if os.path.split(latest_filename)[0]:
             raise ValueError("'latest_filename' must not contain path components")
@@ -488,11 +510,34 @@ class Saver:
             raise ValueError(
                 f'checkpoint_format must be "rill" or "tensorflow", got {checkpoint_format!r}'
             )
+        if write_meta_graph and getattr(sess, "graph", None) is not None:
+            self.export_meta_graph(
+                f"{checkpoint_file}.{meta_graph_suffix}", graph=sess.graph,
+                strip_default_attrs=strip_default_attrs,
+            )  # fmt: skip
         if write_state:
             self._record(
                 model_checkpoint_path, save_dir, latest_filename, metric, meta_graph_suffix
             )
         return model_checkpoint_path
+
+    def export_meta_graph(self, filename=None, collection_list=None, as_text: bool = False,
+                          export_scope=None, clear_devices: bool = False,
+                          clear_extraneous_savers: bool = False,
+                          strip_default_attrs: bool = False, save_debug_info: bool = False,
+                          graph=None):  # fmt: skip
+        """The MetaGraphDef of the graph with this Saver's SaverDef (see rill.train.meta_graph),
+        written to `filename` when given."""
+        from rill.train.meta_graph import export_meta_graph
+
+        if graph is None:
+            graphs = {id(v.graph): v.graph for v in self._items.values() if hasattr(v, "graph")}
+            graph = next(iter(graphs.values())) if graphs else get_default_graph()
+        return export_meta_graph(
+            filename=filename, saver_def=self._saver_def, collection_list=collection_list,
+            as_text=as_text, graph=graph, export_scope=export_scope,
+            clear_devices=clear_devices, strip_default_attrs=strip_default_attrs,
+        )  # fmt: skip
 
     def _record(self, path, save_dir, latest_filename, metric, meta_graph_suffix) -> None:
         """Updates the kept checkpoints, writes the state file, then deletes what is no longer

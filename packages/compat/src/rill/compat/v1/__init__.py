@@ -31,11 +31,14 @@ from rill.autodiff import (
     not_differentiable,
 )
 from rill.autodiff import register_gradient as RegisterGradient
-from rill.compat.v1._aliases import Assert, Print
+from rill.compat.v1._aliases import Assert, Print, bincount
+from rill.compat.v1._aliases import print_ as print  # noqa: A004 - TensorFlow's name
+from rill.compat.v1._aliases import while_loop as _tf1_while_loop
 
 # -- rill.exec --------------------------------------------------------------------------------
 from rill.exec import (
     ConfigProto,
+    GPUOptions,
     GraphOptions,
     InteractiveSession,
     OptimizerOptions,
@@ -65,6 +68,7 @@ from rill.graph.dtypes import int64
 from rill.graph.graph import get_default_graph
 from rill.graph.graph_def import import_graph_def
 from rill.graph.ops.array_ops import group, no_op
+from rill.graph.ops.composite_ops import tuple_ as tuple  # noqa: A004 - TensorFlow's name
 from rill.graph.ops.logging_ops import check_numerics
 from rill.graph.ops.logic_ops import select_v2
 from rill.graph.ops.math_ops import floordiv
@@ -125,17 +129,21 @@ from rill.compat.v1 import (
     errors,
     flags,
     gfile,
+    graph_util,
     image,
     initializers,
     io,
     layers,
     linalg,
+    lite,
     logging,
     losses,
     math,
     metrics,
     nn,
     random,
+    saved_model,
+    sparse,
     summary,
     train,
 )
@@ -146,6 +154,9 @@ GIT_VERSION = "rill-compat-0.1.0"
 newaxis = None
 OpError = errors.OpError
 
+
+# TF1's argument order and one-variable unpacking (over rill.graph's, which the * brought in).
+while_loop = _tf1_while_loop
 
 # -- TF1's deprecated aliases (same functions, old names) ----------------------------------------
 initialize_all_variables = global_variables_initializer
@@ -239,6 +250,46 @@ def enable_resource_variables() -> None:
     """Nothing to do: rill's variables are resource variables."""
 
 
+def disable_resource_variables() -> None:
+    """Nothing to do: rill's variables are resource variables either way (they read and assign
+    as TF1's reference variables do in a graph)."""
+
+
+def enable_eager_execution(config=None, device_policy=None, execution_mode=None) -> None:
+    """rill has no eager mode: a clear error rather than a graph that silently is not eager."""
+    raise NotImplementedError(
+        "rill.compat.v1 runs TensorFlow 1.x's graph mode only; remove enable_eager_execution()"
+    )
+
+
+def enable_v2_behavior() -> None:
+    """rill.compat.v1 is TensorFlow 1.x's API: a clear error."""
+    raise NotImplementedError("rill.compat.v1 follows TensorFlow 1.x; TF2 behaviour is not there")
+
+
+def enable_control_flow_v2() -> None:
+    """Nothing to do: rill's cond and while_loop are the v1 primitives (functional If/While in
+    imported graphs are lowered to them)."""
+
+
+disable_control_flow_v2 = disable_tensor_equality = enable_tensor_equality = (
+    disable_v2_tensorshape
+) = enable_v2_tensorshape = disable_resource_variables
+
+
+def control_flow_v2_enabled() -> bool:
+    return False
+
+
+def executing_eagerly_outside_functions() -> bool:
+    return False
+
+
+def init_scope():
+    """A scope outside any control dependencies (rill has no eager context to lift into)."""
+    return get_default_graph().control_dependencies(None)
+
+
 def resource_variables_enabled() -> bool:
     return True
 
@@ -247,8 +298,13 @@ del _np
 
 # Partitioned variables and accumulators (TF1 top-level names).
 from rill.graph.ops.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
+from rill.graph.ops.grad_ops import unsorted_segment_sum
+from rill.graph.ops.ref_variable_ops import count_up_to
+from rill.graph.ops.set_search_ops import histogram_fixed_width, searchsorted
+from rill.train.init_ops import orthogonal_initializer
 from rill.train.partitioned_variables import (
     fixed_size_partitioner,
     min_max_variable_partitioner,
     variable_axis_size_partitioner,
 )
+from rill.train.template import make_template

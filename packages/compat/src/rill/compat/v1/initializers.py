@@ -27,6 +27,9 @@ from rill.train.init_ops import (
     ones_initializer as ones,
 )
 from rill.train.init_ops import (
+    orthogonal_initializer as orthogonal,
+)
+from rill.train.init_ops import (
     random_normal_initializer as random_normal,
 )
 from rill.train.init_ops import (

@@ -1,8 +1,20 @@
 """`tf.train` of TensorFlow 1.x (rill.train: optimizers, Saver and checkpoints, hooks and
-monitored sessions, queue-based input, Coordinator, Supervisor)."""
+monitored sessions, queue-based input, Coordinator, Supervisor; rill.distributed: Server,
+ClusterSpec and their protos)."""
 
 # ruff: noqa: F401 - a namespace of re-exports
 
+from rill.distributed import ClusterSpec, Server
+from rill.distributed.proto.tensorflow_server_pb2 import ServerDef
+from rill.exec.proto.cluster_pb2 import ClusterDef, JobDef
+from rill.exec.proto.example_pb2 import (
+    BytesList,
+    Example,
+    Feature,
+    Features,
+    FloatList,
+    Int64List,
+)
 from rill.graph.graph_io import write_graph
 from rill.train import (
     AdadeltaOptimizer,
@@ -71,6 +83,11 @@ from rill.train import (
     string_input_producer,
     update_checkpoint_state,
 )
+from rill.train.checkpoint_utils import (
+    NewCheckpointReader,
+    init_from_checkpoint,
+    load_checkpoint,
+)
 
 # Large models and synchronous replicas (paper §4.2, §4.4).
 from rill.train.device_setter import (
@@ -79,6 +96,7 @@ from rill.train.device_setter import (
     replica_device_setter,
 )
 from rill.train.learning_rate_decay import piecewise_constant as piecewise_constant_decay
+from rill.train.meta_graph import export_meta_graph, import_meta_graph
 from rill.train.moving_averages import ExponentialMovingAverage
 from rill.train.session_manager import SessionManager
 

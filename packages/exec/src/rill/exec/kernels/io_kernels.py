@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from rill.exec.checkpoint_format import write_checkpoint
+from rill.exec.checkpoint_format import checkpoint_exists, data_path, index_path, write_checkpoint
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.tf_checkpoint import open_checkpoint
 from rill.graph.errors import InvalidArgumentError, UnimplementedError
@@ -59,6 +59,73 @@ def save_v2(dtypes):
         for name, spec, t in zip(names, specs, tensors):
             _whole(spec, name, np.shape(t))
         write_checkpoint(_prefix(prefix), list(zip(names, tensors)), dict(zip(names, dtypes)))
+
+    return compute
+
+
+def _scalar_int(x, what: str) -> int:
+    if np.ndim(x) != 0:
+        raise InvalidArgumentError(f"{what} must be a scalar, got shape {np.shape(x)}")
+    return int(x)
+
+
+@register_kernel("ShardedFilename")
+def sharded_filename():
+    def compute(basename, shard, num_shards):
+        base = _prefix(basename)
+        s, n = _scalar_int(shard, "shard"), _scalar_int(num_shards, "num_shards")
+        return np.asarray(f"{base}-{s:05d}-of-{n:05d}".encode(), dtype=object)
+
+    return compute
+
+
+@register_kernel("ShardedFilespec")
+def sharded_filespec():
+    def compute(basename, num_shards):
+        n = _scalar_int(num_shards, "num_shards")
+        return np.asarray(f"{_prefix(basename)}-?????-of-{n:05d}".encode(), dtype=object)
+
+    return compute
+
+
+@register_kernel("MergeV2Checkpoints", expensive=True)
+def merge_v2_checkpoints(delete_old_dirs, allow_missing_files):
+    def compute(checkpoint_prefixes, destination_prefix):
+        sources = [
+            p.decode() if isinstance(p, bytes) else str(p)
+            for p in np.asarray(checkpoint_prefixes, dtype=object).reshape(-1)
+        ]
+        dest = _prefix(destination_prefix)
+        tensors: dict = {}
+        kinds: dict = {}
+        present = []
+        for src in sources:
+            if not checkpoint_exists(src):
+                if allow_missing_files:
+                    continue
+                raise InvalidArgumentError(f"MergeV2Checkpoints: no checkpoint at {src!r}")
+            reader = open_checkpoint(src)
+            for name in reader.names():
+                if name in tensors:
+                    raise InvalidArgumentError(
+                        f"MergeV2Checkpoints: tensor {name!r} is in more than one checkpoint"
+                    )
+                kinds[name] = reader.dtype(name)
+                tensors[name] = reader.read(name, kinds[name])
+            present.append(src)
+        write_checkpoint(dest, list(tensors.items()), kinds)
+        for src in present:
+            if os.path.abspath(src) == os.path.abspath(dest):
+                continue
+            for path in (index_path(src), data_path(src)):
+                if os.path.exists(path):
+                    os.remove(path)
+            parent = os.path.dirname(os.path.abspath(src))
+            if delete_old_dirs and parent != os.path.dirname(os.path.abspath(dest)):
+                try:
+                    os.rmdir(parent)  # only when the shards left it empty
+                except OSError:
+                    pass
 
     return compute
 

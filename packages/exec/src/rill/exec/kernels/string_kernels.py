@@ -135,6 +135,32 @@ def static_regex_replace(pattern, rewrite, replace_global):
     return compute
 
 
+def _full_match(rx, x: np.ndarray) -> np.ndarray:
+    flat = [rx.fullmatch(_b(v)) is not None for v in x.reshape(-1)]
+    return np.asarray(flat, dtype=bool).reshape(x.shape)
+
+
+@register_kernel("RegexFullMatch")
+def regex_full_match():
+    def compute(x, pattern):
+        if np.ndim(pattern) != 0:
+            raise InvalidArgumentError("pattern must be a scalar string")
+        p = pattern[()] if isinstance(pattern, np.ndarray) else pattern
+        return _full_match(_compile(_b(p)), x)
+
+    return compute
+
+
+@register_kernel("StaticRegexFullMatch")
+def static_regex_full_match(pattern):
+    rx = _compile(pattern.encode())
+
+    def compute(x):
+        return _full_match(rx, x)
+
+    return compute
+
+
 _M64 = (1 << 64) - 1
 
 

@@ -27,7 +27,7 @@ from rill.exec.proto import step_stats_pb2 as rill_dot_exec_dot_proto_dot_step__
 from rill.graph.proto import graph_pb2 as rill_dot_graph_dot_proto_dot_graph__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1crill/exec/proto/config.proto\x12\x04rill\x1a\x1drill/exec/proto/cluster.proto\x1a rill/exec/proto/step_stats.proto\x1a\x1crill/graph/proto/graph.proto\"\xd5\x01\n\x10OptimizerOptions\x12+\n#do_common_subexpression_elimination\x18\x01 \x01(\x08\x12\x1b\n\x13\x64o_constant_folding\x18\x02 \x01(\x08\x12$\n\x1cmax_folded_constant_in_bytes\x18\x06 \x01(\x03\x12/\n\topt_level\x18\x03 \x01(\x0e\x32\x1c.rill.OptimizerOptions.Level\" \n\x05Level\x12\x06\n\x02L1\x10\x00\x12\x0f\n\x02L0\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\"s\n\x0cGraphOptions\x12\x31\n\x11optimizer_options\x18\x03 \x01(\x0b\x32\x16.rill.OptimizerOptions\x12\x14\n\x0cinfer_shapes\x18\x05 \x01(\x08\x12\x1a\n\x12place_pruned_graph\x18\x06 \x01(\x08\"\xca\x04\n\x0b\x43onfigProto\x12\x38\n\x0c\x64\x65vice_count\x18\x01 \x03(\x0b\x32\".rill.ConfigProto.DeviceCountEntry\x12$\n\x1cintra_op_parallelism_threads\x18\x02 \x01(\x05\x12$\n\x1cinter_op_parallelism_threads\x18\x05 \x01(\x05\x12\x1c\n\x14\x61llow_soft_placement\x18\x07 \x01(\x08\x12\x1c\n\x14log_device_placement\x18\x08 \x01(\x08\x12)\n\rgraph_options\x18\n \x01(\x0b\x32\x12.rill.GraphOptions\x12\x1f\n\x17operation_timeout_in_ms\x18\x0b \x01(\x03\x12\x16\n\x0e\x64\x65vice_filters\x18\x04 \x03(\t\x12%\n\x0b\x63luster_def\x18\x0e \x01(\x0b\x32\x10.rill.ClusterDef\x12\x1d\n\x15isolate_session_state\x18\x0f \x01(\x08\x12,\n\x04rill\x18\xe8\x07 \x01(\x0b\x32\x1d.rill.ConfigProto.RillOptions\x1a\x32\n\x10\x44\x65viceCountEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x1am\n\x0bRillOptions\x12\x1d\n\x15\x64isable_compiled_path\x18\x01 \x01(\x08\x12%\n\x1d\x64isable_dead_code_elimination\x18\x02 \x01(\x08\x12\x18\n\x10\x64isable_remapper\x18\x03 \x01(\x08\"\x94\x02\n\nRunOptions\x12\x30\n\x0btrace_level\x18\x01 \x01(\x0e\x32\x1b.rill.RunOptions.TraceLevel\x12\x15\n\rtimeout_in_ms\x18\x02 \x01(\x03\x12\x1c\n\x14inter_op_thread_pool\x18\x03 \x01(\x05\x12\x1f\n\x17output_partition_graphs\x18\x05 \x01(\x08\x12*\n\"report_tensor_allocations_upon_oom\x18\x07 \x01(\x08\"R\n\nTraceLevel\x12\x0c\n\x08NO_TRACE\x10\x00\x12\x12\n\x0eSOFTWARE_TRACE\x10\x01\x12\x12\n\x0eHARDWARE_TRACE\x10\x02\x12\x0e\n\nFULL_TRACE\x10\x03\":\n\x10TensorConnection\x12\x13\n\x0b\x66rom_tensor\x18\x01 \x01(\t\x12\x11\n\tto_tensor\x18\x02 \x01(\t\"\x98\x03\n\x0f\x43\x61llableOptions\x12\x0c\n\x04\x66\x65\x65\x64\x18\x01 \x03(\t\x12\r\n\x05\x66\x65tch\x18\x02 \x03(\t\x12\x0e\n\x06target\x18\x03 \x03(\t\x12%\n\x0brun_options\x18\x04 \x01(\x0b\x32\x10.rill.RunOptions\x12\x31\n\x11tensor_connection\x18\x05 \x03(\x0b\x32\x16.rill.TensorConnection\x12<\n\x0c\x66\x65\x65\x64_devices\x18\x06 \x03(\x0b\x32&.rill.CallableOptions.FeedDevicesEntry\x12>\n\rfetch_devices\x18\x07 \x03(\x0b\x32\'.rill.CallableOptions.FetchDevicesEntry\x12\x17\n\x0f\x66\x65tch_skip_sync\x18\x08 \x01(\x08\x1a\x32\n\x10\x46\x65\x65\x64\x44\x65vicesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x33\n\x11\x46\x65tchDevicesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\\\n\x0bRunMetadata\x12#\n\nstep_stats\x18\x01 \x01(\x0b\x32\x0f.rill.StepStats\x12(\n\x10partition_graphs\x18\x03 \x03(\x0b\x32\x0e.rill.GraphDefb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1crill/exec/proto/config.proto\x12\x04rill\x1a\x1drill/exec/proto/cluster.proto\x1a rill/exec/proto/step_stats.proto\x1a\x1crill/graph/proto/graph.proto\"\x91\x03\n\x10OptimizerOptions\x12+\n#do_common_subexpression_elimination\x18\x01 \x01(\x08\x12\x1b\n\x13\x64o_constant_folding\x18\x02 \x01(\x08\x12$\n\x1cmax_folded_constant_in_bytes\x18\x06 \x01(\x03\x12/\n\topt_level\x18\x03 \x01(\x0e\x32\x1c.rill.OptimizerOptions.Level\x12\x1c\n\x14\x64o_function_inlining\x18\x04 \x01(\x08\x12?\n\x10global_jit_level\x18\x05 \x01(\x0e\x32%.rill.OptimizerOptions.GlobalJitLevel\x12\x16\n\x0e\x63pu_global_jit\x18\x07 \x01(\x08\" \n\x05Level\x12\x06\n\x02L1\x10\x00\x12\x0f\n\x02L0\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\"C\n\x0eGlobalJitLevel\x12\x0b\n\x07\x44\x45\x46\x41ULT\x10\x00\x12\x10\n\x03OFF\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x08\n\x04ON_1\x10\x01\x12\x08\n\x04ON_2\x10\x02\"\x89\x02\n\nGPUOptions\x12\'\n\x1fper_process_gpu_memory_fraction\x18\x01 \x01(\x01\x12\x16\n\x0e\x61llocator_type\x18\x02 \x01(\t\x12\x1f\n\x17\x64\x65\x66\x65rred_deletion_bytes\x18\x03 \x01(\x03\x12\x14\n\x0c\x61llow_growth\x18\x04 \x01(\x08\x12\x1b\n\x13visible_device_list\x18\x05 \x01(\t\x12\"\n\x1apolling_active_delay_usecs\x18\x06 \x01(\x05\x12$\n\x1cpolling_inactive_delay_msecs\x18\x07 \x01(\x05\x12\x1c\n\x14\x66orce_gpu_compatible\x18\x08 \x01(\x08\"A\n\x15ThreadPoolOptionProto\x12\x13\n\x0bnum_threads\x18\x01 \x01(\x05\x12\x13\n\x0bglobal_name\x18\x02 \x01(\t\"\x86\x02\n\x0cGraphOptions\x12\x1e\n\x16\x65nable_recv_scheduling\x18\x02 \x01(\x08\x12\x31\n\x11optimizer_options\x18\x03 \x01(\x0b\x32\x16.rill.OptimizerOptions\x12\x18\n\x10\x62uild_cost_model\x18\x04 \x01(\x03\x12\x14\n\x0cinfer_shapes\x18\x05 \x01(\x08\x12\x1a\n\x12place_pruned_graph\x18\x06 \x01(\x08\x12 \n\x18\x65nable_bfloat16_sendrecv\x18\x07 \x01(\x08\x12\x15\n\rtimeline_step\x18\x08 \x01(\x05\x12\x1e\n\x16\x62uild_cost_model_after\x18\t \x01(\x03\"\xef\x05\n\x0b\x43onfigProto\x12\x38\n\x0c\x64\x65vice_count\x18\x01 \x03(\x0b\x32\".rill.ConfigProto.DeviceCountEntry\x12$\n\x1cintra_op_parallelism_threads\x18\x02 \x01(\x05\x12$\n\x1cinter_op_parallelism_threads\x18\x05 \x01(\x05\x12\x1f\n\x17use_per_session_threads\x18\t \x01(\x08\x12\x41\n\x1csession_inter_op_thread_pool\x18\x0c \x03(\x0b\x32\x1b.rill.ThreadPoolOptionProto\x12\x18\n\x10placement_period\x18\x03 \x01(\x05\x12%\n\x0bgpu_options\x18\x06 \x01(\x0b\x32\x10.rill.GPUOptions\x12\x1c\n\x14\x61llow_soft_placement\x18\x07 \x01(\x08\x12\x1c\n\x14log_device_placement\x18\x08 \x01(\x08\x12)\n\rgraph_options\x18\n \x01(\x0b\x32\x12.rill.GraphOptions\x12\x1f\n\x17operation_timeout_in_ms\x18\x0b \x01(\x03\x12\x16\n\x0e\x64\x65vice_filters\x18\x04 \x03(\t\x12%\n\x0b\x63luster_def\x18\x0e \x01(\x0b\x32\x10.rill.ClusterDef\x12\x1d\n\x15isolate_session_state\x18\x0f \x01(\x08\x12,\n\x04rill\x18\xe8\x07 \x01(\x0b\x32\x1d.rill.ConfigProto.RillOptions\x1a\x32\n\x10\x44\x65viceCountEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x1am\n\x0bRillOptions\x12\x1d\n\x15\x64isable_compiled_path\x18\x01 \x01(\x08\x12%\n\x1d\x64isable_dead_code_elimination\x18\x02 \x01(\x08\x12\x18\n\x10\x64isable_remapper\x18\x03 \x01(\x08\"\x94\x02\n\nRunOptions\x12\x30\n\x0btrace_level\x18\x01 \x01(\x0e\x32\x1b.rill.RunOptions.TraceLevel\x12\x15\n\rtimeout_in_ms\x18\x02 \x01(\x03\x12\x1c\n\x14inter_op_thread_pool\x18\x03 \x01(\x05\x12\x1f\n\x17output_partition_graphs\x18\x05 \x01(\x08\x12*\n\"report_tensor_allocations_upon_oom\x18\x07 \x01(\x08\"R\n\nTraceLevel\x12\x0c\n\x08NO_TRACE\x10\x00\x12\x12\n\x0eSOFTWARE_TRACE\x10\x01\x12\x12\n\x0eHARDWARE_TRACE\x10\x02\x12\x0e\n\nFULL_TRACE\x10\x03\":\n\x10TensorConnection\x12\x13\n\x0b\x66rom_tensor\x18\x01 \x01(\t\x12\x11\n\tto_tensor\x18\x02 \x01(\t\"\x98\x03\n\x0f\x43\x61llableOptions\x12\x0c\n\x04\x66\x65\x65\x64\x18\x01 \x03(\t\x12\r\n\x05\x66\x65tch\x18\x02 \x03(\t\x12\x0e\n\x06target\x18\x03 \x03(\t\x12%\n\x0brun_options\x18\x04 \x01(\x0b\x32\x10.rill.RunOptions\x12\x31\n\x11tensor_connection\x18\x05 \x03(\x0b\x32\x16.rill.TensorConnection\x12<\n\x0c\x66\x65\x65\x64_devices\x18\x06 \x03(\x0b\x32&.rill.CallableOptions.FeedDevicesEntry\x12>\n\rfetch_devices\x18\x07 \x03(\x0b\x32\'.rill.CallableOptions.FetchDevicesEntry\x12\x17\n\x0f\x66\x65tch_skip_sync\x18\x08 \x01(\x08\x1a\x32\n\x10\x46\x65\x65\x64\x44\x65vicesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x33\n\x11\x46\x65tchDevicesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\\\n\x0bRunMetadata\x12#\n\nstep_stats\x18\x01 \x01(\x0b\x32\x0f.rill.StepStats\x12(\n\x10partition_graphs\x18\x03 \x03(\x0b\x32\x0e.rill.GraphDefb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,29 +41,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CALLABLEOPTIONS_FETCHDEVICESENTRY']._loaded_options = None
   _globals['_CALLABLEOPTIONS_FETCHDEVICESENTRY']._serialized_options = b'8\001'
   _globals['_OPTIMIZEROPTIONS']._serialized_start=134
-  _globals['_OPTIMIZEROPTIONS']._serialized_end=347
-  _globals['_OPTIMIZEROPTIONS_LEVEL']._serialized_start=315
-  _globals['_OPTIMIZEROPTIONS_LEVEL']._serialized_end=347
-  _globals['_GRAPHOPTIONS']._serialized_start=349
-  _globals['_GRAPHOPTIONS']._serialized_end=464
-  _globals['_CONFIGPROTO']._serialized_start=467
-  _globals['_CONFIGPROTO']._serialized_end=1053
-  _globals['_CONFIGPROTO_DEVICECOUNTENTRY']._serialized_start=892
-  _globals['_CONFIGPROTO_DEVICECOUNTENTRY']._serialized_end=942
-  _globals['_CONFIGPROTO_RILLOPTIONS']._serialized_start=944
-  _globals['_CONFIGPROTO_RILLOPTIONS']._serialized_end=1053
-  _globals['_RUNOPTIONS']._serialized_start=1056
-  _globals['_RUNOPTIONS']._serialized_end=1332
-  _globals['_RUNOPTIONS_TRACELEVEL']._serialized_start=1250
-  _globals['_RUNOPTIONS_TRACELEVEL']._serialized_end=1332
-  _globals['_TENSORCONNECTION']._serialized_start=1334
-  _globals['_TENSORCONNECTION']._serialized_end=1392
-  _globals['_CALLABLEOPTIONS']._serialized_start=1395
-  _globals['_CALLABLEOPTIONS']._serialized_end=1803
-  _globals['_CALLABLEOPTIONS_FEEDDEVICESENTRY']._serialized_start=1700
-  _globals['_CALLABLEOPTIONS_FEEDDEVICESENTRY']._serialized_end=1750
-  _globals['_CALLABLEOPTIONS_FETCHDEVICESENTRY']._serialized_start=1752
-  _globals['_CALLABLEOPTIONS_FETCHDEVICESENTRY']._serialized_end=1803
-  _globals['_RUNMETADATA']._serialized_start=1805
-  _globals['_RUNMETADATA']._serialized_end=1897
+  _globals['_OPTIMIZEROPTIONS']._serialized_end=535
+  _globals['_OPTIMIZEROPTIONS_LEVEL']._serialized_start=434
+  _globals['_OPTIMIZEROPTIONS_LEVEL']._serialized_end=466
+  _globals['_OPTIMIZEROPTIONS_GLOBALJITLEVEL']._serialized_start=468
+  _globals['_OPTIMIZEROPTIONS_GLOBALJITLEVEL']._serialized_end=535
+  _globals['_GPUOPTIONS']._serialized_start=538
+  _globals['_GPUOPTIONS']._serialized_end=803
+  _globals['_THREADPOOLOPTIONPROTO']._serialized_start=805
+  _globals['_THREADPOOLOPTIONPROTO']._serialized_end=870
+  _globals['_GRAPHOPTIONS']._serialized_start=873
+  _globals['_GRAPHOPTIONS']._serialized_end=1135
+  _globals['_CONFIGPROTO']._serialized_start=1138
+  _globals['_CONFIGPROTO']._serialized_end=1889
+  _globals['_CONFIGPROTO_DEVICECOUNTENTRY']._serialized_start=1728
+  _globals['_CONFIGPROTO_DEVICECOUNTENTRY']._serialized_end=1778
+  _globals['_CONFIGPROTO_RILLOPTIONS']._serialized_start=1780
+  _globals['_CONFIGPROTO_RILLOPTIONS']._serialized_end=1889
+  _globals['_RUNOPTIONS']._serialized_start=1892
+  _globals['_RUNOPTIONS']._serialized_end=2168
+  _globals['_RUNOPTIONS_TRACELEVEL']._serialized_start=2086
+  _globals['_RUNOPTIONS_TRACELEVEL']._serialized_end=2168
+  _globals['_TENSORCONNECTION']._serialized_start=2170
+  _globals['_TENSORCONNECTION']._serialized_end=2228
+  _globals['_CALLABLEOPTIONS']._serialized_start=2231
+  _globals['_CALLABLEOPTIONS']._serialized_end=2639
+  _globals['_CALLABLEOPTIONS_FEEDDEVICESENTRY']._serialized_start=2536
+  _globals['_CALLABLEOPTIONS_FEEDDEVICESENTRY']._serialized_end=2586
+  _globals['_CALLABLEOPTIONS_FETCHDEVICESENTRY']._serialized_start=2588
+  _globals['_CALLABLEOPTIONS_FETCHDEVICESENTRY']._serialized_end=2639
+  _globals['_RUNMETADATA']._serialized_start=2641
+  _globals['_RUNMETADATA']._serialized_end=2733
 # @@protoc_insertion_point(module_scope)

@@ -131,6 +131,31 @@ defop(
     doc="Reads the tensors named tensor_names from the checkpoint at prefix.",
 )
 
+# What TensorFlow's sharded Saver builds around SaveV2 (so its meta graphs import and save).
+defop(
+    "ShardedFilename",
+    inputs=["basename: string", "shard: int32", "num_shards: int32"],
+    outputs=["filename: string"],
+    shape=lambda op: [TensorShape([])],
+    doc='"<basename>-<shard, 5 digits>-of-<num_shards, 5 digits>".',
+)
+defop(
+    "ShardedFilespec",
+    inputs=["basename: string", "num_shards: int32"],
+    outputs=["filename: string"],
+    shape=lambda op: [TensorShape([])],
+    doc='"<basename>-?????-of-<num_shards, 5 digits>".',
+)
+defop(
+    "MergeV2Checkpoints",
+    inputs=["checkpoint_prefixes: string", "destination_prefix: string"],
+    attrs=["delete_old_dirs: bool = true", "allow_missing_files: bool = false"],
+    shape=lambda op: [],
+    stateful=True,
+    doc="Merges the checkpoints at checkpoint_prefixes into one at destination_prefix and "
+    "deletes them (and their directories when emptied, with delete_old_dirs).",
+)
+
 
 def save_v2(prefix, tensor_names, shape_and_slices, tensors, name: str = "SaveV2") -> Operation:
     """An op that writes `tensors` under `tensor_names` to the checkpoint at `prefix`.

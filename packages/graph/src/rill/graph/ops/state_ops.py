@@ -422,6 +422,31 @@ class Variable:
                         self._cached_value = identity(self._graph_element)
         g.add_to_collections(collections, self)
 
+    @classmethod
+    def _from_existing(
+        cls, handle: Tensor, initializer: Operation, snapshot: Tensor, initial_value=None,
+        trainable: bool = True,
+    ) -> Variable:  # fmt: skip
+        """A Variable over ops already in a graph (an imported meta graph's VarHandleOp, its
+        initializer and its cached read), as TensorFlow's Variable.from_proto; builds no op."""
+        if handle.op.type != "VarHandleOp":
+            raise ValueError(
+                f"{handle.name} is not a resource variable's handle ({handle.op.type})"
+            )
+        v = cls.__new__(cls)
+        v._trainable = trainable
+        v._constraint = None
+        v._validate_shape = True
+        v._dtype = handle.op.get_attr("dtype")
+        v._shape = as_shape(handle.op.get_attr("shape"))
+        v._initial_value = initial_value
+        v._handle = handle
+        v._is_initialized_op = None
+        v._initializer_op = initializer
+        v._graph_element = snapshot
+        v._cached_value = None
+        return v
+
     def _handle_device(self, g):
         dev = self._handle.op.device
         return g.device(dev) if dev else contextlib.nullcontext()

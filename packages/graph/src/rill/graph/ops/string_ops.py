@@ -66,6 +66,12 @@ defop("RegexReplace", inputs=["input: string", "pattern: string", "rewrite: stri
 defop("StaticRegexReplace", inputs=["input: string"], outputs=["output: string"],
       attrs=["pattern: string", "rewrite: string", "replace_global: bool = true"],
       shape=shape_fns.unchanged, doc="RegexReplace with the pattern and rewrite as attrs.")  # fmt: skip
+defop("RegexFullMatch", inputs=["input: string", "pattern: string"], outputs=["output: bool"],
+      shape=lambda op: [op._inputs[0].shape],
+      doc="Whether each whole string matches the (scalar) regular expression.")  # fmt: skip
+defop("StaticRegexFullMatch", inputs=["input: string"], outputs=["output: bool"],
+      attrs=["pattern: string"], shape=shape_fns.unchanged,
+      doc="RegexFullMatch with the pattern as an attr (TensorFlow's Saver builds one).")  # fmt: skip
 defop("StringToHashBucketStrong", inputs=["input: string"], outputs=["output: int64"],
       attrs=["num_buckets: int >= 1", "key: list(int)"], shape=shape_fns.unchanged,
       doc="SipHash-2-4 of each string under the 128-bit key, modulo num_buckets.")  # fmt: skip

@@ -21,7 +21,7 @@ OUT = pathlib.Path(__file__).resolve().parent / "fixtures" / "tf1_api.json"
 MODULES = [
     "", "nn", "nn.rnn_cell", "layers", "train", "losses", "metrics", "summary", "app", "flags",
     "gfile", "logging", "errors", "random", "math", "linalg", "image", "io", "saved_model",
-    "debugging", "initializers", "dtypes",
+    "debugging", "initializers", "dtypes", "data", "data.experimental",
 ]  # fmt: skip
 
 

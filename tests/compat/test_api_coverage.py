@@ -37,6 +37,8 @@ FLOORS = {
     "debugging": 18,
     "initializers": 19,
     "dtypes": 23,
+    "data": 13,
+    "data.experimental": 16,
 }
 
 

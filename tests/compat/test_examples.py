@@ -181,3 +181,11 @@ def test_sync_replicas_with_supervisor_and_chief_queue_runner():
     accs = [_number(r"test accuracy ([\d.]+)", o) for o in outs]
     assert max(steps) >= 60
     assert min(accs) > 0.8
+
+
+def test_mlp_from_a_tf_data_pipeline():
+    out = _run("mlp_dataset", "--epochs=5")
+    # 1400 examples in batches of 64 are 22 steps an epoch; the loop ends on OutOfRangeError.
+    assert _number(r"steps (\d+)", out) == 110
+    assert _number(r"-> ([\d.]+)", out) < 0.5 * _number(r"loss ([\d.]+) ->", out)
+    assert _number(r"test accuracy ([\d.]+)", out) > 0.8

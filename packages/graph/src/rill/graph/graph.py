@@ -645,6 +645,18 @@ class Graph:
                 ctx._after_add_op(op)
         return op
 
+    # Whether Python operators on another graph's tensors build in this graph (capturing them)
+    # rather than in the tensor's own graph.
+    _capture_by_default = False
+
+    def _capture(self, tensor: Tensor) -> Tensor | None:
+        """What stands in this graph for `tensor` of another graph, or None (an error).
+
+        A graph that traces a function (rill.train's dataset functions) overrides it to capture
+        outer tensors as inputs of the function.
+        """
+        return None
+
     def _op_name(self, name: str) -> str:
         if name.endswith("/"):
             full = name[:-1]
@@ -791,6 +803,9 @@ def _bind_inputs(graph: Graph, op_def: OpDef, inputs, attrs: dict, where: str, s
 def _convert(graph: Graph, value, dtype: DType | None, arg: str, where: str, source) -> Tensor:
     if isinstance(value, Tensor):
         if value.graph is not graph:
+            captured = graph._capture(value)
+            if captured is not None:
+                return captured
             raise GraphValueError(
                 f"{where}: input {arg!r} ({value.name}) belongs to another graph"
                 f"{_describe_source(source)}"

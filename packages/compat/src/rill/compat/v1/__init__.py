@@ -123,6 +123,7 @@ from rill.train.summary import Event, HistogramProto, SessionLog, Summary, Summa
 del nn, math, random, image, linalg, errors, dtypes  # noqa: F821
 from rill.compat.v1 import (
     app,
+    data,
     debugging,
     dtypes,
     errors,

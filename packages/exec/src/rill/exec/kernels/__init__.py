@@ -11,6 +11,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     control_flow_kernels,
     conv_kernels,
     data_flow_kernels,
+    dataset_kernels,
     depthwise_kernels,
     example_kernels,
     fused_kernels,

@@ -13,6 +13,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     control_flow_ops,
     conv_ops,
     data_flow_ops,
+    dataset_ops,
     diag_ops,
     embedding_ops,
     example_ops,

@@ -598,7 +598,9 @@ def range(start, limit=None, delta=1, dtype=None, name: str = "range") -> Tensor
 
 def _in_graph_of(t: Tensor, build):
     g = t.graph
-    if g is get_default_graph():
+    default = get_default_graph()
+    # A graph tracing a function (tf.data's) captures outer tensors: build there, as TF does.
+    if g is default or default._capture_by_default:
         return build()
     with g.as_default():
         return build()

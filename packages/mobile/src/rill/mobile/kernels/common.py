@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from rill.mobile.kernels import jit
 from rill.mobile.quant import (
     Requantizer,
     activation_range_float,
@@ -24,6 +25,8 @@ __all__ = [
     "quantized_activation",
     "OutputStage",
     "QuantizedGemm",
+    "requant_arrays",
+    "activation_mode",
 ]
 
 PADDING_SAME, PADDING_VALID = 0, 1
@@ -88,6 +91,30 @@ def apply_float_activation(out: np.ndarray, lo: float, hi: float) -> None:
         np.clip(out, lo, hi, out=out)
 
 
+def activation_mode(lo: float, hi: float) -> int:
+    """How apply_float_activation clamps: 0 not at all, 1 np.maximum(lo), 2 np.clip(lo, hi)."""
+    if lo == -np.inf and hi == np.inf:
+        return 0
+    return 1 if hi == np.inf else 2
+
+
+def requant_arrays(multipliers, zero_point: int, channels: int, single_rounding: bool = False):
+    """The per-channel int64 constants of the compiled output stage (kernels/_loops.py), the
+    same integers quant.Requantizer uses: (M0 · 2^left, right shift, rounding addend + zp ·
+    2^right, 1 where a negative value needs the ties-away correction); single rounding:
+    (M0, 31 − shift, 2^(30 − shift) + zp · 2^(31 − shift), None)."""
+    ms = np.broadcast_to(np.asarray(multipliers, np.float64).reshape(-1), (channels,))
+    m0, shift = quantize_multipliers(np.ascontiguousarray(ms))
+    zp = np.int64(zero_point)
+    if single_rounding:
+        right = 31 - shift
+        add = (np.int64(1) << (right - 1)) + (zp << right)
+        return m0, right, add, None
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    half = np.where(right > 0, np.left_shift(1, np.maximum(right - 1, 0)), 0)
+    return m0 << left, right, half + (zp << right), (right > 0).astype(np.int64)
+
+
 class OutputStage:
     """The int8 output stage of a per-channel accumulator: MultiplyByQuantizedMultiplier,
     + zero point, clamp, cast; set up in prepare, run in invoke on [rows, C] arrays.
@@ -119,6 +146,18 @@ class OutputStage:
         self.zp, self.lo, self.hi = float(zp_out), float(lo), float(hi)
         self.correct = False
         rows, c = shape
+        self.compiled = jit.loops()
+        if self.compiled is not None and np.max(bound, initial=0) < 2**53:
+            # Compiled: the accumulator stays in the cheapest exact type (float32 when every
+            # partial sum is an integer below 2^24) and one loop does the reference integer
+            # arithmetic on it (kernels/_loops.py).
+            self.folded, self.fold, self.bias_offset = False, None, 0
+            self.acc_dtype = exact_dtype(float(np.max(bound, initial=0)))
+            self.single = single_rounding
+            self.consts = requant_arrays(multipliers, zp_out, c, single_rounding)
+            self.ilo, self.ihi = int(lo), int(hi)
+            return
+        self.compiled = None
         m0f = m0.astype(np.float64)
         if single_rounding:
             unit = 31 - shift  # values in units of 2^-unit
@@ -159,6 +198,14 @@ class OutputStage:
     def bind(self, scratch):
         """The closure acc → out (acc is consumed)."""
         lo, hi = self.lo, self.hi
+        if self.compiled is not None:
+            m0, right, add, negfix = self.consts
+            ilo, ihi = self.ilo, self.ihi
+            if self.single:
+                loop = self.compiled.requant_rows_single
+                return lambda p, out: loop(p, m0, right, add, ilo, ihi, out)
+            loop = self.compiled.requant_rows
+            return lambda p, out: loop(p, m0, right, add, negfix, ilo, ihi, out)
         if self.folded and not self.correct:
 
             def run(p, out):  # p = P, see the class docstring

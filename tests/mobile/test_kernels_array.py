@@ -189,6 +189,39 @@ def test_mean_int8(case, same_quant):
     run_single("MEAN", [x, _ic(axes)], [o], {"keep_dims": keep}, version=2)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_sum_same_quantization_saturates_as_litert(dtype):
+    """SUM with one quantization on both sides (int16 must have it): the raw sum saturated to
+    the type, as LiteRT's builtin kernel (its BUILTIN_REF SUM is wrong on int8/int16, see
+    tools/fixtures/make_tflite_op_fixtures.py)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    scale, zp = (0.05, 3) if dtype == np.int8 else (0.001, 0)
+    x, out = quant((2, 5, 3), dtype, scale, zp), quant((2, 3), dtype, scale, zp)
+    model = single_op("SUM", [x, _ic([1])], [out], {"keep_dims": False}, version=2)
+    info = np.iinfo(dtype)
+    feed = (RNG.integers(info.min, info.max + 1, (2, 5, 3)) // 4).astype(dtype)
+    feed[0, :, 0] = info.max  # saturates
+    it = Interpreter(model_content=model, experimental_op_resolver_type=(
+        OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))  # fmt: skip
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], feed)
+    it.invoke()
+    want = it.get_tensor(it.get_output_details()[0]["index"])
+    got = rill_run(model, [feed])[0]
+    np.testing.assert_array_equal(got, want)
+    assert got[0, 0] == info.max and len(np.unique(got)) > 3
+
+
+def test_sum_int16_needs_one_quantization():
+    from rill.mobile.errors import PrepareError
+
+    x, out = quant((2, 5), np.int16, 0.001, 0), quant((2,), np.int16, 0.002, 0)
+    model = single_op("SUM", [x, _ic([1])], [out], {"keep_dims": False}, version=2)
+    with pytest.raises(PrepareError, match="operator #0 SUM.*must share quantization"):
+        rill_run(model, [np.zeros((2, 5), np.int16)])
+
+
 def test_quantize_float_to_int8():
     model = single_op("QUANTIZE", [fp(3, 40)], [quant((3, 40), np.int8, 0.0173, -7)])
     x = (RNG.standard_normal((3, 40)) * 2).astype(np.float32)

@@ -125,6 +125,13 @@ class Conv2D(_ConvBase):
                 return [(n, oh, ow, cout)]
             self.expect_dtype(w, [np.float32], "filter")
             wk = np.ascontiguousarray(wdata.reshape(cout, k).T, np.float32)
+            # A 1x1 window at stride 1 without padding reads each input pixel once: the input
+            # itself is the im2col matrix (no copy); the bias is added after the product.
+            self.direct = (kh == kw == 1 and self.geom[8:10] == (1, 1)
+                           and self.pads == ((0, 0), (0, 0)))  # fmt: skip
+            if self.direct:
+                self.w, self.bias = wk, bdata
+                return [(n, oh, ow, cout)]
             if bdata is not None:
                 wk = np.vstack([wk, bdata[None, :]])
             self.w = wk
@@ -163,6 +170,8 @@ class Conv2D(_ConvBase):
             return self.hybrid.bind(inputs[0], outputs[0])
         n, h, w, c, oh, ow, kh, kw = self.geom[:8]
         x = inputs[0]
+        if not self.int8 and self.direct:
+            return self._bind_direct(x, outputs[0])
         interior, src = self._source(x, self.padded)
         windows = self._windows(src)
         if self.transposed:
@@ -192,6 +201,19 @@ class Conv2D(_ConvBase):
             np.copyto(fill, windows)
             ones.fill(1.0)  # the bias row (absent when the filter has no bias: an empty view)
             np.matmul(a, wk, out=out2d)
+            apply_float_activation(out2d, lo, hi)
+
+        return run
+
+    def _bind_direct(self, x, out):
+        n, h, w, c = self.geom[:4]
+        x2d, out2d = x.reshape(n * h * w, c), out.reshape(n * h * w, -1)
+        wk, bias, lo, hi = self.w, self.bias, self.lo, self.hi
+
+        def run():
+            np.matmul(x2d, wk, out=out2d)
+            if bias is not None:
+                np.add(out2d, bias, out=out2d)
             apply_float_activation(out2d, lo, hi)
 
         return run

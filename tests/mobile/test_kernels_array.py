@@ -258,3 +258,19 @@ def test_dequantize_per_channel_constant():
     want = w.data.astype(np.float32) * np.array([[0.1], [0.2], [0.4]], np.float32) + x
     np.testing.assert_allclose(got, want, rtol=1e-6)
     check(model, [x])
+
+
+@pytest.mark.parametrize("scale", [0.01, 0.05, 0.2, 1.0])
+def test_log_softmax_int8(scale):
+    """int8 LOG_SOFTMAX against LiteRT's reference kernel, over input scales whose 256 codes
+    span from a narrow to a saturating range of log-probabilities."""
+    x = quant((6, 40), np.int8, scale, int(RNG.integers(-20, 20)))
+    run_single("LOG_SOFTMAX", [x], [quant((6, 40), np.int8, 16.0 / 256, 127)], version=2)
+
+
+def test_log_softmax_int8_needs_the_fixed_output_quantization():
+    from rill.mobile.errors import PrepareError
+
+    model = single_op("LOG_SOFTMAX", [q8(2, 8)], [quant((2, 8), np.int8, 0.1, 0)], version=2)
+    with pytest.raises(PrepareError, match="operator #0 LOG_SOFTMAX.*16/256"):
+        rill_run(model, [np.zeros((2, 8), np.int8)])

@@ -30,10 +30,7 @@ OPS = _fixtures("ops")
 MODELS = _fixtures("models")
 
 # Fixture → why rill does not run it yet.
-_FIXED = "the reference int8 kernel's fixed-point arithmetic is not reproduced yet"
-GAPS: dict[str, str] = {
-    "log_softmax_int8": _FIXED,
-}
+GAPS: dict[str, str] = {}
 
 # Float tolerance per fixture where 1e-5 relative cannot hold. In a chain of hybrid layers, an
 # input that differs from LiteRT's by float rounding (1e-7) can round to the neighbouring int8

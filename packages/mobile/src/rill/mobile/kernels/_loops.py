@@ -124,6 +124,12 @@ def depthwise_float(x, w, bias, sh, sw, dh, dw, mult, mode, lo, hi, out):  # pra
 
 @_jit
 def pair_lookup(a, b, table, out):  # pragma: no cover - compiled
-    """out[i] = table[(a[i] << 8) | b[i]] over flat uint8 views a, b (same size as out)."""
-    for i in range(out.size):
-        out[i] = table[(a[i] << 8) | b[i]]
+    """out[i, j, k, l] = table[(a[...] << 8) | b[...]] over 4-D uint8 views a and b broadcast
+    to out's shape (any strides, 0 where broadcast); out is C-contiguous."""
+    d0, d1, d2, d3 = out.shape
+    for i in range(d0):
+        for j in range(d1):
+            for k in range(d2):
+                ra, rb, ro = a[i, j, k], b[i, j, k], out[i, j, k]
+                for q in range(d3):
+                    ro[q] = table[(np.int32(ra[q]) << 8) | np.int32(rb[q])]

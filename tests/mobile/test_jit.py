@@ -178,3 +178,19 @@ def test_int8_pair_lookup_compiled_is_bit_identical(op, shapes):
     model = single_op(op, [a, b], [out], {"fused_activation_function": 1})
     plain, fast = _both(model, [sample(a), sample(b)])
     _same_bits(plain[0], fast[0])
+
+
+def test_int8_mean_and_batch_matmul_compiled_are_bit_identical():
+    x = q8(2, 5, 6, 7)
+    axes = np.array([1, 2], np.int32)
+    from mobile.tflite_builder import T
+
+    mean = single_op("MEAN", [x, T(axes.shape, np.int32, axes)], [q8(2, 1, 1, 7)],
+                     {"keep_dims": True}, version=2)  # fmt: skip
+    plain, fast = _both(mean, [sample(x)])
+    _same_bits(plain[0], fast[0])
+    lhs, rhs = q8(2, 4, 9), q8(2, 9, 5)
+    bmm = single_op("BATCH_MATMUL", [lhs, rhs], [q8(2, 4, 5, scale=2.0)], {}, version=4)
+    plain, fast = _both(bmm, [sample(lhs), sample(rhs)])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 5

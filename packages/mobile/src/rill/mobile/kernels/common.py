@@ -98,13 +98,19 @@ def activation_mode(lo: float, hi: float) -> int:
     return 1 if hi == np.inf else 2
 
 
-def requant_arrays(multipliers, zero_point: int, channels: int, single_rounding: bool = False):
+def requant_arrays(multipliers, zero_point: int, channels: int, single_rounding: bool = False,
+                   fixed: tuple[int, int] | None = None):  # fmt: skip
     """The per-channel int64 constants of the compiled output stage (kernels/_loops.py), the
     same integers quant.Requantizer uses: (M0 · 2^left, right shift, rounding addend + zp ·
     2^right, 1 where a negative value needs the ties-away correction); single rounding:
-    (M0, 31 − shift, 2^(30 − shift) + zp · 2^(31 − shift), None)."""
-    ms = np.broadcast_to(np.asarray(multipliers, np.float64).reshape(-1), (channels,))
-    m0, shift = quantize_multipliers(np.ascontiguousarray(ms))
+    (M0, 31 − shift, 2^(30 − shift) + zp · 2^(31 − shift), None). `fixed`: one (M0, shift)
+    already in fixed point, for every channel."""
+    if fixed is not None:
+        m0 = np.full(channels, fixed[0], np.int64)
+        shift = np.full(channels, fixed[1], np.int64)
+    else:
+        ms = np.broadcast_to(np.asarray(multipliers, np.float64).reshape(-1), (channels,))
+        m0, shift = quantize_multipliers(np.ascontiguousarray(ms))
     zp = np.int64(zero_point)
     if single_rounding:
         right = 31 - shift

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.array_ops import _axis, _int_vector
 from rill.mobile.kernels.base import Kernel, register
+from rill.mobile.kernels.common import requant_arrays
 from rill.mobile.quant import Requantizer, quantize_multiplier
 
 __all__ = ["Mean", "Sum", "ReduceMax", "ReduceMin", "ReduceProd", "ArgMax", "ArgMin", "Cumsum"]
@@ -45,7 +47,11 @@ class Mean(Kernel):
             self.offset = x.zero_point * count
             self.requant = Requantizer(None, out.zero_point, fixed=fixed)
             self.acc = self.scratch(self.keep_shape, np.int64)
-            self.tmp = self.scratch(self.keep_shape, np.int64)
+            self.compiled = jit.loops()
+            if self.compiled is not None:  # the same integer arithmetic, one loop
+                self.consts = requant_arrays(None, out.zero_point, 1, fixed=fixed)
+            else:
+                self.tmp = self.scratch(self.keep_shape, np.int64)
         return [shape]
 
     def bind(self, inputs, outputs, scratch):
@@ -53,7 +59,18 @@ class Mean(Kernel):
         axes = self.axes
         if not self.int8:
             return lambda: np.mean(x, axis=axes, keepdims=True, out=out)
-        acc, tmp, requant, offset = scratch[self.acc], scratch[self.tmp], self.requant, self.offset
+        acc, offset = scratch[self.acc], self.offset
+        if self.compiled is not None:
+            loop, (m0, right, add, negfix) = self.compiled.requant_rows, self.consts
+            acc2, out2 = acc.reshape(-1, 1), out.reshape(-1, 1)
+
+            def run_compiled():
+                np.sum(x, axis=axes, keepdims=True, dtype=np.int64, out=acc)
+                np.subtract(acc, offset, out=acc)
+                loop(acc2, m0, right, add, negfix, -128, 127, out2)
+
+            return run_compiled
+        tmp, requant = scratch[self.tmp], self.requant
 
         def run():
             np.sum(x, axis=axes, keepdims=True, dtype=np.int64, out=acc)

@@ -10,7 +10,7 @@ import pathlib
 import numpy as np
 import pytest
 from mobile.kernel_testing import RNG, fconst, fp, q8, qbias, qweights, sample
-from mobile.tflite_builder import rill_run, single_op
+from mobile.tflite_builder import T, rill_run, single_op
 
 from rill.mobile.kernels import jit
 from rill.mobile.quant import Requantizer
@@ -183,8 +183,6 @@ def test_int8_pair_lookup_compiled_is_bit_identical(op, shapes):
 def test_int8_mean_and_batch_matmul_compiled_are_bit_identical():
     x = q8(2, 5, 6, 7)
     axes = np.array([1, 2], np.int32)
-    from mobile.tflite_builder import T
-
     mean = single_op("MEAN", [x, T(axes.shape, np.int32, axes)], [q8(2, 1, 1, 7)],
                      {"keep_dims": True}, version=2)  # fmt: skip
     plain, fast = _both(mean, [sample(x)])

@@ -34,6 +34,7 @@ OPTIONS = {
     "GATHER": "GatherOptions", "BATCH_MATMUL": "BatchMatMulOptions",
     "QUANTIZE": "QuantizeOptions", "DEQUANTIZE": "DequantizeOptions",
     "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
+    "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions",
     "LOGISTIC": None, "TANH": None, "RELU": None, "RELU6": None,
 }  # fmt: skip
 

@@ -1,6 +1,12 @@
 """UNIDIRECTIONAL_SEQUENCE_LSTM and UNIDIRECTIONAL_SEQUENCE_RNN, float32 and dynamic-range
 (int8 weights, float activations).
 
+BIDIRECTIONAL_SEQUENCE_LSTM (48 inputs: x, the forward LSTM's 17 weight tensors as inputs 1-17
+of the unidirectional operator, the backward one's as 18-34, the forward output and cell state
+variables 35-36, the backward ones 37-38, an auxiliary input and its weights 39-47, which are not
+supported): two LSTMs, the backward one over the time-reversed sequence writing its outputs
+back in order; with merge_outputs one output [..., fw units + bw units], else two.
+
 UNIDIRECTIONAL_SEQUENCE_RNN (5 inputs: x, W [units, in], R [units, units], bias, the hidden
 state variable [batch, units]): h_t = act(bias + W·x_t + R·h_{t−1}), as rnn_batch_step; the
 hidden state is read at the start and written back at the end. Dynamic range as the LSTM below.
@@ -24,10 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.errors import PrepareError
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.hybrid import quantize_rows
 
-__all__ = ["UnidirectionalSequenceLstm", "UnidirectionalSequenceRnn"]
+__all__ = ["UnidirectionalSequenceLstm", "UnidirectionalSequenceRnn", "BidirectionalSequenceLstm"]
 
 F32 = np.float32
 _ACT = {0: lambda v: v, 1: lambda v: np.maximum(v, F32(0)), 3: lambda v: np.clip(v, 0, 6),
@@ -203,5 +210,55 @@ class UnidirectionalSequenceRnn(Kernel):
                 else:
                     out[:, t] = h
             np.copyto(h_state, h.reshape(h_state.shape))
+
+        return run
+
+
+@register("BIDIRECTIONAL_SEQUENCE_LSTM", max_version=3)
+class BidirectionalSequenceLstm(Kernel):
+    foldable = False  # it writes its state variables
+
+    def _halves(self, ins):
+        fw = [ins[0], *ins[1:18], ins[35], ins[36], None, None, None, None]
+        bw = [ins[0], *ins[18:35], ins[37], ins[38], None, None, None, None]
+        return fw, bw
+
+    def prepare(self, inputs, outputs):
+        ins = list(inputs) + [None] * (48 - len(inputs))
+        if any(t is not None for t in ins[39:48]):
+            raise self.fail("auxiliary inputs are not supported")
+        self.merge = bool(self.options.get("merge_outputs", False))
+        if len(outputs) != (1 if self.merge else 2):
+            raise self.fail(f"has {len(outputs)} outputs; merge_outputs={self.merge} needs "
+                            f"{1 if self.merge else 2}")  # fmt: skip
+        self.subs = [UnidirectionalSequenceLstm(self.op), UnidirectionalSequenceLstm(self.op)]
+        shapes = []
+        for sub, half, what in zip(self.subs, self._halves(ins), ("forward", "backward")):
+            sub.begin_prepare()
+            try:
+                shapes.append(sub.prepare(half, outputs[:1])[0])
+            except PrepareError as e:  # name the direction too
+                raise self.fail(f"{what} LSTM: {str(e).split('): ', 1)[-1]}") from None
+        if self.merge:
+            fw, bw = shapes
+            return [(*fw[:-1], fw[-1] + bw[-1])]
+        return shapes
+
+    def bind(self, inputs, outputs, scratch):
+        ins = list(inputs) + [None] * (48 - len(inputs))
+        axis = 0 if self.subs[0].time_major else 1
+        fw_in, bw_in = self._halves(ins)
+        bw_in = [np.flip(ins[0], axis), *bw_in[1:]]  # the backward pass reads time reversed
+        if self.merge:
+            n_fw = self.subs[0].dims[3]
+            outs = [outputs[0][..., :n_fw], outputs[0][..., n_fw:]]
+        else:
+            outs = list(outputs)
+        outs[1] = np.flip(outs[1], axis)  # ... and writes its step t at T − 1 − t
+        runs = [sub.bind(half, [o], []) for sub, half, o in zip(self.subs, (fw_in, bw_in), outs)]
+
+        def run():
+            for r in runs:
+                r()
 
         return run

@@ -182,6 +182,8 @@ class _Elementwise(Kernel):
             table = self.table
             return lambda: apply_table(table, x, out)
         fn = self.fn()
+        if isinstance(fn, np.ufunc) and x.dtype == out.dtype:
+            return lambda: fn(x, out=out)  # (Subgraph.invoke silences float warnings)
 
         def run():
             with np.errstate(all="ignore"):
@@ -261,6 +263,18 @@ class Rsqrt(_Elementwise):
     def float_fn(x):
         return np.float32(1) / np.sqrt(x)
 
+    def bind(self, inputs, outputs, scratch):
+        x, out = inputs[0], outputs[0]
+        if self.int8 or x.dtype != np.float32:
+            return super().bind(inputs, outputs, scratch)
+        one = np.float32(1)
+
+        def run():  # the same two float32 operations, in place
+            np.sqrt(x, out=out)
+            np.divide(one, out, out=out)
+
+        return run
+
 
 @register("SQUARE", max_version=1)
 class Square(_Elementwise):
@@ -296,6 +310,47 @@ class Gelu(_Elementwise):
     def int8_table(self, x, out):
         fn = _gelu_tanh if self.options.get("approximate", False) else _gelu
         return lut_populate(fn, x.scale, x.zero_point, out.scale, out.zero_point)
+
+    def prepare(self, inputs, outputs):
+        shapes = super().prepare(inputs, outputs)
+        x = inputs[0]
+        self.fast = x.dtype == np.float32 and not self.options.get("approximate", False)
+        if self.fast:  # _gelu_fast's float64 temporaries, planned in the arena
+            self.bufs = [self.scratch(x.shape, np.float64) for _ in range(4)]
+            self.neg = self.scratch(x.shape, np.bool_)
+        return shapes
+
+    def bind(self, inputs, outputs, scratch):
+        if not self.fast:
+            return super().bind(inputs, outputs, scratch)
+        x, out = inputs[0], outputs[0]
+        xd, z, t, p = (scratch[k] for k in self.bufs)
+        neg, rest = scratch[self.neg], _ERFC[-2::-1]
+
+        def run():  # _gelu_fast's operations, in place
+            np.copyto(xd, x)
+            np.abs(xd, out=z)
+            np.multiply(z, math.sqrt(0.5), out=z)
+            np.multiply(z, 0.5, out=t)
+            np.add(t, 1.0, out=t)
+            np.divide(1.0, t, out=t)
+            np.multiply(t, _ERFC[-1], out=p)
+            np.add(p, rest[0], out=p)
+            for c in rest[1:]:
+                np.multiply(t, p, out=p)
+                np.add(p, c, out=p)
+            np.multiply(z, z, out=z)
+            np.subtract(p, z, out=p)  # −z·z + poly
+            np.exp(p, out=p)
+            np.multiply(t, p, out=p)  # erfc(|x|/√2)
+            np.subtract(2.0, p, out=z)
+            np.less(xd, 0, out=neg)
+            np.copyto(z, p, where=neg)  # erfc(−x/√2) = 2 − erfc(|x|/√2) for x >= 0
+            np.multiply(xd, 0.5, out=xd)
+            np.multiply(xd, z, out=xd)
+            np.copyto(out, xd, casting="unsafe")
+
+        return run
 
 
 def _srdhm16(a: int, b: int) -> int:
@@ -453,6 +508,18 @@ class SquaredDifference(_Binary):
     def float_fn(a, b):
         d = a - b
         return d * d
+
+    def bind(self, inputs, outputs, scratch):
+        a, b = inputs
+        out = outputs[0]
+        if self.kind == np.int8 or out.dtype != a.dtype:
+            return super().bind(inputs, outputs, scratch)
+
+        def run():  # (a − b)², in place in the output
+            np.subtract(a, b, out=out)
+            np.multiply(out, out, out=out)
+
+        return run
 
     def prepare_int8(self, a, b, out, shape):
         for t in (a, b, out):

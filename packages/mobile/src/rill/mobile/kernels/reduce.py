@@ -58,7 +58,13 @@ class Mean(Kernel):
         x, out = inputs[0], outputs[0].reshape(self.keep_shape)
         axes = self.axes
         if not self.int8:
-            return lambda: np.mean(x, axis=axes, keepdims=True, out=out)
+            count = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+
+            def run_float():  # np.mean's own two steps, without its Python wrapper
+                np.add.reduce(x, axis=axes, keepdims=True, out=out)
+                np.divide(out, count, out=out)
+
+            return run_float
         acc, offset = scratch[self.acc], self.offset
         if self.compiled is not None:
             loop, (m0, right, add, negfix) = self.compiled.requant_rows, self.consts

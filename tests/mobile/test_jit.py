@@ -168,14 +168,15 @@ def test_fixture_models_same_bits_with_and_without_compiled_loops(name):
         _same_bits(a, b)
 
 
-@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL", "SQUARED_DIFFERENCE"])
 @pytest.mark.parametrize("shapes", [((2, 3, 4), (2, 3, 4)), ((1, 16, 1), (1, 1, 32)),
                                     ((3, 1, 5, 2), ()), ((7,), (2, 3, 7))])  # fmt: skip
 def test_int8_pair_lookup_compiled_is_bit_identical(op, shapes):
     sa, sb = shapes
     out_shape = np.broadcast_shapes(sa, sb)
     a, b, out = q8(*sa), q8(*sb), q8(*out_shape)
-    model = single_op(op, [a, b], [out], {"fused_activation_function": 1})
+    opts = {} if op == "SQUARED_DIFFERENCE" else {"fused_activation_function": 1}
+    model = single_op(op, [a, b], [out], opts, version=2 if op == "SQUARED_DIFFERENCE" else 1)
     plain, fast = _both(model, [sample(a), sample(b)])
     _same_bits(plain[0], fast[0])
 

@@ -26,9 +26,21 @@ from rill.mobile.kernels.int16 import int16_activation
 from rill.mobile.kernels.lut import table_from_int8
 from rill.mobile.quant import Requantizer, multiply_by_quantized_multiplier, quantize_multiplier
 
-__all__ = ["Add", "Sub", "Mul"]
+__all__ = ["Add", "Sub", "Mul", "compiled_pairs"]
 
 LEFT_SHIFT = 20  # the reference int8 ADD/SUB headroom
+
+
+def compiled_pairs(loops, pair, au, bu, out, shape):
+    """The compiled pair-table lookup out = pair[a << 8 | b] over a and b (uint8 views)
+    broadcast to `shape` (at most 4-D)."""
+    shape4 = (1,) * (4 - len(shape)) + tuple(shape)
+
+    def view4(v):  # leading 1s (a view of the contiguous array), then broadcast
+        return np.broadcast_to(v.reshape((1,) * (4 - v.ndim) + v.shape), shape4)
+
+    a4, b4, out4, loop = view4(au), view4(bu), out.reshape(shape4), loops.pair_lookup
+    return lambda: loop(a4, b4, pair, out4)
 
 
 class _Binary(Kernel):
@@ -92,14 +104,7 @@ class _Binary(Kernel):
         pair = self.pair
         au, bu = a.view(np.uint8), b.view(np.uint8)
         if self.compiled is not None:
-            shape4 = (1,) * (4 - len(self.shape)) + self.shape
-
-            def view4(v):  # leading 1s (a view of the contiguous array), then broadcast
-                return np.broadcast_to(v.reshape((1,) * (4 - v.ndim) + v.shape), shape4)
-
-            a4, b4 = view4(au), view4(bu)
-            out4, loop = out.reshape(shape4), self.compiled.pair_lookup
-            return lambda: loop(a4, b4, pair, out4)
+            return compiled_pairs(self.compiled, pair, au, bu, out, self.shape)
         idx = scratch[self.idx]
 
         def run():

@@ -25,8 +25,10 @@ import math
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.common import apply_float_activation, float_activation
+from rill.mobile.kernels.elementwise import compiled_pairs
 from rill.mobile.kernels.lut import INT8_VALUES, apply_table, table_from_int8
 from rill.mobile.quant import multiply_by_quantized_multiplier, quantize_multiplier
 
@@ -544,6 +546,9 @@ class SquaredDifference(_Binary):
     def bind_int8(self, a, b, out, scratch):
         idx, pair = scratch[self.idx], self.pair
         au, bu = a.view(np.uint8), b.view(np.uint8)
+        loops = jit.loops()
+        if loops is not None and out.ndim <= 4:
+            return compiled_pairs(loops, pair, au, bu, out, out.shape)
 
         def run():
             np.copyto(idx, au)

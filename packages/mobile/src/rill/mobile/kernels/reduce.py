@@ -71,7 +71,7 @@ class Mean(Kernel):
             acc2, out2 = acc.reshape(-1, 1), out.reshape(-1, 1)
 
             def run_compiled():
-                np.sum(x, axis=axes, keepdims=True, dtype=np.int64, out=acc)
+                np.add.reduce(x, axis=axes, keepdims=True, dtype=np.int64, out=acc)
                 np.subtract(acc, offset, out=acc)
                 loop(acc2, m0, right, add, negfix, -128, 127, out2)
 

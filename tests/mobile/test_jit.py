@@ -5,6 +5,7 @@ the int64 Requantizer."""
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 
 import numpy as np
@@ -141,9 +142,13 @@ def test_compiled_output_stage_equals_int64_requantizer(single, compiled):
     ms[0], ms[1] = 1.5, 0.75  # a left shift; shift 0 (no second rounding)
     acc = rng.integers(-(2**20), 2**20, (3000, 6))
     acc[:9, :] = [[v] * 6 for v in (-4, -3, -2, -1, 0, 1, 2, 3, 4)]  # small values, many ties
-    for lo, hi in ((-128, 127), (-20, 127), (5, 60)):
-        stage = OutputStage(K(), ms, np.full(6, 2.0**21), -7, lo, hi, (3000, 6), single)
-        assert stage.compiled is not None and stage.acc_dtype == np.float32
+    # A bound of 2^21 keeps P = acc · M below 2^53 (the folded loop); 2^30 does not (the
+    # integer loop); the accumulators stay within both.
+    for (lo, hi), bound in itertools.product(((-128, 127), (-20, 127), (5, 60)), (2**21, 2**30)):
+        stage = OutputStage(K(), ms, np.full(6, float(bound)), -7, lo, hi, (3000, 6), single)
+        assert stage.compiled is not None
+        assert (stage.cfold is not None) == (bound == 2**21)
+        assert stage.acc_dtype == (np.float32 if bound == 2**21 else np.float64)
         out = np.empty((3000, 6), np.int8)
         stage.bind([])(acc.astype(np.float32), out)
         want = acc.astype(np.int64)

@@ -42,6 +42,28 @@ def requant_rows(acc, m0, right, add, negfix, lo, hi, out):  # pragma: no cover 
 
 
 @_jit
+def requant_folded(acc, fold, offset, step, threshold, correct, lo, hi, out):  # pragma: no cover
+    """common.OutputStage's folded float64 requantization, one element at a time in the numpy
+    path's operations: p = acc · fold[c] + offset[c] (exact), the negative-tie correction
+    p − min(max(p · −2^31 + threshold, 0), step[c]) when `correct`, floor, clamp to [lo, hi]."""
+    rows, c = out.shape
+    for r in range(rows):
+        for q in range(c):
+            p = np.float64(acc[r, q]) * fold[q] + offset[q]
+            if correct:
+                t = p * -2147483648.0 + threshold
+                t = max(t, 0.0)
+                t = min(t, step[q])
+                p = p - t
+            p = np.floor(p)
+            if p < lo:
+                p = lo
+            elif p > hi:
+                p = hi
+            out[r, q] = np.int8(p)
+
+
+@_jit
 def requant_rows_single(acc, m0, right, add, lo, hi, out):  # pragma: no cover - compiled
     """The single-rounding variant (FULLY_CONNECTED): (acc · M0 + add) >> right, clamped."""
     rows, c = out.shape
@@ -56,27 +78,33 @@ def depthwise_int8(x, w, bias, zp, sh, sw, dh, dw, mult, m0, right, add, negfix,
     """int8 DEPTHWISE_CONV_2D on the padded input x [N, H, W, C] (its border holds zp):
     acc[o] = bias[o] + Σ_taps (x − zp) · w[ky, kx, o], o = c · mult + m, then the output stage.
     w is int32 [KH, KW, C·mult], bias int32 [C·mult]; the caller has checked that no partial
-    sum reaches 2^31 (128 · Σ|w| + |bias| < 2^31), so int32 accumulators are exact."""
+    sum reaches 2^31 (128 · Σ|w| + |bias| < 2^31), so int32 accumulators are exact. One output
+    row at a time: the taps' products accumulate into a row buffer [OW, C·mult]."""
     n_, oh, ow, co = out.shape
     kh, kw = w.shape[0], w.shape[1]
-    acc = np.empty(co, np.int32)
+    acc = np.empty((ow, co), np.int32)
     for n in range(n_):
         for i in range(oh):
             for j in range(ow):
-                acc[:] = bias
-                for ky in range(kh):
-                    for kx in range(kw):
-                        src = x[n, i * sh + ky * dh, j * sw + kx * dw]
-                        wt = w[ky, kx]
+                for o in range(co):
+                    acc[j, o] = bias[o]
+            for ky in range(kh):
+                xr = x[n, i * sh + ky * dh]
+                for kx in range(kw):
+                    wt = w[ky, kx]
+                    for j in range(ow):
+                        src, a = xr[j * sw + kx * dw], acc[j]
                         if mult == 1:
                             for o in range(co):
-                                acc[o] += (np.int32(src[o]) - zp) * wt[o]
+                                a[o] += (np.int32(src[o]) - zp) * wt[o]
                         else:
                             for o in range(co):
-                                acc[o] += (np.int32(src[o // mult]) - zp) * wt[o]
-                dst = out[n, i, j]
+                                a[o] += (np.int32(src[o // mult]) - zp) * wt[o]
+            orow = out[n, i]
+            for j in range(ow):
+                a, dst = acc[j], orow[j]
                 for o in range(co):
-                    dst[o] = _requant(np.int64(acc[o]), m0[o], right[o], add[o], negfix[o], lo, hi)
+                    dst[o] = _requant(np.int64(a[o]), m0[o], right[o], add[o], negfix[o], lo, hi)
 
 
 @_jit
@@ -90,25 +118,24 @@ def depthwise_float(x, w, bias, sh, sw, dh, dw, mult, mode, lo, hi, out):  # pra
     kh, kw = w.shape[0], w.shape[1]
     for n in range(n_):
         for i in range(oh):
-            for j in range(ow):
-                dst = out[n, i, j]
-                for t in range(kh * kw):
-                    ky, kx = t // kw, t % kw
-                    src = x[n, i * sh + ky * dh, j * sw + kx * dw]
-                    wt = w[ky, kx]
-                    if t == 0:
-                        if mult == 1:
-                            for o in range(co):
-                                dst[o] = src[o] * wt[o]
-                        else:
-                            for o in range(co):
-                                dst[o] = src[o // mult] * wt[o]
-                    elif mult == 1:
+            orow = out[n, i]
+            for t in range(kh * kw):
+                ky, kx = t // kw, t % kw
+                xr, wt = x[n, i * sh + ky * dh], w[ky, kx]
+                for j in range(ow):
+                    src, dst = xr[j * sw + kx * dw], orow[j]
+                    if mult != 1:
                         for o in range(co):
-                            dst[o] = dst[o] + src[o] * wt[o]
+                            p = src[o // mult] * wt[o]
+                            dst[o] = p if t == 0 else dst[o] + p
+                    elif t == 0:
+                        for o in range(co):
+                            dst[o] = src[o] * wt[o]
                     else:
                         for o in range(co):
-                            dst[o] = dst[o] + src[o // mult] * wt[o]
+                            dst[o] = dst[o] + src[o] * wt[o]
+            for j in range(ow):
+                dst = orow[j]
                 for o in range(co):
                     v = dst[o] + bias[o]
                     if mode == 1:

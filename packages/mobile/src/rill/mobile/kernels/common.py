@@ -152,19 +152,8 @@ class OutputStage:
         self.zp, self.lo, self.hi = float(zp_out), float(lo), float(hi)
         self.correct = False
         rows, c = shape
-        self.compiled = jit.loops()
-        if self.compiled is not None and np.max(bound, initial=0) < 2**53:
-            # Compiled: the accumulator stays in the cheapest exact type (float32 when every
-            # partial sum is an integer below 2^24) and one loop does the reference integer
-            # arithmetic on it (kernels/_loops.py).
-            self.folded, self.fold, self.bias_offset = False, None, 0
-            self.acc_dtype = exact_dtype(float(np.max(bound, initial=0)))
-            self.single = single_rounding
-            self.consts = requant_arrays(multipliers, zp_out, c, single_rounding)
-            self.ilo, self.ihi = int(lo), int(hi)
-            return
-        self.compiled = None
         m0f = m0.astype(np.float64)
+        step = np.zeros(m0.shape)
         if single_rounding:
             unit = 31 - shift  # values in units of 2^-unit
             magnitude = bound * m0f + np.ldexp(1.0, unit - 1) + abs(self.zp) * np.ldexp(1.0, unit)
@@ -189,6 +178,28 @@ class OutputStage:
             else:
                 self.step = step
         self.folded = bool(np.all(magnitude < 2.0**53))
+        self.compiled = jit.loops()
+        if self.compiled is not None and np.max(bound, initial=0) < 2**53:
+            # Compiled: the accumulator stays an integer in the cheapest exact type (float32
+            # when every partial sum is below 2^24) and one loop requantizes it — by the folded
+            # arithmetic above, P = acc · fold + offset (the same exact P the numpy path's
+            # folded GEMM gives) and its floor, or else by the reference integer arithmetic.
+            self.single = single_rounding
+            self.ilo, self.ihi = int(lo), int(hi)
+            self.cfold = None
+            if self.folded:
+
+                def per_channel(v):
+                    return np.ascontiguousarray(np.broadcast_to(np.asarray(v, np.float64), (c,)))
+
+                self.cfold = (per_channel(fold), per_channel(offset), per_channel(step),
+                              (0.5 + self.zp) * 2.0**31, self.correct)  # fmt: skip
+            else:
+                self.consts = requant_arrays(multipliers, zp_out, c, single_rounding)
+            self.folded, self.fold, self.bias_offset = False, None, 0
+            self.acc_dtype = exact_dtype(float(np.max(bound, initial=0)))
+            return
+        self.compiled = None
         if self.folded:
             self.fold, self.bias_offset = fold, offset
             self.acc_dtype = np.dtype(np.float64)
@@ -204,6 +215,10 @@ class OutputStage:
     def bind(self, scratch):
         """The closure acc → out (acc is consumed)."""
         lo, hi = self.lo, self.hi
+        if self.compiled is not None and self.cfold is not None:
+            fold, offset, step, threshold, correct = self.cfold
+            loop = self.compiled.requant_folded
+            return lambda p, out: loop(p, fold, offset, step, threshold, correct, lo, hi, out)
         if self.compiled is not None:
             m0, right, add, negfix = self.consts
             ilo, ihi = self.ilo, self.ihi

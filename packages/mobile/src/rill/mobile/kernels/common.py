@@ -59,7 +59,15 @@ def patches(x: np.ndarray, oh: int, ow: int, kh: int, kw: int, sh: int, sw: int,
 
 def exact_dtype(bound: float) -> np.dtype:
     """The cheapest type in which integer sums bounded by `bound` are computed exactly by BLAS:
-    every partial sum is an integer below 2^24 (float32) or 2^53 (float64); int64 otherwise."""
+    every partial sum is an integer below 2^24 (float32) or 2^53 (float64); int64 otherwise.
+
+    Why that suffices, whatever order or blocking the BLAS uses: each term x_k · w_kc is a
+    product of integers with |x_k| <= 128 (raw int8 codes, or the constant 1 of the bias column)
+    and is itself below the bound; any partial sum over any subset of the terms is bounded by
+    Σ |terms| <= 128 · Σ_k |w_kc| + |bias_c| = `bound` (callers pass exactly that). Every
+    integer of magnitude below 2^p is representable in a format with a p-bit significand, so no
+    product and no addition ever rounds: the float result is the integer accumulator of the
+    reference kernel, bit for bit."""
     if bound < 2**24:
         return np.dtype(np.float32)
     if bound < 2**53:

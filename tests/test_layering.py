@@ -58,6 +58,8 @@ EXTRA: dict[str, set[str]] = {
     # TensorBoard event files: tensorboardX's record writer and Summary/Event protos.
     "rill.train.summary": {"tensorboardX"},
     "rill.exec.kernels._lstm_loops": {"numba"},
+    # The interpreter's optional compiled loops (the `jit` extra); numpy paths stay the default.
+    "rill.mobile.kernels._loops": {"numba"},
     # The thread policy takes the BLAS library's threads under rill's control.
     "rill.exec.threads": {"threadpoolctl"},
 }

@@ -189,6 +189,39 @@ def test_mean_int8(case, same_quant):
     run_single("MEAN", [x, _ic(axes)], [o], {"keep_dims": keep}, version=2)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_sum_same_quantization_saturates_as_litert(dtype):
+    """SUM with one quantization on both sides (int16 must have it): the raw sum saturated to
+    the type, as LiteRT's builtin kernel (its BUILTIN_REF SUM is wrong on int8/int16, see
+    tools/fixtures/make_tflite_op_fixtures.py)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    scale, zp = (0.05, 3) if dtype == np.int8 else (0.001, 0)
+    x, out = quant((2, 5, 3), dtype, scale, zp), quant((2, 3), dtype, scale, zp)
+    model = single_op("SUM", [x, _ic([1])], [out], {"keep_dims": False}, version=2)
+    info = np.iinfo(dtype)
+    feed = (RNG.integers(info.min, info.max + 1, (2, 5, 3)) // 4).astype(dtype)
+    feed[0, :, 0] = info.max  # saturates
+    it = Interpreter(model_content=model, experimental_op_resolver_type=(
+        OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))  # fmt: skip
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], feed)
+    it.invoke()
+    want = it.get_tensor(it.get_output_details()[0]["index"])
+    got = rill_run(model, [feed])[0]
+    np.testing.assert_array_equal(got, want)
+    assert got[0, 0] == info.max and len(np.unique(got)) > 3
+
+
+def test_sum_int16_needs_one_quantization():
+    from rill.mobile.errors import PrepareError
+
+    x, out = quant((2, 5), np.int16, 0.001, 0), quant((2,), np.int16, 0.002, 0)
+    model = single_op("SUM", [x, _ic([1])], [out], {"keep_dims": False}, version=2)
+    with pytest.raises(PrepareError, match="operator #0 SUM.*must share quantization"):
+        rill_run(model, [np.zeros((2, 5), np.int16)])
+
+
 def test_quantize_float_to_int8():
     model = single_op("QUANTIZE", [fp(3, 40)], [quant((3, 40), np.int8, 0.0173, -7)])
     x = (RNG.standard_normal((3, 40)) * 2).astype(np.float32)
@@ -225,3 +258,19 @@ def test_dequantize_per_channel_constant():
     want = w.data.astype(np.float32) * np.array([[0.1], [0.2], [0.4]], np.float32) + x
     np.testing.assert_allclose(got, want, rtol=1e-6)
     check(model, [x])
+
+
+@pytest.mark.parametrize("scale", [0.01, 0.05, 0.2, 1.0])
+def test_log_softmax_int8(scale):
+    """int8 LOG_SOFTMAX against LiteRT's reference kernel, over input scales whose 256 codes
+    span from a narrow to a saturating range of log-probabilities."""
+    x = quant((6, 40), np.int8, scale, int(RNG.integers(-20, 20)))
+    run_single("LOG_SOFTMAX", [x], [quant((6, 40), np.int8, 16.0 / 256, 127)], version=2)
+
+
+def test_log_softmax_int8_needs_the_fixed_output_quantization():
+    from rill.mobile.errors import PrepareError
+
+    model = single_op("LOG_SOFTMAX", [q8(2, 8)], [quant((2, 8), np.int8, 0.1, 0)], version=2)
+    with pytest.raises(PrepareError, match="operator #0 LOG_SOFTMAX.*16/256"):
+        rill_run(model, [np.zeros((2, 8), np.int8)])

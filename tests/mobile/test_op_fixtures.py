@@ -30,15 +30,7 @@ OPS = _fixtures("ops")
 MODELS = _fixtures("models")
 
 # Fixture → why rill does not run it yet.
-_INT16 = "16-bit activation kernels (16x8) for this operator are not implemented"
-_FIXED = "the reference int8 kernel's fixed-point arithmetic is not reproduced yet"
-GAPS: dict[str, str] = {
-    "sum_int16": _INT16,
-    "log_softmax_int8": _FIXED,
-    "sum_int8": "int8 SUM: the reference kernel's rescaling is not identified (rill's float "
-    "rescaling of the int32 sum disagrees)",
-    "sum_keepdims_int8": "as sum_int8",
-}
+GAPS: dict[str, str] = {}
 
 # Float tolerance per fixture where 1e-5 relative cannot hold. In a chain of hybrid layers, an
 # input that differs from LiteRT's by float rounding (1e-7) can round to the neighbouring int8
@@ -96,13 +88,10 @@ def _run(folder: str, name: str) -> None:
 
 def _check(folder: str, name: str) -> None:
     if name in GAPS:
-        # Refused with a clear error naming the operator — or, for sum_int8, known to disagree.
-        with pytest.raises((UnsupportedOperatorError, PrepareError, AssertionError)) as e:
+        # Refused with a clear error naming the operator.
+        with pytest.raises((UnsupportedOperatorError, PrepareError)) as e:
             _run(folder, name)
-        if e.type is AssertionError:
-            assert name.startswith("sum_") and name.endswith("_int8"), str(e.value)
-        else:
-            assert "operator #" in str(e.value)
+        assert "operator #" in str(e.value)
         return
     _run(folder, name)
 

@@ -120,9 +120,19 @@ def test_activation_ranges():
         activation_range_quantized(4, 0.1, 0)
 
 
+@pytest.fixture
+def numpy_only():
+    """The numpy paths (the compiled output stage is tested in test_jit.py)."""
+    from rill.mobile.kernels import jit
+
+    old = jit.set_enabled(False)
+    yield
+    jit.set_enabled(old)
+
+
 @pytest.mark.parametrize("single", [False, True])
 @pytest.mark.parametrize("lo_hi", [(-128, 127), (-20, 127), (5, 60)])
-def test_folded_float64_output_stage_equals_int64(lo_hi, single):
+def test_folded_float64_output_stage_equals_int64(lo_hi, single, numpy_only):
     """OutputStage's float64 path (multiplier, roundings and zero point folded into the weights
     and bias, then one floor) against the int64 Requantizer on accumulators within its bound;
     with and without the negative-tie correction (clamp below / above the zero point)."""
@@ -157,7 +167,7 @@ def test_folded_float64_output_stage_equals_int64(lo_hi, single):
     np.testing.assert_array_equal(out, want)
 
 
-def test_output_stage_falls_back_to_int64_beyond_2_53():
+def test_output_stage_falls_back_to_int64_beyond_2_53(numpy_only):
     from rill.mobile.kernels.common import OutputStage
 
     class K:

@@ -33,6 +33,8 @@ OPTIONS = {
     "EXPAND_DIMS": "ExpandDimsOptions", "STRIDED_SLICE": "StridedSliceOptions",
     "GATHER": "GatherOptions", "BATCH_MATMUL": "BatchMatMulOptions",
     "QUANTIZE": "QuantizeOptions", "DEQUANTIZE": "DequantizeOptions",
+    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
+    "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions",
     "LOGISTIC": None, "TANH": None, "RELU": None, "RELU6": None,
 }  # fmt: skip
 
@@ -49,6 +51,7 @@ class T:
     quantized_dimension: int = 0
     name: str | None = None
     shape_signature: tuple | None = None
+    variable: bool = False  # a state tensor (is_variable), not a model input
 
 
 def quant(shape, dtype, scale, zero_point=0, data=None, **kw) -> T:
@@ -144,6 +147,8 @@ def build(tensors: list[T], ops: list[Op], inputs: list[int], outputs: list[int]
         t_mod.TensorAddType(b, _TYPES[np.dtype(t.dtype)])
         t_mod.TensorAddBuffer(b, tensor_buffer[i])
         t_mod.TensorAddName(b, name)
+        if t.variable:
+            t_mod.TensorAddIsVariable(b, True)
         if q is not None:
             t_mod.TensorAddQuantization(b, q)
         tensor_offsets.append(t_mod.TensorEnd(b))

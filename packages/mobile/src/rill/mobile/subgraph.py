@@ -127,7 +127,8 @@ class Subgraph:
         outs = [np.zeros(shapes[i], self.tensors[i].dtype) for i in op.outputs]
         scr = [np.zeros(shape, dtype) for shape, dtype in kernel.scratch_specs]
         try:
-            kernel.bind([None if s is None else s.data for s in ins], outs, scr)()
+            with np.errstate(all="ignore"):
+                kernel.bind([None if s is None else s.data for s in ins], outs, scr)()
         except (ValueError, IndexError, FloatingPointError) as e:
             raise kernel.fail(f"fails on its constant inputs: {e}") from None
         for i, a in zip(op.outputs, outs):
@@ -233,6 +234,12 @@ class Subgraph:
         return out
 
     def invoke(self) -> None:
+        # Floating-point warnings are off for the whole run (LiteRT gives inf/NaN silently):
+        # one errstate per invoke instead of one per kernel.
+        with np.errstate(all="ignore"):
+            self._invoke()
+
+    def _invoke(self) -> None:
         if self.dynamic:
             try:
                 self._invoke_eager()

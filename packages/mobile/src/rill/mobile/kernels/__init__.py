@@ -4,6 +4,7 @@ them all (see base.py for the kernel phases)."""
 from rill.mobile.kernels import (
     activations,
     array_ops,
+    binary_math,
     compare_ops,
     control,
     conv,

@@ -216,12 +216,12 @@ class Softmax(Kernel):
             m, beta = scratch[self.m], self.beta
 
             def run():
-                np.max(x, axis=1, keepdims=True, out=m)
-                np.subtract(x, m, out=out)
+                np.maximum.reduce(x, axis=1, keepdims=True, out=m)  # np.max, np.sum
+                np.subtract(x, m, out=out)  # without their Python wrappers
                 if beta != 1.0:
                     np.multiply(out, beta, out=out)
                 np.exp(out, out=out)
-                np.sum(out, axis=1, keepdims=True, out=m)
+                np.add.reduce(out, axis=1, keepdims=True, out=m)
                 np.divide(out, m, out=out)
 
             return run
@@ -231,11 +231,11 @@ class Softmax(Kernel):
         inv = 1.0 / scale
 
         def run():
-            np.max(x, axis=1, keepdims=True, out=mx)
+            np.maximum.reduce(x, axis=1, keepdims=True, out=mx)
             np.subtract(x, mx, out=diff)
             np.add(diff, 255, out=diff)
             np.take(table, diff, out=e)
-            np.sum(e, axis=1, keepdims=True, out=s)
+            np.add.reduce(e, axis=1, keepdims=True, out=s)
             np.divide(e, s, out=e)
             np.multiply(e, inv, out=e)
             np.add(e, 0.5 + zp, out=e)  # non-negative before the zero point: floor rounds

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from rill.mobile.kernels import jit
 from rill.mobile.quant import (
     Requantizer,
     activation_range_float,
@@ -24,6 +25,8 @@ __all__ = [
     "quantized_activation",
     "OutputStage",
     "QuantizedGemm",
+    "requant_arrays",
+    "activation_mode",
 ]
 
 PADDING_SAME, PADDING_VALID = 0, 1
@@ -56,7 +59,15 @@ def patches(x: np.ndarray, oh: int, ow: int, kh: int, kw: int, sh: int, sw: int,
 
 def exact_dtype(bound: float) -> np.dtype:
     """The cheapest type in which integer sums bounded by `bound` are computed exactly by BLAS:
-    every partial sum is an integer below 2^24 (float32) or 2^53 (float64); int64 otherwise."""
+    every partial sum is an integer below 2^24 (float32) or 2^53 (float64); int64 otherwise.
+
+    Why that suffices, whatever order or blocking the BLAS uses: each term x_k · w_kc is a
+    product of integers with |x_k| <= 128 (raw int8 codes, or the constant 1 of the bias column)
+    and is itself below the bound; any partial sum over any subset of the terms is bounded by
+    Σ |terms| <= 128 · Σ_k |w_kc| + |bias_c| = `bound` (callers pass exactly that). Every
+    integer of magnitude below 2^p is representable in a format with a p-bit significand, so no
+    product and no addition ever rounds: the float result is the integer accumulator of the
+    reference kernel, bit for bit."""
     if bound < 2**24:
         return np.dtype(np.float32)
     if bound < 2**53:
@@ -86,6 +97,36 @@ def apply_float_activation(out: np.ndarray, lo: float, hi: float) -> None:
         np.maximum(out, lo, out=out)
     else:
         np.clip(out, lo, hi, out=out)
+
+
+def activation_mode(lo: float, hi: float) -> int:
+    """How apply_float_activation clamps: 0 not at all, 1 np.maximum(lo), 2 np.clip(lo, hi)."""
+    if lo == -np.inf and hi == np.inf:
+        return 0
+    return 1 if hi == np.inf else 2
+
+
+def requant_arrays(multipliers, zero_point: int, channels: int, single_rounding: bool = False,
+                   fixed: tuple[int, int] | None = None):  # fmt: skip
+    """The per-channel int64 constants of the compiled output stage (kernels/_loops.py), the
+    same integers quant.Requantizer uses: (M0 · 2^left, right shift, rounding addend + zp ·
+    2^right, 1 where a negative value needs the ties-away correction); single rounding:
+    (M0, 31 − shift, 2^(30 − shift) + zp · 2^(31 − shift), None). `fixed`: one (M0, shift)
+    already in fixed point, for every channel."""
+    if fixed is not None:
+        m0 = np.full(channels, fixed[0], np.int64)
+        shift = np.full(channels, fixed[1], np.int64)
+    else:
+        ms = np.broadcast_to(np.asarray(multipliers, np.float64).reshape(-1), (channels,))
+        m0, shift = quantize_multipliers(np.ascontiguousarray(ms))
+    zp = np.int64(zero_point)
+    if single_rounding:
+        right = 31 - shift
+        add = (np.int64(1) << (right - 1)) + (zp << right)
+        return m0, right, add, None
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    half = np.where(right > 0, np.left_shift(1, np.maximum(right - 1, 0)), 0)
+    return m0 << left, right, half + (zp << right), (right > 0).astype(np.int64)
 
 
 class OutputStage:
@@ -120,6 +161,7 @@ class OutputStage:
         self.correct = False
         rows, c = shape
         m0f = m0.astype(np.float64)
+        step = np.zeros(m0.shape)
         if single_rounding:
             unit = 31 - shift  # values in units of 2^-unit
             magnitude = bound * m0f + np.ldexp(1.0, unit - 1) + abs(self.zp) * np.ldexp(1.0, unit)
@@ -144,6 +186,28 @@ class OutputStage:
             else:
                 self.step = step
         self.folded = bool(np.all(magnitude < 2.0**53))
+        self.compiled = jit.loops()
+        if self.compiled is not None and np.max(bound, initial=0) < 2**53:
+            # Compiled: the accumulator stays an integer in the cheapest exact type (float32
+            # when every partial sum is below 2^24) and one loop requantizes it — by the folded
+            # arithmetic above, P = acc · fold + offset (the same exact P the numpy path's
+            # folded GEMM gives) and its floor, or else by the reference integer arithmetic.
+            self.single = single_rounding
+            self.ilo, self.ihi = int(lo), int(hi)
+            self.cfold = None
+            if self.folded:
+
+                def per_channel(v):
+                    return np.ascontiguousarray(np.broadcast_to(np.asarray(v, np.float64), (c,)))
+
+                self.cfold = (per_channel(fold), per_channel(offset), per_channel(step),
+                              (0.5 + self.zp) * 2.0**31, self.correct)  # fmt: skip
+            else:
+                self.consts = requant_arrays(multipliers, zp_out, c, single_rounding)
+            self.folded, self.fold, self.bias_offset = False, None, 0
+            self.acc_dtype = exact_dtype(float(np.max(bound, initial=0)))
+            return
+        self.compiled = None
         if self.folded:
             self.fold, self.bias_offset = fold, offset
             self.acc_dtype = np.dtype(np.float64)
@@ -159,6 +223,18 @@ class OutputStage:
     def bind(self, scratch):
         """The closure acc → out (acc is consumed)."""
         lo, hi = self.lo, self.hi
+        if self.compiled is not None and self.cfold is not None:
+            fold, offset, step, threshold, correct = self.cfold
+            loop = self.compiled.requant_folded
+            return lambda p, out: loop(p, fold, offset, step, threshold, correct, lo, hi, out)
+        if self.compiled is not None:
+            m0, right, add, negfix = self.consts
+            ilo, ihi = self.ilo, self.ihi
+            if self.single:
+                loop = self.compiled.requant_rows_single
+                return lambda p, out: loop(p, m0, right, add, ilo, ihi, out)
+            loop = self.compiled.requant_rows
+            return lambda p, out: loop(p, m0, right, add, negfix, ilo, ihi, out)
         if self.folded and not self.correct:
 
             def run(p, out):  # p = P, see the class docstring

@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, TensorSpec, register
 from rill.mobile.kernels.common import (
     PADDING_SAME,
     PADDING_VALID,
     OutputStage,
     QuantizedGemm,
+    activation_mode,
     apply_float_activation,
     float_activation,
     out_size,
     pad_before,
     patches,
     quantized_activation,
+    requant_arrays,
 )
 from rill.mobile.kernels.hybrid import HybridConv, HybridDepthwise
 from rill.mobile.kernels.int16 import int16_conv, int16_depthwise
@@ -122,6 +125,13 @@ class Conv2D(_ConvBase):
                 return [(n, oh, ow, cout)]
             self.expect_dtype(w, [np.float32], "filter")
             wk = np.ascontiguousarray(wdata.reshape(cout, k).T, np.float32)
+            # A 1x1 window at stride 1 without padding reads each input pixel once: the input
+            # itself is the im2col matrix (no copy); the bias is added after the product.
+            self.direct = (kh == kw == 1 and self.geom[8:10] == (1, 1)
+                           and self.pads == ((0, 0), (0, 0)))  # fmt: skip
+            if self.direct:
+                self.w, self.bias = wk, bdata
+                return [(n, oh, ow, cout)]
             if bdata is not None:
                 wk = np.vstack([wk, bdata[None, :]])
             self.w = wk
@@ -160,6 +170,8 @@ class Conv2D(_ConvBase):
             return self.hybrid.bind(inputs[0], outputs[0])
         n, h, w, c, oh, ow, kh, kw = self.geom[:8]
         x = inputs[0]
+        if not self.int8 and self.direct:
+            return self._bind_direct(x, outputs[0])
         interior, src = self._source(x, self.padded)
         windows = self._windows(src)
         if self.transposed:
@@ -189,6 +201,19 @@ class Conv2D(_ConvBase):
             np.copyto(fill, windows)
             ones.fill(1.0)  # the bias row (absent when the filter has no bias: an empty view)
             np.matmul(a, wk, out=out2d)
+            apply_float_activation(out2d, lo, hi)
+
+        return run
+
+    def _bind_direct(self, x, out):
+        n, h, w, c = self.geom[:4]
+        x2d, out2d = x.reshape(n * h * w, c), out.reshape(n * h * w, -1)
+        wk, bias, lo, hi = self.w, self.bias, self.lo, self.hi
+
+        def run():
+            np.matmul(x2d, wk, out=out2d)
+            if bias is not None:
+                np.add(out2d, bias, out=out2d)
             apply_float_activation(out2d, lo, hi)
 
         return run
@@ -241,6 +266,13 @@ class DepthwiseConv2D(_ConvBase):
             bias = (np.zeros(cout, np.float32) if b is None
                     else self.expect_const(b, "bias").astype(np.float32))  # fmt: skip
             self.padded = self._padded(np.float32, 0.0)
+            self.compiled = jit.loops()
+            if self.compiled is not None:  # the same float32 operations, compiled
+                self.jit_args = (np.ascontiguousarray(wdata.reshape(kh, kw, cout), np.float32),
+                                 np.ascontiguousarray(bias, np.float32),
+                                 activation_mode(self.lo, self.hi),
+                                 np.float32(self.lo), np.float32(self.hi))  # fmt: skip
+                return [(n, oh, ow, cout)]
         else:
             self.int8 = True
             self.expect_dtype(w, [np.int8], "filter")
@@ -258,6 +290,18 @@ class DepthwiseConv2D(_ConvBase):
             if b is not None:
                 self.expect_dtype(b, [np.int32], "bias")
                 braw = self.expect_const(b, "bias").astype(np.int64)
+            self.padded = self._padded(np.int8, x.zero_point)
+            self.compiled = jit.loops()
+            w64 = wdata.reshape(kh, kw, cout).astype(np.int64)
+            if np.max(128 * np.abs(w64).sum(axis=(0, 1)) + np.abs(braw), initial=0) >= 2**31:
+                self.compiled = None  # int32 could overflow: the numpy path's int64
+            if self.compiled is not None:  # the reference arithmetic itself, compiled
+                lo, hi = quantized_activation(self, act, out)
+                mults = _per_channel_multipliers(x, w, out, cout)
+                self.jit_args = (np.ascontiguousarray(w64, np.int32), braw.astype(np.int32),
+                                 np.int32(x.zero_point),
+                                 *requant_arrays(mults, out.zero_point, cout), int(lo), int(hi))  # fmt: skip
+                return [(n, oh, ow, cout)]
             wint = wdata.reshape(taps, cout).astype(np.int64)
             bias = braw - x.zero_point * wint.sum(axis=0)
             bound = 128 * np.abs(wint).sum(axis=0) + np.abs(bias)
@@ -268,7 +312,7 @@ class DepthwiseConv2D(_ConvBase):
             if self.stage.fold is not None:  # the multiplier rides on the weights, exactly
                 wdata = wint * self.stage.fold
                 bias = bias * self.stage.fold + self.stage.bias_offset
-            self.padded = self._padded(np.int8, x.zero_point)
+        self.compiled = None
         self.ctype = ctype
         # w[tap, ic, m]: output channel ic·mult + m, as the [C·mult] filter axis is laid out.
         self.w = wdata.reshape(taps, cin, mult).astype(ctype)
@@ -283,6 +327,8 @@ class DepthwiseConv2D(_ConvBase):
             return self.i16(inputs[0], outputs[0])
         if not self.int8 and self.hybrid is not None:
             return self.hybrid.bind(inputs[0], outputs[0])
+        if self.compiled is not None:
+            return self._bind_compiled(inputs[0], outputs[0])
         n, h, w, c, oh, ow, kh, kw = self.geom[:8]
         x = inputs[0]
         interior, src = self._source(x, self.padded)
@@ -321,5 +367,29 @@ class DepthwiseConv2D(_ConvBase):
         def run():
             accumulate()
             apply_float_activation(out5, lo, hi)
+
+        return run
+
+    def _bind_compiled(self, x, out):
+        sh, sw, dh, dw = self.geom[8:]
+        interior, src = self._source(x, self.padded)
+        mult, args = self.mult, self.jit_args
+        if self.int8:
+            loop = self.compiled.depthwise_int8
+            w, bias, zp, m0, right, add, negfix, lo, hi = args
+
+            def run():
+                if interior is not None:
+                    np.copyto(interior, x)
+                loop(src, w, bias, zp, sh, sw, dh, dw, mult, m0, right, add, negfix, lo, hi, out)
+
+            return run
+        loop = self.compiled.depthwise_float
+        w, bias, mode, lo, hi = args
+
+        def run():
+            if interior is not None:
+                np.copyto(interior, x)
+            loop(src, w, bias, sh, sw, dh, dw, mult, mode, lo, hi, out)
 
         return run

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.common import (
     apply_float_activation,
@@ -25,9 +26,21 @@ from rill.mobile.kernels.int16 import int16_activation
 from rill.mobile.kernels.lut import table_from_int8
 from rill.mobile.quant import Requantizer, multiply_by_quantized_multiplier, quantize_multiplier
 
-__all__ = ["Add", "Sub", "Mul"]
+__all__ = ["Add", "Sub", "Mul", "compiled_pairs"]
 
 LEFT_SHIFT = 20  # the reference int8 ADD/SUB headroom
+
+
+def compiled_pairs(loops, pair, au, bu, out, shape):
+    """The compiled pair-table lookup out = pair[a << 8 | b] over a and b (uint8 views)
+    broadcast to `shape` (at most 4-D)."""
+    shape4 = (1,) * (4 - len(shape)) + tuple(shape)
+
+    def view4(v):  # leading 1s (a view of the contiguous array), then broadcast
+        return np.broadcast_to(v.reshape((1,) * (4 - v.ndim) + v.shape), shape4)
+
+    a4, b4, out4, loop = view4(au), view4(bu), out.reshape(shape4), loops.pair_lookup
+    return lambda: loop(a4, b4, pair, out4)
 
 
 class _Binary(Kernel):
@@ -76,7 +89,11 @@ class _Binary(Kernel):
             ua = np.repeat(np.arange(256, dtype=np.int64), 256)
             ub = np.tile(np.arange(256, dtype=np.int64), 256)
             self.pair = np.ascontiguousarray(self.pair_values(ua, ub).astype(np.int8))
-            self.idx = self.scratch(shape, np.uint16)
+            # Compiled: one loop reads both inputs (broadcast views) and the table.
+            self.compiled = jit.loops() if len(shape) <= 4 else None
+            if self.compiled is None:
+                self.idx = self.scratch(shape, np.uint16)
+            self.shape = tuple(shape)
             return
         self.v1 = self.scratch(a.shape, np.int64)
         self.v2 = self.scratch(b.shape, np.int64)
@@ -84,8 +101,11 @@ class _Binary(Kernel):
         self.tmp = self.scratch(shape, np.int64)
 
     def bind_pairs(self, a, b, out, scratch):
-        idx, pair = scratch[self.idx], self.pair
+        pair = self.pair
         au, bu = a.view(np.uint8), b.view(np.uint8)
+        if self.compiled is not None:
+            return compiled_pairs(self.compiled, pair, au, bu, out, self.shape)
+        idx = scratch[self.idx]
 
         def run():
             np.copyto(idx, au)  # broadcast to the output's shape

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.common import (
     QuantizedGemm,
     apply_float_activation,
     float_activation,
     quantized_activation,
+    requant_arrays,
 )
 from rill.mobile.kernels.hybrid import HybridBatchMatMul, HybridFullyConnected
 from rill.mobile.kernels.int16 import Int16Stage, int16_fully_connected
@@ -182,12 +184,20 @@ class BatchMatMul(Kernel):
             for t in (lhs, rhs, out):
                 self.expect_quantized(t)
             self.zps = (float(lhs.zero_point), float(rhs.zero_point))
-            self.requant = Requantizer([_conv_multiplier(lhs, rhs, out)], out.zero_point)
-            self.lf = self.scratch(lhs.shape, np.float64)
-            self.rf = self.scratch(rhs.shape, np.float64)
-            self.acc_f = self.scratch(shape, np.float64)
-            self.acc = self.scratch(shape, np.int64)
-            self.tmp = self.scratch(shape, np.int64)
+            mult = _conv_multiplier(lhs, rhs, out)
+            self.requant = Requantizer([mult], out.zero_point)
+            # Σ (l − zl)(r − zr) over K terms is below K · 256²: exact in float32 while that
+            # stays under 2^24, in float64 otherwise (far below 2^53 for any realistic K).
+            self.compiled = jit.loops()
+            ftype = np.float32 if self.compiled is not None and k1 * 256**2 < 2**24 else np.float64
+            self.lf = self.scratch(lhs.shape, ftype)
+            self.rf = self.scratch(rhs.shape, ftype)
+            self.acc_f = self.scratch(shape, ftype)
+            if self.compiled is not None:  # the Requantizer's integers, one loop
+                self.consts = requant_arrays([mult], out.zero_point, n)
+            else:
+                self.acc = self.scratch(shape, np.int64)
+                self.tmp = self.scratch(shape, np.int64)
         return [shape]
 
     def bind(self, inputs, outputs, scratch):
@@ -215,12 +225,22 @@ class BatchMatMul(Kernel):
 
             return run
         lhs, rhs = inputs
-        lf, rf = scratch[self.lf], scratch[self.rf]
-        acc_f, acc, tmp = scratch[self.acc_f], scratch[self.acc], scratch[self.tmp]
+        lf, rf, acc_f = scratch[self.lf], scratch[self.rf], scratch[self.acc_f]
         a = lf.swapaxes(-1, -2) if adj_x else lf
         b = rf.swapaxes(-1, -2) if adj_y else rf
         zl, zr = self.zps
-        requant = self.requant
+        if self.compiled is not None:
+            loop, (m0, right, add, negfix) = self.compiled.requant_rows, self.consts
+            acc2, out2 = acc_f.reshape(-1, out.shape[-1]), out.reshape(-1, out.shape[-1])
+
+            def run_compiled():
+                np.subtract(lhs, zl, out=lf)
+                np.subtract(rhs, zr, out=rf)
+                np.matmul(a, b, out=acc_f)
+                loop(acc2, m0, right, add, negfix, -128, 127, out2)
+
+            return run_compiled
+        acc, tmp, requant = scratch[self.acc], scratch[self.tmp], self.requant
 
         def run():
             # Σ (l − zl)(r − zr) ≤ K · 255² stays far below 2^53: float64 BLAS is exact.

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.array_ops import _axis, _int_vector
 from rill.mobile.kernels.base import Kernel, register
+from rill.mobile.kernels.common import requant_arrays
 from rill.mobile.quant import Requantizer, quantize_multiplier
 
 __all__ = ["Mean", "Sum", "ReduceMax", "ReduceMin", "ReduceProd", "ArgMax", "ArgMin", "Cumsum"]
@@ -45,15 +47,36 @@ class Mean(Kernel):
             self.offset = x.zero_point * count
             self.requant = Requantizer(None, out.zero_point, fixed=fixed)
             self.acc = self.scratch(self.keep_shape, np.int64)
-            self.tmp = self.scratch(self.keep_shape, np.int64)
+            self.compiled = jit.loops()
+            if self.compiled is not None:  # the same integer arithmetic, one loop
+                self.consts = requant_arrays(None, out.zero_point, 1, fixed=fixed)
+            else:
+                self.tmp = self.scratch(self.keep_shape, np.int64)
         return [shape]
 
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0].reshape(self.keep_shape)
         axes = self.axes
         if not self.int8:
-            return lambda: np.mean(x, axis=axes, keepdims=True, out=out)
-        acc, tmp, requant, offset = scratch[self.acc], scratch[self.tmp], self.requant, self.offset
+            count = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+
+            def run_float():  # np.mean's own two steps, without its Python wrapper
+                np.add.reduce(x, axis=axes, keepdims=True, out=out)
+                np.divide(out, count, out=out)
+
+            return run_float
+        acc, offset = scratch[self.acc], self.offset
+        if self.compiled is not None:
+            loop, (m0, right, add, negfix) = self.compiled.requant_rows, self.consts
+            acc2, out2 = acc.reshape(-1, 1), out.reshape(-1, 1)
+
+            def run_compiled():
+                np.add.reduce(x, axis=axes, keepdims=True, dtype=np.int64, out=acc)
+                np.subtract(acc, offset, out=acc)
+                loop(acc2, m0, right, add, negfix, -128, 127, out2)
+
+            return run_compiled
+        tmp, requant = scratch[self.tmp], self.requant
 
         def run():
             np.sum(x, axis=axes, keepdims=True, dtype=np.int64, out=acc)
@@ -102,30 +125,60 @@ class _Reduce(Kernel):
 
 @register("SUM", max_version=2)
 class Sum(_Reduce):
-    """int8: the int32 sum of the raw values, then, as the reference kernel, in float32:
-    round(sum · (s_in / s_out) − zp_in · (s_in / s_out) · n) + zp_out, clamped."""
+    """int8 with a rescale (input and output quantization differ): the int32 sum of the raw
+    values, then, as LiteRT's kernel, in float32: round(sum · (s_in / s_out) − zp_in ·
+    (s_in / s_out) · n) + zp_out, clamped. int8 with the same quantization on both sides, and
+    int16 (which LiteRT requires to have it): Σ (q − zp) + zp, saturated to the type's range —
+    the same formula with a scale of 1, in integers. (LiteRT 2.21's BUILTIN_REF SUM disagrees with both its builtin kernel and its own
+    source on int8/int16; the fixtures hold the builtin kernel's outputs, see
+    tools/fixtures/make_tflite_op_fixtures.py.)"""
 
     ufunc = np.add
-    types = (np.float32, np.int32, np.int64, np.int8)
+    types = (np.float32, np.int32, np.int64, np.int8, np.int16)
 
     def prepare_quantized(self, x, out):
+        self.same = x.scale == out.scale and x.zero_point == out.zero_point
+        if x.dtype == np.int16 and not self.same:
+            raise self.fail(f"int16 input {x} and output {out} must share quantization")
+        info = np.iinfo(x.dtype)
+        self.range = (int(info.min), int(info.max))
+        self.acc = self.scratch(self.keep_shape, np.int64)
         f32 = np.float32
         self.scale = f32(f32(x.scale) / f32(out.scale))
         self.bias = f32(f32(-x.zero_point) * self.scale * f32(self.count))
         self.zp_out = out.zero_point
-        self.same = x.scale == out.scale and x.zero_point == out.zero_point
+        if not self.same:
+            self.v = self.scratch(self.keep_shape, np.float32)
 
     def bind(self, inputs, outputs, scratch):
         if not self.quantized:
             return super().bind(inputs, outputs, scratch)
         x, out = inputs[0], outputs[0].reshape(self.keep_shape)
-        axes, scale, bias, zp = self.axes, self.scale, self.bias, self.zp_out
+        axes, acc, (lo, hi) = self.axes, scratch[self.acc], self.range
+        if self.same:
+            offset = self.zp_out * (self.count - 1)
+
+            def run_same():
+                np.sum(x, axis=axes, keepdims=True, dtype=np.int64, out=acc)
+                np.subtract(acc, offset, out=acc)
+                np.clip(acc, lo, hi, out=acc)
+                np.copyto(out, acc, casting="unsafe")
+
+            return run_same
+        scale, bias, zp, v = self.scale, self.bias, np.float32(self.zp_out), scratch[self.v]
+        half = np.float32(0.5)
 
         def run():
-            s = np.sum(x, axis=axes, keepdims=True, dtype=np.int32)
-            v = s.astype(np.float32) * scale + bias
-            v = np.trunc(v + np.copysign(np.float32(0.5), v)) + zp
-            np.copyto(out, np.clip(v, -128, 127), casting="unsafe")
+            np.sum(x, axis=axes, keepdims=True, dtype=np.int64, out=acc)
+            np.copyto(v, acc, casting="unsafe")  # the int32 sum, exactly, as float32 does
+            np.multiply(v, scale, out=v)
+            np.add(v, bias, out=v)
+            # TfLiteRound: half away from zero
+            np.add(v, np.copysign(half, v), out=v)
+            np.trunc(v, out=v)
+            np.add(v, zp, out=v)
+            np.clip(v, lo, hi, out=v)
+            np.copyto(out, v, casting="unsafe")
 
         return run
 

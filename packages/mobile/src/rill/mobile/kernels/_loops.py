@@ -1,0 +1,162 @@
+"""The compiled loops behind rill.mobile.kernels.jit (import that module, not this one).
+
+Each loop gives exactly what the kernel's numpy path gives: the int8 loops do the reference
+kernels' integer arithmetic (int64 accumulators, MultiplyByQuantizedMultiplier with the shifts
+and nudges of rill.mobile.quant), the float loops do the numpy path's float32 operations in the
+same order (no fast-math, so no fused multiply-add and no reassociation). Arrays are
+C-contiguous unless a docstring says otherwise; 4-D ones are NHWC.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# error_model="numpy": IEEE results (inf, NaN) instead of exceptions, as numpy gives.
+_jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
+
+
+@_jit
+def _requant(acc, m0, right, add, negfix, lo, hi):  # pragma: no cover - compiled
+    # MultiplyByQuantizedMultiplier (double rounding) + zero point + clamp, as
+    # quant.Requantizer.apply: y = (acc · M0' + 2^30) >> 31, then (y + add − [y < 0]) >> right.
+    y = (acc * m0 + (1 << 30)) >> 31
+    if y < 0:
+        y -= negfix
+    y = (y + add) >> right
+    if y < lo:
+        return lo
+    if y > hi:
+        return hi
+    return y
+
+
+@_jit
+def requant_rows(acc, m0, right, add, negfix, lo, hi, out):  # pragma: no cover - compiled
+    """out[r, c] = requant(int(acc[r, c])) with channel c's constants (int64 arrays [C]);
+    acc holds integers (any numeric type in which they are exact)."""
+    rows, c = out.shape
+    for r in range(rows):
+        for q in range(c):
+            out[r, q] = _requant(int(acc[r, q]), m0[q], right[q], add[q], negfix[q], lo, hi)
+
+
+@_jit
+def requant_folded(acc, fold, offset, step, threshold, correct, lo, hi, out):  # pragma: no cover
+    """common.OutputStage's folded float64 requantization, one element at a time in the numpy
+    path's operations: p = acc · fold[c] + offset[c] (exact), the negative-tie correction
+    p − min(max(p · −2^31 + threshold, 0), step[c]) when `correct`, floor, clamp to [lo, hi]."""
+    rows, c = out.shape
+    for r in range(rows):
+        for q in range(c):
+            p = np.float64(acc[r, q]) * fold[q] + offset[q]
+            if correct:
+                t = p * -2147483648.0 + threshold
+                t = max(t, 0.0)
+                t = min(t, step[q])
+                p = p - t
+            p = np.floor(p)
+            if p < lo:
+                p = lo
+            elif p > hi:
+                p = hi
+            out[r, q] = np.int8(p)
+
+
+@_jit
+def requant_rows_single(acc, m0, right, add, lo, hi, out):  # pragma: no cover - compiled
+    """The single-rounding variant (FULLY_CONNECTED): (acc · M0 + add) >> right, clamped."""
+    rows, c = out.shape
+    for r in range(rows):
+        for q in range(c):
+            y = (int(acc[r, q]) * m0[q] + add[q]) >> right[q]
+            out[r, q] = lo if y < lo else (hi if y > hi else y)
+
+
+@_jit
+def depthwise_int8(x, w, bias, zp, sh, sw, dh, dw, mult, m0, right, add, negfix, lo, hi, out):
+    """int8 DEPTHWISE_CONV_2D on the padded input x [N, H, W, C] (its border holds zp):
+    acc[o] = bias[o] + Σ_taps (x − zp) · w[ky, kx, o], o = c · mult + m, then the output stage.
+    w is int32 [KH, KW, C·mult], bias int32 [C·mult]; the caller has checked that no partial
+    sum reaches 2^31 (128 · Σ|w| + |bias| < 2^31), so int32 accumulators are exact. One output
+    row at a time: the taps' products accumulate into a row buffer [OW, C·mult]."""
+    n_, oh, ow, co = out.shape
+    kh, kw = w.shape[0], w.shape[1]
+    acc = np.empty((ow, co), np.int32)
+    for n in range(n_):
+        for i in range(oh):
+            for j in range(ow):
+                for o in range(co):
+                    acc[j, o] = bias[o]
+            for ky in range(kh):
+                xr = x[n, i * sh + ky * dh]
+                for kx in range(kw):
+                    wt = w[ky, kx]
+                    for j in range(ow):
+                        src, a = xr[j * sw + kx * dw], acc[j]
+                        if mult == 1:
+                            for o in range(co):
+                                a[o] += (np.int32(src[o]) - zp) * wt[o]
+                        else:
+                            for o in range(co):
+                                a[o] += (np.int32(src[o // mult]) - zp) * wt[o]
+            orow = out[n, i]
+            for j in range(ow):
+                a, dst = acc[j], orow[j]
+                for o in range(co):
+                    dst[o] = _requant(np.int64(a[o]), m0[o], right[o], add[o], negfix[o], lo, hi)
+
+
+@_jit
+def depthwise_float(x, w, bias, sh, sw, dh, dw, mult, mode, lo, hi, out):  # pragma: no cover
+    """float32 DEPTHWISE_CONV_2D on the padded input x, in the numpy path's order: the first
+    tap's product, then + each further tap's product (taps in row-major order), + bias, then
+    the activation as common.apply_float_activation does it (`mode` 0: none; 1: np.maximum
+    with lo, which turns −0 into +0; 2: np.clip to [lo, hi], which keeps −0; NaN stays NaN).
+    w [KH, KW, C·mult], bias [C·mult], lo and hi float32. The output row accumulates."""
+    n_, oh, ow, co = out.shape
+    kh, kw = w.shape[0], w.shape[1]
+    for n in range(n_):
+        for i in range(oh):
+            orow = out[n, i]
+            for t in range(kh * kw):
+                ky, kx = t // kw, t % kw
+                xr, wt = x[n, i * sh + ky * dh], w[ky, kx]
+                for j in range(ow):
+                    src, dst = xr[j * sw + kx * dw], orow[j]
+                    if mult != 1:
+                        for o in range(co):
+                            p = src[o // mult] * wt[o]
+                            dst[o] = p if t == 0 else dst[o] + p
+                    elif t == 0:
+                        for o in range(co):
+                            dst[o] = src[o] * wt[o]
+                    else:
+                        for o in range(co):
+                            dst[o] = dst[o] + src[o] * wt[o]
+            for j in range(ow):
+                dst = orow[j]
+                for o in range(co):
+                    v = dst[o] + bias[o]
+                    if mode == 1:
+                        if v == v and not v > lo:
+                            v = lo
+                    elif mode == 2:
+                        if v < lo:
+                            v = lo
+                        elif v > hi:
+                            v = hi
+                    dst[o] = v
+
+
+@_jit
+def pair_lookup(a, b, table, out):  # pragma: no cover - compiled
+    """out[i, j, k, l] = table[(a[...] << 8) | b[...]] over 4-D uint8 views a and b broadcast
+    to out's shape (any strides, 0 where broadcast); out is C-contiguous."""
+    d0, d1, d2, d3 = out.shape
+    for i in range(d0):
+        for j in range(d1):
+            for k in range(d2):
+                ra, rb, ro = a[i, j, k], b[i, j, k], out[i, j, k]
+                for q in range(d3):
+                    ro[q] = table[(np.int32(ra[q]) << 8) | np.int32(rb[q])]

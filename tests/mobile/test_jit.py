@@ -1,0 +1,200 @@
+"""The interpreter's compiled loops (rill.mobile.kernels.jit) against its numpy paths: the same
+bits on every kernel they replace, on hand-made operators with awkward values (−0, NaN, ties of
+the roundings) and on every converter-made model fixture; and the compiled output stage against
+the int64 Requantizer."""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+
+import numpy as np
+import pytest
+from mobile.kernel_testing import RNG, fconst, fp, q8, qbias, qweights, sample
+from mobile.tflite_builder import T, rill_run, single_op
+
+from rill.mobile.kernels import jit
+from rill.mobile.quant import Requantizer
+
+pytest.importorskip("numba")
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "tflite"
+SAME, VALID = 0, 1
+
+
+@pytest.fixture
+def compiled():
+    old = jit.set_enabled(True)
+    assert jit.loops() is not None
+    yield
+    jit.set_enabled(old)
+
+
+def _both(model: bytes, feeds) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    old = jit.set_enabled(False)
+    try:
+        plain = rill_run(model, feeds)
+        jit.set_enabled(True)
+        fast = rill_run(model, feeds)
+    finally:
+        jit.set_enabled(old)
+    return plain, fast
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> None:
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def _conv_out(size, k, stride, dil, pad):
+    eff = (k - 1) * dil + 1
+    return -(-size // stride) if pad == SAME else (size - eff) // stride + 1
+
+
+# (input NHWC, multiplier, kernel, stride, dilation, padding, activation)
+DW_CASES = [
+    ((1, 8, 8, 3), 1, (3, 3), (1, 1), (1, 1), SAME, 1),
+    ((1, 9, 9, 3), 2, (3, 3), (2, 2), (1, 1), SAME, 0),
+    ((2, 7, 6, 4), 1, (2, 3), (1, 2), (1, 1), VALID, 3),
+    ((1, 10, 10, 2), 3, (3, 3), (1, 1), (2, 2), SAME, 0),
+    ((1, 12, 12, 24), 1, (5, 5), (2, 2), (1, 1), SAME, 3),
+]
+
+
+def _dw_options(stride, dil, pad, act, mult):
+    return {"padding": pad, "stride_w": stride[1], "stride_h": stride[0],
+            "dilation_w_factor": dil[1], "dilation_h_factor": dil[0],
+            "fused_activation_function": act, "depth_multiplier": mult}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", DW_CASES)
+def test_depthwise_float_compiled_is_bit_identical(case):
+    shape, mult, (kh, kw), stride, dil, pad, act = case
+    n, h, w, c = shape
+    oh, ow = _conv_out(h, kh, stride[0], dil[0], pad), _conv_out(w, kw, stride[1], dil[1], pad)
+    filt = RNG.standard_normal((1, kh, kw, c * mult)).astype(np.float32)
+    filt[0, 0, 0, 0] = -0.0
+    model = single_op("DEPTHWISE_CONV_2D", [fp(*shape), fconst(filt),
+                                            fconst(RNG.standard_normal(c * mult))],
+                      [fp(n, oh, ow, c * mult)], _dw_options(stride, dil, pad, act, mult))  # fmt: skip
+    x = RNG.standard_normal(shape).astype(np.float32)
+    x[0, 0, 0, 0], x[0, -1, -1, -1] = np.nan, -0.0  # NaN stays NaN through every clamp
+    x[0, 1] = 0.0  # products of zeros: −0 where the weight is negative
+    plain, fast = _both(model, [x])
+    _same_bits(plain[0], fast[0])
+    assert np.isnan(fast[0]).any()
+
+
+def test_depthwise_float_negative_zero_through_relu_and_relu6():
+    """np.maximum turns −0 into +0, np.clip keeps it: the compiled clamp does the same."""
+    filt = np.ones((1, 1, 1, 4), np.float32)
+    bias = np.full(4, -0.0, np.float32)
+    x = np.full((1, 2, 2, 4), -0.0, np.float32)
+    for act in (0, 1, 3):
+        model = single_op("DEPTHWISE_CONV_2D", [fp(1, 2, 2, 4), fconst(filt), fconst(bias)],
+                          [fp(1, 2, 2, 4)], _dw_options((1, 1), (1, 1), VALID, act, 1))  # fmt: skip
+        plain, fast = _both(model, [x])
+        _same_bits(plain[0], fast[0])
+
+
+@pytest.mark.parametrize("case", DW_CASES)
+def test_depthwise_int8_compiled_is_bit_identical(case):
+    shape, mult, (kh, kw), stride, dil, pad, act = case
+    n, h, w, c = shape
+    oh, ow = _conv_out(h, kh, stride[0], dil[0], pad), _conv_out(w, kw, stride[1], dil[1], pad)
+    x = q8(*shape)
+    filt = qweights((1, kh, kw, c * mult), 3)
+    out = q8(n, oh, ow, c * mult, scale=float(RNG.uniform(0.05, 0.3)))
+    model = single_op("DEPTHWISE_CONV_2D", [x, filt, qbias(c * mult, x, filt)], [out],
+                      _dw_options(stride, dil, pad, act, mult), version=3)  # fmt: skip
+    plain, fast = _both(model, [sample(x)])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 10  # not a saturated output
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "FULLY_CONNECTED"])
+@pytest.mark.parametrize("act", [0, 1])
+def test_int8_products_compiled_stage_is_bit_identical(op, act):
+    x = q8(1, 6, 6, 20) if op == "CONV_2D" else q8(3, 40)
+    if op == "CONV_2D":
+        filt = qweights((12, 3, 3, 20), 0)
+        out = q8(1, 6, 6, 12, scale=float(RNG.uniform(0.3, 0.8)))
+        opts = {"padding": SAME, "stride_w": 1, "stride_h": 1, "fused_activation_function": act}
+    else:
+        filt = qweights((12, 40), 0)
+        out = q8(3, 12, scale=float(RNG.uniform(0.3, 0.8)))
+        opts = {"fused_activation_function": act}
+    model = single_op(op, [x, filt, qbias(12, x, filt)], [out], opts, version=3)
+    plain, fast = _both(model, [sample(x)])
+    _same_bits(plain[0], fast[0])
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_compiled_output_stage_equals_int64_requantizer(single, compiled):
+    from rill.mobile.kernels.common import OutputStage
+
+    class K:  # a stand-in kernel collecting scratch requests
+        def scratch(self, shape, dtype):
+            raise AssertionError("the compiled stage needs no scratch")
+
+    rng = np.random.default_rng(5)
+    ms = rng.uniform(1e-4, 0.9, 6)
+    ms[0], ms[1] = 1.5, 0.75  # a left shift; shift 0 (no second rounding)
+    acc = rng.integers(-(2**20), 2**20, (3000, 6))
+    acc[:9, :] = [[v] * 6 for v in (-4, -3, -2, -1, 0, 1, 2, 3, 4)]  # small values, many ties
+    # A bound of 2^21 keeps P = acc · M below 2^53 (the folded loop); 2^30 does not (the
+    # integer loop); the accumulators stay within both.
+    for (lo, hi), bound in itertools.product(((-128, 127), (-20, 127), (5, 60)), (2**21, 2**30)):
+        stage = OutputStage(K(), ms, np.full(6, float(bound)), -7, lo, hi, (3000, 6), single)
+        assert stage.compiled is not None
+        assert (stage.cfold is not None) == (bound == 2**21)
+        assert stage.acc_dtype == (np.float32 if bound == 2**21 else np.float64)
+        out = np.empty((3000, 6), np.int8)
+        stage.bind([])(acc.astype(np.float32), out)
+        want = acc.astype(np.int64)
+        Requantizer(ms, -7, lo, hi, single_rounding=single).apply(want, np.empty_like(want))
+        np.testing.assert_array_equal(out, want)
+
+
+def _fixture_models():
+    names = ["cnn_float", "cnn_int8"]
+    names += sorted(f"models/{p.stem}" for p in (FIXTURES / "models").glob("*.tflite"))
+    return names
+
+
+@pytest.mark.parametrize("name", _fixture_models())
+def test_fixture_models_same_bits_with_and_without_compiled_loops(name):
+    model = (FIXTURES / f"{name}.tflite").read_bytes()
+    data = np.load(FIXTURES / f"{name}.npz")
+    keys = sorted((k for k in data.files if k.startswith("input_")), key=lambda k: int(k[6:]))
+    feeds = [data[k] for k in keys]
+    plain, fast = _both(model, feeds)
+    for a, b in zip(plain, fast):
+        _same_bits(a, b)
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL", "SQUARED_DIFFERENCE"])
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (2, 3, 4)), ((1, 16, 1), (1, 1, 32)),
+                                    ((3, 1, 5, 2), ()), ((7,), (2, 3, 7))])  # fmt: skip
+def test_int8_pair_lookup_compiled_is_bit_identical(op, shapes):
+    sa, sb = shapes
+    out_shape = np.broadcast_shapes(sa, sb)
+    a, b, out = q8(*sa), q8(*sb), q8(*out_shape)
+    opts = {} if op == "SQUARED_DIFFERENCE" else {"fused_activation_function": 1}
+    model = single_op(op, [a, b], [out], opts, version=2 if op == "SQUARED_DIFFERENCE" else 1)
+    plain, fast = _both(model, [sample(a), sample(b)])
+    _same_bits(plain[0], fast[0])
+
+
+def test_int8_mean_and_batch_matmul_compiled_are_bit_identical():
+    x = q8(2, 5, 6, 7)
+    axes = np.array([1, 2], np.int32)
+    mean = single_op("MEAN", [x, T(axes.shape, np.int32, axes)], [q8(2, 1, 1, 7)],
+                     {"keep_dims": True}, version=2)  # fmt: skip
+    plain, fast = _both(mean, [sample(x)])
+    _same_bits(plain[0], fast[0])
+    lhs, rhs = q8(2, 4, 9), q8(2, 9, 5)
+    bmm = single_op("BATCH_MATMUL", [lhs, rhs], [q8(2, 4, 5, scale=2.0)], {}, version=4)
+    plain, fast = _both(bmm, [sample(lhs), sample(rhs)])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 5

@@ -27,54 +27,70 @@ def _epilogue(v, b, act, zero, six):  # pragma: no cover - compiled
 
 
 @_jit
-def depthwise_nchw(xp, w, bias, out, sh, sw, dh, dw, act, lo, hi):  # pragma: no cover - compiled
+def depthwise_nchw(
+    x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, act, lo, hi
+):  # pragma: no cover - compiled
     """out[b, q] for the planes p = b * C·M + q in [lo, hi): 0 + x·w(tap 0) + x·w(tap 1) + ...
-    over the taps in row-major order (the NCHW numpy kernel's order) from the zero-padded input
-    xp [n, c, h', w'] (every tap inside it) and the filter w [kh, kw, c, m]; then, when bias has
-    elements, + bias[q] and the activation `act` (0 none, 1 Relu, 2 Relu6).
+    over the taps in row-major order (the NCHW numpy kernel's order) from x [n, c, h, w]
+    zero-padded to [hp, wp] (top rows and left columns before it), and the filter w
+    [kh, kw, c, m]; then, when bias has elements, + bias[q] and the activation `act` (0 none,
+    1 Relu, 2 Relu6).
 
-    The sums build up in a buffer, one long contiguous loop per tap (which the compiler
-    vectorizes): with stride 1 over the whole plane at the padded input's width (the columns
-    past the output's are computed and dropped), otherwise a row at a time."""
+    Each channel's plane is first copied, padded, into a buffer, split into its sh × sw phases
+    (rows and columns by their remainder modulo the stride): a tap's inputs for the whole output
+    plane are then one contiguous run at the phase's width (the columns past the output's are
+    computed and dropped). The sums build up in a second buffer, one long loop per tap, which
+    the compiler vectorizes."""
     kh, kw, _, mult = w.shape
+    _, c, h, wd = x.shape
     _, cm, oh, ow = out.shape
-    hp, wp = xp.shape[2], xp.shape[3]
     zero, six = out.dtype.type(0), out.dtype.type(6)
     has_bias = bias.shape[0] > 0
-    wide = sh == 1 and sw == 1
-    span = (oh - 1) * wp + ow if wide else ow
+    hq = (hp + sh - 1) // sh
+    wq = (wp + sw - 1) // sw
+    span = (oh - 1) * wq + ow
     acc = np.empty(span, out.dtype)
+    phases = np.zeros((sh * sw, hq * wq), out.dtype)
+    last = -1
     for p in range(lo, hi):
         b = p // cm
         q = p - b * cm
         ci = q // mult
         m = q - ci * mult
-        flat = xp[b, ci].reshape(hp * wp)
+        if b * c + ci != last:  # the channel's padded plane, by phase
+            last = b * c + ci
+            for y in range(hq * sh):
+                yy = y - top
+                inside = y < hp and 0 <= yy < h
+                for pc in range(sw):
+                    dst = phases[(y % sh) * sw + pc, (y // sh) * wq : (y // sh + 1) * wq]
+                    for k in range(wq):
+                        kk = k * sw + pc - left
+                        if inside and 0 <= kk < wd:
+                            dst[k] = x[b, ci, yy, kk]
+                        else:
+                            dst[k] = zero
+        for o in range(span):
+            acc[o] = zero
+        for i in range(kh):
+            ri = i * dh
+            for j in range(kw):
+                cj = j * dw
+                wv = w[i, j, ci, m]
+                start = (ri // sh) * wq + cj // sw
+                src = phases[(ri % sh) * sw + cj % sw, start : start + span]
+                for o in range(span):
+                    acc[o] += src[o] * wv
         bq = bias[q] if has_bias else zero
-        for r in range(1 if wide else oh):
-            for o in range(span):
-                acc[o] = zero
-            for i in range(kh):
-                for j in range(kw):
-                    wv = w[i, j, ci, m]
-                    start = (r * sh + i * dh) * wp + j * dw
-                    if wide:
-                        src = flat[start : start + span]
-                        for o in range(span):
-                            acc[o] += src[o] * wv
-                    else:
-                        src = flat[start : start + (ow - 1) * sw + 1 : sw]
-                        for o in range(ow):
-                            acc[o] += src[o] * wv
-            for rr in range(oh if wide else 1):
-                dst = out[b, q, rr if wide else r]
-                row = acc[rr * wp : rr * wp + ow] if wide else acc
-                if has_bias:
-                    for o in range(ow):
-                        dst[o] = _epilogue(row[o], bq, act, zero, six)
-                else:
-                    for o in range(ow):
-                        dst[o] = row[o]
+        for r in range(oh):
+            dst = out[b, q, r]
+            row = acc[r * wq : r * wq + ow]
+            if has_bias:
+                for o in range(ow):
+                    dst[o] = _epilogue(row[o], bq, act, zero, six)
+            else:
+                for o in range(ow):
+                    dst[o] = row[o]
 
 
 @_jit

@@ -180,12 +180,7 @@ def fused_depthwise_conv2d_native(
         (sh, sw), (dh, dw) = win.strides, win.dilations
         hp = max((oh - 1) * sh + (kh - 1) * dh + 1, top + h)
         wp = max((ow - 1) * sw + (kw - 1) * dw + 1, left + wd)
-        if (top, left, hp, wp) == (0, 0, h, wd):
-            xp = np.ascontiguousarray(x)
-        else:
-            xp = scratch("depthwise_pad", n * c * hp * wp, x.dtype).reshape(n, c, hp, wp)
-            xp[...] = 0
-            xp[:, :, top : top + h, left : left + wd] = x
+        x = np.ascontiguousarray(x)
         w = np.ascontiguousarray(w)
         bias = np.ascontiguousarray(bias.astype(x.dtype, copy=False))
         per_plane = max(1, oh * ow * kh * kw)
@@ -196,7 +191,8 @@ def fused_depthwise_conv2d_native(
         def run(lo, hi):
             for r0 in range(lo, hi, rows):
                 r1 = min(hi, r0 + rows)
-                loops.depthwise_nchw(xp, w, bias, out, sh, sw, dh, dw, code or 0, r0, r1)
+                loops.depthwise_nchw(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp,
+                                     code or 0, r0, r1)  # fmt: skip
                 if extra is not None:
                     extra(planes[r0:r1])  # while the planes are in cache
 

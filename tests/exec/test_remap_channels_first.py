@@ -180,3 +180,36 @@ def test_a_depthwise_error_names_the_convolution():
         with pytest.raises(InvalidArgumentError, match="depth") as e:
             s.run(y, {x: np.ones((1, 3, 5, 5), np.float32)})  # 3 channels, the filter wants 2
     assert e.value.op is not None and e.value.op.name == "the_dw"
+
+
+def test_matmul_bias_swish_fuses_and_matches():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None, 6])
+        m = rg.matmul(x, _const(RNG.standard_normal((6, 4)), np.float32))
+        y = _act("Swish", _op("BiasAdd", [m, _const(RNG.standard_normal(4), np.float32)]),
+                 np.float32)  # fmt: skip
+    fused, plain, types = run_both(g, [y], {x: _inputs([5, 6], np.float32)})
+    assert "_FusedMatMul" in types and "Sigmoid" not in types and "Mul" not in types
+    assert_identical(fused, plain)
+
+
+def test_depthwise_planes_split_over_threads_match():
+    import rill.exec.kernels.intra_op as intra_op
+    from rill.exec.kernels.fused_conv_kernels import fused_depthwise_conv2d_native
+
+    x = _inputs([3, 10, 12, 12], np.float32)
+    w = (RNG.standard_normal((3, 3, 10, 2)) * 0.5).astype(np.float32)
+    b = RNG.standard_normal(20).astype(np.float32)
+    results = []
+    saved = intra_op._THREADS
+    try:
+        for threads in (1, 4):
+            intra_op._THREADS = threads
+            k = fused_depthwise_conv2d_native([1, 1, 2, 1], "SAME", [], "NCHW", [1, 1, 1, 1],
+                                              ["BiasAdd", "HardSwish"], 1, 0.2)  # fmt: skip
+            with np.errstate(all="ignore"):  # as in a step (the inputs hold NaN and inf)
+                results.append(k(x, w, b))
+    finally:
+        intra_op._THREADS = saved
+    assert_identical(results[:1], results[1:])

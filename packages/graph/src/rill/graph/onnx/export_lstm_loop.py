@@ -3,8 +3,8 @@
 The while loop `dynamic_rnn` builds around an LSTMBlockCell (rill.train's LSTMCell and
 BasicLSTMCell) reads step t of a TensorArray unstacked from the time-major input, runs the cell on
 (x_t, c, h), writes h into an output TensorArray and carries (c, h). When the loop is exactly
-that — no sequence lengths (their Selects), no other ops in the body, a cell without a cell clip
-(ONNX's `clip` bounds the gate inputs, not the cell state) — it becomes
+that — float32, no sequence lengths (their Selects), no other ops in the body, a cell without a
+cell clip (ONNX's `clip` bounds the gate inputs, not the cell state) — it becomes
 
     Y, Y_h, Y_c = LSTM(X, W, R, B, "", h0, c0[, P])     (hidden_size H, forward)
 
@@ -114,6 +114,8 @@ def try_emit_lstm_loop(ctx, merges, switches, exits, entries, nexts, body_ops, c
                                    and _const_int(ctx, rng._inputs[2], 1)):  # fmt: skip
         return False
     x = scatter._inputs[2]
+    if x.dtype.np != np.float32:
+        return False  # onnxruntime's CPU LSTM takes float32 only
     if x.shape.rank != 3 or w.shape.rank != 2 or w.shape[1] is None:
         return False
     hidden = w.shape[1] // 4

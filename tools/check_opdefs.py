@@ -36,6 +36,15 @@ ALLOWED_DIFFERENCES: dict[tuple[str, str], str] = {
         "rill's attr grammar has no tensor defaults; the image_summary builder always sets "
         "TensorFlow's default (opaque red) and the kernel uses it when the attr is absent"
     ),
+    ("_FusedDepthwiseConv2dNative", "attr padding: allowed"): (
+        "the remapper fuses the EXPLICIT-padded depthwise convolutions ONNX models import as "
+        "(asymmetric pads), which TensorFlow's fused op cannot express; planner-only, never "
+        "serialized into a user's graph"
+    ),
+    ("_FusedDepthwiseConv2dNative", "attr explicit_paddings: extra"): (
+        "carries the pads of EXPLICIT padding (see the padding entry), as DepthwiseConv2dNative's "
+        "own explicit_paddings attr does"
+    ),
 }
 
 

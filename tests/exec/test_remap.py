@@ -109,18 +109,6 @@ def test_a_fetched_intermediate_stops_the_fusion_there():
     assert_identical(fused, plain)
 
 
-def test_nchw_convolutions_stay_unfused():
-    g = rg.Graph()
-    with g.as_default():
-        x = rg.placeholder(rg.float32, [1, 2, 5, 5])
-        w = rg.constant(RNG.standard_normal((3, 3, 2, 4)).astype(np.float32))
-        b = rg.constant(RNG.standard_normal(4).astype(np.float32))
-        y = rg.relu(rg.bias_add(rg.conv2d(x, w, [1, 1, 1, 1], "SAME", data_format="NCHW"), b,
-                                data_format="NCHW"))  # fmt: skip
-    _, _, types = run_both(g, [y], {x: np.ones((1, 2, 5, 5), np.float32)})
-    assert "_FusedConv2D" not in types
-
-
 def test_a_control_dependency_on_an_intermediate_stops_the_fusion():
     g = rg.Graph()
     with g.as_default():

@@ -1,7 +1,8 @@
 """CPU kernels for the fused ops the planner's remapper substitutes (rill.graph.ops.fused_ops).
 
 _FusedConv2D and _FusedMatMul run the product with the Conv2D / MatMul kernel, then add the bias
-and apply the activation in place, a cache-sized piece of rows at a time: no intermediate
+and apply the activation in place (channels-first _FusedConv2D and _FusedDepthwiseConv2dNative:
+fused_conv_kernels), a cache-sized piece of rows at a time: no intermediate
 tensor is allocated, and each piece is still in cache for the activation. A convolution that is
 computed in blocks of output rows finishes each block right after its product. The arithmetic is
 the unfused ops' own, so results are identical. _FusedMaxPoolGrad is in pool_kernels.
@@ -47,7 +48,12 @@ def _activation(name: str, alpha: float):
             a[...] = np.where(w > 0, w, w * alpha)
 
         return leaky
-    raise InvalidArgumentError(f"unsupported fused activation {name!r}")
+    from rill.exec.kernels.fused_conv_kernels import extra_activation  # it imports this module
+
+    extra = extra_activation(name)
+    if extra is None:
+        raise InvalidArgumentError(f"unsupported fused activation {name!r}")
+    return extra
 
 
 def _epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
@@ -108,12 +114,17 @@ def fused_conv2d(
     strides, padding, explicit_paddings, data_format, dilations, fused_ops, num_args,
     leakyrelu_alpha, filter_format, num_host_args,
 ):  # fmt: skip
-    if data_format != "NHWC" or filter_format != "HWIO" or num_host_args:
+    if data_format not in ("NHWC", "NCHW") or filter_format != "HWIO" or num_host_args:
         raise InvalidArgumentError(
-            "the CPU _FusedConv2D takes NHWC data and an HWIO filter without host arguments, got "
-            f"{data_format}, {filter_format} and {num_host_args}"
+            "the CPU _FusedConv2D takes NHWC or NCHW data and an HWIO filter without host "
+            f"arguments, got {data_format}, {filter_format} and {num_host_args}"
         )
-    epilogue = _epilogue(fused_ops, num_args, leakyrelu_alpha, "_FusedConv2D")
+    if data_format == "NCHW":
+        from rill.exec.kernels.fused_conv_kernels import nchw_epilogue  # it imports this module
+
+        epilogue = nchw_epilogue(fused_ops, num_args, leakyrelu_alpha, "_FusedConv2D")
+    else:
+        epilogue = _epilogue(fused_ops, num_args, leakyrelu_alpha, "_FusedConv2D")
     return _conv2d(strides, padding, explicit_paddings, data_format, dilations, epilogue)
 
 

@@ -2,8 +2,11 @@
 
 Like TensorFlow's grappler remapper, it runs on the step plan (never on the user's graph):
 
-- Conv2D → BiasAdd [→ Relu | Relu6 | Elu | LeakyRelu]  becomes  _FusedConv2D (NHWC);
+- Conv2D → BiasAdd [→ activation]  becomes  _FusedConv2D (NHWC or NCHW);
+- DepthwiseConv2dNative → BiasAdd [→ activation]  becomes  _FusedDepthwiseConv2dNative;
 - MatMul → BiasAdd or Add/AddV2 of a vector [→ activation]  becomes  _FusedMatMul;
+- the activation: Relu, Relu6, Elu, LeakyRelu, or (float32 and float64) the Sigmoid, Swish,
+  HardSigmoid and HardSwish chains of imported models (see remap_activations);
 - ReluGrad(MaxPoolGrad(x, y, g), x)  becomes  _FusedMaxPoolGrad (the gradient of a max pool over a
   Relu's output, through the Relu).
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 from rill.exec.kernel_registry import find_kernel
 from rill.exec.plan.ir import PlanGraph, PlanNode
+from rill.exec.plan.remap_activations import activation_chain
 from rill.graph import dtypes
 from rill.graph.op_def import get_op_def
 
@@ -26,7 +30,6 @@ __all__ = ["remap"]
 
 # Floating types only (the fused ops' own type sets narrow this further per op).
 _FLOATS = frozenset({dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64})
-_ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "LeakyRelu"})
 _CONV_ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
 
 
@@ -37,14 +40,19 @@ def remap(pg: PlanGraph) -> int:
     controlled = {c for n in pg.nodes for c in n.control_inputs}
     removed: dict[PlanNode, PlanNode] = {}  # intermediate -> the fused node replacing it
 
+    def free(n: PlanNode) -> bool:
+        """Whether n's value may disappear into a fused op."""
+        return n not in fetched and n not in controlled and n not in removed
+
     def sole_consumer(n: PlanNode):
         """The one consumer of n's only output, when n may disappear into it."""
         uses = consumers[n]
-        if len(uses) != 1 or n in fetched or n in controlled:
-            return None
-        if n in removed or uses[0][1] != 0:
+        if len(uses) != 1 or not free(n) or uses[0][1] != 0:
             return None
         return uses[0][0]
+
+    def act_chain(b: PlanNode):
+        return activation_chain(b, consumers, free) if free(b) else None
 
     def kernel_ok(n: PlanNode, fused_type: str, attrs: dict) -> bool:
         """Whether the fused op allows this dtype and the device has a kernel for it."""
@@ -58,41 +66,40 @@ def remap(pg: PlanGraph) -> int:
     for n in list(pg.nodes):
         if n in removed:
             continue
-        if n.type in ("Conv2D", "MatMul") and n.attrs.get("T") in _FLOATS:
-            chain = _bias_chain(n, sole_consumer)
+        if n.type in _PRODUCTS and n.attrs.get("T") in _FLOATS:
+            chain = _bias_chain(n, sole_consumer, act_chain)
             if chain is None:
                 continue
-            bias_node, bias_input, act = chain
-            last = act or bias_node
-            if n.type == "Conv2D":
-                if (
-                    n.attrs["data_format"] != "NHWC"
-                    or bias_node.attrs.get("data_format", "NHWC") != "NHWC"
-                ):
+            bias_node, bias_input, act, act_nodes = chain
+            last = act_nodes[-1] if act_nodes else bias_node
+            if n.type in ("Conv2D", "DepthwiseConv2dNative"):
+                fmt = n.attrs["data_format"]
+                if fmt not in ("NHWC", "NCHW") or bias_node.attrs.get("data_format", "NHWC") != fmt:
                     continue
-                fused_type = "_FusedConv2D"
+                fused_type = _PRODUCTS[n.type]
                 attrs = {k: n.attrs[k] for k in _CONV_ATTRS}
-                attrs.update(
-                    use_cudnn_on_gpu=n.attrs.get("use_cudnn_on_gpu", True),
-                    TArgs=[n.attrs["T"]],
-                    num_host_args=0,
-                    filter_format="HWIO",
-                )
+                if n.type == "Conv2D":
+                    attrs.update(
+                        use_cudnn_on_gpu=n.attrs.get("use_cudnn_on_gpu", True),
+                        TArgs=[n.attrs["T"]],
+                        num_host_args=0,
+                        filter_format="HWIO",
+                    )
             else:
                 fused_type = "_FusedMatMul"
                 attrs = {k: n.attrs[k] for k in ("transpose_a", "transpose_b")}
             attrs.update(
                 T=n.attrs["T"],
                 num_args=1,
-                fused_ops=["BiasAdd", *([act.type] if act else [])],
+                fused_ops=["BiasAdd", *([act] if act else [])],
                 epsilon=0.0001,
-                leakyrelu_alpha=float(act.attrs.get("alpha", 0.2)) if act else 0.2,
+                leakyrelu_alpha=float(act_nodes[0].attrs.get("alpha", 0.2)) if act else 0.2,
             )
             if any(m.device is not n.device for m in (bias_node, last)):
                 continue
             if not kernel_ok(n, fused_type, attrs):
                 continue
-            gone = (n, bias_node) if act else (n,)
+            gone = (n, bias_node, *act_nodes[:-1]) if act else (n,)
             _become(last, fused_type, attrs, [*n.inputs, bias_input], n, gone)
             for m in gone:
                 removed[m] = last
@@ -116,8 +123,14 @@ def remap(pg: PlanGraph) -> int:
     return fused
 
 
-def _bias_chain(n: PlanNode, sole_consumer):
-    """(bias node, the bias input edge, activation node or None) following product n."""
+# Products the remapper fuses, and their fused ops.
+_PRODUCTS = {"Conv2D": "_FusedConv2D", "DepthwiseConv2dNative": "_FusedDepthwiseConv2dNative",
+             "MatMul": "_FusedMatMul"}  # fmt: skip
+
+
+def _bias_chain(n: PlanNode, sole_consumer, act_chain):
+    """(bias node, the bias input edge, activation name or None, the activation's nodes)
+    following product n."""
     b = sole_consumer(n)
     if b is None or b.device is not n.device:
         return None
@@ -132,10 +145,10 @@ def _bias_chain(n: PlanNode, sole_consumer):
         bias = other[0]
     else:
         return None
-    act = sole_consumer(b)
-    if act is not None and (act.type not in _ACTIVATIONS or act.device is not n.device):
-        act = None
-    return b, bias, act
+    found = act_chain(b)
+    if found is None:
+        return b, bias, None, []
+    return b, bias, found[0], found[1]
 
 
 def _is_bias_for(edge, product: PlanNode) -> bool:

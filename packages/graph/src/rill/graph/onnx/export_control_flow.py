@@ -20,6 +20,7 @@ from __future__ import annotations
 from onnx import TensorProto, helper
 
 from rill.graph.errors import UnimplementedError
+from rill.graph.onnx.export_lstm_loop import try_emit_lstm_loop
 from rill.graph.onnx.export_structure import is_loop_merge
 from rill.graph.onnx.exporter import ExportContext, emit_scope
 from rill.graph.onnx.registry import register_onnx_export
@@ -128,6 +129,8 @@ def emit_loop(ctx: ExportContext, scope, frame: str, ops) -> None:
     inside = set(ops)
     body_ops = _backward(nexts, inside, bound)
     cond_ops = _backward([loop_cond._inputs[0]], inside, bound)
+    if try_emit_lstm_loop(ctx, merges, switches, exits, entries, nexts, body_ops, cond_ops):
+        return  # a plain dynamic_rnn of one LSTM cell: one ONNX LSTM node
     body_scope = tree.scope_of[merges[0]]
     invariants = [e for e in enters if e.attrs.get("is_constant")]
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from rill.graph import dtypes
 from rill.graph.onnx.import_registry import register_onnx_import
-from rill.graph.onnx.import_util import OnnxImportError, const, op, rill_dtype
+from rill.graph.onnx.import_util import OnnxImportError, const, op, rill_dtype, static
 
 _BINARY = {"Add": "AddV2", "Sub": "Sub", "Mul": "Mul"}
 _COMPARE = {
@@ -124,7 +124,17 @@ def mean(n, *xs):
 
 @register_onnx_import("Clip")
 def clip(n, x, lo=None, hi=None):
-    """min(max(x, lo), hi): with lo > hi every element is hi, as ONNX specifies."""
+    """min(max(x, lo), hi): with lo > hi every element is hi, as ONNX specifies. Clips of a
+    floating tensor to [0, 6] and [0, inf) are Relu6 and Relu (the same ufuncs, one op, which
+    the remapper fuses into a preceding convolution)."""
+    if x.dtype.is_floating:
+        lo_v = None if lo is None else static(lo)
+        hi_v = None if hi is None else static(hi)
+        zero_lo = lo_v is not None and lo_v.shape == () and lo_v == 0 and not np.signbit(lo_v)
+        if zero_lo and hi is None:
+            return op("Relu", [x])
+        if zero_lo and hi_v is not None and hi_v.shape == () and hi_v == 6:
+            return op("Relu6", [x])
     y = x
     if lo is not None:
         y = op("Maximum", [y, lo])

@@ -1,12 +1,17 @@
 """Fused ops that the step planner's remapper substitutes for chains of ops (names start with "_"
-and users do not build them): TensorFlow's _FusedConv2D and _FusedMatMul, and rill's
-_FusedMaxPoolGrad. Each computes exactly what the chain it replaces computes, in one kernel that
-skips the intermediate tensors."""
+and users do not build them): TensorFlow's _FusedConv2D, _FusedDepthwiseConv2dNative and
+_FusedMatMul, and rill's _FusedMaxPoolGrad. Each computes exactly what the chain it replaces
+computes, in one kernel that skips the intermediate tensors.
+
+fused_ops is "BiasAdd" (with args[0]) then at most one activation: TensorFlow's Relu, Relu6, Elu
+and LeakyRelu, and rill's names for the chains ONNX models spell out — "Sigmoid", "Swish"
+(x · sigmoid(x)), "HardSigmoid" (max(min(x / 6 + 1/2, 1), 0), PyTorch's and ONNX HardSwish's
+constants) and "HardSwish" (x · HardSigmoid(x))."""
 
 from __future__ import annotations
 
 from rill.graph.op_def import defop
-from rill.graph.ops.conv_ops import _conv2d_shape
+from rill.graph.ops.conv_ops import _conv2d_shape, _depthwise_shape
 from rill.graph.ops.matmul_ops import _matmul_shape
 from rill.graph.ops.pool_ops import _POOL_WINDOW, _max_pool_grad_shape
 
@@ -38,8 +43,26 @@ defop(
         *_FUSION_ATTRS,
     ],
     shape=_conv2d_shape,
-    doc="Conv2D followed by the ops in fused_ops (BiasAdd with args[0], then Relu, Relu6, Elu "
-    "or LeakyRelu).",
+    doc="Conv2D followed by the ops in fused_ops (BiasAdd with args[0], then an activation).",
+)
+
+defop(
+    "_FusedDepthwiseConv2dNative",
+    inputs=["input: T", "filter: T", "args: num_args * T"],
+    outputs=["output: T"],
+    attrs=[
+        "T: {float16, bfloat16, float32, float64}",
+        "num_args: int >= 0",
+        "strides: list(int)",
+        "padding: {'SAME', 'VALID', 'EXPLICIT'}",
+        "explicit_paddings: list(int) = []",
+        "data_format: {'NHWC', 'NCHW'} = 'NHWC'",
+        "dilations: list(int) = [1, 1, 1, 1]",
+        *_FUSION_ATTRS,
+    ],
+    shape=_depthwise_shape,
+    doc="DepthwiseConv2dNative followed by the ops in fused_ops (BiasAdd with args[0], then an "
+    "activation).",
 )
 
 defop(
@@ -54,8 +77,7 @@ defop(
         *_FUSION_ATTRS,
     ],
     shape=_matmul_shape,
-    doc="MatMul followed by the ops in fused_ops (BiasAdd with args[0], then Relu, Relu6, Elu "
-    "or LeakyRelu).",
+    doc="MatMul followed by the ops in fused_ops (BiasAdd with args[0], then an activation).",
 )
 
 defop(

@@ -1,0 +1,202 @@
+"""CPU kernels for the channels-first fused convolutions the remapper makes of imported (ONNX,
+PyTorch-made) models: _FusedDepthwiseConv2dNative, the NCHW epilogue of _FusedConv2D, and the
+activations beyond TensorFlow's four that such models spell out as chains of ops (Sigmoid,
+Swish, HardSigmoid, HardSwish).
+
+An NCHW depthwise convolution with float32/float64 data runs as one compiled loop per
+(image, channel) plane (`_conv_loops`, numba): each output row is summed in a small buffer,
+tap by tap in the numpy kernel's order, and gets its bias and Relu/Relu6 while in cache — no
+window copies, no temporaries. The other activations run in place on cache-sized pieces of the
+finished output with the unfused kernels' numpy operations. Everything is bit-identical to the
+unfused chain, and without numba (RILL_JIT=0) the kernels run the unfused ops' code.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels import jit
+from rill.exec.kernels.conv_kernels import _CONV_KW, _Window
+from rill.exec.kernels.depthwise_kernels import depthwise_conv2d_native
+from rill.exec.kernels.intra_op import parallel_for, scratch
+from rill.graph.errors import InvalidArgumentError
+
+# Elements per piece of the in-place epilogue (1 MiB of float32).
+_PIECE = 1 << 18
+# Output elements per chunk of the depthwise loop, activated right after it (256 KiB of float32).
+_CHUNK = 1 << 16
+# The activations the compiled loops apply themselves (their code), and the others.
+_LOOP_CODES = {None: 0, "Relu": 1, "Relu6": 2}
+EXTRA_ACTIVATIONS = frozenset({"Sigmoid", "Swish", "HardSigmoid", "HardSwish"})
+
+
+def _loops():
+    """The compiled loops, or None where the numpy code runs."""
+    if jit.loops() is None:
+        return None
+    return importlib.import_module("rill.exec.kernels._conv_loops")
+
+
+def _sigmoid_into(a: np.ndarray, t: np.ndarray) -> None:
+    """t = Sigmoid's kernel applied to a: 1 / (1 + exp(-a)) in its three passes."""
+    np.negative(a, out=t)
+    np.exp(t, out=t)
+    t += a.dtype.type(1)
+    np.reciprocal(t, out=t)
+
+
+def _hard_sigmoid_into(a: np.ndarray, t: np.ndarray) -> None:
+    """t = the imported HardSigmoid chain Maximum(Minimum(AddV2(Mul(1/6, a), 1/2), 1), 0)."""
+    dt = a.dtype.type
+    np.multiply(dt(1.0 / 6.0), a, out=t)
+    t += dt(0.5)
+    np.minimum(t, dt(1), out=t)
+    np.maximum(t, dt(0), out=t)
+
+
+def extra_activation(name: str):
+    """fn(piece) applying activation `name` in place to a contiguous float32/float64 array, with
+    the unfused chain's operations; None for a name not in EXTRA_ACTIVATIONS."""
+    if name not in EXTRA_ACTIVATIONS:
+        return None
+
+    def apply(a: np.ndarray) -> None:
+        if a.dtype not in jit.FLOATS:
+            raise InvalidArgumentError(
+                f"the fused activation {name} takes float32 or float64, got {a.dtype}"
+            )
+        t = scratch("fused_activation", a.size, a.dtype).reshape(a.shape)
+        if name in ("Sigmoid", "Swish"):
+            _sigmoid_into(a, t)
+        else:
+            _hard_sigmoid_into(a, t)
+        if name in ("Sigmoid", "HardSigmoid"):
+            a[...] = t
+        else:
+            np.multiply(a, t, out=a)
+
+    return apply
+
+
+def _check_ops(fused_ops, num_args: int, op: str):
+    ops = list(fused_ops)
+    if not ops or ops[0] != "BiasAdd" or len(ops) > 2 or num_args != 1:
+        raise InvalidArgumentError(
+            f"{op} supports fused_ops [BiasAdd] or [BiasAdd, <activation>] with one argument, "
+            f"got {ops} with {num_args}"
+        )
+    return ops[1] if len(ops) == 2 else None
+
+
+def _check_bias(bias: np.ndarray, out_shape, axis: int, op: str) -> None:
+    if bias.ndim != 1 or bias.shape[0] != out_shape[axis]:
+        raise InvalidArgumentError(
+            f"bias has shape {list(bias.shape)}; it must be a vector as long as the channel "
+            f"dimension {axis} of the {op} output {list(out_shape)}"
+        )
+
+
+def nchw_epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
+    """fn(out, bias) applying fused_ops in place to a channels-first product `out`."""
+    act_name = _check_ops(fused_ops, num_args, op)
+    code = _LOOP_CODES.get(act_name)
+    if act_name is None or code is not None:
+        act = None
+    elif act_name in EXTRA_ACTIVATIONS:
+        act = extra_activation(act_name)
+    else:
+        from rill.exec.kernels.fused_kernels import _activation
+
+        act = _activation(act_name, leakyrelu_alpha)
+
+    def apply(out: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        _check_bias(bias, out.shape, 1, op)
+        if not (out.flags.c_contiguous and out.flags.writeable and out.base is None):
+            out = np.array(out)  # never write into memory the product might share
+        if out.size == 0:
+            return out
+        c = out.shape[1]
+        planes = out.reshape(out.shape[0] * c, -1)
+        bias = bias.astype(out.dtype, copy=False)
+        loops = _loops() if out.dtype in jit.FLOATS else None
+        rows = max(1, _PIECE // max(planes.shape[1], 1))
+
+        def run(lo, hi):
+            for r0 in range(lo, hi, rows):
+                r1 = min(hi, r0 + rows)
+                piece = planes[r0:r1]
+                if loops is not None:
+                    loops.bias_activation_planes(planes, bias, code or 0, r0, r1)
+                else:
+                    piece += bias[np.arange(r0, r1) % c][:, None]
+                    if code:
+                        np.maximum(piece, 0, out=piece)
+                        if code == 2:
+                            np.minimum(piece, 6, out=piece)
+                if act is not None:
+                    act(piece)
+
+        parallel_for(planes.shape[0], run, grain=rows)
+        return out
+
+    return apply
+
+
+@register_kernel("_FusedDepthwiseConv2dNative", **_CONV_KW)
+def fused_depthwise_conv2d_native(
+    strides, padding, explicit_paddings, data_format, dilations, fused_ops, num_args,
+    leakyrelu_alpha,
+):  # fmt: skip
+    op = "_FusedDepthwiseConv2dNative"
+    act_name = _check_ops(fused_ops, num_args, op)
+    plain = depthwise_conv2d_native(strides, padding, explicit_paddings, data_format, dilations)
+    win = _Window(strides, dilations, padding, explicit_paddings, data_format)
+    if data_format == "NCHW":
+        epilogue = nchw_epilogue(fused_ops, num_args, leakyrelu_alpha, op)
+    else:
+        from rill.exec.kernels.fused_kernels import _epilogue
+
+        epilogue = _epilogue(fused_ops, num_args, leakyrelu_alpha, op)
+    code = _LOOP_CODES.get(act_name)
+    extra = extra_activation(act_name) if act_name in EXTRA_ACTIVATIONS else None
+    compiled = win.nchw and (code is not None or extra is not None)
+
+    def compute(x, w, bias):
+        loops = _loops() if compiled and x.dtype in jit.FLOATS else None
+        if loops is None or x.ndim != 4 or w.ndim != 4 or w.dtype != x.dtype or not x.size:
+            return epilogue(plain(x, w), bias)
+        n, c, h, wd = x.shape
+        kh, kw, kc, mult = w.shape
+        if kc != c:
+            raise InvalidArgumentError(f"input depth {c} differs from the filter's depth {kc}")
+        oh, ow, (top, left) = win.resolve(h, wd, kh, kw)
+        out = np.empty((n, c * mult, oh, ow), x.dtype)
+        _check_bias(bias, out.shape, 1, op)
+        if out.size == 0 or not w.size:
+            return epilogue(plain(x, w), bias)
+        (sh, sw), (dh, dw) = win.strides, win.dilations
+        hp = max((oh - 1) * sh + (kh - 1) * dh + 1, top + h)
+        wp = max((ow - 1) * sw + (kw - 1) * dw + 1, left + wd)
+        x = np.ascontiguousarray(x)
+        w = np.ascontiguousarray(w)
+        bias = np.ascontiguousarray(bias.astype(x.dtype, copy=False))
+        per_plane = max(1, oh * ow * kh * kw)
+
+        planes = out.reshape(n * c * mult, oh * ow)
+        rows = max(1, _CHUNK // (oh * ow))
+
+        def run(lo, hi):
+            for r0 in range(lo, hi, rows):
+                r1 = min(hi, r0 + rows)
+                loops.depthwise_nchw(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp,
+                                     code or 0, r0, r1)  # fmt: skip
+                if extra is not None:
+                    extra(planes[r0:r1])  # while the planes are in cache
+
+        parallel_for(n * c * mult, run, grain=max(1, (1 << 16) // per_plane))
+        return out
+
+    return compute

@@ -1,0 +1,215 @@
+"""The remapper on imported (channels-first, PyTorch-made) models: NCHW Conv2D and depthwise
+convolutions fuse with their bias and activation, including the Sigmoid, Swish, HardSigmoid and
+HardSwish chains the ONNX importer builds, and the results stay bit-identical to the unfused
+chain — with the compiled loops and without them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rill.graph as rg
+from rill.exec import ConfigProto, RunMetadata, RunOptions, Session
+from rill.exec.kernels import jit
+from rill.graph.errors import InvalidArgumentError
+
+RNG = np.random.default_rng(2020)
+
+
+def _op(type_, inputs, attrs=None, name=None):
+    return rg.get_default_graph().create_op(type_, inputs, attrs or {}, name=name).outputs[0]
+
+
+def _const(v, dtype):
+    return rg.constant(np.asarray(v, dtype))
+
+
+def _hard_sigmoid(x, dtype, alpha=1.0 / 6.0):
+    # The chain rill.graph.onnx builds for HardSigmoid / HardSwish.
+    y = _op("AddV2", [_op("Mul", [_const(alpha, dtype), x]), _const(0.5, dtype)])
+    return _op("Maximum", [_op("Minimum", [y, _const(1, dtype)]), _const(0, dtype)])
+
+
+def _act(name, x, dtype):
+    if name is None:
+        return x
+    if name == "Swish":
+        return _op("Mul", [x, _op("Sigmoid", [x])])
+    if name == "HardSigmoid":
+        return _hard_sigmoid(x, dtype)
+    if name == "HardSwish":
+        return _op("Mul", [x, _hard_sigmoid(x, dtype)])
+    if name == "LeakyRelu":
+        return _op("LeakyRelu", [x], {"alpha": 0.3})
+    return _op(name, [x])
+
+
+def _config(remap: bool) -> ConfigProto:
+    cfg = ConfigProto()
+    cfg.rill.disable_remapper = not remap
+    return cfg
+
+
+def run_both(g, fetches, feeds):
+    """(fused results, unfused results, op types of the fused plan)."""
+    out, types = [], []
+    for remap in (True, False):
+        with Session(graph=g, config=_config(remap)) as s:
+            md = RunMetadata()
+            res = s.run(fetches, feeds, options=RunOptions(output_partition_graphs=True),
+                        run_metadata=md)  # fmt: skip
+            out.append(res)
+            if remap:
+                types = [n.op for gd in md.partition_graphs for n in gd.node]
+    return out[0], out[1], types
+
+
+def assert_identical(a, b):
+    for x, y in zip(a, b):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(np.signbit(x), np.signbit(y))
+
+
+def _inputs(shape, dtype):
+    v = RNG.standard_normal(shape).astype(dtype) * 4
+    flat = v.reshape(-1)
+    flat[:8] = [np.nan, np.inf, -np.inf, -200.0, 200.0, 3.0, -3.0, 0.0]  # tails and kinks
+    return v
+
+
+def _conv_graph(kind, fmt, dtype, act, stride=1, padding="SAME", mult=2, c=3, size=(9, 8)):
+    g = rg.Graph()
+    with g.as_default():
+        shape = [2, c, *size] if fmt == "NCHW" else [2, *size, c]
+        x = rg.placeholder(rg.as_dtype(dtype), shape)
+        out_c = 5 if kind == "Conv2D" else c * mult
+        w = _const(RNG.standard_normal((3, 3, c, 5 if kind == "Conv2D" else mult)) * 0.5, dtype)
+        strides = [1, 1, stride, stride] if fmt == "NCHW" else [1, stride, stride, 1]
+        y = _op(kind, [x, w], {"strides": strides, "padding": padding, "data_format": fmt})
+        y = _op("BiasAdd", [y, _const(RNG.standard_normal(out_c), dtype)], {"data_format": fmt})
+        y = _act(act, y, dtype)
+    return g, x, y, shape
+
+
+ACTS = [None, "Relu", "Relu6", "Elu", "LeakyRelu", "Sigmoid", "Swish", "HardSigmoid", "HardSwish"]
+FUSED = {"Conv2D": "_FusedConv2D", "DepthwiseConv2dNative": "_FusedDepthwiseConv2dNative"}
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("kind", ["Conv2D", "DepthwiseConv2dNative"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nchw_convolution_bias_activation_fuses_and_matches(act, kind, dtype):
+    for stride, padding in ((1, "SAME"), (2, "VALID")):
+        g, x, y, shape = _conv_graph(kind, "NCHW", dtype, act, stride, padding)
+        fused, plain, types = run_both(g, [y], {x: _inputs(shape, dtype)})
+        assert FUSED[kind] in types and kind not in types and "BiasAdd" not in types
+        assert not {"Sigmoid", "Maximum", "Minimum", "Mul", "AddV2"} & set(types)
+        assert_identical(fused, plain)
+
+
+@pytest.mark.parametrize("act", ["Relu", "Swish", "HardSwish"])
+def test_the_compiled_and_numpy_paths_agree(act):
+    g, x, y, shape = _conv_graph("DepthwiseConv2dNative", "NCHW", np.float32, act, c=20,
+                                 size=(17, 33))  # fmt: skip
+    xv = _inputs(shape, np.float32)
+    results = []
+    for on in (True, False):
+        old = jit.set_enabled(on)
+        try:
+            fused, plain, types = run_both(g, [y], {x: xv})
+        finally:
+            jit.set_enabled(old)
+        assert "_FusedDepthwiseConv2dNative" in types
+        assert_identical(fused, plain)
+        results.append(fused)
+    assert_identical(results[0], results[1])
+
+
+@pytest.mark.parametrize("act", ["Relu6", "Swish"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_nhwc_depthwise_fuses_too(act, dtype):
+    g, x, y, shape = _conv_graph("DepthwiseConv2dNative", "NHWC", dtype, act)
+    fused, plain, types = run_both(g, [y], {x: _inputs(shape, dtype)})
+    assert "_FusedDepthwiseConv2dNative" in types
+    # The chains (Swish) fuse in float32 and float64 only; half precision keeps them.
+    assert ("Sigmoid" in types) == (act == "Swish" and dtype == np.float16)
+    assert_identical(fused, plain)
+
+
+def test_a_hard_sigmoid_with_other_constants_stays_unfused():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [1, 2, 6, 6])
+        w = _const(RNG.standard_normal((3, 3, 2, 1)), np.float32)
+        y = _op("DepthwiseConv2dNative", [x, w], {"strides": [1, 1, 1, 1], "padding": "SAME",
+                                                  "data_format": "NCHW"})  # fmt: skip
+        y = _op("BiasAdd", [y, _const([1, 2], np.float32)], {"data_format": "NCHW"})
+        y = _hard_sigmoid(y, np.float32, alpha=0.2)  # ONNX HardSigmoid's default, not 1/6
+    fused, plain, types = run_both(g, [y], {x: _inputs([1, 2, 6, 6], np.float32)})
+    assert "_FusedDepthwiseConv2dNative" in types and "Maximum" in types
+    assert_identical(fused, plain)
+
+
+def test_a_fetched_sigmoid_stops_the_swish_there():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [1, 2, 5, 5])
+        w = _const(RNG.standard_normal((3, 3, 2, 4)), np.float32)
+        y = _op("Conv2D", [x, w], {"strides": [1, 1, 1, 1], "padding": "SAME",
+                                   "data_format": "NCHW"})  # fmt: skip
+        y = _op("BiasAdd", [y, _const(np.ones(4), np.float32)], {"data_format": "NCHW"})
+        s = _op("Sigmoid", [y])
+        z = _op("Mul", [y, s])
+    fused, plain, types = run_both(g, [z, s], {x: _inputs([1, 2, 5, 5], np.float32)})
+    # Conv and bias fuse; the activation stays outside, its Sigmoid being fetched.
+    assert "_FusedConv2D" in types and "Sigmoid" in types and "Mul" in types
+    assert_identical(fused, plain)
+
+
+def test_a_depthwise_error_names_the_convolution():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None, None, None, None])
+        w = _const(np.ones((3, 3, 2, 1)), np.float32)
+        y = _op("DepthwiseConv2dNative", [x, w], {"strides": [1, 1, 1, 1], "padding": "SAME",
+                                                  "data_format": "NCHW"}, name="the_dw")  # fmt: skip
+        y = _op("Relu", [_op("BiasAdd", [y, _const([1, 2], np.float32)], {"data_format": "NCHW"})])
+    with Session(graph=g) as s:
+        with pytest.raises(InvalidArgumentError, match="depth") as e:
+            s.run(y, {x: np.ones((1, 3, 5, 5), np.float32)})  # 3 channels, the filter wants 2
+    assert e.value.op is not None and e.value.op.name == "the_dw"
+
+
+def test_matmul_bias_swish_fuses_and_matches():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None, 6])
+        m = rg.matmul(x, _const(RNG.standard_normal((6, 4)), np.float32))
+        y = _act("Swish", _op("BiasAdd", [m, _const(RNG.standard_normal(4), np.float32)]),
+                 np.float32)  # fmt: skip
+    fused, plain, types = run_both(g, [y], {x: _inputs([5, 6], np.float32)})
+    assert "_FusedMatMul" in types and "Sigmoid" not in types and "Mul" not in types
+    assert_identical(fused, plain)
+
+
+def test_depthwise_planes_split_over_threads_match():
+    import rill.exec.kernels.intra_op as intra_op
+    from rill.exec.kernels.fused_conv_kernels import fused_depthwise_conv2d_native
+
+    x = _inputs([3, 10, 12, 12], np.float32)
+    w = (RNG.standard_normal((3, 3, 10, 2)) * 0.5).astype(np.float32)
+    b = RNG.standard_normal(20).astype(np.float32)
+    results = []
+    saved = intra_op._THREADS
+    try:
+        for threads in (1, 4):
+            intra_op._THREADS = threads
+            k = fused_depthwise_conv2d_native([1, 1, 2, 1], "SAME", [], "NCHW", [1, 1, 1, 1],
+                                              ["BiasAdd", "HardSwish"], 1, 0.2)  # fmt: skip
+            with np.errstate(all="ignore"):  # as in a step (the inputs hold NaN and inf)
+                results.append(k(x, w, b))
+    finally:
+        intra_op._THREADS = saved
+    assert_identical(results[:1], results[1:])

@@ -4,8 +4,6 @@ thin wrappers where TensorFlow's arguments differ, re-exported by the tf.* names
 
 from __future__ import annotations
 
-import numpy as np
-
 from rill.exec.tfrecord import TFRecordWriter, tf_record_iterator
 from rill.graph import dtypes
 from rill.graph.graph import convert_to_tensor, get_default_graph
@@ -251,19 +249,3 @@ def random_poisson(lam, shape, dtype=dtypes.float32, seed=None, name=None):
 
 
 # -- tf.math --------------------------------------------------------------------------------------
-
-
-def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=dtypes.int32, name=None):
-    """TF1's tf.math.bincount: counts of each value of arr in [0, max(arr) + 1), at least
-    minlength and at most maxlength long (Bincount)."""
-    from rill.graph.ops import set_search_ops
-
-    arr = convert_to_tensor(arr, dtype=dtypes.int32, name="arr")
-    size = math_ops.maximum(reduction_ops.reduce_max(arr) + 1, 0)
-    if minlength is not None:
-        size = math_ops.maximum(size, minlength)
-    if maxlength is not None:
-        size = math_ops.minimum(size, maxlength)
-    if weights is None:
-        weights = convert_to_tensor(np.zeros([0], dtypes.as_dtype(dtype).np), dtype=dtype)
-    return set_search_ops.bincount(arr, size, weights, name=name)

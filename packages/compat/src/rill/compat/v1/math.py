@@ -3,7 +3,7 @@
 # ruff: noqa: F401, F403, E402 - a namespace of re-exports
 
 # issue 18's math ops under their tf.math names
-from rill.compat.v1._ops18 import bincount
+from rill.compat.v1._aliases import bincount
 from rill.graph.math import *
 from rill.graph.math import mod
 from rill.graph.ops.manip_ops import cumprod, cumulative_logsumexp

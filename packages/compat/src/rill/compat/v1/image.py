@@ -1,10 +1,12 @@
-"""`tf.image` of TensorFlow 1.x: what rill.graph.image has (no resizing or decoding yet)."""
+"""`tf.image` of TensorFlow 1.x: rill.graph.image and rill.graph.image_adjust (no decoding)."""
 
 # ruff: noqa: F401, F403, E402 - a namespace of re-exports
 
 # issue 18's image ops under TensorFlow 1's tf.image names
 from rill.compat.v1._ops18 import ResizeMethod, resize_images
 from rill.graph.image import *
+from rill.graph.image_adjust import *
+from rill.graph.ops.composite_ops import random_crop
 from rill.graph.ops.image_ops import (
     crop_and_resize,
     extract_image_patches,

@@ -15,11 +15,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+import numpy as np
 
 from rill.distributed.master_session import MasterSession, _PartialRun, _Plan
 from rill.distributed.plan import device_from_name
 from rill.distributed.proto import master_pb2, worker_pb2
-from rill.distributed.wire import WORKER_SERVICE, error_from_rpc, error_from_status
+from rill.distributed.wire import (
+    RILL_WORKER_SERVICE,
+    WORKER_SERVICE,
+    chunkable,
+    error_from_rpc,
+    error_from_status,
+    meta_into,
+    receive_chunks,
+    tensor_into,
+    tensor_to_proto,
+)
 from rill.exec.proto import config_pb2
 from rill.graph.device import DeviceSpec
 from rill.graph.errors import (
@@ -30,6 +41,7 @@ from rill.graph.errors import (
     UnavailableError,
     UnimplementedError,
 )
+from rill.graph.proto import tensor_pb2
 
 __all__ = ["Master"]
 
@@ -209,6 +221,7 @@ class Master:
             if tp.address == "":
                 local_req, local_tp = req, tp
                 continue
+            req.rill_chunks_ok = True
             fut = self._call(tp.address, "RunGraph", req, worker_pb2.RunGraphResponse, timeout)
             calls.append((tp, fut))
             fut.add_done_callback(lambda f, tp=tp: self._on_done(f, tp, abort_all))
@@ -224,15 +237,19 @@ class Master:
             context.add_callback(gone)
         try:
             if local_req is not None:
-                resp = self.server._worker.RunGraph(local_req, _Deadline(deadline))
-                self._collect(local_tp, resp, results, abort_all, step_stats)
+                # In process: the fetched arrays come back as they are (no TensorProtos).
+                values: dict = {}
+                resp = self.server._worker.RunGraph(local_req, _Deadline(deadline), values)
+                if self._collect(local_tp, resp, results, abort_all, step_stats, step_id):
+                    for i, key in local_tp.fetches:
+                        results[i] = values.get(key)
             for tp, fut in calls:
                 try:
                     resp = self._wait(fut, tp.name, tp.address)
                 except OpError as e:
                     abort_all(e)
                     continue
-                self._collect(tp, resp, results, abort_all, step_stats)
+                self._collect(tp, resp, results, abort_all, step_stats, step_id, deadline)
         finally:
             running[0] = False
             with self._lock:
@@ -252,15 +269,25 @@ class Master:
         if resp.status_code:
             abort_all(_task_error(resp, tp))
 
-    def _collect(self, tp, resp, results, abort_all, step_stats=None) -> None:
+    def _collect(self, tp, resp, results, abort_all, step_stats=None, step_id=0,
+                 deadline=None) -> bool:  # fmt: skip
+        """Fetched values of one task's RunGraph into `results` (TensorProtos, or arrays for
+        values the task streamed); False when the task failed."""
         if resp.status_code:
             abort_all(_task_error(resp, tp))
-            return
+            return False
         if step_stats is not None:
             step_stats.dev_stats.extend(resp.step_stats.dev_stats)
+        if not resp.recv:
+            return True
         by_key = {nt.name: nt.tensor for nt in resp.recv}
+        chunked = set(resp.rill_chunked)
         for i, key in tp.fetches:
-            results[i] = by_key.get(key)
+            p = by_key.get(key)
+            if key in chunked:
+                p = Relay(self.server._channels, tp, step_id, key, p, deadline)
+            results[i] = p
+        return True
 
     def _cleanup(self, plan, step_id) -> None:
         """Aborts the step on every task of the plan (CleanupGraph)."""
@@ -326,6 +353,8 @@ class Master:
             from rill.distributed.wire import error_to_status
 
             del resp.tensor[:]
+            del resp.rill_chunked[:]
+            resp.rill_chunk_id = 0
             resp.status_code, resp.status_error_message = error_to_status(e)
         return resp
 
@@ -348,10 +377,29 @@ class Master:
             )
             stats = resp.metadata.step_stats if trace else None
             values = sess.run(feeds, fetches, list(req.target), deadline, stats, context)
+        worker = self.server._worker
         for name, v in zip(fetches, values):
             nt = resp.tensor.add(name=name)
-            if v is not None:
+            if v is None:
+                continue
+            big = type(v) is Relay or (type(v) is np.ndarray and chunkable(v))
+            if big and req.rill_chunks_ok:
+                # A rill client streams large values from this task (RecvTensorChunks); one
+                # another task holds is relayed chunk by chunk, never assembled here.
+                if not resp.rill_chunk_id:
+                    resp.rill_chunk_id = secrets.randbits(62) | 1
+                worker.park(resp.rill_chunk_id, name, v)
+                if type(v) is Relay:
+                    nt.tensor.CopyFrom(v.head)
+                else:
+                    meta_into(nt.tensor, v)
+                resp.rill_chunked.append(name)
+            elif type(v) is Relay:
+                tensor_into(nt.tensor, v.pull())
+            elif isinstance(v, tensor_pb2.TensorProto):
                 nt.tensor.CopyFrom(v)
+            else:  # an array (or numpy scalar) the task of this master computed
+                tensor_into(nt.tensor, v)
         if options is not None and options.output_partition_graphs:
             plan = sess.plans.get((tuple(feeds), tuple(fetches), tuple(req.target)))
             if plan is not None:
@@ -384,7 +432,7 @@ class Master:
         if not pr.targets_run and len(pr.fed) == len(pr.feeds):
             run_targets = pr.targets
             pr.targets_run = True
-        values = sess.run(all_feeds, fetches, run_targets, deadline)
+        values = [as_proto(v) for v in sess.run(all_feeds, fetches, run_targets, deadline)]
         for n, v in zip(fetches, values):
             pr.fetched[n] = v
         if len(pr.fetched) == len(pr.fetches) and pr.targets_run:
@@ -491,7 +539,11 @@ class Master:
         values = sess.run(dict(zip(feeds, req.feed)), list(fetches), list(targets), deadline)
         resp = master_pb2.RunCallableResponse()
         for v in values:
-            resp.fetch.add().CopyFrom(v)
+            v = as_proto(v)
+            if v is not None:
+                resp.fetch.add().CopyFrom(v)
+            else:
+                resp.fetch.add()
         return resp
 
     def ReleaseCallable(self, req, context):
@@ -500,6 +552,47 @@ class Master:
             if sess.callables.pop(req.handle, None) is None:
                 raise InvalidArgumentError(f"callable handle {req.handle} is not valid")
         return master_pb2.ReleaseCallableResponse()
+
+
+class Relay:
+    """A large fetched value another task parked for this step (RecvTensorChunks): pulled into
+    an array (`pull`), or its chunk messages passed on to a rill client as they are (`raw`)."""
+
+    __slots__ = ("channels", "name", "address", "step_id", "key", "head", "deadline")
+
+    def __init__(self, channels, tp, step_id, key, head, deadline):
+        self.channels, self.name, self.address = channels, tp.name, tp.address
+        self.step_id, self.key, self.head, self.deadline = step_id, key, head, deadline
+
+    def _call(self):
+        call = self.channels.stream(self.address, RILL_WORKER_SERVICE, "RecvTensorChunks", None)
+        req = worker_pb2.RecvTensorRequest(step_id=self.step_id, rendezvous_key=self.key)
+        t = None if self.deadline is None else max(0.001, self.deadline - time.monotonic())
+        return call(req, timeout=t)
+
+    def pull(self) -> np.ndarray:
+        try:
+            return receive_chunks(self.head, self._call())
+        except grpc.RpcError as e:
+            raise error_from_rpc(e, self.name, self.address) from None
+
+    def raw(self, context=None):
+        it = self._call()
+        try:
+            for msg in it:
+                if context is not None and not context.is_active():
+                    it.cancel()
+                    return
+                yield msg
+        except grpc.RpcError as e:
+            raise error_from_rpc(e, self.name, self.address) from None
+
+
+def as_proto(v):
+    """A fetched value as a TensorProto (the runtime hands over arrays it kept as they are)."""
+    if type(v) is Relay:
+        v = v.pull()
+    return v if v is None or isinstance(v, tensor_pb2.TensorProto) else tensor_to_proto(v)
 
 
 def _task_matches(spec: DeviceSpec, job: str, task: int) -> bool:

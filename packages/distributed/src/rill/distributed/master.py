@@ -212,15 +212,16 @@ class Master:
             req = worker_pb2.RunGraphRequest(session_handle=sess.handle, graph_handle=tp.handle,
                                              step_id=step_id, store_errors_in_response_body=True,
                                              create_worker_session_called=True)  # fmt: skip
-            for i, key in tp.feeds:
-                nt = req.send.add(name=key)
-                nt.tensor.CopyFrom(feed_protos[i])
             req.recv_key.extend(k for _, k in tp.fetches)
             if step_stats is not None:
                 req.exec_opts.record_timeline = True
             if tp.address == "":
+                # In process: the feeds are handed over, not copied into the request.
                 local_req, local_tp = req, tp
                 continue
+            for i, key in tp.feeds:
+                nt = req.send.add(name=key)
+                nt.tensor.CopyFrom(feed_protos[i])
             req.rill_chunks_ok = True
             fut = self._call(tp.address, "RunGraph", req, worker_pb2.RunGraphResponse, timeout)
             calls.append((tp, fut))
@@ -239,7 +240,8 @@ class Master:
             if local_req is not None:
                 # In process: the fetched arrays come back as they are (no TensorProtos).
                 values: dict = {}
-                resp = self.server._worker.RunGraph(local_req, _Deadline(deadline), values)
+                feeds = [(key, feed_protos[i]) for i, key in local_tp.feeds]
+                resp = self.server._worker.RunGraph(local_req, _Deadline(deadline), values, feeds)
                 if self._collect(local_tp, resp, results, abort_all, step_stats, step_id):
                     for i, key in local_tp.fetches:
                         results[i] = values.get(key)

@@ -136,21 +136,25 @@ class RemoteRendezvous(Rendezvous):
 
     def take(self, key: str, deadline: float | None, check=None, alive=None):
         """Waits for `key` in the local table (until `deadline`, a time.monotonic() value)."""
-        return self.take_any((key,), deadline, check, alive)[1:]
+        return self.take_ready((key,), deadline, check, alive)[0][1:]
 
-    def take_any(self, keys, deadline: float | None, check=None, alive=None):
-        """Waits for the first of `keys` in the local table: (key, value, is_dead)."""
+    def take_ready(self, keys, deadline: float | None, check=None, alive=None) -> list:
+        """Waits until one of `keys` is in the local table, then takes every one of them that
+        is: [(key, value, is_dead), ...]."""
         with self._cv:
             self.waiters += 1
             try:
                 while True:
                     if self._error is not None:
                         raise self._error
+                    got = []
                     for key in keys:
                         item = self._table.pop(key, None)
                         if item is not None:
-                            self.touched = time.monotonic()
-                            return key, item[0], item[1]
+                            got.append((key, item[0], item[1]))
+                    if got:
+                        self.touched = time.monotonic()
+                        return got
                     if check is not None:
                         check()
                     if alive is not None and not alive():
@@ -271,7 +275,8 @@ class RemoteRendezvous(Rendezvous):
                 with self._cv:
                     batch.reading = False
                     if got is not None:
-                        batch.arrived[got.rendezvous_key] = got
+                        for item in got.item:
+                            batch.arrived[item.rendezvous_key] = item
                     self._cv.notify_all()
         if msg.is_dead:
             return (None, True)
@@ -284,8 +289,8 @@ class RemoteRendezvous(Rendezvous):
         """The stream's next message (None after an error, recorded in `batch.error`)."""
         try:
             msg = next(batch.it)
-            batch.left -= 1
-            if batch.left == 0:
+            batch.left -= len(msg.item)
+            if batch.left <= 0:
                 with self._cv:
                     self._calls.discard(batch.it)
             return msg

@@ -220,12 +220,13 @@ class Worker:
             g.sess.close()
         return worker_pb2.DeregisterGraphResponse()
 
-    def RunGraph(self, req, context, values: dict | None = None):
-        """Runs a registered partition for one step. `values` (an in-process caller, the master
-        of this task): the fetched arrays go there by key instead of into the response."""
+    def RunGraph(self, req, context, values: dict | None = None, feeds=()):
+        """Runs a registered partition for one step. An in-process caller (the master of this
+        task) may hand over `feeds` [(key, TensorProto)] beside `req.send`, and get the fetched
+        arrays in `values` by key instead of in the response."""
         resp = worker_pb2.RunGraphResponse()
         try:
-            self._run_graph(req, context, resp, values)
+            self._run_graph(req, context, resp, values, feeds)
         except BaseException as e:  # noqa: BLE001 - every failure becomes the response's status
             code, msg = error_to_status(e)
             if not req.store_errors_in_response_body:
@@ -241,7 +242,7 @@ class Worker:
         with self._lock:
             self._parked[(step_id, key)] = (value, time.monotonic())
 
-    def _run_graph(self, req, context, resp, values=None) -> None:
+    def _run_graph(self, req, context, resp, values=None, feeds=()) -> None:
         g = self._graphs.get(req.graph_handle)
         if g is None:
             raise NotFoundError(
@@ -264,6 +265,8 @@ class Worker:
         try:
             for nt in req.send:
                 rv.send(nt.name, tensor_view_from_proto(nt.tensor), False)
+            for key, p in feeds:
+                rv.send(key, tensor_view_from_proto(p), False)
             if g.remote_keys:
                 rv.prefetch(g.remote_keys, deadline)
             tracing = req.exec_opts.record_timeline or req.exec_opts.record_costs
@@ -324,22 +327,25 @@ class Worker:
         return resp
 
     def RecvTensors(self, req, context):
-        """rill's batched pull: every key of `req` as soon as it is sent here, in any order."""
+        """rill's batched pull: the keys of `req` as they are sent here, each message carrying
+        every one sent since the last."""
         rv = self.step(req.step_id)
         deadline = context_deadline(context)
         pending = list(req.rendezvous_key)
         while pending:
-            key, value, dead = rv.take_any(pending, deadline, alive=context.is_active)
-            pending.remove(key)
-            resp = worker_pb2.RillRecvTensorsResponse(rendezvous_key=key, is_dead=dead)
-            if not dead:
+            resp = worker_pb2.RillRecvTensorsResponse()
+            for key, value, dead in rv.take_ready(pending, deadline, alive=context.is_active):
+                pending.remove(key)
+                item = resp.item.add(rendezvous_key=key, is_dead=dead)
+                if dead:
+                    continue
                 if chunkable(value):
                     # Large: the receiver streams it (RecvTensorChunks) into a buffer of its own.
                     self.park(req.step_id, key, value)
-                    meta_into(resp.tensor, value)
-                    resp.chunked = True
+                    meta_into(item.tensor, value)
+                    item.chunked = True
                 else:
-                    tensor_into(resp.tensor, value)
+                    tensor_into(item.tensor, value)
             yield resp
         if rv.idle():
             self._forget(req.step_id)

@@ -221,7 +221,7 @@ class RillRecvTensorsRequest(_message.Message):
     rendezvous_key: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, step_id: _Optional[int] = ..., rendezvous_key: _Optional[_Iterable[str]] = ...) -> None: ...
 
-class RillRecvTensorsResponse(_message.Message):
+class RillRecvTensorsItem(_message.Message):
     __slots__ = ("rendezvous_key", "tensor", "is_dead", "chunked")
     RENDEZVOUS_KEY_FIELD_NUMBER: _ClassVar[int]
     TENSOR_FIELD_NUMBER: _ClassVar[int]
@@ -232,3 +232,9 @@ class RillRecvTensorsResponse(_message.Message):
     is_dead: bool
     chunked: bool
     def __init__(self, rendezvous_key: _Optional[str] = ..., tensor: _Optional[_Union[_tensor_pb2.TensorProto, _Mapping]] = ..., is_dead: _Optional[bool] = ..., chunked: _Optional[bool] = ...) -> None: ...
+
+class RillRecvTensorsResponse(_message.Message):
+    __slots__ = ("item",)
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    item: _containers.RepeatedCompositeFieldContainer[RillRecvTensorsItem]
+    def __init__(self, item: _Optional[_Iterable[_Union[RillRecvTensorsItem, _Mapping]]] = ...) -> None: ...

@@ -72,8 +72,6 @@ def test_batched_pulls_carry_live_dead_large_and_late_values():
         batched, got, big = _pull_all(sa, sb, 91, late)
         assert batched == {_key(n) for n in ("live", "dead", "big", "late")}
         _check(got, big, late)
-        # received values are read-only views: a kernel never writes into them
-        assert not got["live"][0].flags.writeable
 
 
 def test_batched_pulls_fall_back_to_recv_tensor_for_a_task_without_them(monkeypatch):

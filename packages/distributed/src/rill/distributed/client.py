@@ -12,6 +12,7 @@ import random
 import time
 
 import grpc
+import numpy as np
 
 from rill.distributed.proto import master_pb2, worker_pb2
 from rill.distributed.wire import (
@@ -20,8 +21,10 @@ from rill.distributed.wire import (
     RILL_WORKER_SERVICE,
     error_from_rpc,
     error_from_status,
+    plain_array,
     receive_chunks,
     tensor_from_proto,
+    tensor_into,
     tensor_to_proto,
 )
 from rill.exec.fetches import SessionBase
@@ -191,7 +194,10 @@ class GrpcSession(SessionBase):
         for t, v in feeds:
             nt = req.feed.add(name=t.name)
             try:
-                nt.tensor.CopyFrom(tensor_to_proto(v, t.dtype))
+                if type(v) is np.ndarray and v.dtype == t.dtype.np and plain_array(v):
+                    tensor_into(nt.tensor, v)  # built in place, one copy of the values
+                else:
+                    nt.tensor.CopyFrom(tensor_to_proto(v, t.dtype))
             except (TypeError, ValueError) as e:
                 raise TypeError(f"cannot feed {v!r} for {t.name}: {e}") from None
         fetch_names = [e.name for e in elements if isinstance(e, Tensor)]

@@ -12,7 +12,9 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import grpc
 import numpy as np
@@ -67,6 +69,9 @@ class Master:
         self.sessions: dict[str, MasterSession] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(32, thread_name_prefix="rill-master")
+        # Calls to workers wait on these threads (created as needed, then reused): as many as
+        # steps may have calls in flight, so no step's call waits for another step's.
+        self._rpc_pool = ThreadPoolExecutor(1024, thread_name_prefix="rill-call")
         self._active: dict[int, list] = {}  # step id -> parts, for stop()
         self._stopping = False
         self.local = (server._job_name, server._task_index)
@@ -81,18 +86,25 @@ class Master:
         return self.server._cluster
 
     def _call(self, address, method, req, resp_cls, timeout, wait_for_ready=False):
+        """Starts a call to a worker service: a future of its response.
+
+        The call is a blocking one made on a thread of a pool: cheaper than grpc's own futures,
+        which restart a channel thread each time a channel had no call in flight. Every call
+        has a deadline or ends when the step is cleaned up or the channels close (stop())."""
         fn = self.server._channels.unary(address, WORKER_SERVICE, method, resp_cls)
-        return fn.future(req, timeout=timeout, wait_for_ready=wait_for_ready)
+        return self._rpc_pool.submit(fn, req, timeout=timeout, wait_for_ready=wait_for_ready)
 
     def _wait(self, fut, who, address, deadline_what="the call"):
         while True:
             try:
+                # Woken by the call's completion; the slice only bounds how late a stop() is
+                # noticed.
                 return fut.result(timeout=_SLICE)
-            except grpc.FutureTimeoutError:
+            except FutureTimeout:
                 if self._stopping:
                     fut.cancel()
                     raise CancelledError("the server was stopped") from None
-            except grpc.FutureCancelledError:
+            except (FutureCancelled, grpc.FutureCancelledError):
                 raise CancelledError(f"{deadline_what} to {who} was cancelled") from None
             except grpc.RpcError as e:
                 if e.code() is grpc.StatusCode.DEADLINE_EXCEEDED and deadline_what == "connect":
@@ -311,6 +323,7 @@ class Master:
         for step_id, plan in active:
             self._cleanup(plan, step_id)
         self._pool.shutdown(wait=False)
+        self._rpc_pool.shutdown(wait=False)
 
     # -- the RPC methods -------------------------------------------------------------------------
 

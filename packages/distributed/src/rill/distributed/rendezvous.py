@@ -24,7 +24,7 @@ from rill.distributed.wire import (
     WORKER_SERVICE,
     error_from_rpc,
     receive_chunks,
-    tensor_view_from_proto,
+    tensor_from_proto,
 )
 from rill.exec.rendezvous import Rendezvous
 from rill.graph.errors import (
@@ -283,7 +283,7 @@ class RemoteRendezvous(Rendezvous):
         if msg.chunked:
             req = worker_pb2.RecvTensorRequest(step_id=self.step_id, rendezvous_key=key)
             return (self._stream(batch.address, batch.who, req, msg.tensor, batch.timeout), False)
-        return (tensor_view_from_proto(msg.tensor), False)
+        return (tensor_from_proto(msg.tensor), False)
 
     def _read(self, batch):
         """The stream's next message (None after an error, recorded in `batch.error`)."""
@@ -351,7 +351,7 @@ class RemoteRendezvous(Rendezvous):
             return None, True
         if resp.transport_options.type_url == CHUNKS_OK:
             return self._stream(address, who, req, resp.tensor, timeout), False
-        return tensor_view_from_proto(resp.tensor), False
+        return tensor_from_proto(resp.tensor), False
 
     def _stream(self, address, who, req, head, timeout):
         call = self._channels.stream(address, RILL_WORKER_SERVICE, "RecvTensorChunks", None)

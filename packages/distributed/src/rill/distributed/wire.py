@@ -14,6 +14,7 @@ import threading
 import time
 
 import grpc
+import grpc.experimental
 import numpy as np
 
 from rill.graph import dtypes
@@ -41,7 +42,6 @@ __all__ = [
     "CHANNEL_OPTIONS",
     "tensor_to_proto",
     "tensor_from_proto",
-    "tensor_view_from_proto",
     "error_to_status",
     "error_from_status",
     "error_from_rpc",
@@ -67,6 +67,9 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.enable_retries", 0),
+    # A streamed call is read by the thread that iterates it (rill's streams have one reader),
+    # not by a channel thread that grpc starts again whenever the channel falls idle.
+    (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
 ]
 SERVER_OPTIONS = [
     ("grpc.max_send_message_length", -1),
@@ -82,7 +85,7 @@ CHUNK_BYTES = 2 << 20
 CHUNKS_OK = "type.rill/chunks"  # RecvTensorRequest.transport_options of a rill receiver
 
 
-def _plain(value) -> bool:
+def plain_array(value) -> bool:
     """A numeric array whose bytes are TensorFlow's tensor_content as they are."""
     return (
         type(value) is np.ndarray
@@ -97,7 +100,7 @@ def tensor_into(p: tensor_pb2.TensorProto, value) -> None:
     if value is None:
         p.dtype = dtypes.float32.enum
         return
-    if _plain(value):
+    if plain_array(value):
         # The common case in one copy (make_tensor_proto's general path makes three).
         p.dtype = dtypes.as_dtype(value.dtype).enum
         dims = p.tensor_shape.dim
@@ -206,12 +209,7 @@ def receive_chunks(head, chunks, out=None) -> np.ndarray:
     return out
 
 
-def tensor_from_proto(p: tensor_pb2.TensorProto) -> np.ndarray:
-    """A TensorProto's value as a new (writable) array."""
-    return make_ndarray(p)
-
-
-_VIEW_DTYPES = {
+_FAST_DTYPES = {
     dt.enum: np.dtype(dt.np).newbyteorder("<")
     for dt in (
         dtypes.float32,
@@ -231,10 +229,13 @@ _VIEW_DTYPES = {
 }
 
 
-def tensor_view_from_proto(p: tensor_pb2.TensorProto) -> np.ndarray:
-    """A TensorProto's value for the runtime: a read-only array over the message's bytes when
-    they are a plain numeric `tensor_content` (no further copy), else as tensor_from_proto."""
-    dt = _VIEW_DTYPES.get(p.dtype)
+def tensor_from_proto(p: tensor_pb2.TensorProto) -> np.ndarray:
+    """A TensorProto's value as a new writable array.
+
+    A plain numeric `tensor_content` is copied straight into a fresh (aligned) array; a view
+    of the message's bytes would save that copy but not its alignment, and BLAS results may
+    depend on the alignment of their inputs (bit-for-bit equality with a local Session)."""
+    dt = _FAST_DTYPES.get(p.dtype)
     if dt is not None:
         content = p.tensor_content
         if content:
@@ -243,7 +244,7 @@ def tensor_view_from_proto(p: tensor_pb2.TensorProto) -> np.ndarray:
             for d in dims:
                 n *= d
             if n * dt.itemsize == len(content) and min(dims, default=0) >= 0:
-                return np.frombuffer(content, dt).reshape(dims)
+                return np.frombuffer(content, dt).reshape(dims).copy()
     return make_ndarray(p)
 
 

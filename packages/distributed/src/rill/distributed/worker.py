@@ -29,8 +29,8 @@ from rill.distributed.wire import (
     error_to_status,
     iter_chunks,
     meta_into,
+    tensor_from_proto,
     tensor_into,
-    tensor_view_from_proto,
 )
 from rill.exec.context import StepState
 from rill.exec.device import CpuDevice
@@ -264,9 +264,9 @@ class Worker:
             context.add_callback(gone)
         try:
             for nt in req.send:
-                rv.send(nt.name, tensor_view_from_proto(nt.tensor), False)
+                rv.send(nt.name, tensor_from_proto(nt.tensor), False)
             for key, p in feeds:
-                rv.send(key, tensor_view_from_proto(p), False)
+                rv.send(key, tensor_from_proto(p), False)
             if g.remote_keys:
                 rv.prefetch(g.remote_keys, deadline)
             tracing = req.exec_opts.record_timeline or req.exec_opts.record_costs

@@ -19,19 +19,17 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import grpc
 import numpy as np
 
+from rill.distributed.fetched import Relay, as_proto
 from rill.distributed.master_session import MasterSession, _PartialRun, _Plan
 from rill.distributed.plan import device_from_name
 from rill.distributed.proto import master_pb2, worker_pb2
 from rill.distributed.wire import (
-    RILL_WORKER_SERVICE,
     WORKER_SERVICE,
     chunkable,
     error_from_rpc,
     error_from_status,
     meta_into,
-    receive_chunks,
     tensor_into,
-    tensor_to_proto,
 )
 from rill.exec.proto import config_pb2
 from rill.graph.device import DeviceSpec
@@ -567,47 +565,6 @@ class Master:
             if sess.callables.pop(req.handle, None) is None:
                 raise InvalidArgumentError(f"callable handle {req.handle} is not valid")
         return master_pb2.ReleaseCallableResponse()
-
-
-class Relay:
-    """A large fetched value another task parked for this step (RecvTensorChunks): pulled into
-    an array (`pull`), or its chunk messages passed on to a rill client as they are (`raw`)."""
-
-    __slots__ = ("channels", "name", "address", "step_id", "key", "head", "deadline")
-
-    def __init__(self, channels, tp, step_id, key, head, deadline):
-        self.channels, self.name, self.address = channels, tp.name, tp.address
-        self.step_id, self.key, self.head, self.deadline = step_id, key, head, deadline
-
-    def _call(self):
-        call = self.channels.stream(self.address, RILL_WORKER_SERVICE, "RecvTensorChunks", None)
-        req = worker_pb2.RecvTensorRequest(step_id=self.step_id, rendezvous_key=self.key)
-        t = None if self.deadline is None else max(0.001, self.deadline - time.monotonic())
-        return call(req, timeout=t)
-
-    def pull(self) -> np.ndarray:
-        try:
-            return receive_chunks(self.head, self._call())
-        except grpc.RpcError as e:
-            raise error_from_rpc(e, self.name, self.address) from None
-
-    def raw(self, context=None):
-        it = self._call()
-        try:
-            for msg in it:
-                if context is not None and not context.is_active():
-                    it.cancel()
-                    return
-                yield msg
-        except grpc.RpcError as e:
-            raise error_from_rpc(e, self.name, self.address) from None
-
-
-def as_proto(v):
-    """A fetched value as a TensorProto (the runtime hands over arrays it kept as they are)."""
-    if type(v) is Relay:
-        v = v.pull()
-    return v if v is None or isinstance(v, tensor_pb2.TensorProto) else tensor_to_proto(v)
 
 
 def _task_matches(spec: DeviceSpec, job: str, task: int) -> bool:

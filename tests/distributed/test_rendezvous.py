@@ -29,17 +29,27 @@ def test_tensor_protos_round_trip_every_numeric_dtype_and_strings():
 
 
 def test_chunks_fill_a_preallocated_buffer():
+    from rill.distributed.proto import worker_pb2
+
     v = np.arange(wire.CHUNK_BYTES // 2 + 7, dtype=np.float64)
     head = wire.tensor_meta(v)
-
-    class C:
-        def __init__(self, d):
-            self.data = bytes(d)
-
-    out = wire.receive_chunks(head, [C(c) for c in wire.iter_chunks(v)])
+    chunks = list(wire.iter_chunks(v))
+    assert len(chunks) == -(-v.nbytes // wire.CHUNK_BYTES) > 1
+    # What iter_chunks builds by hand is the RillTensorChunk message a parser reads.
+    assert (
+        worker_pb2.RillTensorChunk.FromString(chunks[0]).data
+        == v.view(np.uint8)[: wire.CHUNK_BYTES].tobytes()
+    )
+    out = wire.receive_chunks(head, chunks)
     np.testing.assert_array_equal(out, v)
+    # A chunk message with other fields set is parsed as a message.
+    other = [worker_pb2.RillTensorChunk(total_bytes=v.nbytes, data=bytes(c)).SerializeToString()
+             for c in (wire.chunk_data(c) for c in chunks)]  # fmt: skip
+    np.testing.assert_array_equal(wire.receive_chunks(head, other), v)
     with pytest.raises(errors.InternalError, match="ended after"):
-        wire.receive_chunks(head, [C(next(wire.iter_chunks(v)))])
+        wire.receive_chunks(head, chunks[:1])
+    with pytest.raises(errors.InternalError, match="more than"):
+        wire.receive_chunks(head, chunks + chunks[:1])
 
 
 def test_error_status_round_trip_names_the_op():

@@ -12,14 +12,19 @@ import random
 import time
 
 import grpc
+import numpy as np
 
-from rill.distributed.proto import master_pb2
+from rill.distributed.proto import master_pb2, worker_pb2
 from rill.distributed.wire import (
     CHANNEL_OPTIONS,
     MASTER_SERVICE,
+    RILL_WORKER_SERVICE,
     error_from_rpc,
     error_from_status,
+    plain_array,
+    receive_chunks,
     tensor_from_proto,
+    tensor_into,
     tensor_to_proto,
 )
 from rill.exec.fetches import SessionBase
@@ -184,11 +189,15 @@ class GrpcSession(SessionBase):
         self._sync_graph()
         req = master_pb2.RunStepRequest(session_handle=self._handle,
                                         store_errors_in_response_body=True,
-                                        request_id=random.getrandbits(62) or 1)  # fmt: skip
+                                        request_id=random.getrandbits(62) or 1,
+                                        rill_chunks_ok=True)  # fmt: skip
         for t, v in feeds:
             nt = req.feed.add(name=t.name)
             try:
-                nt.tensor.CopyFrom(tensor_to_proto(v, t.dtype))
+                if type(v) is np.ndarray and v.dtype == t.dtype.np and plain_array(v):
+                    tensor_into(nt.tensor, v)  # built in place, one copy of the values
+                else:
+                    nt.tensor.CopyFrom(tensor_to_proto(v, t.dtype))
             except (TypeError, ValueError) as e:
                 raise TypeError(f"cannot feed {v!r} for {t.name}: {e}") from None
         fetch_names = [e.name for e in elements if isinstance(e, Tensor)]
@@ -204,13 +213,34 @@ class GrpcSession(SessionBase):
         if run_metadata is not None and resp.HasField("metadata"):
             run_metadata.MergeFrom(resp.metadata)
         by_name = {nt.name: nt.tensor for nt in resp.tensor}
+        chunked = set(resp.rill_chunked)
         out = []
         for e in elements:
             if isinstance(e, Tensor):
                 p = by_name.get(e.name)
                 if p is None:
                     raise InvalidArgumentError(f"the master returned no value for {e.name}")
-                out.append(tensor_from_proto(p))
+                if e.name in chunked:
+                    out.append(self._pull_chunks(resp.rill_chunk_id, e.name, p, timeout_ms))
+                else:
+                    out.append(tensor_from_proto(p))
             else:
                 out.append(None)
         return out
+
+    def _pull_chunks(self, chunk_id: int, name: str, head, timeout_ms: int):
+        """A large fetched value the master parked: streamed into a preallocated array."""
+        fn = self._calls.get("RecvTensorChunks")
+        if fn is None:
+            fn = self._channel.unary_stream(
+                f"/{RILL_WORKER_SERVICE}/RecvTensorChunks",
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=None,
+            )
+            self._calls["RecvTensorChunks"] = fn
+        ms = timeout_ms or self._config.operation_timeout_in_ms
+        req = worker_pb2.RecvTensorRequest(step_id=chunk_id, rendezvous_key=name)
+        try:
+            return receive_chunks(head, fn(req, timeout=ms / 1000.0 if ms > 0 else None))
+        except grpc.RpcError as e:
+            raise error_from_rpc(e, "the master", self._address, self.graph) from None

@@ -12,14 +12,25 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import grpc
+import numpy as np
 
+from rill.distributed.fetched import Relay, as_proto
 from rill.distributed.master_session import MasterSession, _PartialRun, _Plan
 from rill.distributed.plan import device_from_name
 from rill.distributed.proto import master_pb2, worker_pb2
-from rill.distributed.wire import WORKER_SERVICE, error_from_rpc, error_from_status
+from rill.distributed.wire import (
+    WORKER_SERVICE,
+    chunkable,
+    error_from_rpc,
+    error_from_status,
+    meta_into,
+    tensor_into,
+)
 from rill.exec.proto import config_pb2
 from rill.graph.device import DeviceSpec
 from rill.graph.errors import (
@@ -30,6 +41,7 @@ from rill.graph.errors import (
     UnavailableError,
     UnimplementedError,
 )
+from rill.graph.proto import tensor_pb2
 
 __all__ = ["Master"]
 
@@ -55,6 +67,9 @@ class Master:
         self.sessions: dict[str, MasterSession] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(32, thread_name_prefix="rill-master")
+        # Calls to workers wait on these threads (created as needed, then reused): as many as
+        # steps may have calls in flight, so no step's call waits for another step's.
+        self._rpc_pool = ThreadPoolExecutor(1024, thread_name_prefix="rill-call")
         self._active: dict[int, list] = {}  # step id -> parts, for stop()
         self._stopping = False
         self.local = (server._job_name, server._task_index)
@@ -69,18 +84,25 @@ class Master:
         return self.server._cluster
 
     def _call(self, address, method, req, resp_cls, timeout, wait_for_ready=False):
+        """Starts a call to a worker service: a future of its response.
+
+        The call is a blocking one made on a thread of a pool: cheaper than grpc's own futures,
+        which restart a channel thread each time a channel had no call in flight. Every call
+        has a deadline or ends when the step is cleaned up or the channels close (stop())."""
         fn = self.server._channels.unary(address, WORKER_SERVICE, method, resp_cls)
-        return fn.future(req, timeout=timeout, wait_for_ready=wait_for_ready)
+        return self._rpc_pool.submit(fn, req, timeout=timeout, wait_for_ready=wait_for_ready)
 
     def _wait(self, fut, who, address, deadline_what="the call"):
         while True:
             try:
+                # Woken by the call's completion; the slice only bounds how late a stop() is
+                # noticed.
                 return fut.result(timeout=_SLICE)
-            except grpc.FutureTimeoutError:
+            except FutureTimeout:
                 if self._stopping:
                     fut.cancel()
                     raise CancelledError("the server was stopped") from None
-            except grpc.FutureCancelledError:
+            except (FutureCancelled, grpc.FutureCancelledError):
                 raise CancelledError(f"{deadline_what} to {who} was cancelled") from None
             except grpc.RpcError as e:
                 if e.code() is grpc.StatusCode.DEADLINE_EXCEEDED and deadline_what == "connect":
@@ -200,15 +222,17 @@ class Master:
             req = worker_pb2.RunGraphRequest(session_handle=sess.handle, graph_handle=tp.handle,
                                              step_id=step_id, store_errors_in_response_body=True,
                                              create_worker_session_called=True)  # fmt: skip
-            for i, key in tp.feeds:
-                nt = req.send.add(name=key)
-                nt.tensor.CopyFrom(feed_protos[i])
             req.recv_key.extend(k for _, k in tp.fetches)
             if step_stats is not None:
                 req.exec_opts.record_timeline = True
             if tp.address == "":
+                # In process: the feeds are handed over, not copied into the request.
                 local_req, local_tp = req, tp
                 continue
+            for i, key in tp.feeds:
+                nt = req.send.add(name=key)
+                nt.tensor.CopyFrom(feed_protos[i])
+            req.rill_chunks_ok = True
             fut = self._call(tp.address, "RunGraph", req, worker_pb2.RunGraphResponse, timeout)
             calls.append((tp, fut))
             fut.add_done_callback(lambda f, tp=tp: self._on_done(f, tp, abort_all))
@@ -224,15 +248,20 @@ class Master:
             context.add_callback(gone)
         try:
             if local_req is not None:
-                resp = self.server._worker.RunGraph(local_req, _Deadline(deadline))
-                self._collect(local_tp, resp, results, abort_all, step_stats)
+                # In process: the fetched arrays come back as they are (no TensorProtos).
+                values: dict = {}
+                feeds = [(key, feed_protos[i]) for i, key in local_tp.feeds]
+                resp = self.server._worker.RunGraph(local_req, _Deadline(deadline), values, feeds)
+                if self._collect(local_tp, resp, results, abort_all, step_stats, step_id):
+                    for i, key in local_tp.fetches:
+                        results[i] = values.get(key)
             for tp, fut in calls:
                 try:
                     resp = self._wait(fut, tp.name, tp.address)
                 except OpError as e:
                     abort_all(e)
                     continue
-                self._collect(tp, resp, results, abort_all, step_stats)
+                self._collect(tp, resp, results, abort_all, step_stats, step_id, deadline)
         finally:
             running[0] = False
             with self._lock:
@@ -252,15 +281,25 @@ class Master:
         if resp.status_code:
             abort_all(_task_error(resp, tp))
 
-    def _collect(self, tp, resp, results, abort_all, step_stats=None) -> None:
+    def _collect(self, tp, resp, results, abort_all, step_stats=None, step_id=0,
+                 deadline=None) -> bool:  # fmt: skip
+        """Fetched values of one task's RunGraph into `results` (TensorProtos, or arrays for
+        values the task streamed); False when the task failed."""
         if resp.status_code:
             abort_all(_task_error(resp, tp))
-            return
+            return False
         if step_stats is not None:
             step_stats.dev_stats.extend(resp.step_stats.dev_stats)
+        if not resp.recv:
+            return True
         by_key = {nt.name: nt.tensor for nt in resp.recv}
+        chunked = set(resp.rill_chunked)
         for i, key in tp.fetches:
-            results[i] = by_key.get(key)
+            p = by_key.get(key)
+            if key in chunked:
+                p = Relay(self.server._channels, tp, step_id, key, p, deadline)
+            results[i] = p
+        return True
 
     def _cleanup(self, plan, step_id) -> None:
         """Aborts the step on every task of the plan (CleanupGraph)."""
@@ -282,6 +321,7 @@ class Master:
         for step_id, plan in active:
             self._cleanup(plan, step_id)
         self._pool.shutdown(wait=False)
+        self._rpc_pool.shutdown(wait=False)
 
     # -- the RPC methods -------------------------------------------------------------------------
 
@@ -326,6 +366,8 @@ class Master:
             from rill.distributed.wire import error_to_status
 
             del resp.tensor[:]
+            del resp.rill_chunked[:]
+            resp.rill_chunk_id = 0
             resp.status_code, resp.status_error_message = error_to_status(e)
         return resp
 
@@ -348,10 +390,29 @@ class Master:
             )
             stats = resp.metadata.step_stats if trace else None
             values = sess.run(feeds, fetches, list(req.target), deadline, stats, context)
+        worker = self.server._worker
         for name, v in zip(fetches, values):
             nt = resp.tensor.add(name=name)
-            if v is not None:
+            if v is None:
+                continue
+            big = type(v) is Relay or (type(v) is np.ndarray and chunkable(v))
+            if big and req.rill_chunks_ok:
+                # A rill client streams large values from this task (RecvTensorChunks); one
+                # another task holds is relayed chunk by chunk, never assembled here.
+                if not resp.rill_chunk_id:
+                    resp.rill_chunk_id = secrets.randbits(62) | 1
+                worker.park(resp.rill_chunk_id, name, v)
+                if type(v) is Relay:
+                    nt.tensor.CopyFrom(v.head)
+                else:
+                    meta_into(nt.tensor, v)
+                resp.rill_chunked.append(name)
+            elif type(v) is Relay:
+                tensor_into(nt.tensor, v.pull())
+            elif isinstance(v, tensor_pb2.TensorProto):
                 nt.tensor.CopyFrom(v)
+            else:  # an array (or numpy scalar) the task of this master computed
+                tensor_into(nt.tensor, v)
         if options is not None and options.output_partition_graphs:
             plan = sess.plans.get((tuple(feeds), tuple(fetches), tuple(req.target)))
             if plan is not None:
@@ -384,7 +445,7 @@ class Master:
         if not pr.targets_run and len(pr.fed) == len(pr.feeds):
             run_targets = pr.targets
             pr.targets_run = True
-        values = sess.run(all_feeds, fetches, run_targets, deadline)
+        values = [as_proto(v) for v in sess.run(all_feeds, fetches, run_targets, deadline)]
         for n, v in zip(fetches, values):
             pr.fetched[n] = v
         if len(pr.fetched) == len(pr.fetches) and pr.targets_run:
@@ -491,7 +552,11 @@ class Master:
         values = sess.run(dict(zip(feeds, req.feed)), list(fetches), list(targets), deadline)
         resp = master_pb2.RunCallableResponse()
         for v in values:
-            resp.fetch.add().CopyFrom(v)
+            v = as_proto(v)
+            if v is not None:
+                resp.fetch.add().CopyFrom(v)
+            else:
+                resp.fetch.add()
         return resp
 
     def ReleaseCallable(self, req, context):

@@ -95,8 +95,13 @@ def _stream_handler(fn, request_cls):
         context.abort(grpc_status_of(code), msg)
 
     return grpc.unary_stream_rpc_method_handler(
-        handle, request_deserializer=None, response_serializer=lambda m: m.SerializeToString()
+        handle, request_deserializer=None, response_serializer=_serialize_or_raw
     )
+
+
+def _serialize_or_raw(m) -> bytes:
+    """Messages are serialized; bytes (a message serialized already) pass as they are."""
+    return m if type(m) is bytes else m.SerializeToString()
 
 
 def _server_def(cluster, job_name, task_index, protocol, config) -> tensorflow_server_pb2.ServerDef:
@@ -203,7 +208,10 @@ class Server:
                 {
                     "RecvTensorChunks": _stream_handler(
                         self._worker.RecvTensorChunks, worker_pb2.RecvTensorRequest
-                    )
+                    ),
+                    "RecvTensors": _stream_handler(
+                        self._worker.RecvTensors, worker_pb2.RillRecvTensorsRequest
+                    ),
                 },  # fmt: skip
             )
         )

@@ -14,6 +14,7 @@ import threading
 import time
 
 import grpc
+import grpc.experimental
 import numpy as np
 
 from rill.graph import dtypes
@@ -66,6 +67,9 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.enable_retries", 0),
+    # A streamed call is read by the thread that iterates it (rill's streams have one reader),
+    # not by a channel thread that grpc starts again whenever the channel falls idle.
+    (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
 ]
 SERVER_OPTIONS = [
     ("grpc.max_send_message_length", -1),
@@ -81,31 +85,52 @@ CHUNK_BYTES = 2 << 20
 CHUNKS_OK = "type.rill/chunks"  # RecvTensorRequest.transport_options of a rill receiver
 
 
-def tensor_to_proto(value, dtype=None) -> tensor_pb2.TensorProto:
-    """A TensorProto of a fetched or fed value (numeric values in `tensor_content`)."""
-    if value is None:
-        return tensor_pb2.TensorProto(dtype=dtypes.float32.enum)
-    if (
-        dtype is None
-        and type(value) is np.ndarray
+def plain_array(value) -> bool:
+    """A numeric array whose bytes are TensorFlow's tensor_content as they are."""
+    return (
+        type(value) is np.ndarray
         and value.dtype.kind in "biufc"
         and value.dtype.byteorder in "=<|"
         and value.dtype != np.float16
-    ):
+    )
+
+
+def tensor_into(p: tensor_pb2.TensorProto, value) -> None:
+    """Fills the (empty) TensorProto `p` with `value` in place (no message copy)."""
+    if value is None:
+        p.dtype = dtypes.float32.enum
+        return
+    if plain_array(value):
         # The common case in one copy (make_tensor_proto's general path makes three).
-        p = tensor_pb2.TensorProto(dtype=dtypes.as_dtype(value.dtype).enum)
+        p.dtype = dtypes.as_dtype(value.dtype).enum
+        dims = p.tensor_shape.dim
         for d in value.shape:
-            p.tensor_shape.dim.add(size=d)
+            dims.add(size=d)
         p.tensor_content = value.tobytes()
+        return
+    p.CopyFrom(make_tensor_proto(value))
+
+
+def tensor_to_proto(value, dtype=None) -> tensor_pb2.TensorProto:
+    """A TensorProto of a fetched or fed value (numeric values in `tensor_content`)."""
+    if dtype is None:
+        p = tensor_pb2.TensorProto()
+        tensor_into(p, value)
         return p
     return make_tensor_proto(value, dtype)
 
 
-def tensor_meta(value) -> tensor_pb2.TensorProto:
-    """A TensorProto with `value`'s dtype and shape and no values (a chunked stream's head)."""
-    p = tensor_pb2.TensorProto(dtype=dtypes.as_dtype(value.dtype).enum)
+def meta_into(p: tensor_pb2.TensorProto, value) -> None:
+    """Fills `p` with `value`'s dtype and shape and no values (a chunked stream's head)."""
+    p.dtype = dtypes.as_dtype(value.dtype).enum
     for d in value.shape:
         p.tensor_shape.dim.add(size=d)
+
+
+def tensor_meta(value) -> tensor_pb2.TensorProto:
+    """A TensorProto with `value`'s dtype and shape and no values (a chunked stream's head)."""
+    p = tensor_pb2.TensorProto()
+    meta_into(p, value)
     return p
 
 
@@ -119,33 +144,107 @@ def chunkable(value) -> bool:
 
 
 def iter_chunks(value):
-    """Slices of `value`'s bytes, CHUNK_BYTES each (no copy of the whole array)."""
+    """Serialized RillTensorChunk messages carrying `value`'s bytes, CHUNK_BYTES each: each built
+    straight from the array's memory (one copy per chunk, no copy of the whole array)."""
     flat = memoryview(np.ascontiguousarray(value).reshape(-1).view(np.uint8))
     for start in range(0, len(flat), CHUNK_BYTES):
-        yield flat[start : start + CHUNK_BYTES]
+        piece = flat[start : start + CHUNK_BYTES]
+        yield b"".join((_CHUNK_TAG, _varint(len(piece)), piece))
 
 
-def receive_chunks(head, chunks) -> np.ndarray:
-    """Copies a chunk stream into one preallocated array of the head's dtype and shape."""
+_CHUNK_TAG = b"\x22"  # RillTensorChunk.data: field 4, length-delimited
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def chunk_data(raw: bytes):
+    """The `data` of a serialized RillTensorChunk, as a view of `raw` when the message holds
+    nothing else (what iter_chunks sends); parsed as a message otherwise."""
+    if raw[:1] == _CHUNK_TAG:
+        n, shift, pos = 0, 0, 1
+        while pos < len(raw) and pos < 11:
+            b = raw[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                if pos + n == len(raw):
+                    return memoryview(raw)[pos:]
+                break
+    from rill.distributed.proto import worker_pb2
+
+    return worker_pb2.RillTensorChunk.FromString(raw).data
+
+
+def receive_chunks(head, chunks, out=None) -> np.ndarray:
+    """Copies a chunk stream (serialized RillTensorChunk messages) into one preallocated array
+    of the head's dtype and shape (`out` when given)."""
     from rill.graph.graph_def import shape_from_proto
 
-    dtype = dtypes.as_dtype(head.dtype).np
-    shape = tuple(shape_from_proto(head.tensor_shape).dims)
-    out = np.empty(shape, dtype)
+    if out is None:
+        dtype = dtypes.as_dtype(head.dtype).np
+        shape = tuple(shape_from_proto(head.tensor_shape).dims)
+        out = np.empty(shape, dtype)
     buf = memoryview(out.reshape(-1).view(np.uint8))
     pos = 0
-    for c in chunks:
-        n = len(c.data)
+    for raw in chunks:
+        data = chunk_data(raw)
+        n = len(data)
         if pos + n > len(buf):
             raise InternalError(f"a chunked tensor sent more than its {len(buf)} bytes")
-        buf[pos : pos + n] = c.data
+        buf[pos : pos + n] = data
         pos += n
     if pos != len(buf):
         raise InternalError(f"a chunked tensor ended after {pos} of {len(buf)} bytes")
     return out
 
 
+_FAST_DTYPES = {
+    dt.enum: np.dtype(dt.np).newbyteorder("<")
+    for dt in (
+        dtypes.float32,
+        dtypes.float64,
+        dtypes.int8,
+        dtypes.int16,
+        dtypes.int32,
+        dtypes.int64,
+        dtypes.uint8,
+        dtypes.uint16,
+        dtypes.uint32,
+        dtypes.uint64,
+        dtypes.bool_,
+        dtypes.complex64,
+        dtypes.complex128,
+    )  # fmt: skip
+}
+
+
 def tensor_from_proto(p: tensor_pb2.TensorProto) -> np.ndarray:
+    """A TensorProto's value as a new writable array.
+
+    A plain numeric `tensor_content` is copied straight into a fresh (aligned) array; a view
+    of the message's bytes would save that copy but not its alignment, and BLAS results may
+    depend on the alignment of their inputs (bit-for-bit equality with a local Session)."""
+    dt = _FAST_DTYPES.get(p.dtype)
+    if dt is not None:
+        content = p.tensor_content
+        if content:
+            dims = [d.size for d in p.tensor_shape.dim]
+            n = 1
+            for d in dims:
+                n *= d
+            if n * dt.itemsize == len(content) and min(dims, default=0) >= 0:
+                return np.frombuffer(content, dt).reshape(dims).copy()
     return make_ndarray(p)
 
 
@@ -279,13 +378,14 @@ class ChannelCache:
         return fn
 
     def stream(self, address: str, service: str, method: str, response_cls):
+        """A unary-stream callable; `response_cls` None yields the raw serialized messages."""
         key = (address, service, method, "s")
         fn = self._calls.get(key)
         if fn is None:
             fn = self.channel(address).unary_stream(
                 f"/{service}/{method}",
                 request_serializer=_serialize,
-                response_deserializer=response_cls.FromString,
+                response_deserializer=None if response_cls is None else response_cls.FromString,
             )
             self._calls[key] = fn
         return fn

@@ -28,9 +28,9 @@ from rill.distributed.wire import (
     context_deadline,
     error_to_status,
     iter_chunks,
+    meta_into,
     tensor_from_proto,
-    tensor_meta,
-    tensor_to_proto,
+    tensor_into,
 )
 from rill.exec.context import StepState
 from rill.exec.device import CpuDevice
@@ -220,20 +220,29 @@ class Worker:
             g.sess.close()
         return worker_pb2.DeregisterGraphResponse()
 
-    def RunGraph(self, req, context):
+    def RunGraph(self, req, context, values: dict | None = None, feeds=()):
+        """Runs a registered partition for one step. An in-process caller (the master of this
+        task) may hand over `feeds` [(key, TensorProto)] beside `req.send`, and get the fetched
+        arrays in `values` by key instead of in the response."""
         resp = worker_pb2.RunGraphResponse()
         try:
-            self._run_graph(req, context, resp)
+            self._run_graph(req, context, resp, values, feeds)
         except BaseException as e:  # noqa: BLE001 - every failure becomes the response's status
             code, msg = error_to_status(e)
             if not req.store_errors_in_response_body:
                 raise
             del resp.recv[:]
+            del resp.rill_chunked[:]
             resp.status_code = code
             resp.status_error_message = msg
         return resp
 
-    def _run_graph(self, req, context, resp) -> None:
+    def park(self, step_id: int, key: str, value) -> None:
+        """Keeps a large value for one RecvTensorChunks pull (step id, key)."""
+        with self._lock:
+            self._parked[(step_id, key)] = (value, time.monotonic())
+
+    def _run_graph(self, req, context, resp, values=None, feeds=()) -> None:
         g = self._graphs.get(req.graph_handle)
         if g is None:
             raise NotFoundError(
@@ -256,6 +265,8 @@ class Worker:
         try:
             for nt in req.send:
                 rv.send(nt.name, tensor_from_proto(nt.tensor), False)
+            for key, p in feeds:
+                rv.send(key, tensor_from_proto(p), False)
             if g.remote_keys:
                 rv.prefetch(g.remote_keys, deadline)
             tracing = req.exec_opts.record_timeline or req.exec_opts.record_costs
@@ -276,10 +287,19 @@ class Worker:
                 fill_step_stats(resp.step_stats, step.records)
             for key in req.recv_key:
                 value, dead = rv.take(key, deadline, step.check_cancelled)
-                nt = resp.recv.add(name=key)
                 if dead:
                     raise InvalidArgumentError(f"the fetched value {key!r} is dead")
-                nt.tensor.CopyFrom(tensor_to_proto(value))
+                if values is not None:
+                    values[key] = value
+                    continue
+                nt = resp.recv.add(name=key)
+                if req.rill_chunks_ok and chunkable(value):
+                    # Large: the caller streams it (RecvTensorChunks) into a buffer of its own.
+                    self.park(req.step_id, key, value)
+                    meta_into(nt.tensor, value)
+                    resp.rill_chunked.append(key)
+                else:
+                    tensor_into(nt.tensor, value)
             ok = True
         finally:
             running[0] = False
@@ -296,16 +316,39 @@ class Worker:
         resp = worker_pb2.RecvTensorResponse(is_dead=dead)
         if not dead and req.transport_options.type_url == CHUNKS_OK and chunkable(value):
             # Large: the receiver streams it (RecvTensorChunks) into a buffer of its own.
-            with self._lock:
-                self._parked[(req.step_id, req.rendezvous_key)] = (value, time.monotonic())
-            resp.tensor.CopyFrom(tensor_meta(value))
+            self.park(req.step_id, req.rendezvous_key, value)
+            meta_into(resp.tensor, value)
             resp.transport_options.type_url = CHUNKS_OK
             return resp
         if not dead:
-            resp.tensor.CopyFrom(tensor_to_proto(value))
+            tensor_into(resp.tensor, value)
         if rv.idle():
             self._forget(req.step_id)
         return resp
+
+    def RecvTensors(self, req, context):
+        """rill's batched pull: the keys of `req` as they are sent here, each message carrying
+        every one sent since the last."""
+        rv = self.step(req.step_id)
+        deadline = context_deadline(context)
+        pending = list(req.rendezvous_key)
+        while pending:
+            resp = worker_pb2.RillRecvTensorsResponse()
+            for key, value, dead in rv.take_ready(pending, deadline, alive=context.is_active):
+                pending.remove(key)
+                item = resp.item.add(rendezvous_key=key, is_dead=dead)
+                if dead:
+                    continue
+                if chunkable(value):
+                    # Large: the receiver streams it (RecvTensorChunks) into a buffer of its own.
+                    self.park(req.step_id, key, value)
+                    meta_into(item.tensor, value)
+                    item.chunked = True
+                else:
+                    tensor_into(item.tensor, value)
+            yield resp
+        if rv.idle():
+            self._forget(req.step_id)
 
     def RecvTensorChunks(self, req, context):
         """rill's stream: the bytes of a value RecvTensor parked, CHUNK_BYTES at a time."""
@@ -317,10 +360,14 @@ class Worker:
                     del self._parked[k]
         if item is None:
             raise NotFoundError(f"no parked value for {req.rendezvous_key!r} on {self.name}")
-        for data in iter_chunks(item[0]):
+        value = item[0]
+        if not isinstance(value, np.ndarray):  # a master's Relay: another task's chunks
+            yield from value.raw(context)
+            return
+        for msg in iter_chunks(value):
             if not context.is_active():
                 return
-            yield worker_pb2.RillTensorChunk(data=bytes(data))
+            yield msg
 
     def CleanupGraph(self, req, context):
         with self._lock:

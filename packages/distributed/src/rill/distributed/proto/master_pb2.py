@@ -30,7 +30,7 @@ from rill.graph.proto import graph_pb2 as rill_dot_graph_dot_proto_dot_graph__pb
 from rill.graph.proto import tensor_pb2 as rill_dot_graph_dot_proto_dot_tensor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#rill/distributed/proto/master.proto\x12\x04rill\x1a.rill/distributed/proto/device_attributes.proto\x1a(rill/distributed/proto/error_codes.proto\x1a)rill/distributed/proto/named_tensor.proto\x1a\x1crill/exec/proto/config.proto\x1a\x1crill/graph/proto/graph.proto\x1a\x1drill/graph/proto/tensor.proto\"l\n\x14\x43reateSessionRequest\x12!\n\tgraph_def\x18\x01 \x01(\x0b\x32\x0e.rill.GraphDef\x12!\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x11.rill.ConfigProto\x12\x0e\n\x06target\x18\x03 \x01(\t\"F\n\x15\x43reateSessionResponse\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x15\n\rgraph_version\x18\x02 \x01(\x03\"p\n\x14\x45xtendSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12!\n\tgraph_def\x18\x02 \x01(\x0b\x32\x0e.rill.GraphDef\x12\x1d\n\x15\x63urrent_graph_version\x18\x03 \x01(\x03\"2\n\x15\x45xtendSessionResponse\x12\x19\n\x11new_graph_version\x18\x04 \x01(\x03\"\xe7\x01\n\x0eRunStepRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12$\n\x04\x66\x65\x65\x64\x18\x02 \x03(\x0b\x32\x16.rill.NamedTensorProto\x12\r\n\x05\x66\x65tch\x18\x03 \x03(\t\x12\x0e\n\x06target\x18\x04 \x03(\t\x12!\n\x07options\x18\x05 \x01(\x0b\x32\x10.rill.RunOptions\x12\x1a\n\x12partial_run_handle\x18\x06 \x01(\t\x12%\n\x1dstore_errors_in_response_body\x18\x07 \x01(\x08\x12\x12\n\nrequest_id\x18\x08 \x01(\x03\"\xa3\x01\n\x0fRunStepResponse\x12&\n\x06tensor\x18\x01 \x03(\x0b\x32\x16.rill.NamedTensorProto\x12#\n\x08metadata\x18\x02 \x01(\x0b\x32\x11.rill.RunMetadata\x12%\n\x0bstatus_code\x18\x03 \x01(\x0e\x32\x10.rill.error.Code\x12\x1c\n\x14status_error_message\x18\x04 \x01(\t\"q\n\x16PartialRunSetupRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x0c\n\x04\x66\x65\x65\x64\x18\x02 \x03(\t\x12\r\n\x05\x66\x65tch\x18\x03 \x03(\t\x12\x0e\n\x06target\x18\x04 \x03(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\x03\"5\n\x17PartialRunSetupResponse\x12\x1a\n\x12partial_run_handle\x18\x01 \x01(\t\"-\n\x13\x43loseSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"9\n\x0cResetRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\x12\x16\n\x0e\x64\x65vice_filters\x18\x02 \x03(\t\"\x0f\n\rResetResponse\",\n\x12ListDevicesRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"r\n\x13ListDevicesResponse\x12,\n\x0clocal_device\x18\x01 \x03(\x0b\x32\x16.rill.DeviceAttributes\x12-\n\rremote_device\x18\x02 \x03(\x0b\x32\x16.rill.DeviceAttributes\"i\n\x13MakeCallableRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12&\n\x07options\x18\x02 \x01(\x0b\x32\x15.rill.CallableOptions\x12\x12\n\nrequest_id\x18\x03 \x01(\x03\"&\n\x14MakeCallableResponse\x12\x0e\n\x06handle\x18\x01 \x01(\x03\"q\n\x12RunCallableRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x0e\n\x06handle\x18\x02 \x01(\x03\x12\x1f\n\x04\x66\x65\x65\x64\x18\x03 \x03(\x0b\x32\x11.rill.TensorProto\x12\x12\n\nrequest_id\x18\x04 \x01(\x03\"\\\n\x13RunCallableResponse\x12 \n\x05\x66\x65tch\x18\x01 \x03(\x0b\x32\x11.rill.TensorProto\x12#\n\x08metadata\x18\x02 \x01(\x0b\x32\x11.rill.RunMetadata\"@\n\x16ReleaseCallableRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x0e\n\x06handle\x18\x02 \x01(\x03\"\x19\n\x17ReleaseCallableResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#rill/distributed/proto/master.proto\x12\x04rill\x1a.rill/distributed/proto/device_attributes.proto\x1a(rill/distributed/proto/error_codes.proto\x1a)rill/distributed/proto/named_tensor.proto\x1a\x1crill/exec/proto/config.proto\x1a\x1crill/graph/proto/graph.proto\x1a\x1drill/graph/proto/tensor.proto\"l\n\x14\x43reateSessionRequest\x12!\n\tgraph_def\x18\x01 \x01(\x0b\x32\x0e.rill.GraphDef\x12!\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x11.rill.ConfigProto\x12\x0e\n\x06target\x18\x03 \x01(\t\"F\n\x15\x43reateSessionResponse\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x15\n\rgraph_version\x18\x02 \x01(\x03\"p\n\x14\x45xtendSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12!\n\tgraph_def\x18\x02 \x01(\x0b\x32\x0e.rill.GraphDef\x12\x1d\n\x15\x63urrent_graph_version\x18\x03 \x01(\x03\"2\n\x15\x45xtendSessionResponse\x12\x19\n\x11new_graph_version\x18\x04 \x01(\x03\"\x80\x02\n\x0eRunStepRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12$\n\x04\x66\x65\x65\x64\x18\x02 \x03(\x0b\x32\x16.rill.NamedTensorProto\x12\r\n\x05\x66\x65tch\x18\x03 \x03(\t\x12\x0e\n\x06target\x18\x04 \x03(\t\x12!\n\x07options\x18\x05 \x01(\x0b\x32\x10.rill.RunOptions\x12\x1a\n\x12partial_run_handle\x18\x06 \x01(\t\x12%\n\x1dstore_errors_in_response_body\x18\x07 \x01(\x08\x12\x12\n\nrequest_id\x18\x08 \x01(\x03\x12\x17\n\x0erill_chunks_ok\x18\xe9\x07 \x01(\x08\"\xd2\x01\n\x0fRunStepResponse\x12&\n\x06tensor\x18\x01 \x03(\x0b\x32\x16.rill.NamedTensorProto\x12#\n\x08metadata\x18\x02 \x01(\x0b\x32\x11.rill.RunMetadata\x12%\n\x0bstatus_code\x18\x03 \x01(\x0e\x32\x10.rill.error.Code\x12\x1c\n\x14status_error_message\x18\x04 \x01(\t\x12\x15\n\x0crill_chunked\x18\xe9\x07 \x03(\t\x12\x16\n\rrill_chunk_id\x18\xea\x07 \x01(\x03\"q\n\x16PartialRunSetupRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x0c\n\x04\x66\x65\x65\x64\x18\x02 \x03(\t\x12\r\n\x05\x66\x65tch\x18\x03 \x03(\t\x12\x0e\n\x06target\x18\x04 \x03(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\x03\"5\n\x17PartialRunSetupResponse\x12\x1a\n\x12partial_run_handle\x18\x01 \x01(\t\"-\n\x13\x43loseSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"9\n\x0cResetRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\x12\x16\n\x0e\x64\x65vice_filters\x18\x02 \x03(\t\"\x0f\n\rResetResponse\",\n\x12ListDevicesRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"r\n\x13ListDevicesResponse\x12,\n\x0clocal_device\x18\x01 \x03(\x0b\x32\x16.rill.DeviceAttributes\x12-\n\rremote_device\x18\x02 \x03(\x0b\x32\x16.rill.DeviceAttributes\"i\n\x13MakeCallableRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12&\n\x07options\x18\x02 \x01(\x0b\x32\x15.rill.CallableOptions\x12\x12\n\nrequest_id\x18\x03 \x01(\x03\"&\n\x14MakeCallableResponse\x12\x0e\n\x06handle\x18\x01 \x01(\x03\"q\n\x12RunCallableRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x0e\n\x06handle\x18\x02 \x01(\x03\x12\x1f\n\x04\x66\x65\x65\x64\x18\x03 \x03(\x0b\x32\x11.rill.TensorProto\x12\x12\n\nrequest_id\x18\x04 \x01(\x03\"\\\n\x13RunCallableResponse\x12 \n\x05\x66\x65tch\x18\x01 \x03(\x0b\x32\x11.rill.TensorProto\x12#\n\x08metadata\x18\x02 \x01(\x0b\x32\x11.rill.RunMetadata\"@\n\x16ReleaseCallableRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x0e\n\x06handle\x18\x02 \x01(\x03\"\x19\n\x17ReleaseCallableResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,35 +46,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EXTENDSESSIONRESPONSE']._serialized_start=565
   _globals['_EXTENDSESSIONRESPONSE']._serialized_end=615
   _globals['_RUNSTEPREQUEST']._serialized_start=618
-  _globals['_RUNSTEPREQUEST']._serialized_end=849
-  _globals['_RUNSTEPRESPONSE']._serialized_start=852
-  _globals['_RUNSTEPRESPONSE']._serialized_end=1015
-  _globals['_PARTIALRUNSETUPREQUEST']._serialized_start=1017
-  _globals['_PARTIALRUNSETUPREQUEST']._serialized_end=1130
-  _globals['_PARTIALRUNSETUPRESPONSE']._serialized_start=1132
-  _globals['_PARTIALRUNSETUPRESPONSE']._serialized_end=1185
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=1187
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=1232
-  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1234
-  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1256
-  _globals['_RESETREQUEST']._serialized_start=1258
-  _globals['_RESETREQUEST']._serialized_end=1315
-  _globals['_RESETRESPONSE']._serialized_start=1317
-  _globals['_RESETRESPONSE']._serialized_end=1332
-  _globals['_LISTDEVICESREQUEST']._serialized_start=1334
-  _globals['_LISTDEVICESREQUEST']._serialized_end=1378
-  _globals['_LISTDEVICESRESPONSE']._serialized_start=1380
-  _globals['_LISTDEVICESRESPONSE']._serialized_end=1494
-  _globals['_MAKECALLABLEREQUEST']._serialized_start=1496
-  _globals['_MAKECALLABLEREQUEST']._serialized_end=1601
-  _globals['_MAKECALLABLERESPONSE']._serialized_start=1603
-  _globals['_MAKECALLABLERESPONSE']._serialized_end=1641
-  _globals['_RUNCALLABLEREQUEST']._serialized_start=1643
-  _globals['_RUNCALLABLEREQUEST']._serialized_end=1756
-  _globals['_RUNCALLABLERESPONSE']._serialized_start=1758
-  _globals['_RUNCALLABLERESPONSE']._serialized_end=1850
-  _globals['_RELEASECALLABLEREQUEST']._serialized_start=1852
-  _globals['_RELEASECALLABLEREQUEST']._serialized_end=1916
-  _globals['_RELEASECALLABLERESPONSE']._serialized_start=1918
-  _globals['_RELEASECALLABLERESPONSE']._serialized_end=1943
+  _globals['_RUNSTEPREQUEST']._serialized_end=874
+  _globals['_RUNSTEPRESPONSE']._serialized_start=877
+  _globals['_RUNSTEPRESPONSE']._serialized_end=1087
+  _globals['_PARTIALRUNSETUPREQUEST']._serialized_start=1089
+  _globals['_PARTIALRUNSETUPREQUEST']._serialized_end=1202
+  _globals['_PARTIALRUNSETUPRESPONSE']._serialized_start=1204
+  _globals['_PARTIALRUNSETUPRESPONSE']._serialized_end=1257
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=1259
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=1304
+  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1306
+  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1328
+  _globals['_RESETREQUEST']._serialized_start=1330
+  _globals['_RESETREQUEST']._serialized_end=1387
+  _globals['_RESETRESPONSE']._serialized_start=1389
+  _globals['_RESETRESPONSE']._serialized_end=1404
+  _globals['_LISTDEVICESREQUEST']._serialized_start=1406
+  _globals['_LISTDEVICESREQUEST']._serialized_end=1450
+  _globals['_LISTDEVICESRESPONSE']._serialized_start=1452
+  _globals['_LISTDEVICESRESPONSE']._serialized_end=1566
+  _globals['_MAKECALLABLEREQUEST']._serialized_start=1568
+  _globals['_MAKECALLABLEREQUEST']._serialized_end=1673
+  _globals['_MAKECALLABLERESPONSE']._serialized_start=1675
+  _globals['_MAKECALLABLERESPONSE']._serialized_end=1713
+  _globals['_RUNCALLABLEREQUEST']._serialized_start=1715
+  _globals['_RUNCALLABLEREQUEST']._serialized_end=1828
+  _globals['_RUNCALLABLERESPONSE']._serialized_start=1830
+  _globals['_RUNCALLABLERESPONSE']._serialized_end=1922
+  _globals['_RELEASECALLABLEREQUEST']._serialized_start=1924
+  _globals['_RELEASECALLABLEREQUEST']._serialized_end=1988
+  _globals['_RELEASECALLABLERESPONSE']._serialized_start=1990
+  _globals['_RELEASECALLABLERESPONSE']._serialized_end=2015
 # @@protoc_insertion_point(module_scope)

@@ -47,7 +47,7 @@ class ExtendSessionResponse(_message.Message):
     def __init__(self, new_graph_version: _Optional[int] = ...) -> None: ...
 
 class RunStepRequest(_message.Message):
-    __slots__ = ("session_handle", "feed", "fetch", "target", "options", "partial_run_handle", "store_errors_in_response_body", "request_id")
+    __slots__ = ("session_handle", "feed", "fetch", "target", "options", "partial_run_handle", "store_errors_in_response_body", "request_id", "rill_chunks_ok")
     SESSION_HANDLE_FIELD_NUMBER: _ClassVar[int]
     FEED_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class RunStepRequest(_message.Message):
     PARTIAL_RUN_HANDLE_FIELD_NUMBER: _ClassVar[int]
     STORE_ERRORS_IN_RESPONSE_BODY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RILL_CHUNKS_OK_FIELD_NUMBER: _ClassVar[int]
     session_handle: str
     feed: _containers.RepeatedCompositeFieldContainer[_named_tensor_pb2.NamedTensorProto]
     fetch: _containers.RepeatedScalarFieldContainer[str]
@@ -64,19 +65,24 @@ class RunStepRequest(_message.Message):
     partial_run_handle: str
     store_errors_in_response_body: bool
     request_id: int
-    def __init__(self, session_handle: _Optional[str] = ..., feed: _Optional[_Iterable[_Union[_named_tensor_pb2.NamedTensorProto, _Mapping]]] = ..., fetch: _Optional[_Iterable[str]] = ..., target: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[_config_pb2.RunOptions, _Mapping]] = ..., partial_run_handle: _Optional[str] = ..., store_errors_in_response_body: _Optional[bool] = ..., request_id: _Optional[int] = ...) -> None: ...
+    rill_chunks_ok: bool
+    def __init__(self, session_handle: _Optional[str] = ..., feed: _Optional[_Iterable[_Union[_named_tensor_pb2.NamedTensorProto, _Mapping]]] = ..., fetch: _Optional[_Iterable[str]] = ..., target: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[_config_pb2.RunOptions, _Mapping]] = ..., partial_run_handle: _Optional[str] = ..., store_errors_in_response_body: _Optional[bool] = ..., request_id: _Optional[int] = ..., rill_chunks_ok: _Optional[bool] = ...) -> None: ...
 
 class RunStepResponse(_message.Message):
-    __slots__ = ("tensor", "metadata", "status_code", "status_error_message")
+    __slots__ = ("tensor", "metadata", "status_code", "status_error_message", "rill_chunked", "rill_chunk_id")
     TENSOR_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
     STATUS_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RILL_CHUNKED_FIELD_NUMBER: _ClassVar[int]
+    RILL_CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     tensor: _containers.RepeatedCompositeFieldContainer[_named_tensor_pb2.NamedTensorProto]
     metadata: _config_pb2.RunMetadata
     status_code: _error_codes_pb2.Code
     status_error_message: str
-    def __init__(self, tensor: _Optional[_Iterable[_Union[_named_tensor_pb2.NamedTensorProto, _Mapping]]] = ..., metadata: _Optional[_Union[_config_pb2.RunMetadata, _Mapping]] = ..., status_code: _Optional[_Union[_error_codes_pb2.Code, str]] = ..., status_error_message: _Optional[str] = ...) -> None: ...
+    rill_chunked: _containers.RepeatedScalarFieldContainer[str]
+    rill_chunk_id: int
+    def __init__(self, tensor: _Optional[_Iterable[_Union[_named_tensor_pb2.NamedTensorProto, _Mapping]]] = ..., metadata: _Optional[_Union[_config_pb2.RunMetadata, _Mapping]] = ..., status_code: _Optional[_Union[_error_codes_pb2.Code, str]] = ..., status_error_message: _Optional[str] = ..., rill_chunked: _Optional[_Iterable[str]] = ..., rill_chunk_id: _Optional[int] = ...) -> None: ...
 
 class PartialRunSetupRequest(_message.Message):
     __slots__ = ("session_handle", "feed", "fetch", "target", "request_id")

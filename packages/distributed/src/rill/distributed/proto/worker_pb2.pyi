@@ -116,7 +116,7 @@ class ExecutorOpts(_message.Message):
     def __init__(self, record_costs: _Optional[bool] = ..., record_timeline: _Optional[bool] = ..., record_partition_graphs: _Optional[bool] = ..., report_tensor_allocations_upon_oom: _Optional[bool] = ...) -> None: ...
 
 class RunGraphRequest(_message.Message):
-    __slots__ = ("session_handle", "create_worker_session_called", "graph_handle", "step_id", "exec_opts", "send", "recv_key", "is_partial", "is_last_partial_run", "store_errors_in_response_body", "request_id")
+    __slots__ = ("session_handle", "create_worker_session_called", "graph_handle", "step_id", "exec_opts", "send", "recv_key", "is_partial", "is_last_partial_run", "store_errors_in_response_body", "request_id", "rill_chunks_ok")
     SESSION_HANDLE_FIELD_NUMBER: _ClassVar[int]
     CREATE_WORKER_SESSION_CALLED_FIELD_NUMBER: _ClassVar[int]
     GRAPH_HANDLE_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +128,7 @@ class RunGraphRequest(_message.Message):
     IS_LAST_PARTIAL_RUN_FIELD_NUMBER: _ClassVar[int]
     STORE_ERRORS_IN_RESPONSE_BODY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RILL_CHUNKS_OK_FIELD_NUMBER: _ClassVar[int]
     session_handle: str
     create_worker_session_called: bool
     graph_handle: str
@@ -139,21 +140,24 @@ class RunGraphRequest(_message.Message):
     is_last_partial_run: bool
     store_errors_in_response_body: bool
     request_id: int
-    def __init__(self, session_handle: _Optional[str] = ..., create_worker_session_called: _Optional[bool] = ..., graph_handle: _Optional[str] = ..., step_id: _Optional[int] = ..., exec_opts: _Optional[_Union[ExecutorOpts, _Mapping]] = ..., send: _Optional[_Iterable[_Union[_named_tensor_pb2.NamedTensorProto, _Mapping]]] = ..., recv_key: _Optional[_Iterable[str]] = ..., is_partial: _Optional[bool] = ..., is_last_partial_run: _Optional[bool] = ..., store_errors_in_response_body: _Optional[bool] = ..., request_id: _Optional[int] = ...) -> None: ...
+    rill_chunks_ok: bool
+    def __init__(self, session_handle: _Optional[str] = ..., create_worker_session_called: _Optional[bool] = ..., graph_handle: _Optional[str] = ..., step_id: _Optional[int] = ..., exec_opts: _Optional[_Union[ExecutorOpts, _Mapping]] = ..., send: _Optional[_Iterable[_Union[_named_tensor_pb2.NamedTensorProto, _Mapping]]] = ..., recv_key: _Optional[_Iterable[str]] = ..., is_partial: _Optional[bool] = ..., is_last_partial_run: _Optional[bool] = ..., store_errors_in_response_body: _Optional[bool] = ..., request_id: _Optional[int] = ..., rill_chunks_ok: _Optional[bool] = ...) -> None: ...
 
 class RunGraphResponse(_message.Message):
-    __slots__ = ("recv", "step_stats", "partition_graph", "status_code", "status_error_message")
+    __slots__ = ("recv", "step_stats", "partition_graph", "status_code", "status_error_message", "rill_chunked")
     RECV_FIELD_NUMBER: _ClassVar[int]
     STEP_STATS_FIELD_NUMBER: _ClassVar[int]
     PARTITION_GRAPH_FIELD_NUMBER: _ClassVar[int]
     STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
     STATUS_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RILL_CHUNKED_FIELD_NUMBER: _ClassVar[int]
     recv: _containers.RepeatedCompositeFieldContainer[_named_tensor_pb2.NamedTensorProto]
     step_stats: _step_stats_pb2.StepStats
     partition_graph: _containers.RepeatedCompositeFieldContainer[_graph_pb2.GraphDef]
     status_code: _error_codes_pb2.Code
     status_error_message: str
-    def __init__(self, recv: _Optional[_Iterable[_Union[_named_tensor_pb2.NamedTensorProto, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., partition_graph: _Optional[_Iterable[_Union[_graph_pb2.GraphDef, _Mapping]]] = ..., status_code: _Optional[_Union[_error_codes_pb2.Code, str]] = ..., status_error_message: _Optional[str] = ...) -> None: ...
+    rill_chunked: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, recv: _Optional[_Iterable[_Union[_named_tensor_pb2.NamedTensorProto, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., partition_graph: _Optional[_Iterable[_Union[_graph_pb2.GraphDef, _Mapping]]] = ..., status_code: _Optional[_Union[_error_codes_pb2.Code, str]] = ..., status_error_message: _Optional[str] = ..., rill_chunked: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CleanupGraphRequest(_message.Message):
     __slots__ = ("step_id",)
@@ -208,3 +212,29 @@ class RillTensorChunk(_message.Message):
     total_bytes: int
     data: bytes
     def __init__(self, tensor: _Optional[_Union[_tensor_pb2.TensorProto, _Mapping]] = ..., is_dead: _Optional[bool] = ..., total_bytes: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class RillRecvTensorsRequest(_message.Message):
+    __slots__ = ("step_id", "rendezvous_key")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    RENDEZVOUS_KEY_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    rendezvous_key: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, step_id: _Optional[int] = ..., rendezvous_key: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RillRecvTensorsItem(_message.Message):
+    __slots__ = ("rendezvous_key", "tensor", "is_dead", "chunked")
+    RENDEZVOUS_KEY_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_FIELD_NUMBER: _ClassVar[int]
+    IS_DEAD_FIELD_NUMBER: _ClassVar[int]
+    CHUNKED_FIELD_NUMBER: _ClassVar[int]
+    rendezvous_key: str
+    tensor: _tensor_pb2.TensorProto
+    is_dead: bool
+    chunked: bool
+    def __init__(self, rendezvous_key: _Optional[str] = ..., tensor: _Optional[_Union[_tensor_pb2.TensorProto, _Mapping]] = ..., is_dead: _Optional[bool] = ..., chunked: _Optional[bool] = ...) -> None: ...
+
+class RillRecvTensorsResponse(_message.Message):
+    __slots__ = ("item",)
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    item: _containers.RepeatedCompositeFieldContainer[RillRecvTensorsItem]
+    def __init__(self, item: _Optional[_Iterable[_Union[RillRecvTensorsItem, _Mapping]]] = ...) -> None: ...

@@ -30,7 +30,6 @@ from rill.train import (
     LoggingTensorHook,
     MomentumOptimizer,
     MonitoredSession,
-    MonitoredTrainingSession,
     NanLossDuringTrainingError,
     NanTensorHook,
     Optimizer,
@@ -103,3 +102,12 @@ from rill.train.session_manager import SessionManager
 # tf.train.SummaryWriter is the old name of tf.summary.FileWriter.
 from rill.train.summary import FileWriter as SummaryWriter
 from rill.train.sync_replicas_optimizer import SyncReplicasOptimizer
+
+
+def MonitoredTrainingSession(*args, finish_job: bool = False, **kwargs):  # noqa: N802 - TF's name
+    """tf.train.MonitoredTrainingSession (rill.train's) with TensorFlow's behaviour at the end:
+    the cluster keeps serving after the chief's session closes (a TF1 program may evaluate on it
+    in a new Session), so rill's job-finished broadcast is off unless finish_job=True."""
+    from rill.train import MonitoredTrainingSession as _mts
+
+    return _mts(*args, finish_job=finish_job, **kwargs)

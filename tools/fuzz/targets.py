@@ -89,6 +89,7 @@ def _graphdef_seeds() -> list[bytes]:
 _INTS = [0, 1, -1, 2, 3, 5, 1 << 31, (1 << 63) - 1, -(1 << 63), 10**9]
 
 
+_INT32S = [0, 1, -1, 2, 3, 5, (1 << 31) - 1, -(1 << 31), 10**9]
 _FLOATS = [0.0, -1.0, 1e30, -1e30, float("nan"), float("inf"), 1e-45]
 _STRINGS = [b"", b"\xff\xfe", b"VALID", b"SAME", b"NCHW", b"NHWC", b"bogus", b"x" * 300]
 
@@ -165,7 +166,7 @@ def _mutate_attr(av, rng: random.Random) -> None:
             cut = rng.randrange(len(t.tensor_content) + 1)
             t.tensor_content = t.tensor_content[:cut]
         elif t.int_val:
-            t.int_val[rng.randrange(len(t.int_val))] = rng.choice(_INTS[:7] + [-(1 << 31)])
+            t.int_val[rng.randrange(len(t.int_val))] = rng.choice(_INT32S)
         else:
             t.int_val.append(rng.choice([0, 1, -1, 1 << 30]))
     elif which == "func":

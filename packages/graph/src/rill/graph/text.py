@@ -511,6 +511,8 @@ def _parse_line(line: str, where: str):
             a = op_def.attr(v)
             typ = a.type if a else _private_type(v)
             attrs[v] = _parse_attr_value(tok, typ, outs[0] if outs else None)
+            if a is None and typ is not None:
+                _check_private_attr(where, name, v, typ, attrs[v])
         else:
             raise tok.error("an input %name or an attr name=value")
         if tok.peek()[1] == ",":
@@ -528,6 +530,26 @@ def _parse_line(line: str, where: str):
         else:
             raise GraphValueError(f"{where}: unexpected {v!r} after the op's arguments")
     return NodeSpec(name, op_type, inputs, attrs, device, out_hints=outs, where=where)
+
+
+_PRIVATE_KINDS = {"list(string)": str, "list(shape)": TensorShape, "string": (str, bytes)}
+
+
+def _check_private_attr(where: str, node: str, attr: str, typ: str, value) -> None:
+    """Private attrs the runtime reads (`_class`, ...) hold their declared type: the op's
+    declaration does not check them (found by tools/fuzz: a `_class` of bytes or ints)."""
+    want = _PRIVATE_KINDS.get(typ)
+    if want is None:
+        return
+    ok = (
+        isinstance(value, tuple) and all(isinstance(x, want) for x in value)
+        if typ.startswith("list(")
+        else isinstance(value, want)
+    )
+    if not ok:
+        got = repr(value)
+        got = got if len(got) <= 80 else got[:77] + "..."
+        raise GraphValueError(f"{where}: node {node!r} attr {attr!r} must be a {typ}, got {got}")
 
 
 def _private_type(name: str):

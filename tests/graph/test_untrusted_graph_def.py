@@ -8,7 +8,7 @@ import pytest
 from google.protobuf import text_format
 
 from rill.graph import Graph, graph_def
-from rill.graph.errors import GraphValueError
+from rill.graph.errors import GraphTypeError, GraphValueError
 from rill.graph.graph_def import import_graph_def
 from rill.graph.proto import graph_pb2
 
@@ -178,3 +178,15 @@ def _i32(name: str) -> str:
 def test_malformed_functional_control_flow_names_the_node(node, message):
     with pytest.raises(GraphValueError, match=message):
         _import(_BRANCH + _i32("i") + node)
+
+
+def test_a_loop_back_edge_of_another_type_is_refused():
+    # Found by tools/fuzz: a loop's Switch turned into a Merge of (int32, bool) imported (the back
+    # edge was not type-checked) and the loop never ended.
+    text = (
+        _i32("x") + 'node { name: "m" op: "Merge" input: "x" input: "b" '
+        'attr { key: "T" value { type: DT_INT32 } } attr { key: "N" value { i: 2 } } }\n'
+        'node { name: "b" op: "Less" input: "m" input: "x" attr { key: "T" value { type: DT_INT32 } } }'
+    )
+    with pytest.raises(GraphTypeError, match=r"node 'm' \(Merge\) input 1 is b:0 of type bool"):
+        _import(text)

@@ -75,3 +75,18 @@ def test_a_colocation_list_still_round_trips():
     text = '%x: f32[2] = Placeholder(shape=[2])\n%y: f32[2] = Identity(%x, _class=["loc:@x"])'
     g = parse_graph(text)
     assert g.get_operation_by_name("y").attrs["_class"] == ("loc:@x",)
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('%c: string[0] = Const(value=["a"])', r"has shape \[1\], expected \[0\]"),
+        ('%c: string[1] = Const(value=["a", "b"])', r"has shape \[2\], expected \[1\]"),
+        ('%c: string[2] = Const(value=[["a"], "b"])', "ragged"),
+        ('%c: string[2] = Const(value=fill(["x"]))', "fill"),
+    ],
+)
+def test_a_string_tensor_value_must_have_its_declared_shape(line, message):
+    # A string value with more elements than its shape was an IndexError (found by tools/fuzz).
+    with pytest.raises(GraphValueError, match=message):
+        parse_graph(line)

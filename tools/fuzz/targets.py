@@ -44,6 +44,8 @@ def _rill_errors():
 
 
 def _zeros(dtype, shape):
+    if dtype.name in ("resource", "variant"):
+        return None  # no value a caller could make up: the graph is not run
     dims = [1 if d is None else d for d in (shape.dims or ())] if shape.rank is not None else [1]
     if int(np.prod(dims, dtype=np.int64)) > _MAX_FEED:
         return None

@@ -481,7 +481,14 @@ def build_nodes(graph, specs: list[NodeSpec], input_map=None, prefix: str = "") 
         )
     for name, i, src, idx in patch:
         op = created[name]
-        op._update_input(i, resolve(f"{src}:{idx}"))
+        t = resolve(f"{src}:{idx}")
+        if t.dtype != op._inputs[i].dtype:
+            # The back edge was not type-checked when the Merge was built (a stand-in was).
+            raise GraphTypeError(
+                f"{by_name[name].where}: node {name!r} ({op.type}) input {i} is {t.name} of type "
+                f"{t.dtype.name}; its other inputs are {op._inputs[i].dtype.name}"
+            )
+        op._update_input(i, t)
     if patch:
         _reinfer_after(graph, [created[p[0]] for p in patch])
     return created

@@ -384,6 +384,10 @@ def _tensor_body(tok: _Tokens, dtype: DType, shape: TensorShape) -> np.ndarray:
         tok.expect("(")
         val = _parse_nested(tok)
         tok.expect(")")
+        if dtype is dtypes.string:
+            if isinstance(val, list):
+                raise GraphValueError(f"{tok.where}: fill() takes one string, got a list")
+            val = val if isinstance(val, bytes) else str(val).encode()
         return np.full(shape.dims, val, dtype=dtype.np)
     if kind == "word" and v == "b64":
         tok.next()
@@ -399,9 +403,20 @@ def _tensor_body(tok: _Tokens, dtype: DType, shape: TensorShape) -> np.ndarray:
         return arr.reshape(shape.dims)
     val = _parse_nested(tok)
     if dtype is dtypes.string:
+        got = np.empty((), dtype=object)
+        got[()] = val  # a scalar stays one element, whatever it holds
+        if isinstance(val, list):
+            got = np.array(val, dtype=object)
+        if got.size == 0 and shape.num_elements() == 0:
+            got = got.reshape(shape.dims)
+        if got.shape != tuple(shape.dims):
+            raise GraphValueError(
+                f"{tok.where}: string tensor value has shape {list(got.shape)}, expected {shape}"
+            )
         arr = np.empty(shape.dims, dtype=object)
-        flat = np.array(val, dtype=object).reshape(-1) if shape.dims else [val]
-        for i, s in enumerate(flat):
+        for i, s in enumerate(got.reshape(-1)):
+            if isinstance(s, list):
+                raise GraphValueError(f"{tok.where}: string tensor value is ragged: {val!r:.80}")
             arr.reshape(-1)[i] = s if isinstance(s, bytes) else str(s).encode()
         return arr
     arr = np.array(val, dtype=dtype.np)

@@ -9,6 +9,7 @@ import pathlib
 import random
 import struct
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 _NOT_RUN = ("Queue", "Barrier", "Stage", "Reader", "Iterator", "Accumulator", "Save", "Restore",
             "WriteFile", "ReadFile", "MatchingFiles", "Print", "Summary", "Dataset", "Py")  # fmt: skip
 _MAX_FEED = 1 << 16
+_STEP_TIMEOUT_MS = 5000  # a step's deadline (graphs) or an invoke's cancel (TFLite)
 
 
 @dataclass
@@ -76,8 +78,13 @@ def run_graph(g, max_fetches: int = 8) -> None:
             fetches.extend(t for t in op.outputs if t.dtype.name not in ("resource", "variant"))
     if not fetches:
         return
+    from rill.exec import RunOptions
+
+    # A loop the graph says never ends is the graph's semantics, not a defect: the step's deadline
+    # ends it (DeadlineExceededError), as it would for any caller. Work in one kernel is not
+    # bounded by it (only checked between loop iterations): that still shows as a hang.
     with Session(graph=g) as s:
-        s.run(fetches[:max_fetches], feeds)
+        s.run(fetches[:max_fetches], feeds, options=RunOptions(timeout_in_ms=_STEP_TIMEOUT_MS))
 
 
 # -- GraphDef ---------------------------------------------------------------------------------
@@ -336,15 +343,23 @@ def _tflite_run(data: bytes) -> None:
     from rill.mobile.interpreter import Interpreter
 
     it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d in it.get_input_details():
-        shape = [int(s) if s >= 0 else 1 for s in d["shape"]]  # as advertised
-        if int(np.prod(shape, dtype=np.int64)) > _MAX_FEED:
-            return
-        it.set_tensor(d["index"], np.zeros(shape, dtype=d["dtype"]))
-    it.invoke()
-    for d in it.get_output_details():
-        it.get_tensor(d["index"])
+    # A WHILE the model says never ends is the model's semantics, not a defect: cancel() ends
+    # it (InvokeError), as a caller with a deadline would. Work inside one operator is not
+    # bounded by it: that still shows as a hang.
+    timer = threading.Timer(_STEP_TIMEOUT_MS / 1000, it.cancel)
+    timer.start()
+    try:
+        it.allocate_tensors()
+        for d in it.get_input_details():
+            shape = [int(s) if s >= 0 else 1 for s in d["shape"]]  # as advertised
+            if int(np.prod(shape, dtype=np.int64)) > _MAX_FEED:
+                return
+            it.set_tensor(d["index"], np.zeros(shape, dtype=d["dtype"]))
+        it.invoke()
+        for d in it.get_output_details():
+            it.get_tensor(d["index"])
+    finally:
+        timer.cancel()
 
 
 def _tflite_errors():

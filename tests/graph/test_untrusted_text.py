@@ -90,3 +90,11 @@ def test_a_string_tensor_value_must_have_its_declared_shape(line, message):
     # A string value with more elements than its shape was an IndexError (found by tools/fuzz).
     with pytest.raises(GraphValueError, match=message):
         parse_graph(line)
+
+
+@pytest.mark.parametrize("num", ['["loc:@x"]', "-1", "f32"])
+def test_an_output_count_that_is_not_a_count_names_the_line(num):
+    # Unpack's num read as an output count was a TypeError in the importer (found by tools/fuzz).
+    text = f"%x: f32[2] = Placeholder(shape=[2])\n%u: (f32[], f32[]) = Unpack(%x, num={num})"
+    with pytest.raises(GraphValueError, match=r"line 2: node 'u' \(Unpack\) has num=.*not a count"):
+        parse_graph(text)

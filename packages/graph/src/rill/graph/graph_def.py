@@ -567,6 +567,11 @@ def _create(graph, s: NodeSpec, inputs, ctrl_ops, prefix: str):
                 idx += n or 0
                 continue
             n = attrs.get(arg.number_attr, 1) if arg.number_attr else 1
+            if type(n) is not int or n < 0:
+                raise GraphValueError(
+                    f"{s.where}: node {s.name!r} ({s.op}) has {arg.number_attr}={n!r} (the "
+                    f"length of output list {arg.name!r}), not a count"
+                )
             if (
                 arg.type_attr
                 and arg.type_attr not in attrs

@@ -58,3 +58,43 @@ def test_the_limit_is_configurable(monkeypatch):
     monkeypatch.setattr(text, "MAX_TENSOR_BYTES", 100)
     with pytest.raises(GraphValueError, match="4000 bytes.*over the limit of 100"):
         parse_graph("%c: f32[1000] = Const(value=fill(1))")
+
+
+@pytest.mark.parametrize(
+    "value", ['["loc:@\\xff"]', "[1, 2]", '"loc:@x"', "[[1]]", "f32", 'b"\\xff"']
+)
+def test_a_private_attr_of_the_wrong_kind_is_refused_naming_the_line(value):
+    # `_class` is read by the placer: a value that is not a list of strings reached it as bytes,
+    # ints or a DType (AttributeError / TypeError there).
+    text = f"%x: f32[2] = Placeholder(shape=[2])\n%y: f32[2] = Identity(%x, _class={value})"
+    with pytest.raises(GraphValueError, match=r"line 2: node 'y' attr '_class' must be a list"):
+        parse_graph(text)
+
+
+def test_a_colocation_list_still_round_trips():
+    text = '%x: f32[2] = Placeholder(shape=[2])\n%y: f32[2] = Identity(%x, _class=["loc:@x"])'
+    g = parse_graph(text)
+    assert g.get_operation_by_name("y").attrs["_class"] == ("loc:@x",)
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('%c: string[0] = Const(value=["a"])', r"has shape \[1\], expected \[0\]"),
+        ('%c: string[1] = Const(value=["a", "b"])', r"has shape \[2\], expected \[1\]"),
+        ('%c: string[2] = Const(value=[["a"], "b"])', "ragged"),
+        ('%c: string[2] = Const(value=fill(["x"]))', "fill"),
+    ],
+)
+def test_a_string_tensor_value_must_have_its_declared_shape(line, message):
+    # A string value with more elements than its shape was an IndexError (found by tools/fuzz).
+    with pytest.raises(GraphValueError, match=message):
+        parse_graph(line)
+
+
+@pytest.mark.parametrize("num", ['["loc:@x"]', "-1", "f32"])
+def test_an_output_count_that_is_not_a_count_names_the_line(num):
+    # Unpack's num read as an output count was a TypeError in the importer (found by tools/fuzz).
+    text = f"%x: f32[2] = Placeholder(shape=[2])\n%u: (f32[], f32[]) = Unpack(%x, num={num})"
+    with pytest.raises(GraphValueError, match=r"line 2: node 'u' \(Unpack\) has num=.*not a count"):
+        parse_graph(text)

@@ -129,3 +129,39 @@ def test_embedding_lookup_matches_litert(table_kind):
     (want,) = litert_run(model, [ids])
     (got,) = rill_run(model, [ids])
     np.testing.assert_array_equal(got, want)
+
+
+def _endless(model):
+    # The body returns its inputs unchanged: the counter never reaches the bound.
+    body = model.subgraphs[model.subgraphs[0].operators[0].builtinOptions.bodySubgraphIndex]
+    body.outputs = np.array(body.inputs, np.int32)
+
+
+def test_an_endless_while_is_stopped_by_cancel():
+    """Found by tools/fuzz: a WHILE whose body keeps its counter loops forever (in LiteRT too);
+    cancel() from another thread ends the invoke with InvokeError naming the operator. Whether
+    cancel() lands before or during the invoke, the loop stops: no ordering by time."""
+    import threading
+
+    from rill.mobile.errors import InvokeError
+
+    interp = Interpreter(model_content=_edit("while_float", _endless))
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], np.ones((2, 3), np.float32))
+    out = {}
+
+    def run():
+        try:
+            interp.invoke()
+        except BaseException as e:  # noqa: BLE001 - inspected below
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    interp.cancel()
+    t.join(120)
+    assert not t.is_alive(), "the WHILE ran on after cancel()"
+    assert isinstance(out.get("error"), InvokeError), out
+    assert "operator #0 WHILE was cancelled (Interpreter.cancel)" in str(out["error"])
+    # The request ended with that invoke: the next one runs (and is cancelled again).
+    assert not interp.cancelled

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import random
 import re
@@ -75,8 +76,23 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", default=None)
     ap.add_argument("--progress", type=int, default=500)
+    ap.add_argument("--json", default=None, help="write a summary of the campaign to this file")
     a = ap.parse_args(argv)
     tally, findings = campaign(a.format, a.cases, a.seed, save=a.save, progress=a.progress)
+    if a.json:
+        summary = {
+            "format": a.format,
+            "cases": a.cases,
+            "seed": a.seed,
+            "mem_cap_bytes": MEM_CAP,
+            "time_cap_s": TIME_CAP,
+            **{o: tally[o] for o in OUTCOMES},
+            "findings": [{"signature": sig, "count": n, "example": d[:200]}
+                         for sig, (n, d) in sorted(findings.items(), key=lambda kv: -kv[1][0])],
+        }  # fmt: skip
+        with open(a.json, "w") as fh:
+            json.dump(summary, fh, indent=1)
+            fh.write("\n")
     print(f"{a.format}: cases {a.cases}, " + ", ".join(f"{o} {tally[o]}" for o in OUTCOMES))
     for sig, (n, detail) in sorted(findings.items(), key=lambda kv: -kv[1][0]):
         print(f"  {n:5d}  {sig}  | {detail[:200]}")

@@ -69,17 +69,41 @@ _TEXT_VALUES = ["0", "-1", "-2", "1.5", "4294967296", "99999999999999999999", "1
                 "fill(1)", "b64\"AAAA\"", "[" * 300, "@/job:", "@/device:CPU:x"]  # fmt: skip
 
 
+_ATTR = re.compile(r"(\w+)=(\[[^\]]*\]|[^,()\[]*)")
+_ATTR_VALUES = ['["\\xff"]', "[1, 2]", '"s"', "f32", "[[1]]", 'b"\\xff"', "true", "-1", "[]",
+                "[f32, i64]", "@f", "tensor<f32[2]>[1, 2]", "shape[2,?]", "[shape[?]]", "1.5",
+                '["loc:@x"]', "99999999999"]  # fmt: skip
+_ATTR_NAMES = ["_class", "_output_shapes", "_gradient_op_type", "T", "N", "dtype", "shape",
+               "value", "axis", "bogus"]  # fmt: skip
+
+
+def _mutate_attr_text(line: str, rng: random.Random) -> str:
+    """An attr's value replaced by a value of another kind, or an attr added."""
+    attrs = list(_ATTR.finditer(line))
+    if attrs and rng.random() < 0.6:
+        m = rng.choice(attrs)
+        return line[: m.start(2)] + rng.choice(_ATTR_VALUES) + line[m.end(2) :]
+    j = line.rfind(")")
+    if j < 0:
+        return line
+    sep = "" if line[:j].rstrip().endswith("(") else ", "
+    return f"{line[:j]}{sep}{rng.choice(_ATTR_NAMES)}={rng.choice(_ATTR_VALUES)}{line[j:]}"
+
+
 def mutate_text(text: str, rng: random.Random) -> str:
-    """Token-level edits of the text form: numbers replaced by extreme values, punctuation
-    inserted or dropped, lines duplicated, swapped or dropped; then maybe a byte-level edit."""
+    """Token-level edits of the text form: numbers replaced by extreme values, attr values
+    replaced by values of another kind or attrs added, punctuation inserted or dropped, lines
+    duplicated, swapped or dropped; then maybe a byte-level edit."""
     lines = text.splitlines()
     for _ in range(rng.randint(1, 3)):
         if not lines:
             lines = [""]
         i = rng.randrange(len(lines))
         line = lines[i]
-        k = rng.randrange(6)
-        if k <= 1:
+        k = rng.randrange(8)
+        if k >= 6:
+            line = _mutate_attr_text(line, rng)
+        elif k <= 1:
             nums = list(_NUM.finditer(line))
             if nums:
                 m = rng.choice(nums)

@@ -9,6 +9,7 @@ import pathlib
 import random
 import struct
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 _NOT_RUN = ("Queue", "Barrier", "Stage", "Reader", "Iterator", "Accumulator", "Save", "Restore",
             "WriteFile", "ReadFile", "MatchingFiles", "Print", "Summary", "Dataset", "Py")  # fmt: skip
 _MAX_FEED = 1 << 16
+_STEP_TIMEOUT_MS = 5000  # a step's deadline (graphs) or an invoke's cancel (TFLite)
 
 
 @dataclass
@@ -44,6 +46,8 @@ def _rill_errors():
 
 
 def _zeros(dtype, shape):
+    if dtype.name in ("resource", "variant"):
+        return None  # no value a caller could make up: the graph is not run
     dims = [1 if d is None else d for d in (shape.dims or ())] if shape.rank is not None else [1]
     if int(np.prod(dims, dtype=np.int64)) > _MAX_FEED:
         return None
@@ -74,8 +78,13 @@ def run_graph(g, max_fetches: int = 8) -> None:
             fetches.extend(t for t in op.outputs if t.dtype.name not in ("resource", "variant"))
     if not fetches:
         return
+    from rill.exec import RunOptions
+
+    # A loop the graph says never ends is the graph's semantics, not a defect: the step's deadline
+    # ends it (DeadlineExceededError), as it would for any caller. Work in one kernel is not
+    # bounded by it (only checked between loop iterations): that still shows as a hang.
     with Session(graph=g) as s:
-        s.run(fetches[:max_fetches], feeds)
+        s.run(fetches[:max_fetches], feeds, options=RunOptions(timeout_in_ms=_STEP_TIMEOUT_MS))
 
 
 # -- GraphDef ---------------------------------------------------------------------------------
@@ -89,9 +98,119 @@ def _graphdef_seeds() -> list[bytes]:
 _INTS = [0, 1, -1, 2, 3, 5, 1 << 31, (1 << 63) - 1, -(1 << 63), 10**9]
 
 
+_INT32S = [0, 1, -1, 2, 3, 5, (1 << 31) - 1, -(1 << 31), 10**9]
+_FLOATS = [0.0, -1.0, 1e30, -1e30, float("nan"), float("inf"), 1e-45]
+_STRINGS = [b"", b"\xff\xfe", b"VALID", b"SAME", b"NCHW", b"NHWC", b"bogus", b"x" * 300]
+
+
+def _mutate_attr(av, rng: random.Random) -> None:
+    """One edit of an AttrValue: its value within its kind, or another kind, or nothing."""
+    which = av.WhichOneof("value")
+    r = rng.random()
+    if r < 0.1:
+        av.Clear()
+    elif r < 0.2:  # a value of another kind
+        av.Clear()
+        kind = rng.randrange(5)
+        if kind == 0:
+            av.i = rng.choice(_INTS)
+        elif kind == 1:
+            av.f = rng.choice(_FLOATS)
+        elif kind == 2:
+            av.s = rng.choice(_STRINGS)
+        elif kind == 3:
+            av.list.i.extend(rng.choice(_INTS) for _ in range(rng.randrange(6)))
+        else:
+            av.type = rng.choice([0, 1, 3, 7, 9, 20, 21, 99, 101])
+    elif which == "i":
+        av.i = rng.choice(_INTS)
+    elif which == "f":
+        av.f = rng.choice(_FLOATS)
+    elif which == "s":
+        av.s = rng.choice(_STRINGS)
+    elif which == "b":
+        av.b = not av.b
+    elif which == "type":
+        av.type = rng.choice([0, 1, 3, 7, 9, 20, 21, 99, 101])
+    elif which == "list":
+        lst = av.list
+        if lst.i and rng.random() < 0.5:
+            if rng.random() < 0.5:
+                del lst.i[rng.randrange(len(lst.i)) :]
+            else:
+                lst.i[rng.randrange(len(lst.i))] = rng.choice(_INTS)
+        elif lst.type:
+            if rng.random() < 0.5:
+                del lst.type[rng.randrange(len(lst.type)) :]
+            else:
+                lst.type[rng.randrange(len(lst.type))] = rng.choice([0, 1, 3, 7, 9, 20, 99])
+        elif lst.s:
+            lst.s[rng.randrange(len(lst.s))] = rng.choice(_STRINGS)
+        elif lst.shape:
+            sh = lst.shape[rng.randrange(len(lst.shape))]
+            if sh.dim:
+                sh.dim[rng.randrange(len(sh.dim))].size = rng.choice(_INTS)
+            else:
+                sh.unknown_rank = not sh.unknown_rank
+        else:
+            lst.i.extend(rng.choice(_INTS) for _ in range(rng.randrange(1, 6)))
+    elif which == "shape":
+        sh = av.shape
+        if sh.dim and rng.random() < 0.7:
+            sh.dim[rng.randrange(len(sh.dim))].size = rng.choice(_INTS)
+        elif rng.random() < 0.5:
+            sh.dim.add(size=rng.choice(_INTS))
+        else:
+            sh.unknown_rank = not sh.unknown_rank
+    elif which == "tensor":
+        t = av.tensor
+        k = rng.randrange(5)
+        if k == 0 and t.tensor_shape.dim:
+            t.tensor_shape.dim[rng.randrange(len(t.tensor_shape.dim))].size = rng.choice(_INTS)
+        elif k == 1:
+            t.tensor_shape.dim.add(size=rng.choice(_INTS))
+        elif k == 2:
+            t.dtype = rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 14, 17, 18, 19, 20, 21, 23, 99])
+        elif k == 3 and t.tensor_content:
+            cut = rng.randrange(len(t.tensor_content) + 1)
+            t.tensor_content = t.tensor_content[:cut]
+        elif t.int_val:
+            t.int_val[rng.randrange(len(t.int_val))] = rng.choice(_INT32S)
+        else:
+            t.int_val.append(rng.choice([0, 1, -1, 1 << 30]))
+    elif which == "func":
+        av.func.name = rng.choice(["", "nope", av.func.name + "_"])
+
+
+def _mutate_node(nd, names: list[str], ops: list[str], rng: random.Random) -> None:
+    k = rng.randrange(6)
+    if k <= 1 and nd.attr:
+        _mutate_attr(nd.attr[rng.choice(sorted(nd.attr))], rng)
+    elif k == 2:
+        nd.device = rng.choice(["/job:a:b", "/device:CPU:x", "/replica:-1", "@@", "/task:99999",
+                                "/device:GPU:0", "/job:localhost/device:CPU:1"])  # fmt: skip
+    elif k == 3 and nd.input:
+        i = rng.randrange(len(nd.input))
+        r = rng.random()
+        if r < 0.3:
+            del nd.input[i]
+        elif r < 0.45:
+            nd.input.append(nd.input[i])
+        else:
+            nd.input[i] = rng.choice(
+                [nd.name, "", "^", "nope:0", f"{rng.choice(names)}:{rng.choice(_INTS)}",
+                 rng.choice(names), "^" + rng.choice(names)]
+            )  # fmt: skip
+    elif k == 4 and nd.attr:
+        del nd.attr[rng.choice(sorted(nd.attr))]
+    else:
+        nd.op = rng.choice(ops)
+
+
 def _graphdef_mutate(data: bytes, rng: random.Random) -> bytes:
-    """Half the time a field-level edit of one node (an attr's int, list, type or shape, the
-    device, an input), else byte-level edits."""
+    """Half the time field-level edits of one to three nodes (an attr's value or kind, the
+    device, an input, a dropped attr, the op; nodes of the function library too), else
+    byte-level edits."""
     if rng.random() < 0.5:
         return mutate_bytes(data, rng)
     from rill.graph.proto import graph_pb2
@@ -101,36 +220,13 @@ def _graphdef_mutate(data: bytes, rng: random.Random) -> bytes:
         gd.ParseFromString(data)
     except Exception:  # noqa: BLE001 - not a GraphDef: byte edits only
         return mutate_bytes(data, rng)
-    if not gd.node:
+    nodes = list(gd.node) + [nd for f in gd.library.function for nd in f.node_def]
+    if not nodes:
         return mutate_bytes(data, rng)
-    nd = rng.choice(gd.node)
-    k = rng.randrange(4)
-    if k == 0 and nd.attr:
-        av = nd.attr[rng.choice(sorted(nd.attr))]
-        which = av.WhichOneof("value")
-        if which == "i":
-            av.i = rng.choice(_INTS)
-        elif which == "type":
-            av.type = rng.choice([0, 1, 3, 7, 9, 20, 21, 99, 101])
-        elif which == "list" and av.list.i:
-            if rng.random() < 0.5:
-                del av.list.i[rng.randrange(len(av.list.i)) :]
-            else:
-                av.list.i[rng.randrange(len(av.list.i))] = rng.choice(_INTS)
-        elif which == "shape" and av.shape.dim:
-            av.shape.dim[rng.randrange(len(av.shape.dim))].size = rng.choice(_INTS)
-        elif which == "tensor" and av.tensor.tensor_shape.dim:
-            av.tensor.tensor_shape.dim[0].size = rng.choice(_INTS)
-        else:
-            av.Clear()
-    elif k == 1:
-        nd.device = rng.choice(["/job:a:b", "/device:CPU:x", "/replica:-1", "@@", "/task:99999"])
-    elif k == 2 and nd.input:
-        nd.input[rng.randrange(len(nd.input))] = rng.choice(
-            [nd.name, "", "^", "nope:0", f"{rng.choice(gd.node).name}:{rng.choice(_INTS)}"]
-        )
-    else:
-        nd.op = rng.choice(gd.node).op
+    names = [nd.name for nd in nodes]
+    ops = sorted({nd.op for nd in nodes})
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        _mutate_node(rng.choice(nodes), names, ops, rng)
     return gd.SerializeToString()
 
 
@@ -247,15 +343,23 @@ def _tflite_run(data: bytes) -> None:
     from rill.mobile.interpreter import Interpreter
 
     it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d in it.get_input_details():
-        shape = [int(s) if s >= 0 else 1 for s in d["shape"]]  # as advertised
-        if int(np.prod(shape, dtype=np.int64)) > _MAX_FEED:
-            return
-        it.set_tensor(d["index"], np.zeros(shape, dtype=d["dtype"]))
-    it.invoke()
-    for d in it.get_output_details():
-        it.get_tensor(d["index"])
+    # A WHILE the model says never ends is the model's semantics, not a defect: cancel() ends
+    # it (InvokeError), as a caller with a deadline would. Work inside one operator is not
+    # bounded by it: that still shows as a hang.
+    timer = threading.Timer(_STEP_TIMEOUT_MS / 1000, it.cancel)
+    timer.start()
+    try:
+        it.allocate_tensors()
+        for d in it.get_input_details():
+            shape = [int(s) if s >= 0 else 1 for s in d["shape"]]  # as advertised
+            if int(np.prod(shape, dtype=np.int64)) > _MAX_FEED:
+                return
+            it.set_tensor(d["index"], np.zeros(shape, dtype=d["dtype"]))
+        it.invoke()
+        for d in it.get_output_details():
+            it.get_tensor(d["index"])
+    finally:
+        timer.cancel()
 
 
 def _tflite_errors():

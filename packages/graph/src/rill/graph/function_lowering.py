@@ -24,7 +24,7 @@ between functions, which a lowering would never finish.
 
 from __future__ import annotations
 
-from rill.graph.errors import GraphValueError
+from rill.graph.errors import GraphValueError, RillError
 from rill.graph.proto import attr_value_pb2, graph_pb2, node_def_pb2
 
 __all__ = ["lower_functions", "FUNCTIONAL_OPS"]
@@ -138,6 +138,8 @@ class _Lowerer:
                     raise GraphValueError(f"function {fname!r}: input {r!r} is no argument")
                 return env[r]
             node, arg = parts[0], parts[1]
+            if len(parts) > 3 or (len(parts) == 3 and not parts[2].isdigit()):
+                raise GraphValueError(f"function {fname!r}: malformed reference {r!r}")
             idx = int(parts[2]) if len(parts) > 2 else 0
             if node not in body:
                 raise GraphValueError(f"function {fname!r}: reference {r!r} names no node")
@@ -171,10 +173,13 @@ class _Lowerer:
         """Emits node `nd` under `name` with its (already translated) inputs, lowering it when
         it is a call or functional control flow."""
         where = f"node {name!r}"
+        op = nd.op
         data = [r for r in inputs if not r.startswith("^")]
+        if op in ("If", "StatelessIf", "Case", "StatelessCase") and not data:
+            raise GraphValueError(f"{where} ({op}) has no inputs; its first input is the "
+                                  + ("predicate" if "If" in op else "branch index"))  # fmt: skip
         ctrl = [r for r in inputs if r.startswith("^")]
         dev = nd.device
-        op = nd.op
         if op in self.lib or op in ("PartitionedCall", "StatefulPartitionedCall"):
             fname = op if op in self.lib else nd.attr["f"].func.name
             if ctrl:  # the body starts after the call's control inputs
@@ -228,6 +233,11 @@ class _Lowerer:
                 args.append(f"{s}:1")
             outs, cret = self.inline(fname, args, f"{name}/{tag}/", ["^" + pivot], stack,
                                      f"node {name!r}")  # fmt: skip
+            if len(outs) != len(types_out):
+                raise GraphValueError(
+                    f"node {name!r}: branch function {fname!r} returns {len(outs)} values; the "
+                    f"node declares {len(types_out)} (its attr Tout)"
+                )
             if cret:  # the branch's side effects happen before its outputs count as ready
                 outs = [self.node(f"{name}/{tag}/out_{k}", "Identity", [o, *cret],
                                   {"T": self._t(t)}, dev) for k, (o, t) in enumerate(zip(outs, types_out))]  # fmt: skip
@@ -261,6 +271,8 @@ class _Lowerer:
         index, args = data[0], data[1:]
         fnames = [f.name for f in nd.attr["branches"].list.func]
         n = len(fnames)
+        if n == 0:
+            raise GraphValueError(f"node {name!r} ({nd.op}) has no branches")
         i32 = dtypes.int32.enum
         idx = self.node(f"{name}/index", "Identity", [index, *ctrl], {"T": self._t(i32)}, dev)
         preds = []
@@ -298,6 +310,11 @@ class _Lowerer:
         types = list(nd.attr["T"].list.type)
         if not types:
             raise GraphValueError(f"node {name!r}: a While with no loop variables is not supported")
+        if len(data) != len(types):
+            raise GraphValueError(
+                f"node {name!r} ({nd.op}) has {len(data)} data inputs for {len(types)} loop "
+                "variables (its attr T)"
+            )
         frame = name
         par = attr_value_pb2.AttrValue(i=nd.attr["parallel_iterations"].i or 10)
         merges, nexts = [], []
@@ -312,8 +329,11 @@ class _Lowerer:
             merges.append(m)
             nexts.append(nxt)
         where = f"node {name!r}"
-        (c,), _ = self.inline(nd.attr["cond"].func.name, merges, f"{name}/cond/",
-                              ["^" + merges[0]], stack, where)  # fmt: skip
+        conds, _ = self.inline(nd.attr["cond"].func.name, merges, f"{name}/cond/",
+                               ["^" + merges[0]], stack, where)  # fmt: skip
+        if len(conds) != 1:
+            raise GraphValueError(f"{where}: its cond function returns {len(conds)} values, not 1")
+        c = conds[0]
         b = dtypes.bool_.enum
         loop_cond = self.node(f"{name}/loop_cond", "LoopCond", [c], device=dev)
         body_args, exits = [], []
@@ -347,5 +367,11 @@ def lower_functions(graph_def) -> graph_pb2.GraphDef:
     out.versions.CopyFrom(graph_def.versions)
     lowerer = _Lowerer(graph_def.library, out)
     for nd in graph_def.node:
-        lowerer.lower_node(nd, nd.name, list(nd.input), [], [])
+        try:
+            lowerer.lower_node(nd, nd.name, list(nd.input), [], [])
+        except RillError:
+            raise
+        except (IndexError, KeyError, ValueError, TypeError) as e:
+            # A shape of call the checks above did not foresee: still name the node.
+            raise GraphValueError(f"node {nd.name!r} ({nd.op}) cannot be lowered: {e}") from None
     return out

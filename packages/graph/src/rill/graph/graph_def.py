@@ -24,7 +24,7 @@ from rill.graph.dtypes import DType
 from rill.graph.errors import GraphTypeError, GraphValueError
 from rill.graph.op_def import NameAttrList, get_op_def, has_op
 from rill.graph.proto import attr_value_pb2, graph_pb2, node_def_pb2, tensor_pb2, tensor_shape_pb2
-from rill.graph.shapes import TensorShape
+from rill.graph.shapes import TensorShape, check_rank
 
 __all__ = [
     "GRAPH_DEF_VERSION",
@@ -39,6 +39,12 @@ __all__ = [
 
 # The GraphDef producer version written (TensorFlow 2.21's GRAPH_DEF_VERSION; same semantics).
 GRAPH_DEF_VERSION = 2474
+
+# The largest constant (in bytes; strings count 8 each) a TensorProto may declare. TensorFlow lets
+# a few values stand for a whole shape ("repeat the last one"), so a few bytes of GraphDef can
+# declare any size: it is checked against this before allocating. Assign to raise it for trusted
+# input (rill.graph.text.MAX_TENSOR_BYTES is the text form's).
+MAX_TENSOR_BYTES = 1 << 30
 
 _PRIVATE_ATTR_TYPES = {
     "_class": "list(string)",
@@ -105,16 +111,23 @@ def make_ndarray(p: tensor_pb2.TensorProto) -> np.ndarray:
     if not shape.is_fully_defined():
         raise GraphValueError(f"TensorProto has a partially known shape {shape}")
     dims = shape.dims
-    n = int(np.prod(dims)) if dims else 1
+    check_rank(len(dims), "a TensorProto's shape")
+    if dtype in (dtypes.resource, dtypes.variant):
+        raise GraphTypeError(f"cannot read a {dtype.name} TensorProto as a constant")
+    n = 1
+    for d in dims:
+        n *= d  # Python ints: a product past int64 stays exact
     if dtype is dtypes.string:
         vals = list(p.string_val)
         return _fill(np.array(vals, dtype=object) if vals else np.array([], dtype=object), n, dims)
     if p.tensor_content:
-        arr = np.frombuffer(p.tensor_content, dtype=dtype.np.newbyteorder("<"))
-        if arr.size != n:
+        size = max(dtype.np.itemsize, 1)
+        if len(p.tensor_content) != n * size:
             raise GraphValueError(
-                f"TensorProto tensor_content holds {arr.size} values for shape {shape}"
+                f"TensorProto tensor_content holds {len(p.tensor_content)} bytes; a "
+                f"{dtype.name}{list(dims)} tensor needs {n * size}"
             )
+        arr = np.frombuffer(p.tensor_content, dtype=dtype.np.newbyteorder("<"))
         return arr.astype(dtype.np).reshape(dims)
     if dtype in (dtypes.float16, dtypes.bfloat16):
         vals = np.array(list(p.half_val), dtype=np.uint16).view(dtype.np)
@@ -152,10 +165,18 @@ def _fill(vals: np.ndarray, n: int, dims) -> np.ndarray:
     # TensorFlow writes fewer values than elements to mean "repeat the last one".
     if vals.size == n:
         return vals.reshape(dims)
-    if vals.size == 0:
-        return np.zeros(dims, dtype=vals.dtype) if vals.dtype != object else np.full(dims, b"")
     if vals.size > n:
         raise GraphValueError(f"TensorProto holds {vals.size} values for {n} elements")
+    # Here a few values stand for the whole shape: bound the size before allocating it.
+    nbytes = n * (8 if vals.dtype == object else max(vals.dtype.itemsize, 1))
+    if nbytes > MAX_TENSOR_BYTES:
+        raise GraphValueError(
+            f"TensorProto declares shape {list(dims)} ({n} elements, {nbytes} bytes) from "
+            f"{vals.size} values, over the limit of {MAX_TENSOR_BYTES} bytes "
+            "(rill.graph.graph_def.MAX_TENSOR_BYTES)"
+        )
+    if vals.size == 0:
+        return np.zeros(dims, dtype=vals.dtype) if vals.dtype != object else np.full(dims, b"")
     out = np.empty(n, dtype=vals.dtype)
     out[: vals.size] = vals
     out[vals.size :] = vals[-1]
@@ -262,6 +283,8 @@ def attr_from_proto(p: attr_value_pb2.AttrValue, typ: str | None = None):
         if which != want:
             raise GraphValueError(f"expected a {typ} value but the AttrValue holds {which!r}")
     if which is None:
+        if typ is not None and not typ.startswith("list("):
+            raise GraphValueError(f"expected a {typ} value but the AttrValue is empty")
         # An empty AttrValue is how TF writes an empty list.
         return ()
     if which == "list":
@@ -458,7 +481,14 @@ def build_nodes(graph, specs: list[NodeSpec], input_map=None, prefix: str = "") 
         )
     for name, i, src, idx in patch:
         op = created[name]
-        op._update_input(i, resolve(f"{src}:{idx}"))
+        t = resolve(f"{src}:{idx}")
+        if t.dtype != op._inputs[i].dtype:
+            # The back edge was not type-checked when the Merge was built (a stand-in was).
+            raise GraphTypeError(
+                f"{by_name[name].where}: node {name!r} ({op.type}) input {i} is {t.name} of type "
+                f"{t.dtype.name}; its other inputs are {op._inputs[i].dtype.name}"
+            )
+        op._update_input(i, t)
     if patch:
         _reinfer_after(graph, [created[p[0]] for p in patch])
     return created
@@ -497,6 +527,12 @@ def _create(graph, s: NodeSpec, inputs, ctrl_ops, prefix: str):
                 sharing = 1 + sum(1 for a in later if a.number_attr == arg.number_attr)
                 n = (n_inputs - pos - fixed) // sharing
                 attrs[arg.number_attr] = n
+            if type(n) is not int or not 0 <= n <= n_inputs - pos:
+                raise GraphValueError(
+                    f"{s.where}: node {s.name!r} ({s.op}) has {arg.number_attr}={n!r} "
+                    f"(the length of input list {arg.name!r}) but {n_inputs - pos} data inputs "
+                    "left for it"
+                )
             grouped.append(list(inputs[pos : pos + n]))
             pos += n
         elif arg.type_list_attr:
@@ -531,6 +567,11 @@ def _create(graph, s: NodeSpec, inputs, ctrl_ops, prefix: str):
                 idx += n or 0
                 continue
             n = attrs.get(arg.number_attr, 1) if arg.number_attr else 1
+            if type(n) is not int or n < 0:
+                raise GraphValueError(
+                    f"{s.where}: node {s.name!r} ({s.op}) has {arg.number_attr}={n!r} (the "
+                    f"length of output list {arg.name!r}), not a count"
+                )
             if (
                 arg.type_attr
                 and arg.type_attr not in attrs
@@ -593,6 +634,12 @@ def _node_spec_from_def(nd, where: str) -> NodeSpec:
             attrs[k] = attr_from_proto(v, a.type if a else _PRIVATE_ATTR_TYPES.get(k))
         except (GraphTypeError, GraphValueError, TypeError, ValueError) as e:
             raise GraphValueError(f"{where}: node {nd.name!r} attr {k!r}: {e}") from None
+        if k == "_class" and not all(isinstance(c, str) for c in attrs[k]):
+            bad = next(c for c in attrs[k] if not isinstance(c, str))
+            raise GraphValueError(
+                f"{where}: node {nd.name!r} attr '_class' names colocation group {bad!r}, which "
+                "is not UTF-8"
+            )
     spec = NodeSpec(nd.name, nd.op, list(nd.input), attrs, nd.device, where=where)
     if out_shapes:
         spec.out_hints = None

@@ -108,6 +108,7 @@ def constant_value_as_shape(tensor, _depth: int = 0) -> TensorShape:
     v = constant_value(tensor, _depth + 1)
     if v is not None:
         v = np.asarray(v).reshape(-1)
+        check_rank(v.size, f"the shape given by {tensor.name!r}")
         return TensorShape([None if int(d) < 0 else int(d) for d in v])
     if shape.rank == 1 and shape[0] is not None:
         check_rank(shape[0], f"the shape given by {tensor.name!r}")

@@ -385,6 +385,10 @@ def _tensor_body(tok: _Tokens, dtype: DType, shape: TensorShape) -> np.ndarray:
         tok.expect("(")
         val = _parse_nested(tok)
         tok.expect(")")
+        if dtype is dtypes.string:
+            if isinstance(val, list):
+                raise GraphValueError(f"{tok.where}: fill() takes one string, got a list")
+            val = val if isinstance(val, bytes) else str(val).encode()
         return np.full(shape.dims, val, dtype=dtype.np)
     if kind == "word" and v == "b64":
         tok.next()
@@ -400,9 +404,20 @@ def _tensor_body(tok: _Tokens, dtype: DType, shape: TensorShape) -> np.ndarray:
         return arr.reshape(shape.dims)
     val = _parse_nested(tok)
     if dtype is dtypes.string:
+        got = np.empty((), dtype=object)
+        got[()] = val  # a scalar stays one element, whatever it holds
+        if isinstance(val, list):
+            got = np.array(val, dtype=object)
+        if got.size == 0 and shape.num_elements() == 0:
+            got = got.reshape(shape.dims)
+        if got.shape != tuple(shape.dims):
+            raise GraphValueError(
+                f"{tok.where}: string tensor value has shape {list(got.shape)}, expected {shape}"
+            )
         arr = np.empty(shape.dims, dtype=object)
-        flat = np.array(val, dtype=object).reshape(-1) if shape.dims else [val]
-        for i, s in enumerate(flat):
+        for i, s in enumerate(got.reshape(-1)):
+            if isinstance(s, list):
+                raise GraphValueError(f"{tok.where}: string tensor value is ragged: {val!r:.80}")
             arr.reshape(-1)[i] = s if isinstance(s, bytes) else str(s).encode()
         return arr
     arr = np.array(val, dtype=dtype.np)
@@ -512,6 +527,8 @@ def _parse_line(line: str, where: str):
             a = op_def.attr(v)
             typ = a.type if a else _private_type(v)
             attrs[v] = _parse_attr_value(tok, typ, outs[0] if outs else None)
+            if a is None and typ is not None:
+                _check_private_attr(where, name, v, typ, attrs[v])
         else:
             raise tok.error("an input %name or an attr name=value")
         if tok.peek()[1] == ",":
@@ -529,6 +546,26 @@ def _parse_line(line: str, where: str):
         else:
             raise GraphValueError(f"{where}: unexpected {v!r} after the op's arguments")
     return NodeSpec(name, op_type, inputs, attrs, device, out_hints=outs, where=where)
+
+
+_PRIVATE_KINDS = {"list(string)": str, "list(shape)": TensorShape, "string": (str, bytes)}
+
+
+def _check_private_attr(where: str, node: str, attr: str, typ: str, value) -> None:
+    """Private attrs the runtime reads (`_class`, ...) hold their declared type: the op's
+    declaration does not check them (found by tools/fuzz: a `_class` of bytes or ints)."""
+    want = _PRIVATE_KINDS.get(typ)
+    if want is None:
+        return
+    ok = (
+        isinstance(value, tuple) and all(isinstance(x, want) for x in value)
+        if typ.startswith("list(")
+        else isinstance(value, want)
+    )
+    if not ok:
+        got = repr(value)
+        got = got if len(got) <= 80 else got[:77] + "..."
+        raise GraphValueError(f"{where}: node {node!r} attr {attr!r} must be a {typ}, got {got}")
 
 
 def _private_type(name: str):

@@ -131,6 +131,7 @@ class Interpreter:
         self.resource_ids: dict[tuple[str, str], int] = {}
         self.resources: dict[int, np.ndarray] = {}
         self.called_once: set[int] = set()  # CALL_ONCE init subgraphs already run
+        self.cancelled = False  # set by cancel(), read by WHILE once per iteration
         self._main = self._subgraph(0)
 
     def _subgraph(self, index: int) -> _Subgraph:
@@ -149,13 +150,26 @@ class Interpreter:
 
     def allocate_tensors(self) -> None:
         """Prepares every operator for the current input shapes and plans the arena."""
-        for sg in list(self._subgraphs.values()):
-            sg.allocate()
+        try:
+            for sg in list(self._subgraphs.values()):
+                sg.allocate()
+        finally:
+            self.cancelled = False
 
     def invoke(self) -> None:
         """Runs the main subgraph on the tensors set with set_tensor."""
         self._require_allocated(self._main)
-        self._main.invoke()
+        try:
+            self._main.invoke()
+        finally:
+            self.cancelled = False
+
+    def cancel(self) -> None:
+        """Stops the invoke (or allocate_tensors) in progress, from another thread: a WHILE loop
+        raises InvokeError at its next iteration, so a model whose loop never ends can be
+        stopped (LiteRT's C++ Interpreter::Cancel; its Python API has none). The request ends
+        with that call; made while none runs, it stops the next one's first loop."""
+        self.cancelled = True
 
     @staticmethod
     def _require_allocated(sg: _Subgraph) -> None:

@@ -35,7 +35,7 @@ from rill.exec import threads
 from rill.exec.context import OpKernelContext
 from rill.exec.executor.common import KernelTable, owned, readonly, run_error
 from rill.exec.rendezvous import make_key
-from rill.graph.errors import InvalidArgumentError
+from rill.graph.errors import DeadlineExceededError, InvalidArgumentError
 
 __all__ = ["DataflowPartition"]
 
@@ -542,6 +542,13 @@ class _Step:
             self._cleanup(child, 0)
 
     def _next_iteration(self, item: _Item, frame: _Frame, it: int, value) -> None:
+        deadline = self.step.deadline
+        if deadline is not None and time.monotonic() > deadline:
+            # A loop that never ends (its condition says so) stops at the step's deadline.
+            self._fail(DeadlineExceededError(
+                f"the step ran past its timeout (RunOptions.timeout_in_ms) in while loop "
+                f"{frame.info.name!r} after {it + 1} iterations"), None)  # fmt: skip
+            return
         if it == frame.iteration_count:
             if frame.outstanding_iterations >= frame.max_parallel:
                 frame.deferred.append((item, value))

@@ -421,6 +421,8 @@ class StructuredPartition:
         for add_id, _, _ in deferred:
             self._emit(indent, f"_da{add_id} = [] ; _dg{add_id} = []", None)
         self._emit(indent, "while True:", None)
+        # A loop that never ends (its condition says so) stops at the step's deadline.
+        self._emit(indent + 1, "if _st.deadline is not None: _st.check_cancelled()", None)
         self._emit_frame(lp.name, indent + 1)
         nexts = []
         for m in lp.merges:

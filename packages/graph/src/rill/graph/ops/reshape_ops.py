@@ -10,7 +10,7 @@ from rill.graph import dtypes, shape_fns
 from rill.graph.graph import Tensor, convert_to_tensor, get_default_graph
 from rill.graph.op_def import defop
 from rill.graph.ops.slice_ops import contains_tensor, index_value
-from rill.graph.shapes import TensorShape, unknown_shape
+from rill.graph.shapes import TensorShape, check_rank, unknown_shape
 from rill.graph.tensor_util import constant_value, constant_value_as_shape
 
 __all__ = [
@@ -53,6 +53,7 @@ def _reshape_shape(op):
     sizes.shape.with_rank(1)
     value = constant_value(sizes)
     if value is not None:
+        check_rank(np.size(value), f"the shape given by {sizes.name!r}")
         bad = [int(v) for v in np.asarray(value).reshape(-1) if int(v) < -1]
         if bad:
             raise ValueError(f"the requested shape {_ints(value)} has a size {bad[0]} below -1")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.errors import InvokeError
 from rill.mobile.kernels.base import DynamicShape, Kernel, register
 
 __all__ = ["While", "If", "CallOnce", "VarHandle", "ReadVariable", "AssignVariable"]
@@ -89,7 +90,12 @@ class While(_Calls):
 
     def loop(self, values):
         values = [np.array(v) for v in values]
+        n = 0
         while True:
+            if self.interp.cancelled:
+                raise InvokeError(f"operator #{self.op.index} WHILE was cancelled "
+                                  f"(Interpreter.cancel) after {n} iterations")  # fmt: skip
+            n += 1
             (c,) = self.run_child(self.cond, values)
             if not bool(np.asarray(c).reshape(-1)[0]):
                 return values

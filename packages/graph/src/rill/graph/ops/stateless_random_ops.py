@@ -183,3 +183,63 @@ defop("RandomGammaGrad", inputs=["alpha: T", "sample: T"], outputs=["output: T"]
       attrs=["T: {float32, float64}"], shape=shape_fns.broadcast_binary,
       doc="d sample / d alpha of Gamma(alpha, 1) samples by implicit differentiation: "
       "-(dP(alpha, x)/dalpha) / pdf(x).")  # fmt: skip
+
+
+# -- the algorithm queries and categorical sampling (issue 18, third session) ---------------------
+
+defop("StatelessRandomGetKeyCounterAlg", inputs=["seed: Tseed"],
+      outputs=["key: uint64", "counter: uint64", "alg: int32"],
+      attrs=["Tseed: {int32, int64} = int64"],
+      shape=lambda op: [TensorShape([1]), TensorShape([2]), TensorShape([])],
+      doc="The Philox key and counter a seed pair scrambles to, and the algorithm (1: Philox).")  # fmt: skip
+defop("StatelessRandomGetAlg", inputs=[], outputs=["alg: int32"],
+      shape=lambda op: [TensorShape([])], stateful=True,
+      doc="The counter-based algorithm the device's stateless ops use (1: Philox on CPU).")  # fmt: skip
+
+
+def _stateless_multinomial_shape(op):
+    from rill.graph.ops.random_ops import _multinomial_shape
+
+    seed = op._inputs[2].shape
+    if seed.rank not in (None, 1) or (seed.rank == 1 and seed[0] not in (None, 2)):
+        raise ValueError(f"seed must have shape [2], got {seed}")
+    return [_multinomial_shape(op)]
+
+
+defop("StatelessMultinomial", inputs=["logits: T", "num_samples: int32", "seed: Tseed"],
+      outputs=["output: output_dtype"],
+      attrs=["T: {float32, float64, int32, uint8, int16, int8, int64, bfloat16, uint16, float16, "
+             "uint32, uint64}", "Tseed: {int32, int64} = int64",
+             "output_dtype: {int32, int64} = int64"],
+      shape=_stateless_multinomial_shape,
+      doc="num_samples class indices per row drawn from softmax(logits[row]), determined by "
+      "seed (TensorFlow's Philox stream: one double per sample).")  # fmt: skip
+
+
+def stateless_categorical(logits, num_samples, seed, dtype=dtypes.int64, name=None) -> Tensor:
+    """`tf.random.stateless_categorical`: [batch, num_samples] class indices from logits
+    [batch, num_classes], the same for the same seed (and TensorFlow's, bit for bit).
+
+    >>> import rill.graph as rg
+    >>> with rg.Graph().as_default():
+    ...     s = stateless_categorical(rg.constant([[0.0, 1.0, 2.0]]), 4, [7, 8])
+    >>> s.shape, s.dtype
+    (TensorShape([1, 4]), rill.int64)
+    """
+    g = get_default_graph()
+    with g.name_scope(name or "stateless_categorical"):
+        logits = convert_to_tensor(logits, name="logits")
+        n = convert_to_tensor(num_samples, dtype=dtypes.int32, name="num_samples")
+        seed = convert_to_tensor(seed, name="seed")
+        attrs = {"output_dtype": dtypes.as_dtype(dtype)}
+        return g.create_op("StatelessMultinomial", [logits, n, seed], attrs).outputs[0]
+
+
+def stateless_multinomial(logits, num_samples, seed, output_dtype=dtypes.int64,
+                          name=None) -> Tensor:  # fmt: skip
+    """TensorFlow 1's name for stateless_categorical."""
+    return stateless_categorical(logits, num_samples, seed, output_dtype,
+                                 name or "stateless_multinomial")  # fmt: skip
+
+
+__all__ += ["stateless_categorical", "stateless_multinomial"]

@@ -58,3 +58,42 @@ def test_parameterized_samplers_have_the_right_moments_and_respect_seeds():
     assert tn[0].min() >= -0.5 and tn[0].max() <= 2.0 and tn[1].min() >= 4.0 and tn[1].max() <= 9.0
     # N(0,1) truncated to [-0.5, 2]: mean (φ(-0.5) - φ(2)) / (Φ(2) - Φ(-0.5)) ≈ 0.4535
     assert abs(tn[0].mean() - 0.4535) < 0.03
+
+
+def test_stateless_categorical_checks_its_input_and_takes_integer_logits():
+    """(Bit-for-bit agreement with TensorFlow is the stateless_sampling fixture's.) Integer
+    logits, which TensorFlow's OpDef allows but its CPU kernel lacks, sample as their float
+    values; bad shapes are refused with the op's canonical errors."""
+    with rg.Graph().as_default() as g:
+        seed = rg.constant([5, 6], rg.int64)
+        ints = sr.stateless_categorical(rg.constant([[0, 2, -1], [3, 3, 3]], rg.int32), 20, seed)
+        floats = sr.stateless_categorical(rg.constant([[0.0, 2.0, -1.0], [3.0, 3.0, 3.0]]), 20,
+                                          seed, dtype=rg.int32)  # fmt: skip
+        vec = rg.placeholder(rg.float32)
+        n = rg.placeholder(rg.int32)
+        bad = g.create_op("StatelessMultinomial", [vec, n, seed]).outputs[0]
+    with Session(graph=g) as s:
+        a, b = s.run([ints, floats])
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == np.int64 and b.dtype == np.int32 and a.shape == (2, 20)
+        assert set(a[1]) <= {0, 1, 2} and len(set(a[1])) > 1
+        with pytest.raises(InvalidArgumentError, match="logits should be a matrix"):
+            s.run(bad, {vec: np.zeros(3, np.float32), n: 2})
+        with pytest.raises(InvalidArgumentError, match="num_samples should be nonnegative"):
+            s.run(bad, {vec: np.zeros((1, 3), np.float32), n: -1})
+
+
+def test_stateless_parameterized_truncated_normal_refuses_bad_parameters():
+    with rg.Graph().as_default() as g:
+        shape = rg.placeholder(rg.int32, [None])
+        sd = rg.placeholder(rg.float32)
+        out = sr.stateless_parameterized_truncated_normal(shape, [1, 2], means=[0.0, 1.0],
+                                                          stddevs=sd, minvals=-1.0, maxvals=1.0)  # fmt: skip
+    with Session(graph=g) as s:
+        got = s.run(out, {shape: [300, 2], sd: 1.0})
+        assert got.shape == (300, 2) and got.min() >= -1.0 and got.max() <= 1.0
+        np.testing.assert_array_equal(got, s.run(out, {shape: [300, 2], sd: 1.0}))
+        with pytest.raises(InvalidArgumentError, match="must end with broadcasted shape"):
+            s.run(out, {shape: [2, 3], sd: 1.0})
+        with pytest.raises(InvalidArgumentError, match="Invalid parameters.*batch 1"):
+            s.run(out, {shape: [4, 2], sd: [1.0, -2.0]})

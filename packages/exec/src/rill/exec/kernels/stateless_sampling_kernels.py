@@ -16,6 +16,8 @@ import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels.stateless_random_kernels import (
+    _uint16_to_half,
+    _uint32_to_float,
     _uint64_to_double,
     key_counter,
     random_bits,
@@ -73,5 +75,222 @@ def stateless_multinomial(T, Tseed, output_dtype):
         if n.ndim:
             raise InvalidArgumentError(f"num_samples should be a scalar, got shape {list(n.shape)}")
         return multinomial(np.asarray(logits), int(n), seed, output_dtype.np)
+
+    return compute
+
+
+# -- StatelessParameterizedTruncatedNormal ---------------------------------------------------------
+# TensorFlow's three samplers, chosen per batch (per element of the broadcast parameters) from the
+# normalized bounds: rejection from normals when a bound lies beyond 1.3 standard deviations on
+# the mean's far side, else uniform proposals on [lo, hi] accepted with probability
+# exp((lo^2 or 0 - z^2) / 2), else Robert's exponential proposals shifted to lo. The stream is
+# read one Philox call at a time (4 floats or 2 doubles per call, normals by Box-Muller), batch
+# after batch, a batch's unused values dropped; a batch that fails 1000 times in a row takes the
+# last proposal. Arithmetic is in the output type, each transcendental rounded once from double
+# through the C library's functions as TensorFlow's are (2*pi of Box-Muller is the double constant).
+
+_MAX_ITERATIONS = 1000
+_RANDN_BOUND = 1.3  # kStdDevsInsideBoundsToUseRandnSampler
+
+
+class _Stream:
+    """Philox calls counter, counter + 1, ... of one key, fetched in chunks."""
+
+    def __init__(self, key, base, chunk: int = 64):
+        self.key, self.base, self.chunk = key, base, chunk
+        self.pos, self.buf, self.start = 0, np.empty((0, 4), np.uint32), 0
+
+    def call(self) -> np.ndarray:
+        if self.pos >= self.start + len(self.buf):
+            n = self.chunk
+            self.chunk = min(self.chunk * 2, 1 << 16)
+            self.start = self.pos
+            self.buf = random_bits(None, n, (self.key, _shifted(self.base, self.pos)))
+        out = self.buf[self.pos - self.start]
+        self.pos += 1
+        return out
+
+
+def _shifted(base, n: int) -> list[int]:
+    low = ((base[0] | (base[1] << 32)) + n) & 0xFFFFFFFFFFFFFFFF
+    return [low & 0xFFFFFFFF, low >> 32, base[2], base[3]]
+
+
+def _libm_float_functions():
+    """The C library's float exp, log, sin, cos (what TensorFlow's kernels call), or None where
+    it cannot be loaded (then each function is computed in double and rounded once)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        fns = {}
+        for name in ("expf", "logf", "sinf", "cosf"):
+            f = getattr(libm, name)
+            f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
+            fns[name[:-1]] = f
+        return fns
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBM_F = _libm_float_functions()
+
+
+class _Math:
+    """Scalar math in the output type T as TensorFlow's CPU kernel does it: double through the C
+    library (Python's math), float through the C library's float functions, half through float
+    and rounded (Eigen's half)."""
+
+    def __init__(self, T):
+        import math
+
+        self.T, self.double = T, T is np.float64
+        if self.double:
+            self.exp, self.log, self.sqrt = math.exp, math.log, math.sqrt
+            self.sin, self.cos = math.sin, math.cos
+            return
+        f32, c = np.float32, _LIBM_F or {}
+
+        def wrap(name, py_fn):
+            c_fn = c.get(name)
+            if c_fn is not None:
+                return lambda x: T(f32(c_fn(float(x))))
+            return lambda x: T(f32(py_fn(float(x))))
+
+        def safe_exp(x):
+            return math.exp(x) if x < 89 else math.inf
+
+        self.exp, self.log = wrap("exp", safe_exp), wrap("log", math.log)
+        self.sin, self.cos = wrap("sin", math.sin), wrap("cos", math.cos)
+        self.sqrt = lambda x: T(f32(math.sqrt(float(x))))
+
+    def uniform(self, s: _Stream) -> list:
+        b = s.call()
+        if self.double:
+            return [float(v) for v in _uint64_to_double(b[[0, 2]], b[[1, 3]])]
+        if self.T is np.float16:
+            return list(_uint16_to_half(b))
+        return list(_uint32_to_float(b))
+
+    def normal(self, s: _Stream) -> list:
+        b = s.call()
+        if self.double:
+            u = _uint64_to_double(b[[0, 2]], b[[1, 3]])
+            u1, v = max(float(u[0]), 1.0e-7), 2.0 * np.pi * float(u[1])
+            r = self.sqrt(-2.0 * self.log(u1))
+            return [self.sin(v) * r, self.cos(v) * r]
+        # float Box-Muller (a half normal is the float normal, rounded)
+        u = _uint32_to_float(b)
+        f32, out = np.float32, []
+        for u1, u2 in ((u[0], u[1]), (u[2], u[3])):
+            u1 = max(u1, f32(1.0e-7))
+            v = f32(2.0 * np.pi * float(u2))
+            r = f32(np.sqrt(f32(-2.0) * _flt(self, "log", u1)))
+            out += [self.T(_flt(self, "sin", v) * r), self.T(_flt(self, "cos", v) * r)]
+        return out
+
+
+def _flt(m: _Math, name: str, x) -> np.float32:
+    """The float (not T) value of a C library function, for Box-Muller."""
+    import math
+
+    f = (_LIBM_F or {}).get(name)
+    return np.float32(f(float(x)) if f is not None else getattr(math, name)(float(x)))
+
+
+def _truncated_batch(m: _Math, s: _Stream, n: int, mu, sd, lo, hi) -> list:
+    T, out, fails = m.T, [], 0
+    if (np.isinf(lo) and lo < 0) or hi < mu:  # sample the mirrored problem
+        lo, hi, sd = hi, lo, -sd
+    nlo, nhi = (lo - mu) / sd, (hi - mu) / sd
+    root = m.sqrt(nlo * nlo + T(4))
+    cutoff = T(2) * m.exp(T(0.5) + (nlo * (nlo - root)) / T(4)) / (nlo + root)
+    if (nlo < -T(_RANDN_BOUND) and nhi >= 0) or (nhi > T(_RANDN_BOUND) and nlo <= 0):
+        while len(out) < n:
+            for z in m.normal(s):
+                if nlo <= z <= nhi:
+                    out.append(z * sd + mu)
+                    fails = 0
+                    if len(out) >= n:
+                        break
+                else:
+                    fails += 1
+    elif nhi - nlo < cutoff:
+        span, plus = nhi - nlo, T(0) if nlo < 0 else nlo * nlo
+        while len(out) < n:
+            z = [r * span + nlo for r in m.uniform(s)]
+            u = m.uniform(s)
+            for zi, ui in zip(z, u):
+                if ui <= m.exp((plus - zi * zi) / T(2)) or fails + 1 >= _MAX_ITERATIONS:
+                    out.append(zi * sd + mu)
+                    fails = 0
+                    if len(out) >= n:
+                        break
+                else:
+                    fails += 1
+    else:
+        alpha = (nlo + m.sqrt(nlo * nlo + T(4))) / T(2)
+        while len(out) < n:
+            r = m.uniform(s)
+            for i in range(0, len(r), 2):
+                z = -m.log(r[i]) / alpha + nlo
+                x = alpha - z if nlo < alpha else nlo - alpha
+                if (r[i + 1] <= m.exp(-x * x / T(2)) and z < nhi) or fails + 1 >= _MAX_ITERATIONS:
+                    out.append(z * sd + mu)
+                    fails = 0
+                    if len(out) >= n:
+                        break
+                else:
+                    fails += 1
+    return out
+
+
+def parameterized_truncated_normal(shape, seed, means, stddevs, minvals, maxvals, T):
+    dims = tuple(int(d) for d in np.asarray(shape).reshape(-1))
+    if any(d < 0 for d in dims):
+        raise InvalidArgumentError(f"shape must be non-negative, got {list(dims)}")
+    T = np.dtype(T).type
+    try:
+        params = np.broadcast_arrays(
+            *(np.asarray(p, T) for p in (means, stddevs, minvals, maxvals))
+        )
+    except ValueError:
+        raise InvalidArgumentError(
+            "means, stddevs, minvals and maxvals must broadcast together, got shapes "
+            + ", ".join(str(list(np.shape(p))) for p in (means, stddevs, minvals, maxvals))
+        ) from None
+    bshape = params[0].shape
+    if len(dims) < len(bshape) or (bshape and dims[len(dims) - len(bshape) :] != bshape):
+        raise InvalidArgumentError(
+            f"Shape passed in must end with broadcasted shape: shape {list(dims)}, parameters "
+            f"broadcast to {list(bshape)}"
+        )
+    batches = int(np.prod(bshape, dtype=np.int64))
+    total = int(np.prod(dims, dtype=np.int64))
+    per_batch = total // batches if batches else 0
+    mu, sd, lo, hi = (p.reshape(-1) for p in params)
+    bad = ~((sd > 0) & (lo < hi) & (np.isfinite(lo) | np.isfinite(hi)))
+    if total and bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidArgumentError(
+            "Invalid parameters: need stddev > 0, minval < maxval and a finite bound; batch "
+            f"{i} has mean {mu[i]}, stddev {sd[i]}, minval {lo[i]}, maxval {hi[i]}"
+        )
+    out = np.empty((per_batch, batches), T)
+    if total:
+        key, base = key_counter(seed)
+        m, s = _Math(T), _Stream(key, base)
+        with np.errstate(over="ignore"):
+            for b in range(batches):
+                out[:, b] = _truncated_batch(m, s, per_batch, mu[b], sd[b], lo[b], hi[b])
+    return out.reshape(dims)
+
+
+@register_kernel("StatelessParameterizedTruncatedNormal")
+def stateless_parameterized_truncated_normal(S, Tseed, dtype):
+    def compute(shape, seed, means, stddevs, minvals, maxvals):
+        return parameterized_truncated_normal(shape, seed, means, stddevs, minvals, maxvals,
+                                              dtype.np)  # fmt: skip
 
     return compute

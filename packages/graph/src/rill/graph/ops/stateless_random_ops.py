@@ -243,3 +243,41 @@ def stateless_multinomial(logits, num_samples, seed, output_dtype=dtypes.int64,
 
 
 __all__ += ["stateless_categorical", "stateless_multinomial"]
+
+
+def _spt_shape(op):
+    v = constant_value(op._inputs[0])
+    if v is None:
+        n = op._inputs[0].shape
+        return [unknown_shape() if n.rank != 1 or n[0] is None else TensorShape([None] * n[0])]
+    return [TensorShape([int(d) for d in v.reshape(-1)])]
+
+
+defop("StatelessParameterizedTruncatedNormal",
+      inputs=["shape: S", "seed: Tseed", "means: dtype", "stddevs: dtype", "minvals: dtype",
+              "maxvals: dtype"],
+      outputs=["output: dtype"],
+      attrs=["S: {int32, int64}", "Tseed: {int32, int64} = int64",
+             "dtype: {float16, float32, float64}"],
+      shape=_spt_shape,
+      doc="Normal(means, stddevs) samples truncated to [minvals, maxvals], determined by seed; "
+      "shape ends with the parameters' broadcast shape.")  # fmt: skip
+
+
+def stateless_parameterized_truncated_normal(shape, seed, means=0.0, stddevs=1.0, minvals=-2.0,
+                                             maxvals=2.0, name=None) -> Tensor:  # fmt: skip
+    """`tf.random.stateless_parameterized_truncated_normal`: the parameters broadcast together,
+    shape ends with their broadcast shape; TensorFlow's numbers for the same seed."""
+    g = get_default_graph()
+    with g.name_scope(name or "stateless_parameterized_truncated_normal"):
+        shape = convert_to_tensor(shape, dtype=dtypes.int32, name="shape")
+        seed = convert_to_tensor(seed, name="seed")
+        means = convert_to_tensor(means, name="means")
+        dt = means.dtype
+        ps = [convert_to_tensor(p, dtype=dt, name=n) for p, n in
+              ((stddevs, "stddevs"), (minvals, "minvals"), (maxvals, "maxvals"))]  # fmt: skip
+        return g.create_op("StatelessParameterizedTruncatedNormal", [shape, seed, means, *ps],
+                           {"dtype": dt}).outputs[0]  # fmt: skip
+
+
+__all__ += ["stateless_parameterized_truncated_normal"]

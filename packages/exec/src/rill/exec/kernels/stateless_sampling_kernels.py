@@ -294,3 +294,34 @@ def stateless_parameterized_truncated_normal(S, Tseed, dtype):
                                               dtype.np)  # fmt: skip
 
     return compute
+
+
+# -- StatelessShuffle -------------------------------------------------------------------------------
+# Forward Fisher-Yates over the first dimension: position i (0 .. n - 2) swaps with
+# i + (next uint32 of the stream) % (n - i); TensorFlow reads the uint32 values one at a time.
+
+
+def shuffle_permutation(n: int, kc) -> np.ndarray:
+    perm = np.arange(n, dtype=np.int64)
+    if n <= 1:
+        return perm
+    bits = random_bits(None, -(-(n - 1) // 4), kc).reshape(-1)[: n - 1].tolist()
+    p = perm.tolist()
+    for i, b in enumerate(bits):
+        j = i + b % ((n - i) & 0xFFFFFFFF)
+        p[i], p[j] = p[j], p[i]
+    return np.asarray(p, np.int64)
+
+
+@register_kernel("StatelessShuffle")
+def stateless_shuffle(T):
+    from rill.exec.kernels.stateless_random_kernels import _alg, _split
+
+    def compute(value, key, counter, alg):
+        _alg(alg)
+        value = np.asarray(value)
+        if value.ndim == 0 or value.size <= 1 or value.shape[0] <= 1:
+            return value.copy()
+        return value[shuffle_permutation(value.shape[0], _split(key, counter))]
+
+    return compute

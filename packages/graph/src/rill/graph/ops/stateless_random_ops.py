@@ -281,3 +281,26 @@ def stateless_parameterized_truncated_normal(shape, seed, means=0.0, stddevs=1.0
 
 
 __all__ += ["stateless_parameterized_truncated_normal"]
+
+
+defop("StatelessShuffle", inputs=["value: T", "key: uint64", "counter: uint64", "alg: int32"],
+      outputs=["output: T"], attrs=["T: type"], shape=lambda op: [op._inputs[0].shape],
+      doc="value with its first dimension permuted (Fisher-Yates on the Philox stream), "
+      "determined by key and counter.")  # fmt: skip
+
+
+def stateless_shuffle(value, seed, alg="auto_select", name=None) -> Tensor:
+    """`tf.random.experimental.stateless_shuffle`: value's rows in a random order that seed
+    determines (TensorFlow's order, bit for bit)."""
+    if alg not in ("auto_select", "philox", 1, 3):
+        raise ValueError(f"stateless_shuffle: unsupported algorithm {alg!r}; rill has Philox")
+    g = get_default_graph()
+    with g.name_scope(name or "stateless_shuffle"):
+        value = convert_to_tensor(value, name="value")
+        seed = convert_to_tensor(seed, name="seed")
+        key, counter = g.create_op("StatelessRandomGetKeyCounter", [seed]).outputs
+        a = convert_to_tensor(1, dtype=dtypes.int32, name="alg")
+        return g.create_op("StatelessShuffle", [value, key, counter, a]).outputs[0]
+
+
+__all__ += ["stateless_shuffle"]

@@ -14,6 +14,7 @@ from rill.graph.ops.stateless_random_ops import (
     stateless_categorical,
     stateless_multinomial,
     stateless_parameterized_truncated_normal,
+    stateless_poisson,
 )
 from rill.graph.random import *
 from rill.graph.random import categorical, get_seed, multinomial, set_random_seed

@@ -325,3 +325,132 @@ def stateless_shuffle(T):
         return value[shuffle_permutation(value.shape[0], _split(key, counter))]
 
     return compute
+
+
+# -- StatelessRandomPoisson ----------------------------------------------------------------------
+# Output element o (rate-major: o = rate_index * samples_per_rate + sample) reads its own stretch
+# of the stream, 256 Philox calls after element o - 1's, two doubles per call taken last first.
+# The arithmetic is in double whatever the types: below rate 10 Knuth's product of uniforms;
+# from 10 on Hormann's transformed rejection (PTRS) with his constants.
+
+_RESERVED_PER_OUTPUT = 256
+
+
+def _libm_lgamma():
+    import ctypes
+    import ctypes.util
+    import math
+
+    try:
+        f = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6").lgamma
+        f.restype, f.argtypes = ctypes.c_double, [ctypes.c_double]
+        return f
+    except (OSError, AttributeError):
+        return math.lgamma
+
+
+_lgamma = _libm_lgamma()
+
+
+class _OutputUniforms:
+    """The doubles of one output's stretch, in TensorFlow's order (second of a call first)."""
+
+    def __init__(self, key, base, index: int, first: np.ndarray):
+        self.key, self.base, self.index = key, base, index
+        self.vals, self.calls = first, len(first) // 2
+
+    def __iter__(self):
+        i = 0
+        while True:
+            if i >= len(self.vals):
+                more = random_bits(None, self.calls, (self.key, _shifted(
+                    self.base, self.index * _RESERVED_PER_OUTPUT + self.calls)))  # fmt: skip
+                self.vals = np.concatenate([self.vals, _doubles_last_first(more)])
+                self.calls *= 2
+            yield float(self.vals[i])
+            i += 1
+
+
+def _doubles_last_first(bits: np.ndarray) -> np.ndarray:
+    d = _uint64_to_double(bits[:, [0, 2]].reshape(-1), bits[:, [1, 3]].reshape(-1))
+    return d.reshape(-1, 2)[:, ::-1].reshape(-1)
+
+
+def _first_uniforms(key, base, n_outputs: int, calls: int) -> np.ndarray:
+    """[n_outputs, 2 * calls] doubles: the first calls Philox calls of each output's stretch."""
+    start = np.uint64(base[0] | (base[1] << 32))
+    offs = np.arange(n_outputs, dtype=np.uint64)[:, None] * np.uint64(_RESERVED_PER_OUTPUT)
+    low = (start + offs + np.arange(calls, dtype=np.uint64)).reshape(-1)
+    from rill.exec.kernels.stateless_random_kernels import _LO, philox
+
+    ctr = np.stack([low & _LO, low >> np.uint64(32), np.full(low.size, base[2], np.uint64),
+                    np.full(low.size, base[3], np.uint64)], axis=1).astype(np.uint32)  # fmt: skip
+    return _doubles_last_first(philox(ctr, key)).reshape(n_outputs, 2 * calls)
+
+
+def _poisson_one(rate: float, u, highest: float) -> float:
+    import math
+
+    if rate < 10:
+        limit, prod, x = math.exp(-rate), 1.0, 0.0
+        for v in u:
+            prod *= v
+            if prod <= limit and x <= highest:
+                return x
+            x += 1.0
+    log_rate = math.log(rate)
+    b = 0.931 + 2.53 * math.sqrt(rate)
+    a = -0.059 + 0.02483 * b
+    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    it = iter(u)
+    while True:
+        us = next(it) - 0.5
+        v = next(it)
+        shifted = 0.5 - abs(us)
+        k = math.floor((2.0 * a / shifted + b) * us + rate + 0.43)
+        if k > highest:
+            continue
+        if shifted >= 0.07 and v <= 0.9277 - 3.6224 / (b - 2.0):
+            return k
+        if k < 0 or (shifted < 0.013 and v > shifted):
+            continue
+        s = math.log(v * inv_alpha / (a / (shifted * shifted) + b))
+        t = -rate + k * log_rate - _lgamma(k + 1.0)
+        if s <= t:
+            return k
+
+
+def poisson(shape, seed, lam, out_dtype) -> np.ndarray:
+    dims = tuple(int(d) for d in np.asarray(shape).reshape(-1))
+    if any(d < 0 for d in dims):
+        raise InvalidArgumentError(f"shape must be non-negative, got {list(dims)}")
+    lam = np.asarray(lam)
+    if len(dims) < lam.ndim or (lam.ndim and dims[len(dims) - lam.ndim :] != lam.shape):
+        raise InvalidArgumentError(
+            f"Shape passed in must end with broadcasted shape: shape {list(dims)}, lam has "
+            f"shape {list(lam.shape)}"
+        )
+    out_dtype = np.dtype(out_dtype)
+    total = int(np.prod(dims, dtype=np.int64))
+    n_rate = max(lam.size, 1)
+    out = np.empty((total // n_rate if lam.size else 0, n_rate), out_dtype)
+    if total == 0 or lam.size == 0:
+        return out.reshape(dims)
+    per_rate = total // n_rate
+    highest = float(np.finfo(out_dtype).max if out_dtype.kind == "f" else np.iinfo(out_dtype).max)
+    key, base = key_counter(seed)
+    rates = lam.reshape(-1).astype(np.float64)
+    first = _first_uniforms(key, base, total, 4)
+    for o in range(total):
+        r, smp = divmod(o, per_rate)
+        u = _OutputUniforms(key, base, o, first[o])
+        out[smp, r] = _poisson_one(float(rates[r]), iter(u), highest)
+    return out.reshape(dims)
+
+
+@register_kernel("StatelessRandomPoisson")
+def stateless_random_poisson(Rtype, dtype, T, Tseed):
+    def compute(shape, seed, lam):
+        return poisson(shape, seed, lam, dtype.np)
+
+    return compute

@@ -304,3 +304,27 @@ def stateless_shuffle(value, seed, alg="auto_select", name=None) -> Tensor:
 
 
 __all__ += ["stateless_shuffle"]
+
+
+defop("StatelessRandomPoisson", inputs=["shape: T", "seed: Tseed", "lam: Rtype"],
+      outputs=["output: dtype"],
+      attrs=["Rtype: {float16, float32, float64, int32, int64}",
+             "dtype: {float16, float32, float64, int32, int64}", "T: {int32, int64}",
+             "Tseed: {int32, int64} = int64"],
+      shape=_spt_shape,
+      doc="Poisson(lam) samples of shape shape (ending with lam's shape), determined by seed "
+      "(Knuth below rate 10, Hormann's transformed rejection above).")  # fmt: skip
+
+
+def stateless_poisson(shape, seed, lam, dtype=dtypes.int32, name=None) -> Tensor:
+    """`tf.random.stateless_poisson`: lam broadcast to the trailing dimensions of shape."""
+    g = get_default_graph()
+    with g.name_scope(name or "stateless_random_poisson"):
+        shape = convert_to_tensor(shape, dtype=dtypes.int32, name="shape")
+        seed = convert_to_tensor(seed, name="seed")
+        lam = convert_to_tensor(lam, name="lam")
+        return g.create_op("StatelessRandomPoisson", [shape, seed, lam],
+                           {"dtype": dtypes.as_dtype(dtype)}).outputs[0]  # fmt: skip
+
+
+__all__ += ["stateless_poisson"]

@@ -14,6 +14,7 @@ from rill.graph.ops.stateless_random_ops import (
     stateless_categorical,
     stateless_multinomial,
     stateless_parameterized_truncated_normal,
+    stateless_gamma,
     stateless_poisson,
 )
 from rill.graph.random import *

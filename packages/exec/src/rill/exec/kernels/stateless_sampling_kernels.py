@@ -454,3 +454,91 @@ def stateless_random_poisson(Rtype, dtype, T, Tseed):
         return poisson(shape, seed, lam, dtype.np)
 
     return compute
+
+
+# -- StatelessRandomGammaV2 / V3 -----------------------------------------------------------------
+# Each output on its own 256-call stretch, in double: alpha == 1 is -log1p(-u) of the second
+# double of the first call; otherwise Marsaglia and Tsang's squeeze-and-reject on a normal
+# buffer and a uniform buffer (each refilled by one Philox call, read last value first), with
+# alpha < 1 boosted (d = alpha + 2/3, times u ** (1 / alpha)).
+
+
+class _Buffered:
+    def __init__(self, draw, s: _Stream):
+        self.draw, self.s, self.vals = draw, s, []
+
+    def __call__(self) -> float:
+        if not self.vals:
+            self.vals = self.draw(self.s)
+        return self.vals.pop()
+
+
+def _gamma_one(alpha: float, s: _Stream, m: _Math) -> float:
+    import math
+
+    if alpha == 1.0:
+        return -math.log1p(-m.uniform(s)[1])
+    normal, uniform = _Buffered(m.normal, s), _Buffered(m.uniform, s)
+    small = alpha < 1.0
+    d = alpha + (2.0 / 3 if small else -1.0 / 3)
+    c = 1.0 / 3 / math.sqrt(d)
+    while True:
+        x = normal()
+        v = 1 + c * x
+        if v <= 0:
+            continue
+        v = v * v * v
+        u = uniform()
+        if u < 1 - 0.0331 * (x * x) * (x * x) or math.log(u) < 0.5 * x * x + d * (
+            1 - v + math.log(v)
+        ):
+            res = d * v
+            if small:
+                res *= math.pow(uniform(), 1 / alpha)
+            return res
+
+
+def gamma(shape, alpha, out_dtype, kc) -> np.ndarray:
+    dims = tuple(int(d) for d in np.asarray(shape).reshape(-1))
+    if any(d < 0 for d in dims):
+        raise InvalidArgumentError(f"shape must be non-negative, got {list(dims)}")
+    alpha = np.asarray(alpha)
+    if len(dims) < alpha.ndim or (alpha.ndim and dims[len(dims) - alpha.ndim :] != alpha.shape):
+        raise InvalidArgumentError(
+            f"Shape passed in must end with broadcasted shape: shape {list(dims)}, alpha has "
+            f"shape {list(alpha.shape)}"
+        )
+    total = int(np.prod(dims, dtype=np.int64))
+    if total and alpha.size == 0:
+        raise InvalidArgumentError("Input alpha should have non-zero element count, got: 0")
+    out = np.empty((total // max(alpha.size, 1), max(alpha.size, 1)), out_dtype)
+    if total == 0:
+        return out.reshape(dims)
+    per_alpha = total // alpha.size
+    key, base = kc
+    m = _Math(np.float64)
+    alphas = alpha.reshape(-1).astype(np.float64)
+    for o in range(total):
+        a, smp = divmod(o, per_alpha)
+        s = _Stream(key, _shifted(base, o * _RESERVED_PER_OUTPUT), chunk=4)
+        out[smp, a] = _gamma_one(float(alphas[a]), s, m)
+    return out.reshape(dims)
+
+
+@register_kernel("StatelessRandomGammaV2")
+def stateless_random_gamma_v2(dtype, T, Tseed):
+    def compute(shape, seed, alpha):
+        return gamma(shape, alpha, dtype.np, key_counter(seed))
+
+    return compute
+
+
+@register_kernel("StatelessRandomGammaV3")
+def stateless_random_gamma_v3(dtype, shape_dtype):
+    from rill.exec.kernels.stateless_random_kernels import _alg, _split
+
+    def compute(shape, key, counter, alg, alpha):
+        _alg(alg)
+        return gamma(shape, alpha, dtype.np, _split(key, counter))
+
+    return compute

@@ -10,9 +10,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from rill.graph import dtypes, shape_fns
 from rill.graph.graph import Tensor, convert_to_tensor, get_default_graph
 from rill.graph.op_def import defop
+from rill.graph.ops import array_ops, math_ops
 from rill.graph.shapes import TensorShape, unknown_shape
 from rill.graph.tensor_util import constant_value
 
@@ -328,3 +331,38 @@ def stateless_poisson(shape, seed, lam, dtype=dtypes.int32, name=None) -> Tensor
 
 
 __all__ += ["stateless_poisson"]
+
+
+_GAMMA_T = "dtype: {float16, float32, float64}"
+defop("StatelessRandomGammaV2", inputs=["shape: T", "seed: Tseed", "alpha: dtype"],
+      outputs=["output: dtype"],
+      attrs=[_GAMMA_T, "T: {int32, int64}", "Tseed: {int32, int64} = int64"],
+      shape=_spt_shape,
+      doc="Gamma(alpha, 1) samples of shape shape (ending with alpha's shape), determined by "
+      "seed (Marsaglia-Tsang, TensorFlow's stream).")  # fmt: skip
+defop("StatelessRandomGammaV3",
+      inputs=["shape: shape_dtype", "key: uint64", "counter: uint64", "alg: int32",
+              "alpha: dtype"],
+      outputs=["output: dtype"], attrs=[_GAMMA_T, "shape_dtype: {int32, int64} = int32"],
+      shape=_spt_shape,
+      doc="Gamma(alpha, 1) samples from an explicit key and counter (Philox).")  # fmt: skip
+
+
+def stateless_gamma(shape, seed, alpha, beta=None, dtype=dtypes.float32, name=None) -> Tensor:
+    """`tf.random.stateless_gamma`: Gamma(alpha, beta) samples, alpha (and beta) broadcast to
+    the trailing dimensions of shape; TensorFlow's numbers for the same seed."""
+    g = get_default_graph()
+    with g.name_scope(name or "stateless_random_gamma"):
+        dtype = dtypes.as_dtype(dtype)
+        shape = convert_to_tensor(shape, dtype=dtypes.int32, name="shape")
+        seed = convert_to_tensor(seed, name="seed")
+        alpha = convert_to_tensor(alpha, dtype=dtype, name="alpha")
+        beta = convert_to_tensor(1 if beta is None else beta, dtype=dtype, name="beta")
+        alpha = alpha + array_ops.zeros_like(beta)  # broadcast alpha against beta
+        out = g.create_op("StatelessRandomGammaV2", [shape, seed, alpha]).outputs[0]
+        # as TensorFlow, the sample stays at least the smallest positive normal number
+        tiny = convert_to_tensor(float(np.finfo(dtype.np).tiny), dtype=dtype, name="tiny")
+        return math_ops.maximum(tiny, out / beta)
+
+
+__all__ += ["stateless_gamma"]

@@ -12,9 +12,9 @@ from rill.compat.v1._ops18 import (
 )
 from rill.graph.ops.stateless_random_ops import (
     stateless_categorical,
+    stateless_gamma,
     stateless_multinomial,
     stateless_parameterized_truncated_normal,
-    stateless_gamma,
     stateless_poisson,
 )
 from rill.graph.random import *

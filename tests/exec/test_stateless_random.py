@@ -97,3 +97,45 @@ def test_stateless_parameterized_truncated_normal_refuses_bad_parameters():
             s.run(out, {shape: [2, 3], sd: 1.0})
         with pytest.raises(InvalidArgumentError, match="Invalid parameters.*batch 1"):
             s.run(out, {shape: [4, 2], sd: [1.0, -2.0]})
+
+
+def test_builders_give_tensorflows_numbers():
+    """rill's tf.random.stateless_* builders (rill.compat.v1.random's names) on the inputs the
+    stateless_sampling fixture gave TensorFlow's own API reproduce its recorded outputs."""
+    import json
+    import pathlib
+
+    import rill.compat.v1 as tf
+
+    fx = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "tf_graphs"
+    fetches = json.loads((fx / "stateless_sampling.json").read_text())["steps"][0]["fetches"]
+    arrays = np.load(fx / "stateless_sampling.npz")
+
+    def want(k):
+        return arrays[fetches[f"out/{k}:0"]]
+
+    with rg.Graph().as_default() as g:
+        seed = rg.constant([123456789, -987654321], rg.int64)
+        got = {
+            "shuffle_api": sr.stateless_shuffle(rg.reshape(rg.range(30), [10, 3]), seed=[1, 2]),
+            "poisson_api": tf.random.stateless_poisson([7, 3], seed=[1, 2], lam=[0.1, 7.0, 50.0]),
+            "gamma_api": tf.random.stateless_gamma(
+                [7, 3],
+                seed=[1, 2],
+                alpha=[0.1, 1.0, 50.0],
+                beta=[[2.0], [0.5], [1], [1], [3], [1], [1]],
+            ),  # fmt: skip
+            "gamma_api_tiny": tf.random.stateless_gamma([40], seed=[3, 4], alpha=0.01),
+            "ptn_api": tf.random.stateless_parameterized_truncated_normal(
+                [50, 2],
+                seed,
+                means=[0.5, -1.0],
+                stddevs=[1.0, 3.0],
+                minvals=-1.0,
+                maxvals=[2.0, 0.0],
+            ),  # fmt: skip
+        }
+    with Session(graph=g) as s:
+        for k, v in s.run(got).items():
+            assert v.dtype == want(k).dtype, k
+            np.testing.assert_array_equal(v, want(k), err_msg=k)

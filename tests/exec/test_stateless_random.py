@@ -126,6 +126,9 @@ def test_builders_give_tensorflows_numbers():
                 beta=[[2.0], [0.5], [1], [1], [3], [1], [1]],
             ),  # fmt: skip
             "gamma_api_tiny": tf.random.stateless_gamma([40], seed=[3, 4], alpha=0.01),
+            "binomial_api": tf.random.stateless_binomial(
+                [9, 2], seed=[1, 2], counts=[5.0, 80.0], probs=0.4
+            ),
             "ptn_api": tf.random.stateless_parameterized_truncated_normal(
                 [50, 2],
                 seed,

@@ -11,6 +11,7 @@ from rill.compat.v1._ops18 import (
     stateless_uniform,
 )
 from rill.graph.ops.stateless_random_ops import (
+    stateless_binomial,
     stateless_categorical,
     stateless_gamma,
     stateless_multinomial,

@@ -366,3 +366,30 @@ def stateless_gamma(shape, seed, alpha, beta=None, dtype=dtypes.float32, name=No
 
 
 __all__ += ["stateless_gamma"]
+
+
+defop("StatelessRandomBinomial", inputs=["shape: S", "seed: Tseed", "counts: T", "probs: T"],
+      outputs=["output: dtype"],
+      attrs=["S: {int32, int64}", "Tseed: {int32, int64} = int64",
+             "T: {float16, float32, float64, int32, int64} = float64",
+             "dtype: {float16, float32, float64, int32, int64} = int64"],
+      shape=_spt_shape,
+      doc="Binomial(counts, probs) samples of shape shape (ending with the parameters' broadcast "
+      "shape), determined by seed (inversion below count * p = 10, BTRS above).")  # fmt: skip
+
+
+def stateless_binomial(shape, seed, counts, probs, output_dtype=dtypes.int32,
+                       name=None) -> Tensor:  # fmt: skip
+    """`tf.random.stateless_binomial`: counts and probs broadcast to the trailing dimensions of
+    shape; TensorFlow's numbers for the same seed."""
+    g = get_default_graph()
+    with g.name_scope(name or "stateless_random_binomial"):
+        shape = convert_to_tensor(shape, dtype=dtypes.int32, name="shape")
+        seed = convert_to_tensor(seed, name="seed")
+        probs = convert_to_tensor(probs, name="probs")
+        counts = convert_to_tensor(counts, dtype=probs.dtype, name="counts")
+        return g.create_op("StatelessRandomBinomial", [shape, seed, counts, probs],
+                           {"dtype": dtypes.as_dtype(output_dtype)}).outputs[0]  # fmt: skip
+
+
+__all__ += ["stateless_binomial"]

@@ -142,3 +142,22 @@ def test_builders_give_tensorflows_numbers():
         for k, v in s.run(got).items():
             assert v.dtype == want(k).dtype, k
             np.testing.assert_array_equal(v, want(k), err_msg=k)
+
+
+def test_stateless_sample_distorted_bounding_box_refuses_bad_input():
+    with rg.Graph().as_default() as g:
+        size = rg.placeholder(rg.int32)
+        boxes = rg.placeholder(rg.float32)
+        begin, extent, box = sr.stateless_sample_distorted_bounding_box(size, boxes, [3, 4])
+    with Session(graph=g) as s:
+        b, e, bb = s.run([begin, extent, box],
+                         {size: [50, 40, 3], boxes: [[[0.0, 0.0, 1.0, 1.0]]]})  # fmt: skip
+        assert b[2] == 0 and e[2] == -1 and b[0] + e[0] <= 50 and b[1] + e[1] <= 40
+        np.testing.assert_allclose(bb[0, 0], [b[0] / 50, b[1] / 40, (b[0] + e[0]) / 50,
+                                              (b[1] + e[1]) / 40], rtol=1e-6)  # fmt: skip
+        with pytest.raises(InvalidArgumentError, match=r"must be in \[0.0, 1.0\]: 1.5"):
+            s.run(begin, {size: [50, 40, 3], boxes: [[[0.0, 0.0, 1.5, 1.0]]]})
+        with pytest.raises(InvalidArgumentError, match="No bounding boxes provided"):
+            s.run(begin, {size: [50, 40, 3], boxes: np.zeros((1, 0, 4))})
+        with pytest.raises(InvalidArgumentError, match="3 elements"):
+            s.run(begin, {size: [50, 40], boxes: [[[0.0, 0.0, 1.0, 1.0]]]})

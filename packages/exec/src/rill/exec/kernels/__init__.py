@@ -51,6 +51,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     stack_kernels,
     state_kernels,
     stateless_binomial_kernels,
+    stateless_crop_kernels,
     stateless_random_kernels,
     stateless_sampling_kernels,
     string_kernels,

@@ -393,3 +393,40 @@ def stateless_binomial(shape, seed, counts, probs, output_dtype=dtypes.int32,
 
 
 __all__ += ["stateless_binomial"]
+
+
+defop("StatelessSampleDistortedBoundingBox",
+      inputs=["image_size: T", "bounding_boxes: float32", "min_object_covered: float32",
+              "seed: Tseed"],
+      outputs=["begin: T", "size: T", "bboxes: float32"],
+      attrs=["T: {uint8, int8, int16, int32, int64}", "Tseed: {int32, int64}",
+             "aspect_ratio_range: list(float) = [0.75, 1.33]",
+             "area_range: list(float) = [0.05, 1.0]", "max_attempts: int = 100",
+             "use_image_if_no_bounding_boxes: bool = false"],
+      shape=lambda op: [TensorShape([3]), TensorShape([3]), TensorShape([1, 1, 4])],
+      doc="A random crop (begin, size for Slice, and the box) of an image of image_size that "
+      "covers enough of one of bounding_boxes, determined by seed.")  # fmt: skip
+
+
+def stateless_sample_distorted_bounding_box(image_size, bounding_boxes, seed,
+                                            min_object_covered=0.1,
+                                            aspect_ratio_range=(0.75, 1.33),
+                                            area_range=(0.05, 1.0), max_attempts=100,
+                                            use_image_if_no_bounding_boxes=False,
+                                            name=None):  # fmt: skip
+    """`tf.image.stateless_sample_distorted_bounding_box`: (begin, size, bboxes)."""
+    g = get_default_graph()
+    with g.name_scope(name or "stateless_sample_distorted_bounding_box"):
+        image_size = convert_to_tensor(image_size, name="image_size")
+        boxes = convert_to_tensor(bounding_boxes, dtype=dtypes.float32, name="bounding_boxes")
+        moc = convert_to_tensor(min_object_covered, dtype=dtypes.float32,
+                                name="min_object_covered")  # fmt: skip
+        seed = convert_to_tensor(seed, name="seed")
+        attrs = {"aspect_ratio_range": [float(v) for v in aspect_ratio_range],
+                 "area_range": [float(v) for v in area_range], "max_attempts": int(max_attempts),
+                 "use_image_if_no_bounding_boxes": bool(use_image_if_no_bounding_boxes)}  # fmt: skip
+        return tuple(g.create_op("StatelessSampleDistortedBoundingBox",
+                                 [image_size, boxes, moc, seed], attrs).outputs)  # fmt: skip
+
+
+__all__ += ["stateless_sample_distorted_bounding_box"]

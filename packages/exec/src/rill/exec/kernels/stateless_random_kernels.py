@@ -4,7 +4,8 @@ The seed pair (s0, s1) is scrambled as TensorFlow's GenerateKey does: one Philox
 counter (s0, s1) under the fixed key (0x3ec8f720, 0x02461e29) gives the key (its first two
 words) and the counter's upper half (its last two); the lower half starts at 0. Each call then
 yields 4 uint32 values: a float32 uniform takes one (23 mantissa bits), a float64 two; normals
-come from Box-Muller on pairs of uniforms (float32 for half and bfloat16, then rounded). A
+come from Box-Muller on pairs of uniforms (float32 for half and bfloat16, then rounded; the
+float one with the C library's logf / sinf / cosf, as TensorFlow's). A
 float16 / bfloat16 uniform takes the low 10 / 7 bits of one uint32 as its mantissa.
 """
 
@@ -111,10 +112,7 @@ def normal(shape, seed, dtype: np.dtype, kc=None) -> np.ndarray:
         out = np.stack([r * np.sin(v), r * np.cos(v)], axis=1).reshape(-1)
         return out[:n].reshape(shape)
     bits = random_bits(seed, -(-n // 4), kc).reshape(-1, 2)
-    u1 = np.maximum(_uint32_to_float(bits[:, 0]), np.float32(1.0e-7))
-    v = np.float32(2.0 * np.pi) * _uint32_to_float(bits[:, 1])
-    r = np.sqrt(np.float32(-2.0) * np.log(u1))
-    out = np.stack([r * np.sin(v), r * np.cos(v)], axis=1).reshape(-1)
+    out = _box_muller32(bits[:, 0], bits[:, 1]).reshape(-1)
     return out[:n].astype(dtype).reshape(shape)
 
 
@@ -295,10 +293,17 @@ def _skip_per_group(double: bool) -> int:
 
 
 def _box_muller32(x0, x1):
-    u1 = np.maximum(_uint32_to_float(x0), np.float32(1.0e-7))
-    v = np.float32(2.0 * np.pi) * _uint32_to_float(x1)
-    r = np.sqrt(np.float32(-2.0) * np.log(u1))
-    return np.stack([r * np.sin(v), r * np.cos(v)], axis=-1)
+    """Float Box-Muller as TensorFlow's: the angle is 2*pi (a double) times the uniform, rounded
+    to float; log, sin and cos are the C library's float functions (a compiled loop calls them,
+    numpy's own differ in the last bit now and then)."""
+    from rill.exec.kernels._philox_loops import box_muller_parts
+
+    f32 = np.float32
+    u1 = np.maximum(_uint32_to_float(x0), f32(1.0e-7))
+    v = (2.0 * np.pi * _uint32_to_float(x1).astype(np.float64)).astype(f32)
+    log_u1, sin_v, cos_v = box_muller_parts(u1, v)
+    r = np.sqrt(f32(-2.0) * log_u1)
+    return np.stack([sin_v * r, cos_v * r], axis=-1)
 
 
 def _box_muller64(x0, x1, x2, x3):

@@ -292,16 +292,57 @@ def _skip_per_group(double: bool) -> int:
     return (2 if double else 4) * _RESERVED_PER_OUTPUT // 4  # group size x 256 / 4 per call
 
 
+def _c_float_functions():
+    """The C library's logf, sinf, cosf, expf (what TensorFlow's kernels call), or None where it
+    cannot be loaded."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        fns = {}
+        for name in ("expf", "logf", "sinf", "cosf"):
+            f = getattr(libm, name)
+            f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
+            fns[name[:-1]] = f
+        return fns
+    except (OSError, AttributeError):
+        return None
+
+
+LIBM_F = _c_float_functions()
+
+
+def float_log_sin_cos(u: np.ndarray, v: np.ndarray):
+    """logf(u), sinf(v), cosf(v) of float32 arrays of one shape: the compiled loop where numba
+    is on, else the C library one value at a time, else (no C library) double rounded to float,
+    which differs from the C library's in the last bit for about one value in a hundred."""
+    from rill.exec.kernels import jit
+
+    uf = np.ascontiguousarray(u, np.float32).reshape(-1)
+    vf = np.ascontiguousarray(v, np.float32).reshape(-1)
+    lp = jit.loops()
+    if lp is not None:
+        outs = [np.empty(uf.shape, np.float32) for _ in range(3)]
+        lp.log_sin_cos32(uf, vf, *outs)
+    elif LIBM_F is not None:
+        lg, sn, cs = LIBM_F["log"], LIBM_F["sin"], LIBM_F["cos"]
+        outs = [np.array([f(x) for x in a.tolist()], np.float32)
+                for f, a in ((lg, uf), (sn, vf), (cs, vf))]  # fmt: skip
+    else:
+        outs = [fn(a.astype(np.float64)).astype(np.float32)
+                for fn, a in ((np.log, uf), (np.sin, vf), (np.cos, vf))]  # fmt: skip
+    return [o.reshape(np.shape(u)) for o in outs]
+
+
 def _box_muller32(x0, x1):
     """Float Box-Muller as TensorFlow's: the angle is 2*pi (a double) times the uniform, rounded
     to float; log, sin and cos are the C library's float functions (a compiled loop calls them,
     numpy's own differ in the last bit now and then)."""
-    from rill.exec.kernels._philox_loops import box_muller_parts
-
     f32 = np.float32
     u1 = np.maximum(_uint32_to_float(x0), f32(1.0e-7))
     v = (2.0 * np.pi * _uint32_to_float(x1).astype(np.float64)).astype(f32)
-    log_u1, sin_v, cos_v = box_muller_parts(u1, v)
+    log_u1, sin_v, cos_v = float_log_sin_cos(u1, v)
     r = np.sqrt(f32(-2.0) * log_u1)
     return np.stack([sin_v * r, cos_v * r], axis=-1)
 

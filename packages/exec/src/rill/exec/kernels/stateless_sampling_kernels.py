@@ -16,6 +16,7 @@ import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels.stateless_random_kernels import (
+    LIBM_F,
     _uint16_to_half,
     _uint32_to_float,
     _uint64_to_double,
@@ -116,25 +117,7 @@ def _shifted(base, n: int) -> list[int]:
     return [low & 0xFFFFFFFF, low >> 32, base[2], base[3]]
 
 
-def _libm_float_functions():
-    """The C library's float exp, log, sin, cos (what TensorFlow's kernels call), or None where
-    it cannot be loaded (then each function is computed in double and rounded once)."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-        fns = {}
-        for name in ("expf", "logf", "sinf", "cosf"):
-            f = getattr(libm, name)
-            f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
-            fns[name[:-1]] = f
-        return fns
-    except (OSError, AttributeError):
-        return None
-
-
-_LIBM_F = _libm_float_functions()
+_LIBM_F = LIBM_F
 
 
 class _Math:

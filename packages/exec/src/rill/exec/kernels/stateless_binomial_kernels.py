@@ -16,7 +16,7 @@ import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels.stateless_random_kernels import key_counter
-from rill.exec.kernels.stateless_sampling_kernels import _Math, _shifted, _Stream
+from rill.exec.kernels.stateless_sampling_kernels import _Math, _shifted, _Stream, first_calls
 from rill.graph.errors import InvalidArgumentError
 
 _INVERSION_STRIDE = 42
@@ -103,6 +103,13 @@ def binomial(shape, seed, counts, probs, out_dtype) -> np.ndarray:
     key, base = key_counter(seed)
     m = _Math(np.float64)
     cs, ps = c.reshape(-1), p.reshape(-1)
+    firsts = {}  # stride -> the first calls of every output's stretch, fetched when first needed
+
+    def stream(o: int, stride: int) -> _Stream:
+        if stride not in firsts:
+            firsts[stride] = first_calls(key, base, total, stride, 2)
+        return _Stream(key, _shifted(base, o * stride), chunk=4, first=firsts[stride][o])
+
     with np.errstate(invalid="ignore"):
         for o in range(total):
             bi, smp = divmod(o, per_batch)
@@ -116,10 +123,10 @@ def binomial(shape, seed, counts, probs, out_dtype) -> np.ndarray:
                 low = prob <= T(0.5)
                 q = prob if low else T(1) - prob
                 if count * q >= T(10):
-                    s = _Stream(key, _shifted(base, o * _BTRS_STRIDE), chunk=4)
+                    s = stream(o, _BTRS_STRIDE)
                     draw = _btrs(dcount, float(q), _uniforms(s, m))
                 else:
-                    s = _Stream(key, _shifted(base, o * _INVERSION_STRIDE), chunk=4)
+                    s = stream(o, _INVERSION_STRIDE)
                     draw = _inversion(dcount, float(q), _uniforms(s, m))
                 res = draw if low else dcount - draw
             else:  # a NaN probability

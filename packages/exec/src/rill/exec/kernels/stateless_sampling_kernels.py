@@ -97,9 +97,10 @@ _RANDN_BOUND = 1.3  # kStdDevsInsideBoundsToUseRandnSampler
 class _Stream:
     """Philox calls counter, counter + 1, ... of one key, fetched in chunks."""
 
-    def __init__(self, key, base, chunk: int = 64):
+    def __init__(self, key, base, chunk: int = 64, first: np.ndarray | None = None):
         self.key, self.base, self.chunk = key, base, chunk
-        self.pos, self.buf, self.start = 0, np.empty((0, 4), np.uint32), 0
+        self.pos, self.start = 0, 0
+        self.buf = np.empty((0, 4), np.uint32) if first is None else first
 
     def call(self) -> np.ndarray:
         if self.pos >= self.start + len(self.buf):
@@ -110,6 +111,19 @@ class _Stream:
         out = self.buf[self.pos - self.start]
         self.pos += 1
         return out
+
+
+def first_calls(key, base, n_outputs: int, stride: int, calls: int) -> np.ndarray:
+    """[n_outputs, calls, 4] uint32: the first calls Philox calls of each output's stretch
+    (output o's starts stride * o calls after base), in one vectorized pass."""
+    from rill.exec.kernels.stateless_random_kernels import _LO, philox
+
+    start = np.uint64(base[0] | (base[1] << 32))
+    offs = np.arange(n_outputs, dtype=np.uint64)[:, None] * np.uint64(stride)
+    low = (start + offs + np.arange(calls, dtype=np.uint64)).reshape(-1)
+    ctr = np.stack([low & _LO, low >> np.uint64(32), np.full(low.size, base[2], np.uint64),
+                    np.full(low.size, base[3], np.uint64)], axis=1).astype(np.uint32)  # fmt: skip
+    return philox(ctr, key).reshape(n_outputs, calls, 4)
 
 
 def _shifted(base, n: int) -> list[int]:
@@ -501,9 +515,10 @@ def gamma(shape, alpha, out_dtype, kc) -> np.ndarray:
     key, base = kc
     m = _Math(np.float64)
     alphas = alpha.reshape(-1).astype(np.float64)
+    first = first_calls(key, base, total, _RESERVED_PER_OUTPUT, 2)
     for o in range(total):
         a, smp = divmod(o, per_alpha)
-        s = _Stream(key, _shifted(base, o * _RESERVED_PER_OUTPUT), chunk=4)
+        s = _Stream(key, _shifted(base, o * _RESERVED_PER_OUTPUT), chunk=4, first=first[o])
         out[smp, a] = _gamma_one(float(alphas[a]), s, m)
     return out.reshape(dims)
 

@@ -28,7 +28,7 @@ FLOORS = {
     "gfile": 15,
     "logging": 19,
     "errors": 35,
-    "random": 13,
+    "random": 19,
     "math": 105,
     "linalg": 24,
     "image": 35,

@@ -7,3 +7,11 @@ NO_SAMPLE["RandomGamma"] = (
     "tests/exec/test_tf_ops_more.py checks its gradient (RandomGammaGrad) against TensorFlow's "
     "and its mean against d E[x] / d alpha = 1"
 )
+_STATELESS = (
+    "a rejection sampler: the sample is a discontinuous function of its parameters (a nudge "
+    "can flip an accept), so finite differences cannot follow it; the stateless_gradients "
+    "fixture (tests/exec/test_tf_graph_fixtures.py) checks rill's gradient against TensorFlow's"
+)
+for _op in ("StatelessRandomGammaV2", "StatelessRandomGammaV3",
+            "StatelessParameterizedTruncatedNormal"):  # fmt: skip
+    NO_SAMPLE[_op] = _STATELESS

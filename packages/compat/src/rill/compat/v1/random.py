@@ -10,5 +10,13 @@ from rill.compat.v1._ops18 import (
     stateless_truncated_normal,
     stateless_uniform,
 )
+from rill.graph.ops.stateless_random_ops import (
+    stateless_binomial,
+    stateless_categorical,
+    stateless_gamma,
+    stateless_multinomial,
+    stateless_parameterized_truncated_normal,
+    stateless_poisson,
+)
 from rill.graph.random import *
 from rill.graph.random import categorical, get_seed, multinomial, set_random_seed

@@ -7,6 +7,8 @@ C-contiguous; 4-D ones are NHWC. Each loop works on [lo, hi) of its first axis.
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -170,3 +172,14 @@ def crc32c_update(buf, crc, table):  # pragma: no cover - compiled
     for i in range(buf.shape[0]):
         crc = table[(crc ^ buf[i]) & 0xFF] ^ (crc >> 8)
     return crc
+
+
+@_jit
+def log_sin_cos32(u, v, log_u, sin_v, cos_v):  # pragma: no cover - compiled
+    """log_u[i] = logf(u[i]); sin_v[i], cos_v[i] = sinf(v[i]), cosf(v[i]) (1-D float32): the C
+    library's float functions, which LLVM calls for math.log / sin / cos on float32 (TensorFlow's
+    Box-Muller calls the same ones; numpy's own differ in the last bit now and then)."""
+    for i in range(u.shape[0]):
+        log_u[i] = math.log(u[i])
+        sin_v[i] = math.sin(v[i])
+        cos_v[i] = math.cos(v[i])

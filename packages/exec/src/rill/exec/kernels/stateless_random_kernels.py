@@ -4,7 +4,8 @@ The seed pair (s0, s1) is scrambled as TensorFlow's GenerateKey does: one Philox
 counter (s0, s1) under the fixed key (0x3ec8f720, 0x02461e29) gives the key (its first two
 words) and the counter's upper half (its last two); the lower half starts at 0. Each call then
 yields 4 uint32 values: a float32 uniform takes one (23 mantissa bits), a float64 two; normals
-come from Box-Muller on pairs of uniforms (float32 for half and bfloat16, then rounded). A
+come from Box-Muller on pairs of uniforms (float32 for half and bfloat16, then rounded; the
+float one with the C library's logf / sinf / cosf, as TensorFlow's). A
 float16 / bfloat16 uniform takes the low 10 / 7 bits of one uint32 as its mantissa.
 """
 
@@ -111,10 +112,7 @@ def normal(shape, seed, dtype: np.dtype, kc=None) -> np.ndarray:
         out = np.stack([r * np.sin(v), r * np.cos(v)], axis=1).reshape(-1)
         return out[:n].reshape(shape)
     bits = random_bits(seed, -(-n // 4), kc).reshape(-1, 2)
-    u1 = np.maximum(_uint32_to_float(bits[:, 0]), np.float32(1.0e-7))
-    v = np.float32(2.0 * np.pi) * _uint32_to_float(bits[:, 1])
-    r = np.sqrt(np.float32(-2.0) * np.log(u1))
-    out = np.stack([r * np.sin(v), r * np.cos(v)], axis=1).reshape(-1)
+    out = _box_muller32(bits[:, 0], bits[:, 1]).reshape(-1)
     return out[:n].astype(dtype).reshape(shape)
 
 
@@ -294,11 +292,59 @@ def _skip_per_group(double: bool) -> int:
     return (2 if double else 4) * _RESERVED_PER_OUTPUT // 4  # group size x 256 / 4 per call
 
 
+def _c_float_functions():
+    """The C library's logf, sinf, cosf, expf (what TensorFlow's kernels call), or None where it
+    cannot be loaded."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        fns = {}
+        for name in ("expf", "logf", "sinf", "cosf"):
+            f = getattr(libm, name)
+            f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
+            fns[name[:-1]] = f
+        return fns
+    except (OSError, AttributeError):
+        return None
+
+
+LIBM_F = _c_float_functions()
+
+
+def float_log_sin_cos(u: np.ndarray, v: np.ndarray):
+    """logf(u), sinf(v), cosf(v) of float32 arrays of one shape: the compiled loop where numba
+    is on, else the C library one value at a time, else (no C library) double rounded to float,
+    which differs from the C library's in the last bit for about one value in a hundred."""
+    from rill.exec.kernels import jit
+
+    uf = np.ascontiguousarray(u, np.float32).reshape(-1)
+    vf = np.ascontiguousarray(v, np.float32).reshape(-1)
+    lp = jit.loops()
+    if lp is not None:
+        outs = [np.empty(uf.shape, np.float32) for _ in range(3)]
+        lp.log_sin_cos32(uf, vf, *outs)
+    elif LIBM_F is not None:
+        lg, sn, cs = LIBM_F["log"], LIBM_F["sin"], LIBM_F["cos"]
+        outs = [np.array([f(x) for x in a.tolist()], np.float32)
+                for f, a in ((lg, uf), (sn, vf), (cs, vf))]  # fmt: skip
+    else:
+        outs = [fn(a.astype(np.float64)).astype(np.float32)
+                for fn, a in ((np.log, uf), (np.sin, vf), (np.cos, vf))]  # fmt: skip
+    return [o.reshape(np.shape(u)) for o in outs]
+
+
 def _box_muller32(x0, x1):
-    u1 = np.maximum(_uint32_to_float(x0), np.float32(1.0e-7))
-    v = np.float32(2.0 * np.pi) * _uint32_to_float(x1)
-    r = np.sqrt(np.float32(-2.0) * np.log(u1))
-    return np.stack([r * np.sin(v), r * np.cos(v)], axis=-1)
+    """Float Box-Muller as TensorFlow's: the angle is 2*pi (a double) times the uniform, rounded
+    to float; log, sin and cos are the C library's float functions (a compiled loop calls them,
+    numpy's own differ in the last bit now and then)."""
+    f32 = np.float32
+    u1 = np.maximum(_uint32_to_float(x0), f32(1.0e-7))
+    v = (2.0 * np.pi * _uint32_to_float(x1).astype(np.float64)).astype(f32)
+    log_u1, sin_v, cos_v = float_log_sin_cos(u1, v)
+    r = np.sqrt(f32(-2.0) * log_u1)
+    return np.stack([sin_v * r, cos_v * r], axis=-1)
 
 
 def _box_muller64(x0, x1, x2, x3):

@@ -128,9 +128,19 @@ def test_sparse_updates_write_rows_in_place_unless_a_reader_holds_the_value(opt_
         np.testing.assert_array_equal(held, snapshot)
         assert not np.array_equal(s.run(emb.value()), snapshot)
         del held
-        before = s.run(emb.value())
-        address = before.__array_interface__["data"][0]
-        del before
-        s.run(step, {ids: IDS})  # nothing holds the value: the rows are written in place
-        after = s.run(emb.value())
-        assert after.__array_interface__["data"][0] == address
+        # Nothing holds the value: the rows are written in place. An executor thread may still
+        # hold the last fetched value for a moment after run() returns (then that one step
+        # copies), so the claim is that some step of three writes in place; an implementation
+        # that always copies fails all three.
+        in_place = []
+        for _ in range(3):
+            before = s.run(emb.value())
+            address = before.__array_interface__["data"][0]
+            del before
+            s.run(step, {ids: IDS})
+            after = s.run(emb.value())
+            in_place.append(after.__array_interface__["data"][0] == address)
+            del after
+            if in_place[-1]:
+                break
+        assert any(in_place), in_place

@@ -73,9 +73,9 @@ def test_queue_input_pipeline():
     assert w and abs(float(w.group(1)) - 2.0) < 0.1 and abs(float(w.group(2)) + 1.0) < 0.1
 
 
-@pytest.mark.distributed
-def test_distributed_replicas_on_a_loopback_cluster():
-    # TensorFlow 1.x's between-graph example: a PS task and two workers, each its own process.
+def _loopback_cluster(name: str, *flags: str) -> list[str]:
+    """Runs a TF1 example as a PS and two worker processes on loopback ports; the workers'
+    outputs. Every process is killed at the end, whatever happened."""
     import socket
 
     socks = [socket.socket() for _ in range(3)]
@@ -84,28 +84,16 @@ def test_distributed_replicas_on_a_loopback_cluster():
     ps, w0, w1 = (f"localhost:{s.getsockname()[1]}" for s in socks)
     for s in socks:
         s.close()
-    script = str(ROOT / "examples" / "tf1" / "distributed_replicas.py")
-    common = [f"--ps_hosts={ps}", f"--worker_hosts={w0},{w1}", "--steps=200"]
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                script,
-                "--job_name=ps",
-                "--task_index=0",
-                "--ps_wait_secs=300",
-                *common,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )  # fmt: skip
-    ]
+    script = str(ROOT / "examples" / "tf1" / f"{name}.py")
+    common = [f"--ps_hosts={ps}", f"--worker_hosts={w0},{w1}", *flags]
+    tasks = [("ps", 0, ["--ps_wait_secs=300"]), ("worker", 0, []), ("worker", 1, [])]
+    procs = []
     try:
-        for i in range(2):
+        for job, index, extra in tasks:
+            args = [sys.executable, script, f"--job_name={job}", f"--task_index={index}"]
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, script, "--job_name=worker", f"--task_index={i}", *common],
+                    [*args, *extra, *common],
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     text=True,
@@ -116,10 +104,17 @@ def test_distributed_replicas_on_a_loopback_cluster():
             out, _ = p.communicate(timeout=300)
             assert p.returncode == 0, out[-3000:]
             outs.append(out)
+        return outs
     finally:
         for p in procs:
             p.kill()
             p.wait(10)
+
+
+@pytest.mark.distributed
+def test_distributed_replicas_on_a_loopback_cluster():
+    # TensorFlow 1.x's between-graph example: a PS task and two workers, each its own process.
+    outs = _loopback_cluster("distributed_replicas", "--steps=200")
     steps = [_number(r"local steps (\d+)", o) for o in outs]
     accs = [_number(r"test accuracy ([\d.]+)", o) for o in outs]
     # Together the workers made the 200 global steps (how they split them is a race: on a fast
@@ -133,50 +128,7 @@ def test_distributed_replicas_on_a_loopback_cluster():
 def test_sync_replicas_with_supervisor_and_chief_queue_runner():
     # TensorFlow 1.x's distributed MNIST example's sync path: Supervisor, get_chief_queue_runner,
     # get_init_tokens_op, prepare_or_wait_for_session; a PS and two worker processes.
-    import socket
-
-    socks = [socket.socket() for _ in range(3)]
-    for s in socks:
-        s.bind(("localhost", 0))
-    ps, w0, w1 = (f"localhost:{s.getsockname()[1]}" for s in socks)
-    for s in socks:
-        s.close()
-    script = str(ROOT / "examples" / "tf1" / "sync_replicas_supervisor.py")
-    common = [f"--ps_hosts={ps}", f"--worker_hosts={w0},{w1}", "--train_steps=60"]
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                script,
-                "--job_name=ps",
-                "--task_index=0",
-                "--ps_wait_secs=300",
-                *common,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )  # fmt: skip
-    ]
-    try:
-        for i in range(2):
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, script, "--job_name=worker", f"--task_index={i}", *common],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                )  # fmt: skip
-            )
-        outs = []
-        for p in procs[1:]:
-            out, _ = p.communicate(timeout=300)
-            assert p.returncode == 0, out[-3000:]
-            outs.append(out)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait(10)
+    outs = _loopback_cluster("sync_replicas_supervisor", "--train_steps=60")
     steps = [_number(r"global step (\d+)", o) for o in outs]
     accs = [_number(r"test accuracy ([\d.]+)", o) for o in outs]
     assert max(steps) >= 60

@@ -110,13 +110,13 @@ def random_contrast(image, lower, upper, seed=None) -> Tensor:
     return adjust_contrast(image, factor)
 
 
-def _random_flip(image, axis_3d: int, seed, name: str, flip) -> Tensor:
+def _random_flip(image, seed, name: str, flip) -> Tensor:
     rg = _rg()
     with get_default_graph().name_scope(name):
         image, rank = _image(image, name)
         if rank == 3:
             coin = rg.less(rg.random_uniform([], 0, 1.0, seed=seed), 0.5)
-            return rg.cond(coin, lambda: rg.reverse(image, [axis_3d]), lambda: image)
+            return rg.cond(coin, lambda: flip(image), lambda: image)
         n = rg.shape(image)[0]
         coins = rg.round(rg.random_uniform(rg.reshape(n, [1]), 0, 1.0, seed=seed))
         coins = rg.cast(rg.reshape(coins, [-1, 1, 1, 1]), image.dtype)
@@ -125,12 +125,12 @@ def _random_flip(image, axis_3d: int, seed, name: str, flip) -> Tensor:
 
 def random_flip_left_right(image, seed=None) -> Tensor:
     """Each image mirrored left-right with probability 1/2."""
-    return _random_flip(image, 1, seed, "random_flip_left_right", flip_left_right)
+    return _random_flip(image, seed, "random_flip_left_right", flip_left_right)
 
 
 def random_flip_up_down(image, seed=None) -> Tensor:
     """Each image flipped upside down with probability 1/2."""
-    return _random_flip(image, 0, seed, "random_flip_up_down", flip_up_down)
+    return _random_flip(image, seed, "random_flip_up_down", flip_up_down)
 
 
 def rot90(image, k=1, name=None) -> Tensor:

@@ -113,7 +113,7 @@ def export_meta_graph(
     m.meta_info_def.tensorflow_version = m.meta_info_def.tensorflow_version or "1.15.0"
     m.meta_info_def.tensorflow_git_version = "rill"
     gd = graph_def if graph_def is not None else g.as_graph_def()
-    m.graph_def.MergeFromString(gd.SerializeToString())
+    m.graph_def.CopyFrom(gd)
     if clear_devices:
         for node in m.graph_def.node:
             node.device = ""

@@ -51,6 +51,12 @@ from rill.exec.kernels.conv_wide import (
     _wide_forward,
     _wide_ok,
 )
+from rill.exec.kernels.conv_winograd import (
+    winograd_backprop_filter,
+    winograd_backprop_input,
+    winograd_forward,
+    winograd_tile,
+)
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
 from rill.graph.errors import InvalidArgumentError
 
@@ -167,6 +173,9 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
         if epilogue is not None:
             epilogue(flat)
         return out
+    tile = winograd_tile(win, kh, kw, c, o, n, oh, ow, x.dtype)
+    if tile:
+        return winograd_forward(x, w, oh, ow, pads, tile, epilogue)
     if _wide_ok(win, ow, kw * c):
         return _wide_forward(x, w, oh, ow, pads, epilogue)
     patches = _Patches(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o))
@@ -192,6 +201,9 @@ def _conv_backprop_filter(x, dy, kh, kw, win: _Window, pads):
     k = kh * kw * c
     if x.size == 0 or dy.size == 0 or k == 0:
         return np.zeros((kh, kw, c, o), x.dtype)
+    tile = winograd_tile(win, kh, kw, c, o, n, oh, ow, x.dtype) if kh == kw else 0
+    if tile:
+        return winograd_backprop_filter(x, dy, kh, pads, tile)
     if _wide_ok(win, ow, kw * c):
         return _wide_backprop_filter(x, dy, kh, kw, pads)
     dy2 = dy.reshape(n * oh * ow, o)
@@ -254,6 +266,9 @@ def _conv_backprop_input(dy, w, n, h, wd, win: _Window, pads):
     of rows of one image overlap in dx and run in order on the caller."""
     _, oh, ow, o = dy.shape
     kh, kw, c, _ = w.shape
+    tile = winograd_tile(win, kh, kw, o, c, n, h, wd, dy.dtype) if n * h * wd * c else 0
+    if tile and dy.size:
+        return winograd_backprop_input(dy, w, h, wd, pads, tile)
     if n * h * wd * c and dy.size and _wide_ok(win, wd, kw * o):
         return _wide_backprop_input(dy, w, h, wd, pads)
     dx = np.zeros((n, h, wd, c), dy.dtype)

@@ -1,0 +1,212 @@
+"""Winograd convolutions F(m×m, r×r) for stride-1 3×3 and 5×5 NHWC convolutions, forward and
+both gradients, when the compiled loops are on (`jit.loops()`; with RILL_JIT=0 the convolution
+kernels keep their GEMM paths, the reference these results are tested against).
+
+A Winograd convolution splits the output into m×m tiles; a tile's a×a input window (a = m+r-1)
+is transformed (B^T d B), multiplied elementwise by the transformed filter (G g G^T) and
+transformed back (A^T · A). The elementwise products of all tiles at one of the a² positions
+are one GEMM over channels ([tiles, in] × [in, out]), so a 5×5 convolution in 2×2 tiles makes
+36 products where the direct one makes 100 per 2×2 outputs. The filter gradient is the adjoint:
+the input tiles' transforms times the output gradient's (A dY A^T), summed over tiles in a GEMM
+of long inner dimension, and transformed back by G^T · G; the input gradient is the forward
+convolution of the output gradient with the flipped filter.
+
+The transform matrices are the Cook-Toom ones for the interpolation points 0, ±1, ±2, (±1/2)
+and ∞, built here in float64 (the filter side carries the divisions, so the tile transforms
+take only small exact coefficients). Results differ from the GEMM paths by rounding only (a few
+units in the last place of float32 for 2×2 tiles). Tiles are processed in blocks fixed by the
+shapes, shared out over the intra-op threads; the filter gradient sums its blocks in fixed
+groups, so the bits never depend on the thread count.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+import numpy as np
+
+from rill.exec.kernels import jit
+from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
+
+__all__ = ["winograd_tile", "winograd_forward", "winograd_backprop_filter",
+           "winograd_backprop_input", "set_enabled"]  # fmt: skip
+
+# Output tile size per filter size (3×3 → F(4×4, 3×3), 5×5 → F(2×2, 5×5)).
+_TILES = {3: 4, 5: 2}
+# The finite interpolation points, the first a - 1 of them for a tile of a × a inputs.
+_POINTS = (0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5)
+# Below this many multiply-adds (of the direct convolution) or channels, the transforms cost
+# more than the products they save.
+_MIN_WORK = 1 << 24
+_MIN_CHANNELS = 16
+# The bytes of transformed tiles (input and product) per block: they stay in cache between the
+# input transform, the GEMMs and the output transform.
+_BLOCK_BYTES = 2 << 20
+
+_enabled = [True]
+
+
+def set_enabled(on: bool) -> bool:
+    """Turns the Winograd paths on or off (tests and benchmarks); returns the old setting."""
+    old, _enabled[0] = _enabled[0], bool(on)
+    return old
+
+
+def _loops():
+    if jit.loops() is None:
+        return None
+    return importlib.import_module("rill.exec.kernels._winograd_loops")
+
+
+@functools.cache
+def _matrices(m: int, r: int):
+    """(A^T [m, a], G [a, r], B^T [a, a]) in float64 for F(m, r): Y = A^T [(G g) ⊙ (B^T d)]."""
+    a = m + r - 1
+    pts = _POINTS[: a - 1]
+    at = np.zeros((m, a))
+    g = np.zeros((a, r))
+    for k, p in enumerate(pts):
+        at[:, k] = [p**i for i in range(m)]
+        f = np.prod([p - q for q in pts if q != p])
+        g[k] = [p**j / f for j in range(r)]
+    at[m - 1, a - 1] = 1.0
+    g[a - 1, r - 1] = 1.0
+    # B^T solves sum_k A^T[i, k] G[k, j] B^T[k, l] = [l == i + j] (correlation); its entries
+    # are small dyadic rationals, rounded exactly.
+    lhs = np.einsum("ik,kj->ijk", at, g).reshape(m * r, a)
+    rhs = np.zeros((m, r, a))
+    for i in range(m):
+        for j in range(r):
+            rhs[i, j, i + j] = 1.0
+    bt = np.linalg.lstsq(lhs, rhs.reshape(m * r, a), rcond=None)[0]
+    bt = np.round(bt * 64) / 64
+    assert np.abs(lhs @ bt - rhs.reshape(m * r, a)).max() < 1e-9
+    return at, g, bt
+
+
+def winograd_tile(win, kh: int, kw: int, c: int, o: int, n: int, oh: int, ow: int, dtype) -> int:
+    """The output tile size m for a Winograd convolution of this geometry, or 0 where the GEMM
+    paths serve it (other windows, strides, dilations, dtypes; small work; RILL_JIT=0)."""
+    if not _enabled[0] or kh != kw or kh not in _TILES or win.nchw:
+        return 0
+    if win.strides != (1, 1) or win.dilations != (1, 1) or np.dtype(dtype) not in jit.FLOATS:
+        return 0
+    if min(c, o) < _MIN_CHANNELS or n * oh * ow * kh * kw * c * o < _MIN_WORK:
+        return 0
+    return _TILES[kh] if _loops() is not None else 0
+
+
+class _Tiles:
+    """The output tiles of an oh × ow convolution in tile size m, and their blocks: (t0, t1,
+    output rows) ranges fixed by the shapes; each block's output rows are contiguous."""
+
+    def __init__(self, n, oh, ow, m, a, channels, itemsize):
+        self.th, self.tw = -(-oh // m), -(-ow // m)
+        self.tpi = self.th * self.tw
+        self.m, self.oh, self.ow = m, oh, ow
+        per_tile = a * a * channels * itemsize
+        most = max(1, _BLOCK_BYTES // per_tile)
+        if self.tpi <= most:
+            step = max(1, most // self.tpi)
+            count = -(-n // step)
+            step = -(-n // count)
+            self.blocks = [(b * self.tpi, min(n, b + step) * self.tpi)
+                           for b in range(0, n, step)]  # fmt: skip
+        else:
+            rows = max(1, most // self.tw)
+            self.blocks = [
+                (b * self.tpi + r * self.tw, b * self.tpi + min(self.th, r + rows) * self.tw)
+                for b in range(n)
+                for r in range(0, self.th, rows)
+            ]
+
+    def out_rows(self, out: np.ndarray, t0: int, t1: int) -> np.ndarray:
+        """The [rows, channels] view of out that tiles [t0, t1) write (for an epilogue)."""
+        b0, b1 = t0 // self.tpi, -(-t1 // self.tpi)
+        if b1 - b0 > 1 or (t0 % self.tpi == 0 and t1 - t0 == self.tpi):
+            return out[b0:b1].reshape(-1, out.shape[-1])
+        r0 = (t0 % self.tpi) // self.tw * self.m
+        r1 = min(self.oh, ((t1 - 1) % self.tpi // self.tw + 1) * self.m)
+        return out[b0, r0:r1].reshape(-1, out.shape[-1])
+
+
+def _cast(a: np.ndarray, dtype) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def winograd_forward(x, w, oh, ow, pads, m, epilogue=None) -> np.ndarray:
+    """x [n, h, w, c] ⋆ w [r, r, c, o] → [n, oh, ow, o], stride 1, the window's top-left at
+    (-pads[0], -pads[1]); epilogue(rows) applied to each block's output rows in place."""
+    loops = _loops()
+    x = np.ascontiguousarray(x)
+    n, h, wd, c = x.shape
+    r, _, _, o = w.shape
+    a = m + r - 1
+    g = _matrices(m, r)[1]
+    dt = x.dtype
+    # U [a*a, c, o] = G w G^T, in float64.
+    u = np.einsum("xi,ijco,yj->xyco", g, w.astype(np.float64), g, optimize=True)
+    u = _cast(u.reshape(a * a, c, o), dt)
+    out = np.empty((n, oh, ow, o), dt)
+    tiles = _Tiles(n, oh, ow, m, a, c + o, dt.itemsize)
+
+    def one(i):
+        t0, t1 = tiles.blocks[i]
+        v = scratch("wino_v", a * a * (t1 - t0) * c, dt).reshape(a * a, t1 - t0, c)
+        loops.input_tiles(x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v)
+        mm = scratch("wino_m", a * a * (t1 - t0) * o, dt).reshape(a * a, t1 - t0, o)
+        np.matmul(v, u, out=mm)
+        loops.output_tiles(mm, m, oh, ow, tiles.tw, tiles.tpi, t0, t1, out)
+        if epilogue is not None:
+            epilogue(tiles.out_rows(out, t0, t1))
+
+    parallel_blocks(len(tiles.blocks), one, n * tiles.tpi * a * a * c * o)
+    return out
+
+
+def winograd_backprop_input(dy, w, h, wd, pads, m) -> np.ndarray:
+    """d(loss)/d(input) [n, h, wd, c] of a stride-1 convolution: dy [n, oh, ow, o] ⋆ the
+    flipped filter [r, r, o, c], the window's top-left at (pads - (r - 1))."""
+    r = w.shape[0]
+    wf = w[::-1, ::-1].transpose(0, 1, 3, 2)
+    return winograd_forward(dy, wf, h, wd, (r - 1 - pads[0], r - 1 - pads[1]), m)
+
+
+def winograd_backprop_filter(x, dy, r, pads, m) -> np.ndarray:
+    """d(loss)/d(filter) [r, r, c, o] of a stride-1 convolution of x [n, h, w, c] giving dy
+    [n, oh, ow, o]: per tile position, the input tiles' transforms (B^T d B) times the output
+    gradient's (A dY A^T), summed over tiles (fixed groups of blocks, in order), then G^T · G."""
+    loops = _loops()
+    x = np.ascontiguousarray(x)
+    dy = np.ascontiguousarray(dy)
+    n, h, wd, c = x.shape
+    _, oh, ow, o = dy.shape
+    a = m + r - 1
+    g = _matrices(m, r)[1]
+    dt = x.dtype
+    tiles = _Tiles(n, oh, ow, m, a, c + o, dt.itemsize)
+    groups = groups_of(len(tiles.blocks))
+    parts = np.empty((len(groups), a * a, c, o), dt)
+
+    def one(k):
+        acc, tmp = parts[k], None
+        for i in groups[k]:
+            t0, t1 = tiles.blocks[i]
+            v = scratch("wino_v", a * a * (t1 - t0) * c, dt).reshape(a * a, t1 - t0, c)
+            loops.input_tiles(x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v)
+            z = scratch("wino_m", a * a * (t1 - t0) * o, dt).reshape(a * a, t1 - t0, o)
+            loops.gradient_tiles(dy, m, tiles.tw, tiles.tpi, t0, t1, z)
+            if tmp is None:
+                np.matmul(v.transpose(0, 2, 1), z, out=acc)
+                tmp = scratch("wino_du", acc.size, dt).reshape(acc.shape)
+            else:
+                np.matmul(v.transpose(0, 2, 1), z, out=tmp)
+                acc += tmp
+
+    parallel_blocks(len(groups), one, n * tiles.tpi * a * a * c * o)
+    du = parts[0]
+    for k in range(1, len(groups)):
+        du += parts[k]
+    du = du.astype(np.float64).reshape(a, a, c, o)
+    return np.einsum("xi,xyco,yj->ijco", g, du, g, optimize=True).astype(dt)

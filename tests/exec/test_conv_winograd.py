@@ -1,0 +1,172 @@
+"""Winograd convolutions (conv_winograd): the written-out tile transforms against the Cook-Toom
+matrices, and Conv2D and both gradients against the GEMM paths (the reference, and what
+RILL_JIT=0 runs) within rounding, on the geometries the tiles meet (borders, partial tiles,
+blocks of one image), with the same bits on any number of threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rill.exec.kernels  # noqa: F401 - registers every kernel
+import rill.graph as rg
+from rill.exec import threads
+from rill.exec.kernels import conv_winograd, intra_op, jit
+from rill.exec.kernels import fused_kernels as fk
+from rill.exec.testing import run_kernel
+
+pytest.importorskip("numba")
+
+RNG = np.random.default_rng(2121)
+
+
+def run_op(op_type, inputs, attrs):
+    with rg.Graph().as_default() as g:
+        phs = [rg.placeholder(rg.as_dtype(np.asarray(a).dtype)) for a in inputs]
+        op = g.create_op(op_type, phs, dict(attrs))
+        return run_kernel(op, *inputs)
+
+
+def conv_three(x, w, padding):
+    attrs = dict(strides=[1, 1, 1, 1], padding=padding, data_format="NHWC")
+    (y,) = run_op("Conv2D", [x, w], attrs)
+    dy = np.sin(np.arange(y.size, dtype=np.float64)).astype(x.dtype).reshape(y.shape)
+    (dx,) = run_op("Conv2DBackpropInput", [np.array(x.shape, np.int32), w, dy], attrs)
+    (dw,) = run_op("Conv2DBackpropFilter", [x, np.array(w.shape, np.int32), dy], attrs)
+    return y, dx, dw
+
+
+def reference(x, w, padding):
+    """The GEMM paths' results (Winograd off)."""
+    old = conv_winograd.set_enabled(False)
+    try:
+        return conv_three(x, w, padding)
+    finally:
+        conv_winograd.set_enabled(old)
+
+
+def close(got, want, dtype):
+    # Winograd rounds differently: compare relative to the result's scale.
+    scale = max(1.0, float(np.abs(want).max()))
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.abs(got.astype(np.float64) - want).max() <= tol * scale
+
+
+@pytest.fixture
+def small(monkeypatch):
+    """Winograd for small test shapes too (no work or channel floor)."""
+    monkeypatch.setattr(conv_winograd, "_MIN_WORK", 0)
+    monkeypatch.setattr(conv_winograd, "_MIN_CHANNELS", 1)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("m, r", [(2, 5), (4, 3)])
+def test_written_out_transforms_match_the_cook_toom_matrices(m, r):
+    loops = conv_winograd._loops()
+    at, g, bt = conv_winograd._matrices(m, r)
+    # One image of exactly one tile, channels as independent lanes.
+    d = RNG.standard_normal((1, 6, 6, 3))
+    v = np.empty((36, 1, 3))
+    loops.input_tiles(d, m, 0, 0, 1, 1, 0, 1, v)
+    want = np.einsum("xi,ijc,yj->xyc", bt, d[0], bt).reshape(36, 3)
+    np.testing.assert_allclose(v[:, 0], want, rtol=1e-13, atol=1e-13)
+    mm = RNG.standard_normal((36, 1, 3))
+    out = np.empty((1, m, m, 3))
+    loops.output_tiles(mm, m, m, m, 1, 1, 0, 1, out)
+    want = np.einsum("ix,xyc,jy->ijc", at, mm[:, 0].reshape(6, 6, 3), at)
+    np.testing.assert_allclose(out[0], want, rtol=1e-13, atol=1e-13)
+    dy = RNG.standard_normal((1, m, m, 3))
+    z = np.empty((36, 1, 3))
+    loops.gradient_tiles(dy, m, 1, 1, 0, 1, z)
+    want = np.einsum("ix,ijc,jy->xyc", at, dy[0], at).reshape(36, 3)
+    np.testing.assert_allclose(z[:, 0], want, rtol=1e-13, atol=1e-13)
+    # and the matrices compute a correlation
+    gg, dd = RNG.standard_normal(r), RNG.standard_normal(m + r - 1)
+    np.testing.assert_allclose(at @ ((g @ gg) * (bt @ dd)), np.correlate(dd, gg, "valid"))
+
+
+GEOMETRIES = [
+    # x NHWC, filter, padding: full and partial tiles, borders on every side
+    ((3, 14, 14, 8), (5, 5, 8, 6), "SAME"),
+    ((2, 11, 9, 5), (5, 5, 5, 7), "SAME"),
+    ((2, 13, 12, 4), (5, 5, 4, 3), "VALID"),
+    ((3, 10, 10, 6), (3, 3, 6, 9), "SAME"),
+    ((2, 9, 15, 7), (3, 3, 7, 4), "VALID"),
+]
+
+
+@pytest.mark.parametrize("geom", GEOMETRIES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_winograd_matches_the_gemm_paths(small, geom, dtype):
+    xs, ws, padding = geom
+    x = RNG.standard_normal(xs).astype(dtype)
+    w = RNG.standard_normal(ws).astype(dtype)
+    calls = []
+    real = conv_winograd._loops
+
+    def watched():
+        calls.append(1)
+        return real()
+
+    small.setattr(conv_winograd, "_loops", watched)
+    got = conv_three(x, w, padding)
+    assert calls  # Winograd ran
+    for g_, w_ in zip(got, reference(x, w, padding)):
+        close(g_, w_, dtype)
+
+
+def test_the_cnn_convolution_takes_winograd_and_matches():
+    # The MNIST CNN's second convolution, at its own size (no monkeypatching).
+    x = RNG.standard_normal((8, 14, 14, 32)).astype(np.float32)
+    w = (RNG.standard_normal((5, 5, 32, 64)) * 0.05).astype(np.float32)
+    from rill.exec.kernels.conv_common import _Window
+
+    win = _Window([1, 1, 1, 1], [1, 1, 1, 1], "SAME", [], "NHWC")
+    assert conv_winograd.winograd_tile(win, 5, 5, 32, 64, 8, 14, 14, x.dtype) == 2
+    for g_, w_ in zip(conv_three(x, w, "SAME"), reference(x, w, "SAME")):
+        close(g_, w_, np.float32)
+
+
+def test_without_the_compiled_loops_the_gemm_paths_run(small):
+    x = RNG.standard_normal((2, 10, 10, 6)).astype(np.float32)
+    w = RNG.standard_normal((5, 5, 6, 4)).astype(np.float32)
+    old = jit.set_enabled(False)
+    try:
+        off = conv_three(x, w, "SAME")
+    finally:
+        jit.set_enabled(old)
+    for a, b in zip(off, reference(x, w, "SAME")):
+        assert np.array_equal(a, b)  # bit-identical to the GEMM paths
+
+
+@pytest.mark.parametrize("block_bytes", [1, 4000, 1 << 30])
+def test_blocks_and_threads_keep_the_bits(small, block_bytes):
+    # 1 byte: blocks of one tile row of one image; 4000: several images; 1 GiB: one block
+    x = RNG.standard_normal((5, 12, 13, 6)).astype(np.float32)
+    w = RNG.standard_normal((5, 5, 6, 5)).astype(np.float32)
+    small.setattr(conv_winograd, "_BLOCK_BYTES", block_bytes)
+    small.setattr(threads, "GEMM_GRAIN", 1)
+    small.setattr(intra_op, "_THREADS", 3)
+    small.setattr(threads, "_BUDGET", 3)
+    want = reference(x, w, "SAME")
+    results = []
+    for free in (1, 3):
+        small.setattr(threads, "cores_free", lambda free=free: free)
+        results.append(conv_three(x, w, "SAME"))
+    for a, b, ref in zip(*results, want):
+        assert np.array_equal(a, b)
+        close(a, ref, np.float32)
+
+
+def test_fused_conv_epilogue_on_winograd_blocks(small):
+    small.setattr(conv_winograd, "_BLOCK_BYTES", 1)  # an epilogue per tile row
+    x = RNG.standard_normal((2, 9, 10, 5)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 5, 7)).astype(np.float32)
+    bias = RNG.standard_normal(7).astype(np.float32)
+    conv = fk.fused_conv2d([1] * 4, "SAME", [], "NHWC", [1] * 4, ["BiasAdd", "Relu"], 1, 0.2,
+                           "HWIO", 0)  # fmt: skip
+    got = conv(x, w, bias)
+    (y,) = reference(x, w, "SAME")[:1]
+    close(got, np.maximum(y + bias, 0), np.float32)
+    assert (got >= 0).all() and (got == 0).any()

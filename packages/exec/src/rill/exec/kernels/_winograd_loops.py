@@ -1,11 +1,11 @@
 """The compiled tile transforms behind rill.exec.kernels.conv_winograd (import that module).
 
-The tiles are 6 × 6 inputs (the interpolation points 0, ±1, ±2 and ∞): 2 × 2 outputs of a 5 × 5
-filter, or 4 × 4 outputs of a 3 × 3 one; the transforms are written out (conv_winograd checks
-them against the matrices it builds). Each loop works on a range [t0, t1) of the output tiles,
-numbered image by image, tile row by tile row; the innermost loops run over the channels (the
-contiguous axis of NHWC), which the compiler vectorizes. A tile's values are summed in a fixed
-order, so the bits do not depend on the threads; multiply-adds may be fused.
+Written by tools/gen_winograd_loops.py from conv_winograd's matrices; do not edit by hand.
+
+Each loop works on a range [t0, t1) of the output tiles, numbered image by image, tile row by tile
+row; the innermost loops run over the channels (the contiguous axis of NHWC), which the compiler
+vectorizes. A tile's values are summed in a fixed order, so the bits do not depend on the
+threads; multiply-adds may be fused.
 """
 
 from __future__ import annotations
@@ -19,132 +19,113 @@ _jit = numba.njit(
 
 
 @_jit
-def _window(x, b, y0, x0, buf):  # pragma: no cover - compiled
-    """buf [1, 6, 6, c] = the 6 × 6 window of x [n, h, w, c] at (y0, x0), zero outside x."""
+def input_tiles_6(x, m, pt, pl, tw, tpi, t0, t1, v):  # pragma: no cover - compiled
+    """v[xi * 6 + nu, t - t0, :] = (B^T d B)[xi, nu] for the tiles t in [t0, t1) (whole
+    tile rows): d is the 6 × 6 window of x [n, h, w, c] at rows t_y * m - pt, columns
+    t_x * m - pl (zero outside x; 0 <= pl); tw tiles per tile row, tpi per image.
+
+    Tiles above one another share input rows: each input row's transforms (d B, per tile
+    column) are computed once, from a zero-padded copy of the row, for all its tiles."""
+    k2 = v.dtype.type(2.0)
+    k4 = v.dtype.type(4.0)
+    k5 = v.dtype.type(5.0)
     _, h, wd, c = x.shape
-    for i in range(6):
-        y = y0 + i
-        for j in range(6):
-            xx = x0 + j
-            if 0 <= y < h and 0 <= xx < wd:
-                for k in range(c):
-                    buf[0, i, j, k] = x[b, y, xx, k]
-            else:
-                for k in range(c):
-                    buf[0, i, j, k] = 0
-
-
-@_jit
-def _in_tile(src, b, y0, x0, rows, v, tt):  # pragma: no cover - compiled
-    """v[xi * 6 + nu, tt] = (B^T d B)[xi, nu] for d = src[b, y0:y0+6, x0:x0+6] (inside src)."""
-    f2, f4, f5 = rows.dtype.type(2), rows.dtype.type(4), rows.dtype.type(5)
-    c = src.shape[3]
-    # rows[i, nu] = (d B)[i, nu]: each input row's transform
-    for i in range(6):
-        y = y0 + i
-        for k in range(c):
-            d0 = src[b, y, x0, k]
-            d1 = src[b, y, x0 + 1, k]
-            d2 = src[b, y, x0 + 2, k]
-            d3 = src[b, y, x0 + 3, k]
-            d4 = src[b, y, x0 + 4, k]
-            d5 = src[b, y, x0 + 5, k]
-            rows[i, 0, k] = f4 * d0 - f5 * d2 + d4
-            rows[i, 1, k] = -f4 * d1 - f4 * d2 + d3 + d4
-            rows[i, 2, k] = f4 * d1 - f4 * d2 - d3 + d4
-            rows[i, 3, k] = -f2 * d1 - d2 + f2 * d3 + d4
-            rows[i, 4, k] = f2 * d1 - d2 - f2 * d3 + d4
-            rows[i, 5, k] = f4 * d1 - f5 * d3 + d5
-    for nu in range(6):
-        for k in range(c):
-            d0 = rows[0, nu, k]
-            d1 = rows[1, nu, k]
-            d2 = rows[2, nu, k]
-            d3 = rows[3, nu, k]
-            d4 = rows[4, nu, k]
-            d5 = rows[5, nu, k]
-            v[nu, tt, k] = f4 * d0 - f5 * d2 + d4
-            v[6 + nu, tt, k] = -f4 * d1 - f4 * d2 + d3 + d4
-            v[12 + nu, tt, k] = f4 * d1 - f4 * d2 - d3 + d4
-            v[18 + nu, tt, k] = -f2 * d1 - d2 + f2 * d3 + d4
-            v[24 + nu, tt, k] = f2 * d1 - d2 - f2 * d3 + d4
-            v[30 + nu, tt, k] = f4 * d1 - f5 * d3 + d5
-
-
-@_jit
-def input_tiles(x, m, pt, pl, tw, tpi, t0, t1, v):  # pragma: no cover - compiled
-    """v[xi * 6 + nu, t - t0, :] = (B^T d B)[xi, nu] for the tiles t in [t0, t1): d is the 6 × 6
-    window of x [n, h, w, c] at rows t_y * m - pt, columns t_x * m - pl (zero outside x); tw
-    tiles per tile row, tpi per image."""
-    _, h, wd, c = x.shape
-    rows = np.empty((6, 6, c), v.dtype)
-    buf = np.empty((1, 6, 6, c), v.dtype)
-    for t in range(t0, t1):
+    wp = (tw - 1) * m + 6
+    inside = max(0, min(wd, wp - pl))
+    prow = np.zeros((wp, c), v.dtype)
+    most = (min(t1 - t0, tpi) // tw - 1) * m + 6
+    rows = np.empty((most, tw, 6, c), v.dtype)
+    t = t0
+    while t < t1:
         b = t // tpi
-        q = t - b * tpi
-        ty = q // tw
-        y0 = ty * m - pt
-        x0 = (q - ty * tw) * m - pl
-        if y0 >= 0 and x0 >= 0 and y0 + 6 <= h and x0 + 6 <= wd:
-            _in_tile(x, b, y0, x0, rows, v, t - t0)
-        else:
-            _window(x, b, y0, x0, buf)
-            _in_tile(buf, 0, 0, 0, rows, v, t - t0)
+        ty0 = (t - b * tpi) // tw
+        end = min(t1, (b + 1) * tpi)
+        ty1 = (end - b * tpi) // tw
+        y0 = ty0 * m - pt
+        for r in range((ty1 - ty0 - 1) * m + 6):
+            y = y0 + r
+            if y < 0 or y >= h:
+                rows[r] = 0
+                continue
+            for xx in range(inside):
+                for k in range(c):
+                    prow[pl + xx, k] = x[b, y, xx, k]
+            for tx in range(tw):
+                x0 = tx * m
+                for k in range(c):
+                    d0 = prow[x0 + 0, k]
+                    d1 = prow[x0 + 1, k]
+                    d2 = prow[x0 + 2, k]
+                    d3 = prow[x0 + 3, k]
+                    d4 = prow[x0 + 4, k]
+                    d5 = prow[x0 + 5, k]
+                    rows[r, tx, 0, k] = k4 * d0 - k5 * d2 + d4
+                    rows[r, tx, 1, k] = -k4 * d1 - k4 * d2 + d3 + d4
+                    rows[r, tx, 2, k] = k4 * d1 - k4 * d2 - d3 + d4
+                    rows[r, tx, 3, k] = -k2 * d1 - d2 + k2 * d3 + d4
+                    rows[r, tx, 4, k] = k2 * d1 - d2 - k2 * d3 + d4
+                    rows[r, tx, 5, k] = k4 * d1 - k5 * d3 + d5
+        for ty in range(ty0, ty1):
+            r0 = (ty - ty0) * m
+            for tx in range(tw):
+                tt = b * tpi + ty * tw + tx - t0
+                for nu in range(6):
+                    for k in range(c):
+                        d0 = rows[r0 + 0, tx, nu, k]
+                        d1 = rows[r0 + 1, tx, nu, k]
+                        d2 = rows[r0 + 2, tx, nu, k]
+                        d3 = rows[r0 + 3, tx, nu, k]
+                        d4 = rows[r0 + 4, tx, nu, k]
+                        d5 = rows[r0 + 5, tx, nu, k]
+                        v[0 + nu, tt, k] = k4 * d0 - k5 * d2 + d4
+                        v[6 + nu, tt, k] = -k4 * d1 - k4 * d2 + d3 + d4
+                        v[12 + nu, tt, k] = k4 * d1 - k4 * d2 - d3 + d4
+                        v[18 + nu, tt, k] = -k2 * d1 - d2 + k2 * d3 + d4
+                        v[24 + nu, tt, k] = k2 * d1 - d2 - k2 * d3 + d4
+                        v[30 + nu, tt, k] = k4 * d1 - k5 * d3 + d5
+        t = end
 
 
 @_jit
-def output_tiles(mm, m, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - compiled
-    """out[n, t_y * m + i, t_x * m + j, :] = (A^T M A)[i, j] for the tiles t in [t0, t1) (the
-    parts inside out; m is 2 or 4), from mm [36, t1 - t0, o]."""
-    f2, f4, f8 = out.dtype.type(2), out.dtype.type(4), out.dtype.type(8)
+def output_tiles_6_2(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - compiled
+    """out[n, t_y * 2 + i, t_x * 2 + j, :] = (A^T M A)[i, j] for the tiles t in [t0, t1)
+    (the parts inside out), from mm [36, t1 - t0, o]."""
+    k2 = out.dtype.type(2.0)
     o = out.shape[3]
-    cols = np.empty((6, 4, o), out.dtype)
-    ys = np.empty((4, o), out.dtype)
+    cols = np.empty((6, 2, o), out.dtype)
+    ys = np.empty((2, o), out.dtype)
     for t in range(t0, t1):
         b = t // tpi
         q = t - b * tpi
         ty = q // tw
-        y0 = ty * m
-        x0 = (q - ty * tw) * m
+        y0 = ty * 2
+        x0 = (q - ty * tw) * 2
         tt = t - t0
-        # cols[xi, j] = (M A)[xi, j]
         for xi in range(6):
             r = xi * 6
             for k in range(o):
-                m0 = mm[r, tt, k]
-                m1 = mm[r + 1, tt, k]
-                m2 = mm[r + 2, tt, k]
-                m3 = mm[r + 3, tt, k]
-                m4 = mm[r + 4, tt, k]
-                m5 = mm[r + 5, tt, k]
-                if m == 2:
-                    cols[xi, 0, k] = m0 + m1 + m2 + m3 + m4
-                    cols[xi, 1, k] = m1 - m2 + f2 * m3 - f2 * m4 + m5
-                else:
-                    cols[xi, 0, k] = m0 + m1 + m2 + m3 + m4
-                    cols[xi, 1, k] = m1 - m2 + f2 * m3 - f2 * m4
-                    cols[xi, 2, k] = m1 + m2 + f4 * m3 + f4 * m4
-                    cols[xi, 3, k] = m1 - m2 + f8 * m3 - f8 * m4 + m5
-        for j in range(m):
+                s0 = mm[r + 0, tt, k]
+                s1 = mm[r + 1, tt, k]
+                s2 = mm[r + 2, tt, k]
+                s3 = mm[r + 3, tt, k]
+                s4 = mm[r + 4, tt, k]
+                s5 = mm[r + 5, tt, k]
+                cols[xi, 0, k] = s0 + s1 + s2 + s3 + s4
+                cols[xi, 1, k] = s1 - s2 + k2 * s3 - k2 * s4 + s5
+        for j in range(2):
             xx = x0 + j
             if xx >= ow:
                 break
             for k in range(o):
-                m0 = cols[0, j, k]
-                m1 = cols[1, j, k]
-                m2 = cols[2, j, k]
-                m3 = cols[3, j, k]
-                m4 = cols[4, j, k]
-                m5 = cols[5, j, k]
-                if m == 2:
-                    ys[0, k] = m0 + m1 + m2 + m3 + m4
-                    ys[1, k] = m1 - m2 + f2 * m3 - f2 * m4 + m5
-                else:
-                    ys[0, k] = m0 + m1 + m2 + m3 + m4
-                    ys[1, k] = m1 - m2 + f2 * m3 - f2 * m4
-                    ys[2, k] = m1 + m2 + f4 * m3 + f4 * m4
-                    ys[3, k] = m1 - m2 + f8 * m3 - f8 * m4 + m5
-            for i in range(m):
+                s0 = cols[0, j, k]
+                s1 = cols[1, j, k]
+                s2 = cols[2, j, k]
+                s3 = cols[3, j, k]
+                s4 = cols[4, j, k]
+                s5 = cols[5, j, k]
+                ys[0, k] = s0 + s1 + s2 + s3 + s4
+                ys[1, k] = s1 - s2 + k2 * s3 - k2 * s4 + s5
+            for i in range(2):
                 y = y0 + i
                 if y >= oh:
                     break
@@ -153,71 +134,362 @@ def output_tiles(mm, m, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - com
 
 
 @_jit
-def gradient_tiles(dy, m, tw, tpi, t0, t1, z):  # pragma: no cover - compiled
-    """z[xi * 6 + nu, t - t0, :] = (A dY A^T)[xi, nu] for the tiles t in [t0, t1): dY is the
-    m × m tile of dy [n, oh, ow, o] (zero outside dy); the adjoint of output_tiles."""
-    f2, f4, f8 = z.dtype.type(2), z.dtype.type(4), z.dtype.type(8)
+def gradient_tiles_6_2(dy, tw, tpi, t0, t1, z):  # pragma: no cover - compiled
+    """z[xi * 6 + nu, t - t0, :] = (A dY A^T)[xi, nu] for the tiles t in [t0, t1): dY is
+    the 2 × 2 tile of dy [n, oh, ow, o] (zero outside dy); the adjoint of output_tiles."""
+    k2 = z.dtype.type(2.0)
     _, oh, ow, o = dy.shape
-    rows = np.zeros((4, 6, o), z.dtype)
-    d = np.zeros((4, o), z.dtype)
+    rows = np.empty((2, 6, o), z.dtype)
+    g = np.empty((2, o), z.dtype)
     for t in range(t0, t1):
         b = t // tpi
         q = t - b * tpi
         ty = q // tw
-        y0 = ty * m
-        x0 = (q - ty * tw) * m
-        # rows[i, nu] = (dY A^T)[i, nu]
-        for i in range(m):
+        y0 = ty * 2
+        x0 = (q - ty * tw) * 2
+        for i in range(2):
             y = y0 + i
-            for j in range(m):
+            for j in range(2):
                 xx = x0 + j
                 if y < oh and xx < ow:
                     for k in range(o):
-                        d[j, k] = dy[b, y, xx, k]
+                        g[j, k] = dy[b, y, xx, k]
                 else:
                     for k in range(o):
-                        d[j, k] = 0
+                        g[j, k] = 0
             for k in range(o):
-                if m == 2:
-                    d0 = d[0, k]
-                    d1 = d[1, k]
-                    rows[i, 0, k] = d0
-                    rows[i, 1, k] = d0 + d1
-                    rows[i, 2, k] = d0 - d1
-                    rows[i, 3, k] = d0 + f2 * d1
-                    rows[i, 4, k] = d0 - f2 * d1
-                    rows[i, 5, k] = d1
-                else:
-                    d0 = d[0, k]
-                    d1 = d[1, k]
-                    d2 = d[2, k]
-                    d3 = d[3, k]
-                    rows[i, 0, k] = d0
-                    rows[i, 1, k] = d0 + d1 + d2 + d3
-                    rows[i, 2, k] = d0 - d1 + d2 - d3
-                    rows[i, 3, k] = d0 + f2 * d1 + f4 * d2 + f8 * d3
-                    rows[i, 4, k] = d0 - f2 * d1 + f4 * d2 - f8 * d3
-                    rows[i, 5, k] = d3
+                d0 = g[0, k]
+                d1 = g[1, k]
+                rows[i, 0, k] = d0
+                rows[i, 1, k] = d0 + d1
+                rows[i, 2, k] = d0 - d1
+                rows[i, 3, k] = d0 + k2 * d1
+                rows[i, 4, k] = d0 - k2 * d1
+                rows[i, 5, k] = d1
         tt = t - t0
         for nu in range(6):
             for k in range(o):
-                if m == 2:
-                    d0 = rows[0, nu, k]
-                    d1 = rows[1, nu, k]
-                    z[nu, tt, k] = d0
-                    z[6 + nu, tt, k] = d0 + d1
-                    z[12 + nu, tt, k] = d0 - d1
-                    z[18 + nu, tt, k] = d0 + f2 * d1
-                    z[24 + nu, tt, k] = d0 - f2 * d1
-                    z[30 + nu, tt, k] = d1
+                d0 = rows[0, nu, k]
+                d1 = rows[1, nu, k]
+                z[0 + nu, tt, k] = d0
+                z[6 + nu, tt, k] = d0 + d1
+                z[12 + nu, tt, k] = d0 - d1
+                z[18 + nu, tt, k] = d0 + k2 * d1
+                z[24 + nu, tt, k] = d0 - k2 * d1
+                z[30 + nu, tt, k] = d1
+
+
+@_jit
+def output_tiles_6_4(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - compiled
+    """out[n, t_y * 4 + i, t_x * 4 + j, :] = (A^T M A)[i, j] for the tiles t in [t0, t1)
+    (the parts inside out), from mm [36, t1 - t0, o]."""
+    k2 = out.dtype.type(2.0)
+    k4 = out.dtype.type(4.0)
+    k8 = out.dtype.type(8.0)
+    o = out.shape[3]
+    cols = np.empty((6, 4, o), out.dtype)
+    ys = np.empty((4, o), out.dtype)
+    for t in range(t0, t1):
+        b = t // tpi
+        q = t - b * tpi
+        ty = q // tw
+        y0 = ty * 4
+        x0 = (q - ty * tw) * 4
+        tt = t - t0
+        for xi in range(6):
+            r = xi * 6
+            for k in range(o):
+                s0 = mm[r + 0, tt, k]
+                s1 = mm[r + 1, tt, k]
+                s2 = mm[r + 2, tt, k]
+                s3 = mm[r + 3, tt, k]
+                s4 = mm[r + 4, tt, k]
+                s5 = mm[r + 5, tt, k]
+                cols[xi, 0, k] = s0 + s1 + s2 + s3 + s4
+                cols[xi, 1, k] = s1 - s2 + k2 * s3 - k2 * s4
+                cols[xi, 2, k] = s1 + s2 + k4 * s3 + k4 * s4
+                cols[xi, 3, k] = s1 - s2 + k8 * s3 - k8 * s4 + s5
+        for j in range(4):
+            xx = x0 + j
+            if xx >= ow:
+                break
+            for k in range(o):
+                s0 = cols[0, j, k]
+                s1 = cols[1, j, k]
+                s2 = cols[2, j, k]
+                s3 = cols[3, j, k]
+                s4 = cols[4, j, k]
+                s5 = cols[5, j, k]
+                ys[0, k] = s0 + s1 + s2 + s3 + s4
+                ys[1, k] = s1 - s2 + k2 * s3 - k2 * s4
+                ys[2, k] = s1 + s2 + k4 * s3 + k4 * s4
+                ys[3, k] = s1 - s2 + k8 * s3 - k8 * s4 + s5
+            for i in range(4):
+                y = y0 + i
+                if y >= oh:
+                    break
+                for k in range(o):
+                    out[b, y, xx, k] = ys[i, k]
+
+
+@_jit
+def gradient_tiles_6_4(dy, tw, tpi, t0, t1, z):  # pragma: no cover - compiled
+    """z[xi * 6 + nu, t - t0, :] = (A dY A^T)[xi, nu] for the tiles t in [t0, t1): dY is
+    the 4 × 4 tile of dy [n, oh, ow, o] (zero outside dy); the adjoint of output_tiles."""
+    k2 = z.dtype.type(2.0)
+    k4 = z.dtype.type(4.0)
+    k8 = z.dtype.type(8.0)
+    _, oh, ow, o = dy.shape
+    rows = np.empty((4, 6, o), z.dtype)
+    g = np.empty((4, o), z.dtype)
+    for t in range(t0, t1):
+        b = t // tpi
+        q = t - b * tpi
+        ty = q // tw
+        y0 = ty * 4
+        x0 = (q - ty * tw) * 4
+        for i in range(4):
+            y = y0 + i
+            for j in range(4):
+                xx = x0 + j
+                if y < oh and xx < ow:
+                    for k in range(o):
+                        g[j, k] = dy[b, y, xx, k]
                 else:
-                    d0 = rows[0, nu, k]
-                    d1 = rows[1, nu, k]
-                    d2 = rows[2, nu, k]
-                    d3 = rows[3, nu, k]
-                    z[nu, tt, k] = d0
-                    z[6 + nu, tt, k] = d0 + d1 + d2 + d3
-                    z[12 + nu, tt, k] = d0 - d1 + d2 - d3
-                    z[18 + nu, tt, k] = d0 + f2 * d1 + f4 * d2 + f8 * d3
-                    z[24 + nu, tt, k] = d0 - f2 * d1 + f4 * d2 - f8 * d3
-                    z[30 + nu, tt, k] = d3
+                    for k in range(o):
+                        g[j, k] = 0
+            for k in range(o):
+                d0 = g[0, k]
+                d1 = g[1, k]
+                d2 = g[2, k]
+                d3 = g[3, k]
+                rows[i, 0, k] = d0
+                rows[i, 1, k] = d0 + d1 + d2 + d3
+                rows[i, 2, k] = d0 - d1 + d2 - d3
+                rows[i, 3, k] = d0 + k2 * d1 + k4 * d2 + k8 * d3
+                rows[i, 4, k] = d0 - k2 * d1 + k4 * d2 - k8 * d3
+                rows[i, 5, k] = d3
+        tt = t - t0
+        for nu in range(6):
+            for k in range(o):
+                d0 = rows[0, nu, k]
+                d1 = rows[1, nu, k]
+                d2 = rows[2, nu, k]
+                d3 = rows[3, nu, k]
+                z[0 + nu, tt, k] = d0
+                z[6 + nu, tt, k] = d0 + d1 + d2 + d3
+                z[12 + nu, tt, k] = d0 - d1 + d2 - d3
+                z[18 + nu, tt, k] = d0 + k2 * d1 + k4 * d2 + k8 * d3
+                z[24 + nu, tt, k] = d0 - k2 * d1 + k4 * d2 - k8 * d3
+                z[30 + nu, tt, k] = d3
+
+
+@_jit
+def input_tiles_8(x, m, pt, pl, tw, tpi, t0, t1, v):  # pragma: no cover - compiled
+    """v[xi * 8 + nu, t - t0, :] = (B^T d B)[xi, nu] for the tiles t in [t0, t1) (whole
+    tile rows): d is the 8 × 8 window of x [n, h, w, c] at rows t_y * m - pt, columns
+    t_x * m - pl (zero outside x; 0 <= pl); tw tiles per tile row, tpi per image.
+
+    Tiles above one another share input rows: each input row's transforms (d B, per tile
+    column) are computed once, from a zero-padded copy of the row, for all its tiles."""
+    k0_25 = v.dtype.type(0.25)
+    k0_5 = v.dtype.type(0.5)
+    k1_25 = v.dtype.type(1.25)
+    k2 = v.dtype.type(2.0)
+    k2_5 = v.dtype.type(2.5)
+    k4 = v.dtype.type(4.0)
+    k4_25 = v.dtype.type(4.25)
+    k5 = v.dtype.type(5.0)
+    k5_25 = v.dtype.type(5.25)
+    _, h, wd, c = x.shape
+    wp = (tw - 1) * m + 8
+    inside = max(0, min(wd, wp - pl))
+    prow = np.zeros((wp, c), v.dtype)
+    most = (min(t1 - t0, tpi) // tw - 1) * m + 8
+    rows = np.empty((most, tw, 8, c), v.dtype)
+    t = t0
+    while t < t1:
+        b = t // tpi
+        ty0 = (t - b * tpi) // tw
+        end = min(t1, (b + 1) * tpi)
+        ty1 = (end - b * tpi) // tw
+        y0 = ty0 * m - pt
+        for r in range((ty1 - ty0 - 1) * m + 8):
+            y = y0 + r
+            if y < 0 or y >= h:
+                rows[r] = 0
+                continue
+            for xx in range(inside):
+                for k in range(c):
+                    prow[pl + xx, k] = x[b, y, xx, k]
+            for tx in range(tw):
+                x0 = tx * m
+                for k in range(c):
+                    d0 = prow[x0 + 0, k]
+                    d1 = prow[x0 + 1, k]
+                    d2 = prow[x0 + 2, k]
+                    d3 = prow[x0 + 3, k]
+                    d4 = prow[x0 + 4, k]
+                    d5 = prow[x0 + 5, k]
+                    d6 = prow[x0 + 6, k]
+                    d7 = prow[x0 + 7, k]
+                    rows[r, tx, 0, k] = -d0 + k5_25 * d2 - k5_25 * d4 + d6
+                    rows[r, tx, 1, k] = d1 + d2 - k4_25 * d3 - k4_25 * d4 + d5 + d6
+                    rows[r, tx, 2, k] = -d1 + d2 + k4_25 * d3 - k4_25 * d4 - d5 + d6
+                    rows[r, tx, 3, k] = (
+                        k0_5 * d1 + k0_25 * d2 - k2_5 * d3 - k1_25 * d4 + k2 * d5 + d6
+                    )
+                    rows[r, tx, 4, k] = (
+                        -k0_5 * d1 + k0_25 * d2 + k2_5 * d3 - k1_25 * d4 - k2 * d5 + d6
+                    )
+                    rows[r, tx, 5, k] = k2 * d1 + k4 * d2 - k2_5 * d3 - k5 * d4 + k0_5 * d5 + d6
+                    rows[r, tx, 6, k] = -k2 * d1 + k4 * d2 + k2_5 * d3 - k5 * d4 - k0_5 * d5 + d6
+                    rows[r, tx, 7, k] = -d1 + k5_25 * d3 - k5_25 * d5 + d7
+        for ty in range(ty0, ty1):
+            r0 = (ty - ty0) * m
+            for tx in range(tw):
+                tt = b * tpi + ty * tw + tx - t0
+                for nu in range(8):
+                    for k in range(c):
+                        d0 = rows[r0 + 0, tx, nu, k]
+                        d1 = rows[r0 + 1, tx, nu, k]
+                        d2 = rows[r0 + 2, tx, nu, k]
+                        d3 = rows[r0 + 3, tx, nu, k]
+                        d4 = rows[r0 + 4, tx, nu, k]
+                        d5 = rows[r0 + 5, tx, nu, k]
+                        d6 = rows[r0 + 6, tx, nu, k]
+                        d7 = rows[r0 + 7, tx, nu, k]
+                        v[0 + nu, tt, k] = -d0 + k5_25 * d2 - k5_25 * d4 + d6
+                        v[8 + nu, tt, k] = d1 + d2 - k4_25 * d3 - k4_25 * d4 + d5 + d6
+                        v[16 + nu, tt, k] = -d1 + d2 + k4_25 * d3 - k4_25 * d4 - d5 + d6
+                        v[24 + nu, tt, k] = (
+                            k0_5 * d1 + k0_25 * d2 - k2_5 * d3 - k1_25 * d4 + k2 * d5 + d6
+                        )
+                        v[32 + nu, tt, k] = (
+                            -k0_5 * d1 + k0_25 * d2 + k2_5 * d3 - k1_25 * d4 - k2 * d5 + d6
+                        )
+                        v[40 + nu, tt, k] = k2 * d1 + k4 * d2 - k2_5 * d3 - k5 * d4 + k0_5 * d5 + d6
+                        v[48 + nu, tt, k] = (
+                            -k2 * d1 + k4 * d2 + k2_5 * d3 - k5 * d4 - k0_5 * d5 + d6
+                        )
+                        v[56 + nu, tt, k] = -d1 + k5_25 * d3 - k5_25 * d5 + d7
+        t = end
+
+
+@_jit
+def output_tiles_8_4(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - compiled
+    """out[n, t_y * 4 + i, t_x * 4 + j, :] = (A^T M A)[i, j] for the tiles t in [t0, t1)
+    (the parts inside out), from mm [64, t1 - t0, o]."""
+    k0_125 = out.dtype.type(0.125)
+    k0_25 = out.dtype.type(0.25)
+    k0_5 = out.dtype.type(0.5)
+    k2 = out.dtype.type(2.0)
+    k4 = out.dtype.type(4.0)
+    k8 = out.dtype.type(8.0)
+    o = out.shape[3]
+    cols = np.empty((8, 4, o), out.dtype)
+    ys = np.empty((4, o), out.dtype)
+    for t in range(t0, t1):
+        b = t // tpi
+        q = t - b * tpi
+        ty = q // tw
+        y0 = ty * 4
+        x0 = (q - ty * tw) * 4
+        tt = t - t0
+        for xi in range(8):
+            r = xi * 8
+            for k in range(o):
+                s0 = mm[r + 0, tt, k]
+                s1 = mm[r + 1, tt, k]
+                s2 = mm[r + 2, tt, k]
+                s3 = mm[r + 3, tt, k]
+                s4 = mm[r + 4, tt, k]
+                s5 = mm[r + 5, tt, k]
+                s6 = mm[r + 6, tt, k]
+                s7 = mm[r + 7, tt, k]
+                cols[xi, 0, k] = s0 + s1 + s2 + s3 + s4 + s5 + s6
+                cols[xi, 1, k] = s1 - s2 + k2 * s3 - k2 * s4 + k0_5 * s5 - k0_5 * s6
+                cols[xi, 2, k] = s1 + s2 + k4 * s3 + k4 * s4 + k0_25 * s5 + k0_25 * s6
+                cols[xi, 3, k] = s1 - s2 + k8 * s3 - k8 * s4 + k0_125 * s5 - k0_125 * s6 + s7
+        for j in range(4):
+            xx = x0 + j
+            if xx >= ow:
+                break
+            for k in range(o):
+                s0 = cols[0, j, k]
+                s1 = cols[1, j, k]
+                s2 = cols[2, j, k]
+                s3 = cols[3, j, k]
+                s4 = cols[4, j, k]
+                s5 = cols[5, j, k]
+                s6 = cols[6, j, k]
+                s7 = cols[7, j, k]
+                ys[0, k] = s0 + s1 + s2 + s3 + s4 + s5 + s6
+                ys[1, k] = s1 - s2 + k2 * s3 - k2 * s4 + k0_5 * s5 - k0_5 * s6
+                ys[2, k] = s1 + s2 + k4 * s3 + k4 * s4 + k0_25 * s5 + k0_25 * s6
+                ys[3, k] = s1 - s2 + k8 * s3 - k8 * s4 + k0_125 * s5 - k0_125 * s6 + s7
+            for i in range(4):
+                y = y0 + i
+                if y >= oh:
+                    break
+                for k in range(o):
+                    out[b, y, xx, k] = ys[i, k]
+
+
+@_jit
+def gradient_tiles_8_4(dy, tw, tpi, t0, t1, z):  # pragma: no cover - compiled
+    """z[xi * 8 + nu, t - t0, :] = (A dY A^T)[xi, nu] for the tiles t in [t0, t1): dY is
+    the 4 × 4 tile of dy [n, oh, ow, o] (zero outside dy); the adjoint of output_tiles."""
+    k0_125 = z.dtype.type(0.125)
+    k0_25 = z.dtype.type(0.25)
+    k0_5 = z.dtype.type(0.5)
+    k2 = z.dtype.type(2.0)
+    k4 = z.dtype.type(4.0)
+    k8 = z.dtype.type(8.0)
+    _, oh, ow, o = dy.shape
+    rows = np.empty((4, 8, o), z.dtype)
+    g = np.empty((4, o), z.dtype)
+    for t in range(t0, t1):
+        b = t // tpi
+        q = t - b * tpi
+        ty = q // tw
+        y0 = ty * 4
+        x0 = (q - ty * tw) * 4
+        for i in range(4):
+            y = y0 + i
+            for j in range(4):
+                xx = x0 + j
+                if y < oh and xx < ow:
+                    for k in range(o):
+                        g[j, k] = dy[b, y, xx, k]
+                else:
+                    for k in range(o):
+                        g[j, k] = 0
+            for k in range(o):
+                d0 = g[0, k]
+                d1 = g[1, k]
+                d2 = g[2, k]
+                d3 = g[3, k]
+                rows[i, 0, k] = d0
+                rows[i, 1, k] = d0 + d1 + d2 + d3
+                rows[i, 2, k] = d0 - d1 + d2 - d3
+                rows[i, 3, k] = d0 + k2 * d1 + k4 * d2 + k8 * d3
+                rows[i, 4, k] = d0 - k2 * d1 + k4 * d2 - k8 * d3
+                rows[i, 5, k] = d0 + k0_5 * d1 + k0_25 * d2 + k0_125 * d3
+                rows[i, 6, k] = d0 - k0_5 * d1 + k0_25 * d2 - k0_125 * d3
+                rows[i, 7, k] = d3
+        tt = t - t0
+        for nu in range(8):
+            for k in range(o):
+                d0 = rows[0, nu, k]
+                d1 = rows[1, nu, k]
+                d2 = rows[2, nu, k]
+                d3 = rows[3, nu, k]
+                z[0 + nu, tt, k] = d0
+                z[8 + nu, tt, k] = d0 + d1 + d2 + d3
+                z[16 + nu, tt, k] = d0 - d1 + d2 - d3
+                z[24 + nu, tt, k] = d0 + k2 * d1 + k4 * d2 + k8 * d3
+                z[32 + nu, tt, k] = d0 - k2 * d1 + k4 * d2 - k8 * d3
+                z[40 + nu, tt, k] = d0 + k0_5 * d1 + k0_25 * d2 + k0_125 * d3
+                z[48 + nu, tt, k] = d0 - k0_5 * d1 + k0_25 * d2 - k0_125 * d3
+                z[56 + nu, tt, k] = d3

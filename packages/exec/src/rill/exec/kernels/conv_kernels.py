@@ -173,7 +173,7 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
         if epilogue is not None:
             epilogue(flat)
         return out
-    tile = winograd_tile(win, kh, kw, c, o, n, oh, ow, x.dtype)
+    tile = winograd_tile(win, kh, kw, c, o, n, oh, ow, pads, x.dtype)
     if tile:
         return winograd_forward(x, w, oh, ow, pads, tile, epilogue)
     if _wide_ok(win, ow, kw * c):
@@ -201,7 +201,7 @@ def _conv_backprop_filter(x, dy, kh, kw, win: _Window, pads):
     k = kh * kw * c
     if x.size == 0 or dy.size == 0 or k == 0:
         return np.zeros((kh, kw, c, o), x.dtype)
-    tile = winograd_tile(win, kh, kw, c, o, n, oh, ow, x.dtype) if kh == kw else 0
+    tile = winograd_tile(win, kh, kw, c, o, n, oh, ow, pads, x.dtype)
     if tile:
         return winograd_backprop_filter(x, dy, kh, pads, tile)
     if _wide_ok(win, ow, kw * c):
@@ -266,7 +266,7 @@ def _conv_backprop_input(dy, w, n, h, wd, win: _Window, pads):
     of rows of one image overlap in dx and run in order on the caller."""
     _, oh, ow, o = dy.shape
     kh, kw, c, _ = w.shape
-    tile = winograd_tile(win, kh, kw, o, c, n, h, wd, dy.dtype) if n * h * wd * c else 0
+    tile = winograd_tile(win, kh, kw, o, c, n, h, wd, pads, dy.dtype) if n * h * wd * c else 0
     if tile and dy.size:
         return winograd_backprop_input(dy, w, h, wd, pads, tile)
     if n * h * wd * c and dy.size and _wide_ok(win, wd, kw * o):

@@ -32,8 +32,10 @@ from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
 __all__ = ["winograd_tile", "winograd_forward", "winograd_backprop_filter",
            "winograd_backprop_input", "set_enabled"]  # fmt: skip
 
-# Output tile size per filter size (3×3 → F(4×4, 3×3), 5×5 → F(2×2, 5×5)).
-_TILES = {3: 4, 5: 2}
+# The tiles with compiled transforms, (m, r): F(m×m, r×r) (tools/gen_winograd_loops.py writes
+# them), and the output tile size used per filter size.
+_TILE_SETS = ((2, 5), (4, 3), (4, 5))
+_TILES = {3: 4, 5: 4}
 # The finite interpolation points, the first a - 1 of them for a tile of a × a inputs.
 _POINTS = (0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5)
 # Below this many multiply-adds (of the direct convolution) or channels, the transforms cost
@@ -85,10 +87,14 @@ def _matrices(m: int, r: int):
     return at, g, bt
 
 
-def winograd_tile(win, kh: int, kw: int, c: int, o: int, n: int, oh: int, ow: int, dtype) -> int:
-    """The output tile size m for a Winograd convolution of this geometry, or 0 where the GEMM
-    paths serve it (other windows, strides, dilations, dtypes; small work; RILL_JIT=0)."""
+def winograd_tile(win, kh, kw, c, o, n, oh, ow, pads, dtype) -> int:
+    """The output tile size m for a Winograd convolution of this geometry (c channels in, o out,
+    an oh × ow output, the window's top-left at -pads), or 0 where the GEMM paths serve it
+    (other windows, strides, dilations, dtypes, padding beyond the window; small work;
+    RILL_JIT=0)."""
     if not _enabled[0] or kh != kw or kh not in _TILES or win.nchw:
+        return 0
+    if not all(0 <= p < kh for p in pads):
         return 0
     if win.strides != (1, 1) or win.dilations != (1, 1) or np.dtype(dtype) not in jit.FLOATS:
         return 0
@@ -146,18 +152,18 @@ def winograd_forward(x, w, oh, ow, pads, m, epilogue=None) -> np.ndarray:
     g = _matrices(m, r)[1]
     dt = x.dtype
     # U [a*a, c, o] = G w G^T, in float64.
-    u = np.einsum("xi,ijco,yj->xyco", g, w.astype(np.float64), g, optimize=True)
-    u = _cast(u.reshape(a * a, c, o), dt)
+    t = np.matmul(g, w.astype(np.float64).reshape(r, r, c * o))  # [r, a, c*o]: rows i, G·cols
+    u = _cast(np.matmul(g, t.reshape(r, a * c * o)).reshape(a * a, c, o), dt)
     out = np.empty((n, oh, ow, o), dt)
     tiles = _Tiles(n, oh, ow, m, a, c + o, dt.itemsize)
 
     def one(i):
         t0, t1 = tiles.blocks[i]
         v = scratch("wino_v", a * a * (t1 - t0) * c, dt).reshape(a * a, t1 - t0, c)
-        loops.input_tiles(x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v)
+        getattr(loops, f"input_tiles_{a}")(x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v)
         mm = scratch("wino_m", a * a * (t1 - t0) * o, dt).reshape(a * a, t1 - t0, o)
         np.matmul(v, u, out=mm)
-        loops.output_tiles(mm, m, oh, ow, tiles.tw, tiles.tpi, t0, t1, out)
+        getattr(loops, f"output_tiles_{a}_{m}")(mm, oh, ow, tiles.tw, tiles.tpi, t0, t1, out)
         if epilogue is not None:
             epilogue(tiles.out_rows(out, t0, t1))
 
@@ -194,9 +200,11 @@ def winograd_backprop_filter(x, dy, r, pads, m) -> np.ndarray:
         for i in groups[k]:
             t0, t1 = tiles.blocks[i]
             v = scratch("wino_v", a * a * (t1 - t0) * c, dt).reshape(a * a, t1 - t0, c)
-            loops.input_tiles(x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v)
+            getattr(loops, f"input_tiles_{a}")(
+                x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v
+            )
             z = scratch("wino_m", a * a * (t1 - t0) * o, dt).reshape(a * a, t1 - t0, o)
-            loops.gradient_tiles(dy, m, tiles.tw, tiles.tpi, t0, t1, z)
+            getattr(loops, f"gradient_tiles_{a}_{m}")(dy, tiles.tw, tiles.tpi, t0, t1, z)
             if tmp is None:
                 np.matmul(v.transpose(0, 2, 1), z, out=acc)
                 tmp = scratch("wino_du", acc.size, dt).reshape(acc.shape)
@@ -208,5 +216,6 @@ def winograd_backprop_filter(x, dy, r, pads, m) -> np.ndarray:
     du = parts[0]
     for k in range(1, len(groups)):
         du += parts[k]
-    du = du.astype(np.float64).reshape(a, a, c, o)
-    return np.einsum("xi,xyco,yj->ijco", g, du, g, optimize=True).astype(dt)
+    du = du.astype(np.float64).reshape(a, a * c * o)
+    t = np.matmul(g.T, du).reshape(r, a, c * o)  # G^T · rows
+    return np.matmul(g.T, t).reshape(r, r, c, o).astype(dt)  # · G on the columns

@@ -1,5 +1,10 @@
 """A small CNN train step — conv 5×5×32, max pool, conv 5×5×64, max pool, dense 1024, dense 10;
-batch 64 on 28×28×1, SGD with momentum — against TensorFlow 1.x graph mode and PyTorch."""
+batch 64 on 28×28×1, SGD with momentum — against TensorFlow 1.x graph mode and PyTorch.
+
+Rows: the step's wall time on the default threads; the step's CPU time on one thread (rill and
+TensorFlow with intra_op = inter_op = 1: the figure that holds on a shared, loaded machine); and
+the CPU time of the second convolution's three kernels alone (one thread), the step's largest.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +20,11 @@ import numpy as np
 import tensorflow as tf
 tf.compat.v1.disable_eager_execution()
 tf.compat.v1.enable_resource_variables()
-def timeit(f, n=None):
+def timeit(f, n=None, clock=time.perf_counter):
     f(); f()
     ts = []
     for _ in range(7):
-        t0 = time.perf_counter(); f(); ts.append((time.perf_counter() - t0) * 1000)
+        t0 = clock(); f(); ts.append((clock() - t0) * 1000)
     return statistics.median(ts)
 rng = np.random.default_rng(0)
 xv = rng.random((%(B)d, 28, 28, 1), dtype=np.float32)
@@ -45,9 +50,29 @@ with g.as_default():
     loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
     train = tf.compat.v1.train.MomentumOptimizer(0.01, 0.9).minimize(loss)
     init = tf.compat.v1.global_variables_initializer()
+    cx = tf.compat.v1.placeholder(tf.float32, [%(B)d, 14, 14, 32])
+    cw = tf.compat.v1.placeholder(tf.float32, [5, 5, 32, 64])
+    cdy = tf.compat.v1.placeholder(tf.float32, [%(B)d, 14, 14, 64])
+    conv_ops = {
+        "fwd": tf.nn.conv2d(cx, cw, 1, "SAME"),
+        "input": tf.compat.v1.nn.conv2d_backprop_input([%(B)d, 14, 14, 32], cw, cdy,
+                                                      [1, 1, 1, 1], "SAME"),
+        "filter": tf.compat.v1.nn.conv2d_backprop_filter(cx, [5, 5, 32, 64], cdy,
+                                                        [1, 1, 1, 1], "SAME"),
+    }
 sess = tf.compat.v1.Session(graph=g)
 sess.run(init)
 out["tensorflow"] = timeit(lambda: sess.run(train, {x: xv, y: yv}))
+one = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+sess1 = tf.compat.v1.Session(graph=g, config=one)
+sess1.run(init)
+out["tensorflow_cpu1"] = timeit(lambda: sess1.run(train, {x: xv, y: yv}), clock=time.process_time)
+cfeed = {cx: rng.random((%(B)d, 14, 14, 32), dtype=np.float32),
+         cw: rng.random((5, 5, 32, 64), dtype=np.float32),
+         cdy: rng.random((%(B)d, 14, 14, 64), dtype=np.float32)}
+for k, op in conv_ops.items():
+    # the op's value is fetched (a copy of its output is part of the figure for both)
+    out["tensorflow_conv_" + k] = timeit(lambda: sess1.run(op, cfeed), clock=time.process_time)
 try:
     import torch
     torch.set_num_threads(2)
@@ -98,8 +123,49 @@ def build_rill():
     return g, x, y, loss, train, init
 
 
+def _cpu_ms(fn, repeats: int = 7) -> float:
+    """The median CPU time of fn() in milliseconds (process_time: every thread of the process)."""
+    import statistics
+    import time
+
+    fn()
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        fn()
+        ts.append((time.process_time() - t0) * 1000)
+    return statistics.median(ts)
+
+
+def _conv_kernels_cpu() -> dict:
+    """CPU ms of the second convolution's forward, input- and filter-gradient kernels (batch 64,
+    14×14×32 → 64, 5×5 SAME) on one intra-op thread, each computing its op's output."""
+    import rill.exec.kernels  # noqa: F401 - registers every kernel
+    import rill.graph as rg
+    from rill.exec import threads
+    from rill.exec.testing import run_kernel
+
+    rng = np.random.default_rng(0)
+    cx = rng.random((BATCH, 14, 14, 32), dtype=np.float32)
+    cw = rng.random((5, 5, 32, 64), dtype=np.float32)
+    cdy = rng.random((BATCH, 14, 14, 64), dtype=np.float32)
+    attrs = dict(strides=[1, 1, 1, 1], padding="SAME", data_format="NHWC")
+    ops = {"fwd": ("Conv2D", [cx, cw]),
+           "input": ("Conv2DBackpropInput", [np.array(cx.shape, np.int32), cw, cdy]),
+           "filter": ("Conv2DBackpropFilter", [cx, np.array(cw.shape, np.int32), cdy])}  # fmt: skip
+    out = {}
+    with threads.blas_owned(), threads.limits(1):
+        for name, (op_type, inputs) in ops.items():
+            with rg.Graph().as_default() as g:
+                phs = [rg.placeholder(rg.as_dtype(a.dtype)) for a in inputs]
+                op = g.create_op(op_type, phs, dict(attrs))
+            out[name] = _cpu_ms(lambda op=op, inputs=inputs: run_kernel(op, *inputs))
+    return out
+
+
 def run() -> list[Row]:
-    from rill.exec import Session
+    from rill.exec import ConfigProto, Session
 
     g, x, y, loss, train, init = build_rill()
     rng = np.random.default_rng(0)
@@ -112,6 +178,20 @@ def run() -> list[Row]:
         sess.run(train, {x: xv, y: yv})
     assert sess.run(loss, {x: xv, y: yv}) < first  # it trains
     rill_ms = measure_time(lambda: sess.run(train, {x: xv, y: yv}), min_time=3.0, repeats=7)
+    one = ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+    sess1 = Session(graph=g, config=one)
+    sess1.run(init)
+    rill_cpu1 = _cpu_ms(lambda: sess1.run(train, {x: xv, y: yv}))
+    sess1.close()
+    sess.close()
+    kernels = _conv_kernels_cpu()
     peer = run_peer(PEER)
-    return [Row("CNN train step (2 conv, 2 dense, momentum), batch 64", "ms", rill_ms,
-                {"tensorflow": peer.get("tensorflow"), "pytorch": peer.get("pytorch")})]  # fmt: skip
+    rows = [Row("CNN train step (2 conv, 2 dense, momentum), batch 64", "ms", rill_ms,
+                {"tensorflow": peer.get("tensorflow"), "pytorch": peer.get("pytorch")}),
+            Row("CNN train step, CPU ms on one thread", "ms", rill_cpu1,
+                {"tensorflow": peer.get("tensorflow_cpu1")})]  # fmt: skip
+    for name, label in (("fwd", "forward"), ("input", "input gradient"),
+                        ("filter", "filter gradient")):  # fmt: skip
+        rows.append(Row(f"CNN conv2 {label} (64×14×14×32, 5×5×64), CPU ms, one thread", "ms",
+                        kernels[name], {"tensorflow": peer.get("tensorflow_conv_" + name)}))  # fmt: skip
+    return rows

@@ -166,6 +166,7 @@ def test_blocks_and_threads_keep_the_bits(small, block_bytes):
     x = RNG.standard_normal((5, 12, 13, 6)).astype(np.float32)
     w = RNG.standard_normal((5, 5, 6, 5)).astype(np.float32)
     small.setattr(conv_winograd, "_BLOCK_BYTES", block_bytes)
+    small.setattr(conv_winograd, "_MIN_TILES", 1)
     small.setattr(threads, "GEMM_GRAIN", 1)
     small.setattr(intra_op, "_THREADS", 3)
     small.setattr(threads, "_BUDGET", 3)
@@ -178,8 +179,14 @@ def test_blocks_and_threads_keep_the_bits(small, block_bytes):
     close(results[0], x, w, "SAME")
 
 
+def test_many_channels_still_make_blocks_of_many_tiles():
+    tiles = conv_winograd._Tiles(4, 14, 14, 4, 8, 1024, 4)  # 256 KiB per tile
+    assert len(tiles.blocks) == 2 and tiles.blocks[0] == (0, 32)
+
+
 def test_fused_conv_epilogue_on_winograd_blocks(small):
     small.setattr(conv_winograd, "_BLOCK_BYTES", 1)  # an epilogue per tile row
+    small.setattr(conv_winograd, "_MIN_TILES", 1)
     x = RNG.standard_normal((2, 9, 10, 5)).astype(np.float32)
     w = RNG.standard_normal((3, 3, 5, 7)).astype(np.float32)
     bias = RNG.standard_normal(7).astype(np.float32)

@@ -45,6 +45,7 @@ _MIN_CHANNELS = 16
 # The bytes of transformed tiles (input and product) per block: they stay in cache between the
 # input transform, the GEMMs and the output transform.
 _BLOCK_BYTES = 2 << 20
+_MIN_TILES = 32
 
 _enabled = [True]
 
@@ -112,7 +113,8 @@ class _Tiles:
         self.tpi = self.th * self.tw
         self.m, self.oh, self.ow = m, oh, ow
         per_tile = a * a * channels * itemsize
-        most = max(1, _BLOCK_BYTES // per_tile)
+        # At least _MIN_TILES rows per GEMM, however many channels.
+        most = max(_MIN_TILES, _BLOCK_BYTES // per_tile)
         if self.tpi <= most:
             step = max(1, most // self.tpi)
             count = -(-n // step)

@@ -204,7 +204,8 @@ def winograd_backprop_filter(x, dy, r, pads, m) -> np.ndarray:
     dt = x.dtype
     tiles = _Tiles(n, oh, ow, m, a, c + o, dt.itemsize)
     groups = groups_of(len(tiles.blocks))
-    parts = np.empty((len(groups), a * a, c, o), dt)
+    # The calling thread's scratch memory, written by whichever threads run the groups.
+    parts = scratch("wino_parts", len(groups) * a * a * c * o, dt).reshape(len(groups), a * a, c, o)
 
     def one(k):
         acc, tmp = parts[k], None

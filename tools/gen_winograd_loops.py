@@ -1,7 +1,8 @@
 """Writes packages/exec/src/rill/exec/kernels/_winograd_loops.py: the Winograd tile transforms
 of conv_winograd written out as numba loops, one set per tile (a × a inputs, m × m outputs),
 from the Cook-Toom matrices conv_winograd builds. Run it after changing those matrices or the
-tile list: `.venv/bin/python tools/gen_winograd_loops.py` (tests/exec/test_conv_winograd.py
+tile list: `.venv/bin/python tools/gen_winograd_loops.py`, then `ruff format` the module
+(tests/exec/test_conv_winograd.py
 checks the written-out transforms against the matrices)."""
 
 from __future__ import annotations

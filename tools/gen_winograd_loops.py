@@ -2,8 +2,7 @@
 of conv_winograd written out as numba loops, one set per tile (a × a inputs, m × m outputs),
 from the Cook-Toom matrices conv_winograd builds. Run it after changing those matrices or the
 tile list: `.venv/bin/python tools/gen_winograd_loops.py`, then `ruff format` the module
-(tests/exec/test_conv_winograd.py
-checks the written-out transforms against the matrices)."""
+(tests/exec/test_conv_winograd.py checks the written-out transforms against the matrices)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,11 @@ step time does not depend on V).
   `local_cluster`; TensorFlow: `tf.distribute.Server` processes), the client talking to the
   worker. Runs when rill.distributed has local_cluster.
 
+Each step fetches the loss beside the training op, on both sides: with the training op alone,
+TensorFlow's graph optimizer removes the lookup itself (the loss is linear in the rows, so its
+gradient needs only the ids): its partitions then hold no Gather and move no rows, while the
+issue's benchmark is a step that looks the rows up.
+
 Set RILL_EMB_VOCABS="100000,1000000" to run fewer sizes (each 4e6 table is 1 GiB per process).
 Both sides report the best of 9 timed batches (steps of random ids), not the median: on a shared
 machine the best batch is the figure least disturbed by other processes.
@@ -54,7 +59,7 @@ for vocab in VOCABS:
         with tf.device("/device:CPU:0"):
             rows_ = tf.compat.v1.nn.embedding_lookup(shards, ids, partition_strategy="mod")
             loss = tf.reduce_sum(rows_)
-            step = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+            step = [tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss), loss]
         init = tf.compat.v1.global_variables_initializer()
     sess = tf.compat.v1.Session(graph=g)
     sess.run(init)
@@ -112,7 +117,7 @@ def _rill_step(vocab: int):
         ids = rg.placeholder(rg.int64, [IDS])
         with g.device("/device:CPU:0"):
             loss = rg.reduce_sum(rg.embedding_lookup(emb, ids, partition_strategy="mod"))
-            step = rt.GradientDescentOptimizer(0.1).minimize(loss)
+            step = [rt.GradientDescentOptimizer(0.1).minimize(loss), loss]
         init = rg.global_variables_initializer()
     sess = Session(graph=g, config=ConfigProto(device_count={"CPU": SHARDS}))
     sess.run(init)
@@ -156,7 +161,7 @@ try:
                     partitioner=tf.compat.v1.fixed_size_partitioner(4), use_resource=True)
                 ids = tf.compat.v1.placeholder(tf.int64, [IDS])
                 loss = tf.reduce_sum(tf.compat.v1.nn.embedding_lookup(emb, ids))
-                step = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+                step = [tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss), loss]
             init = tf.compat.v1.global_variables_initializer()
         sess = tf.compat.v1.Session("grpc://" + spec["worker"][0], graph=g)
         sess.run(init)
@@ -213,7 +218,7 @@ def _rill_cluster_rows(vocabs: list[int]) -> list[Row]:
                 )  # fmt: skip
                 ids = rg.placeholder(rg.int64, [IDS])
                 loss = rg.reduce_sum(rg.embedding_lookup(emb, ids, partition_strategy="mod"))
-                step = rt.GradientDescentOptimizer(0.1).minimize(loss)
+                step = [rt.GradientDescentOptimizer(0.1).minimize(loss), loss]
                 init = rg.global_variables_initializer()
             rng = np.random.default_rng(0)
             with Session(cluster.target("worker", 0), graph=g) as sess:

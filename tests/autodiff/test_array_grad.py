@@ -116,6 +116,25 @@ def test_gather_of_a_read_variable_is_sparse_at_the_variable(graph):
     np.testing.assert_array_equal(sparse_to_dense(values, indices, shape), want)
 
 
+def test_row_gather_gradient_values_do_not_read_the_indices(graph):
+    """With a known row shape the values are the incoming gradient's rows, however many: they
+    do not wait on the indices (in a sharded lookup those live on the parameter server), and
+    a dynamic number of indices still gives the right slices."""
+    v = rg.Variable(uniform(6, 3), name="v")
+    ids = rg.placeholder(rg.int32, [None])
+    dy = rg.placeholder(rg.float64, [None, 3])  # the gradient arriving from the worker's loss
+    (g,) = gradients(v.sparse_read(ids), [v], grad_ys=dy)
+    assert isinstance(g, IndexedSlices)
+    assert ids.op not in ancestors(g.values)
+    with Session() as sess:
+        sess.run(v.initializer)
+        for feed in ([5, 0, 5], [2]):
+            d = uniform(len(feed), 3)
+            values, indices = sess.run([g.values, g.indices], {ids: feed, dy: d})
+            np.testing.assert_array_equal(indices, feed)
+            np.testing.assert_array_equal(values, d)
+
+
 def test_two_lookups_of_one_table_concatenate_their_slices(graph):
     v = rg.Variable(uniform(4, 2), name="v")
     a, b = v.sparse_read([0, 1]), v.sparse_read([[3], [1]])

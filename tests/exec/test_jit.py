@@ -232,3 +232,73 @@ def test_fused_conv_with_a_wrong_bias_names_it(both_paths):
         jit.set_enabled(on)
         with pytest.raises(InvalidArgumentError, match=r"bias has shape \[5\].*_FusedConv2D"):
             conv(x, w, np.zeros(5, np.float32))
+
+
+# -- row scatter-adds (UnsortedSegmentSum, ResourceScatterAdd/Sub, ScatterAdd/Sub) ------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("subtract", [False, True])
+@pytest.mark.parametrize("rest", [(), (5,), (3, 4)])
+def test_row_scatter_matches_ufunc_at_with_repeated_rows(both_paths, dtype, subtract, rest):
+    from rill.exec.kernels.scatter_rows import add_rows_at
+
+    out0 = _awkward((9, *rest), dtype)
+    rows = _awkward((40, *rest), dtype) * dtype(1.5)
+    idx = RNG.integers(0, 9, 40)  # every row of out hit several times, in a mixed order
+
+    def scatter():
+        out = out0.copy()
+        add_rows_at(out, idx, rows, subtract=subtract)
+        return out
+
+    a, b = both_paths(scatter)
+    ref = out0.copy()
+    (np.subtract if subtract else np.add).at(ref, idx, rows)
+    assert_same_but_nan_sign(a, ref)
+    assert_same_but_nan_sign(b, ref)
+
+
+def assert_same_but_nan_sign(a, b):
+    """Bit-equal but for the sign of a NaN (an inf - inf made by the compiled loop carries the
+    processor's default NaN, numpy's ufunc.at a positive one): NaN where the other has NaN."""
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+    keep = ~np.isnan(a)
+    assert_bits_equal(a[keep], b[keep])
+
+
+def test_row_scatter_falls_back_for_other_dtypes_and_broadcast_updates(both_paths):
+    from rill.exec.kernels.scatter_rows import add_rows_at
+
+    idx = np.array([2, 0, 2], np.int32)
+    for out0, rows in (
+        (np.arange(12, dtype=np.int32).reshape(4, 3), np.ones((3, 3), np.int32)),
+        (np.zeros((4, 3), np.float32), np.float32(2.0)),  # a scalar update
+        (np.zeros((4, 3), np.float32), np.ones((3, 3), np.float64)),  # another dtype
+    ):
+        ref = out0.copy()
+        np.add.at(ref, idx, rows)
+        for got in both_paths(
+            lambda out0=out0, rows=rows: _scattered(add_rows_at, out0, idx, rows)
+        ):
+            np.testing.assert_array_equal(got, ref)
+
+
+def _scattered(add_rows_at, out0, idx, rows):
+    out = out0.copy()
+    add_rows_at(out, idx, rows)
+    return out
+
+
+def test_unsorted_segment_sum_and_scatter_kernels_match_ufunc_at(both_paths):
+    from rill.exec.kernels.grad_kernels import unsorted_segment_sum
+
+    data = _awkward((64, 8), np.float32)
+    ids = RNG.integers(-1, 20, 64).astype(np.int32)  # -1: dropped, as in TensorFlow
+    uss = unsorted_segment_sum(np)
+    a, b = both_paths(lambda: uss(data, ids, np.int32(20)))
+    ref = np.zeros((20, 8), np.float32)
+    keep = ids >= 0
+    np.add.at(ref, ids[keep], data[keep])
+    assert_same_but_nan_sign(a, ref)
+    assert_same_but_nan_sign(b, ref)

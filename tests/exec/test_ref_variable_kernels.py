@@ -83,6 +83,31 @@ def test_scatter_family_matches_numpy_with_duplicates():
             np.testing.assert_allclose(s.run(out), want, err_msg=op_type)
 
 
+def test_scatter_updates_in_place_but_never_a_value_read_before():
+    """A scatter writes the rows it touches into the variable's own array (no copy of the
+    table per step) unless something else still holds that array: a value fetched (or read)
+    before the update keeps what it read."""
+    with rg.Graph().as_default() as g:
+        w, init = _var(np.zeros((5, 2), np.float32))
+        sub = R.scatter_op(
+            "ScatterSub", w, np.array([1, 3, 1], np.int32), np.ones((3, 2), np.float32)
+        )
+        read = rg.identity(w)
+    with Session(graph=g) as s:
+        s.run(init)
+        before = s.run(read)
+        s.run(sub.op)
+        np.testing.assert_array_equal(before, np.zeros((5, 2)))  # not written into
+        want = np.zeros((5, 2), np.float32)
+        want[1], want[3] = -2, -1
+        np.testing.assert_array_equal(s.run(read), want)
+        del before
+        for k in range(2, 4):
+            s.run(sub.op)
+            want[1], want[3] = -2 * k, -k
+            np.testing.assert_array_equal(s.run(read), want)
+
+
 def test_scatter_nd_and_bad_indices_leave_the_variable_unchanged():
     with rg.Graph().as_default() as g:
         w, init = _var(np.zeros((2, 3), np.float32))

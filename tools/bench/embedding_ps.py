@@ -8,6 +8,11 @@ step time does not depend on V).
   `local_cluster`; TensorFlow: `tf.distribute.Server` processes), the client talking to the
   worker. Runs when rill.distributed has local_cluster.
 
+Each step fetches the loss beside the training op, on both sides: with the training op alone,
+TensorFlow's graph optimizer removes the lookup itself (the loss is linear in the rows, so its
+gradient needs only the ids): its partitions then hold no Gather and move no rows, while the
+issue's benchmark is a step that looks the rows up.
+
 Set RILL_EMB_VOCABS="100000,1000000" to run fewer sizes (each 4e6 table is 1 GiB per process).
 Both sides report the best of 9 timed batches (steps of random ids), not the median: on a shared
 machine the best batch is the figure least disturbed by other processes.
@@ -23,6 +28,7 @@ import numpy as np
 from tools.bench import Row, run_peer
 
 DIM, IDS, SHARDS = 64, 512, 4
+CPU_STEPS = 200  # steps over which each process's CPU time is measured
 
 
 def _vocabs() -> list[int]:
@@ -53,7 +59,7 @@ for vocab in VOCABS:
         with tf.device("/device:CPU:0"):
             rows_ = tf.compat.v1.nn.embedding_lookup(shards, ids, partition_strategy="mod")
             loss = tf.reduce_sum(rows_)
-            step = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+            step = [tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss), loss]
         init = tf.compat.v1.global_variables_initializer()
     sess = tf.compat.v1.Session(graph=g)
     sess.run(init)
@@ -111,7 +117,7 @@ def _rill_step(vocab: int):
         ids = rg.placeholder(rg.int64, [IDS])
         with g.device("/device:CPU:0"):
             loss = rg.reduce_sum(rg.embedding_lookup(emb, ids, partition_strategy="mod"))
-            step = rt.GradientDescentOptimizer(0.1).minimize(loss)
+            step = [rt.GradientDescentOptimizer(0.1).minimize(loss), loss]
         init = rg.global_variables_initializer()
     sess = Session(graph=g, config=ConfigProto(device_count={"CPU": SHARDS}))
     sess.run(init)
@@ -136,6 +142,10 @@ for s in socks: s.close()
 spec = {"ps": [f"127.0.0.1:{p}" for p in ports[:4]], "worker": [f"127.0.0.1:{ports[4]}"]}
 server = ("import sys, json, tensorflow as tf; s = tf.distribute.Server(json.loads(sys.argv[1]), "
           "sys.argv[2], int(sys.argv[3])); s.join()")
+def _cpu(pid):
+    with open(f"/proc/{pid}/stat") as fh:
+        f = fh.read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 procs = [subprocess.Popen([sys.executable, "-c", server, json.dumps(spec), job, str(i)],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
          for job in ("ps", "worker") for i in range(len(spec[job]))]
@@ -151,7 +161,7 @@ try:
                     partitioner=tf.compat.v1.fixed_size_partitioner(4), use_resource=True)
                 ids = tf.compat.v1.placeholder(tf.int64, [IDS])
                 loss = tf.reduce_sum(tf.compat.v1.nn.embedding_lookup(emb, ids))
-                step = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+                step = [tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss), loss]
             init = tf.compat.v1.global_variables_initializer()
         sess = tf.compat.v1.Session("grpc://" + spec["worker"][0], graph=g)
         sess.run(init)
@@ -170,6 +180,10 @@ try:
             for _ in range(k): f()
             best = min(best, 1000 * (time.perf_counter() - t0) / k)
         out[str(vocab)] = best
+        c0 = [_cpu(p.pid) for p in procs] + [time.process_time()]
+        for _ in range(CPU_STEPS): f()
+        c1 = [_cpu(p.pid) for p in procs] + [time.process_time()]
+        out[str(vocab) + "cpu"] = [1000 * (y - x) / CPU_STEPS for x, y in zip(c0, c1)]
         sess.close()
 finally:
     for p in procs: p.kill()
@@ -185,9 +199,11 @@ def _rill_cluster_rows(vocabs: list[int]) -> list[Row]:
         return []
     import rill.graph as rg
     import rill.train as rt
-    from rill.exec import Session
+    from rill.exec import RunMetadata, RunOptions, Session
 
-    peer = run_peer(PEER_CLUSTER.replace("VOCABS", repr(vocabs)))
+    peer = run_peer(
+        PEER_CLUSTER.replace("VOCABS", repr(vocabs)).replace("CPU_STEPS", str(CPU_STEPS))
+    )
     rows = []
     with local_cluster(ps=SHARDS, workers=1, log_level="WARNING") as cluster:
         for vocab in vocabs:
@@ -202,7 +218,7 @@ def _rill_cluster_rows(vocabs: list[int]) -> list[Row]:
                 )  # fmt: skip
                 ids = rg.placeholder(rg.int64, [IDS])
                 loss = rg.reduce_sum(rg.embedding_lookup(emb, ids, partition_strategy="mod"))
-                step = rt.GradientDescentOptimizer(0.1).minimize(loss)
+                step = [rt.GradientDescentOptimizer(0.1).minimize(loss), loss]
                 init = rg.global_variables_initializer()
             rng = np.random.default_rng(0)
             with Session(cluster.target("worker", 0), graph=g) as sess:
@@ -214,11 +230,42 @@ def _rill_cluster_rows(vocabs: list[int]) -> list[Row]:
                 for _ in range(20):
                     fn()
                 ms = _best_ms(fn)
+                md = RunMetadata()
+                opts = RunOptions(trace_level=RunOptions.FULL_TRACE, output_partition_graphs=True)
+                sess.run(step, {ids: rng.integers(0, vocab, IDS)}, options=opts, run_metadata=md)
+                moved = sum(u.received_bytes for u in rt.placement_summary(g, md).values())
+                cpu = _task_cpu(cluster, fn)
+            tf_cpu = peer.get(str(vocab) + "cpu")
             rows.append(Row(
                 f"embedding step, {IDS} ids in {vocab:.0e}x{DIM} over 4 PS tasks + sparse SGD",
                 "ms", ms, {"tensorflow": peer.get(str(vocab))},
+                note=f"rill moved {moved} bytes between tasks in one step; CPU ms per step "
+                f"(worker, mean PS, client): rill {_fmt(cpu)}"
+                + (f", tensorflow {_fmt(_tf_split(tf_cpu))}" if tf_cpu else ""),
             ))  # fmt: skip
     return rows
+
+
+def _task_cpu(cluster, fn) -> tuple:
+    """CPU milliseconds per step of (the worker, a PS task on average, this client)."""
+    tasks = cluster.tasks
+    c0 = [t.cpu_seconds() for t in tasks] + [time.process_time()]
+    for _ in range(CPU_STEPS):
+        fn()
+    c1 = [t.cpu_seconds() for t in tasks] + [time.process_time()]
+    per = [1000 * (b - a) / CPU_STEPS for a, b in zip(c0, c1)]
+    ps = [v for t, v in zip(tasks, per) if t.job == "ps"]
+    worker = sum(v for t, v in zip(tasks, per) if t.job == "worker")
+    return worker, sum(ps) / len(ps), per[-1]
+
+
+def _tf_split(cpu: list) -> tuple:
+    # The peer's order: 4 PS processes, the worker, the client.
+    return cpu[SHARDS], sum(cpu[:SHARDS]) / SHARDS, cpu[-1]
+
+
+def _fmt(v: tuple) -> str:
+    return ", ".join(f"{x:.2f}" for x in v)
 
 
 def run() -> list[Row]:

@@ -123,8 +123,16 @@ def sparse_rows_grad(grad, indices: Tensor, dims: Dims) -> IndexedSlices:
     """The gradient of gathering rows `indices` of a tensor with dimensions `dims`:
     IndexedSlices(g reshaped to [size(indices), dims[1:]…], flat indices, dims)."""
     n = indices.shape.num_elements()
-    size = n if n is not None else array_ops.size(indices)
-    values = array_ops.reshape(grad, vector([size, dims[1:]]))
+    inner = dims[1:]
+    if n is not None:
+        size = n
+    elif indices.shape.rank == 1 and not isinstance(inner, Tensor) and np.prod(inner) > 0:
+        # As many rows as g has: the indices are not read here, so a gradient computed on a
+        # worker for a gather run on a parameter server needs nothing back from the server.
+        size = -1
+    else:
+        size = array_ops.size(indices)
+    values = array_ops.reshape(grad, vector([size, inner]))
     # Indices that are already a vector are used as they are: when they were sent to the
     # variable's device for the gather, the gradient's indices are that same tensor (no
     # second transfer).

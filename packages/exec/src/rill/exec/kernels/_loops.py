@@ -183,3 +183,18 @@ def log_sin_cos32(u, v, log_u, sin_v, cos_v):  # pragma: no cover - compiled
         log_u[i] = math.log(u[i])
         sin_v[i] = math.sin(v[i])
         cos_v[i] = math.cos(v[i])
+
+
+@_jit
+def scatter_rows(out, idx, rows, subtract):  # pragma: no cover - compiled
+    """out[idx[i]] += rows[i] (subtract: -=) for i = 0, 1, ... in order, as np.add.at and
+    np.subtract.at apply them; out and rows are 2-D, idx is checked by the caller."""
+    d = out.shape[1]
+    for i in range(idx.shape[0]):
+        r = idx[i]
+        if subtract:
+            for j in range(d):
+                out[r, j] = out[r, j] - rows[i, j]
+        else:
+            for j in range(d):
+                out[r, j] = out[r, j] + rows[i, j]

@@ -270,9 +270,14 @@ def dynamic_stitch(N, xp):
                     "out of range (must be >= 0)"
                 )
         flat_idx = xp.concatenate([ix.reshape(-1) for ix in indices]).astype(np.int64)
-        flat_data = xp.concatenate([dx.reshape((ix.size,) + rest) for ix, dx in zip(indices, data)])
         size = int(flat_idx.max()) + 1 if flat_idx.size else 0
         out = zeros(xp, (size,) + rest, data[0].dtype)
+        if flat_idx.size and int(xp.bincount(flat_idx, minlength=size).max()) == 1:
+            # Every index once (the stitch of a partition): each input goes straight to its rows.
+            for ix, dx in zip(indices, data):
+                out[ix.reshape(-1)] = dx.reshape((ix.size,) + rest)
+            return out
+        flat_data = xp.concatenate([dx.reshape((ix.size,) + rest) for ix, dx in zip(indices, data)])
         if flat_idx.size:
             # Where an index repeats the later slice wins: keep each index's last occurrence.
             rev = flat_idx[::-1]

@@ -6,12 +6,13 @@ import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels.array_kernels import fmt_shape, host_ints, scalar_arg, zeros
+from rill.exec.kernels.scatter_rows import add_rows_at
 from rill.graph.errors import InvalidArgumentError
 
 _BOTH = ("CPU", "GPU")
 
 
-# numpy's unbuffered `add.at` sums repeated ids; cupy spells it differently, so CPU only.
+# Repeated ids are summed in order (add_rows_at: np.add.at's result); CPU only.
 @register_kernel("UnsortedSegmentSum", expensive=True)
 def unsorted_segment_sum(xp):
     def compute(data, segment_ids, num_segments):
@@ -34,8 +35,12 @@ def unsorted_segment_sum(xp):
                 f"segment_ids[{where}] = {int(ids[i])} is out of range [0, {n})"
             )
         out = zeros(xp, (n,) + rest, data.dtype)
+        rows = data.reshape((ids.size,) + rest)
         keep = ids >= 0  # as in TensorFlow, slices with a negative id are dropped
-        np.add.at(out, ids[keep], data.reshape((ids.size,) + rest)[keep])
+        if keep.all():
+            add_rows_at(out, ids, rows)
+        else:
+            add_rows_at(out, ids[keep], rows[keep])
         return out
 
     return compute

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import find_kernel, instantiate, register_kernel
+from rill.exec.kernels.scatter_rows import add_rows_at
 from rill.exec.kernels.state_kernels import lookup_var
-from rill.exec.resources import ResourceHandle, Var, handle_array, handle_of
+from rill.exec.resources import ResourceHandle, Var, handle_array, handle_of, update_vars
 from rill.graph import dtypes
 from rill.graph.errors import InvalidArgumentError, OutOfRangeError
 from rill.graph.shapes import TensorShape
@@ -214,14 +215,16 @@ def _scatter_factory(mode: str):
                         f"updates must be a scalar or have shape indices.shape + "
                         f"ref.shape[1:] = {TensorShape(want)}, got {TensorShape(updates.shape)}"
                     )
-                new = old.copy()
+                # In place when nothing but the variable refers to its value (as the resource
+                # scatters): a step costs O(rows touched), not a copy of the whole table.
+                new = old if old.flags.writeable else old.copy()
                 if mode == "update":
                     new[indices] = updates  # duplicates: the last update wins
                 else:
                     _at(mode, new, indices, np.broadcast_to(updates, want))
-                return new
+                return [new]
 
-            var.update(apply)
+            update_vars([var], apply, in_place=True)
             return ref
 
         return compute
@@ -240,6 +243,9 @@ def _at(mode: str, new: np.ndarray, index, updates: np.ndarray) -> None:
         for r, u in zip(rows, ups):
             q = np.abs(flat[r]) // np.abs(u)
             flat[r] = np.where((flat[r] < 0) != (u < 0), -q, q).astype(new.dtype)
+        return
+    if mode in ("add", "sub") and isinstance(index, np.ndarray) and index.ndim == 1:
+        add_rows_at(new, index, updates, subtract=mode == "sub")
         return
     ufunc = np.divide if mode == "div" else _SCATTER_UFUNCS[mode]
     ufunc.at(new, index, updates)

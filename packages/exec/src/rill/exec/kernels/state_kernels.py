@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels.scatter_rows import add_rows_at
 from rill.exec.resources import ResourceHandle, Var, handle_array, handle_of, update_vars
 from rill.graph.dtypes import NUMBER_TYPES
 from rill.graph.errors import InvalidArgumentError
@@ -222,6 +223,8 @@ def _scatter_kernel(mode: str):
                 new = old if old.flags.writeable else old.copy()
                 if mode == "update":
                     new[indices] = updates  # duplicates: the last update wins
+                elif indices.ndim == 1:
+                    add_rows_at(new, indices, updates, subtract=mode == "sub")  # duplicates add
                 else:
                     ufunc.at(new, indices, updates)  # duplicates accumulate
                 return [new]

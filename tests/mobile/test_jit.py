@@ -198,3 +198,32 @@ def test_int8_mean_and_batch_matmul_compiled_are_bit_identical():
     plain, fast = _both(bmm, [sample(lhs), sample(rhs)])
     _same_bits(plain[0], fast[0])
     assert len(np.unique(fast[0])) > 5
+
+
+def _awkward_floats(shape) -> np.ndarray:
+    """Normal values spread over the tails, with −0, +0, ±inf, NaN, huge and tiny ones."""
+    x = (RNG.standard_normal(shape) * 4).astype(np.float32)
+    flat = x.reshape(-1)
+    special = [-0.0, 0.0, np.inf, -np.inf, np.nan, 3e38, -3e38, 1e-42, -1e-42, 9.5, -9.5, 30.0]
+    flat[: len(special)] = special
+    return x
+
+
+def test_gelu_float_compiled_is_bit_identical():
+    x = _awkward_floats((3, 7, 64))
+    model = single_op("GELU", [fp(3, 7, 64)], [fp(3, 7, 64)], {"approximate": False}, version=2)
+    plain, fast = _both(model, [x])
+    _same_bits(plain[0], fast[0])
+    assert np.isfinite(fast[0]).sum() > 1000
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.37])
+def test_softmax_float_compiled_is_bit_identical(beta):
+    x = _awkward_floats((4, 9, 16))
+    x[1, 2] = -0.0  # a row of −0 (its max is −0), a row of one NaN, a row of −inf
+    x[2, 3, 5] = np.nan
+    x[3, 1] = -np.inf
+    model = single_op("SOFTMAX", [fp(4, 9, 16)], [fp(4, 9, 16)], {"beta": beta})
+    plain, fast = _both(model, [x])
+    _same_bits(plain[0], fast[0])
+    assert np.isnan(fast[0][2, 3]).all() and np.isfinite(fast[0][0, 4]).all()

@@ -160,3 +160,49 @@ def pair_lookup(a, b, table, out):  # pragma: no cover - compiled
                 ra, rb, ro = a[i, j, k], b[i, j, k], out[i, j, k]
                 for q in range(d3):
                     ro[q] = table[(np.int32(ra[q]) << 8) | np.int32(rb[q])]
+
+
+@_jit
+def gelu_head(x, c_last, rest, t, p):  # pragma: no cover - compiled
+    """The first half of math_ops.Gelu's float64 operations, element by element in the same
+    order (flat arrays): z = |x| · √½, t = 1 / (z · 0.5 + 1), p = the erfc polynomial in t
+    (Horner: c_last, then p · t + c for c in rest) − z · z. np.exp(p) comes next."""
+    s = np.sqrt(0.5)
+    for i in range(x.size):
+        xd = np.float64(x[i])
+        z = abs(xd) * s
+        ti = 1.0 / (z * 0.5 + 1.0)
+        pi = ti * c_last + rest[0]
+        for k in range(1, rest.size):
+            pi = ti * pi + rest[k]
+        t[i] = ti
+        p[i] = pi - z * z
+
+
+@_jit
+def gelu_tail(x, t, p, out):  # pragma: no cover - compiled
+    """The rest after p = exp(p): e = t · p (erfc(|x|/√2)); out = x · 0.5 · (e if x < 0 else
+    2 − e), rounded to float32."""
+    for i in range(x.size):
+        xd = np.float64(x[i])
+        e = t[i] * p[i]
+        z = e if xd < 0 else 2.0 - e
+        out[i] = np.float32(xd * 0.5 * z)
+
+
+@_jit
+def softmax_shift(x, beta, scale, out):  # pragma: no cover - compiled
+    """out[r, :] = x[r, :] − max(x[r, :]) (NaN when the row holds one, as np.maximum.reduce),
+    then · beta when `scale`: Softmax's float32 operations before np.exp."""
+    rows, d = x.shape
+    for r in range(rows):
+        m = x[r, 0]
+        for j in range(1, d):
+            v = x[r, j]
+            if v > m or v != v:
+                m = v
+            if m != m:
+                break
+        for j in range(d):
+            v = x[r, j] - m
+            out[r, j] = v * beta if scale else v

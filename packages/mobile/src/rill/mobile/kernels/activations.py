@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.lut import apply_table, table_from_int8
 from rill.mobile.quant import (
@@ -214,6 +215,17 @@ class Softmax(Kernel):
         out = outputs[0].reshape(self.shape2)
         if not self.int8:
             m, beta = scratch[self.m], self.beta
+            loops = jit.loops()
+            if loops is not None:  # the max and shift in one loop; the rest as below
+                shift, scale = loops.softmax_shift, bool(beta != 1.0)
+
+                def run_compiled():
+                    shift(x, beta, scale, out)
+                    np.exp(out, out=out)
+                    np.add.reduce(out, axis=1, keepdims=True, out=m)
+                    np.divide(out, m, out=out)
+
+                return run_compiled
 
             def run():
                 np.maximum.reduce(x, axis=1, keepdims=True, out=m)  # np.max, np.sum

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.lut import INT8_VALUES, apply_table, table_from_int8
 from rill.mobile.quant import multiply_by_quantized_multiplier, quantize_multiplier
@@ -321,6 +322,18 @@ class Gelu(_Elementwise):
         x, out = inputs[0], outputs[0]
         xd, z, t, p = (scratch[k] for k in self.bufs)
         neg, rest = scratch[self.neg], _ERFC[-2::-1]
+        loops = jit.loops()
+        if loops is not None:  # the same float64 operations in two loops around np.exp
+            head, tail, c_last = loops.gelu_head, loops.gelu_tail, _ERFC[-1]
+            coeffs = np.array(rest, np.float64)
+            xf, tf, pf, of = x.reshape(-1), t.reshape(-1), p.reshape(-1), out.reshape(-1)
+
+            def run_compiled():
+                head(xf, c_last, coeffs, tf, pf)
+                np.exp(pf, out=pf)
+                tail(xf, tf, pf, of)
+
+            return run_compiled
 
         def run():  # _gelu_fast's operations, in place
             np.copyto(xd, x)

@@ -10,7 +10,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from mobile.kernel_testing import RNG, fconst, fp, q8, qbias, qweights, sample
+from mobile.kernel_testing import RNG, fconst, fp, q8, qbias, quant, qweights, sample
 from mobile.tflite_builder import T, rill_run, single_op
 
 from rill.mobile.kernels import jit
@@ -227,3 +227,27 @@ def test_softmax_float_compiled_is_bit_identical(beta):
     plain, fast = _both(model, [x])
     _same_bits(plain[0], fast[0])
     assert np.isnan(fast[0][2, 3]).all() and np.isfinite(fast[0][0, 4]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_quantize_float_compiled_is_bit_identical(dtype):
+    x = _awkward_floats((5, 40))
+    x[1, :8] = [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999997, -0.49999997]  # ties of the rounding
+    out = quant((5, 40), dtype, 0.5 if dtype == np.int8 else 0.01, 3 if dtype == np.int8 else 0)
+    model = single_op("QUANTIZE", [fp(5, 40)], [out], {}, version=2 if dtype == np.int8 else 3)
+    plain, fast = _both(model, [x])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 20
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.6])
+def test_softmax_int8_compiled_is_bit_identical(beta):
+    x = q8(3, 11, 16, scale=0.09, zp=-4)
+    feed = sample(x)
+    feed[0, 0] = -128  # a row of equal values, a row with one extreme
+    feed[0, 1, 3] = 127
+    model = single_op("SOFTMAX", [x], [quant((3, 11, 16), np.int8, 1 / 256, -128)],
+                      {"beta": beta}, version=2)  # fmt: skip
+    plain, fast = _both(model, [feed])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 20

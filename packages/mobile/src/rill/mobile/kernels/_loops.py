@@ -206,3 +206,53 @@ def softmax_shift(x, beta, scale, out):  # pragma: no cover - compiled
         for j in range(d):
             v = x[r, j] - m
             out[r, j] = v * beta if scale else v
+
+
+@_jit
+def quantize_float(x, scale, zp, qmin, qmax, nan_value, out):  # pragma: no cover - compiled
+    """QUANTIZE float32 → int8/int16 over flat arrays, in quantize.Quantize's operations:
+    t = x / scale in float32, rounded half away from zero in float64, + zp, clamped; NaN gives
+    `nan_value` (what numpy's unsafe cast of NaN gives on this machine)."""
+    for i in range(x.size):
+        t = np.float64(x[i] / scale)
+        if t != t:
+            out[i] = nan_value
+            continue
+        t = np.trunc(t + (0.5 if t >= 0 else -0.5)) + zp
+        if t < qmin:
+            t = qmin
+        elif t > qmax:
+            t = qmax
+        out[i] = int(t)
+
+
+@_jit
+def softmax_int8_head(x, table, e):  # pragma: no cover - compiled
+    """e[r, j] = table[x[r, j] − max(x[r, :]) + 255] (int8 Softmax before the row sums)."""
+    rows, d = x.shape
+    for r in range(rows):
+        m = x[r, 0]
+        for j in range(1, d):
+            if x[r, j] > m:
+                m = x[r, j]
+        for j in range(d):
+            e[r, j] = table[np.int32(x[r, j]) - np.int32(m) + 255]
+
+
+@_jit
+def softmax_int8_tail(e, s, inv, offset, lo, hi, nan_value, out):  # pragma: no cover
+    """out = clamp(floor(e / s[r] · inv + offset)) as int8, in float64 (after the row sums);
+    NaN (an overflowed table) gives `nan_value`, as numpy's cast."""
+    rows, d = e.shape
+    for r in range(rows):
+        sr = s[r, 0]
+        for j in range(d):
+            v = np.floor(e[r, j] / sr * inv + offset)
+            if v != v:
+                out[r, j] = nan_value
+                continue
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            out[r, j] = int(v)

@@ -15,6 +15,7 @@ import numpy as np
 
 from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
+from rill.mobile.kernels.jit import nan_cast
 from rill.mobile.kernels.lut import apply_table, table_from_int8
 from rill.mobile.quant import (
     INT8_MAX,
@@ -241,6 +242,20 @@ class Softmax(Kernel):
         table = self.exp_table
         scale, zp = self.out_q
         inv = 1.0 / scale
+        loops = jit.loops()
+        if loops is not None:  # the same float64 operations; the row sums stay numpy's
+            head, tail, nan_value = (
+                loops.softmax_int8_head,
+                loops.softmax_int8_tail,
+                nan_cast(np.int8),
+            )
+
+            def run_compiled():
+                head(x, table, e)
+                np.add.reduce(e, axis=1, keepdims=True, out=s)
+                tail(e, s, inv, 0.5 + zp, INT8_MIN, INT8_MAX, nan_value, out)
+
+            return run_compiled
 
         def run():
             np.maximum.reduce(x, axis=1, keepdims=True, out=mx)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
+from rill.mobile.kernels.jit import nan_cast
 from rill.mobile.kernels.lut import apply_table, table_from_int8
 from rill.mobile.quant import (
     multiply_by_quantized_multiplier,
@@ -65,6 +67,11 @@ class Quantize(Kernel):
         t32, t64, half = scratch[self.t32], scratch[self.t64], scratch[self.half]
         scale, zp = self.scale, float(self.zp)
         qmin, qmax = self.qmin, self.qmax
+        loops = jit.loops()
+        if loops is not None:  # the same operations, one loop
+            loop, nan_value = loops.quantize_float, nan_cast(out.dtype)
+            xf, of = x.reshape(-1), out.reshape(-1)
+            return lambda: loop(xf, scale, zp, qmin, qmax, nan_value, of)
 
         def run():
             np.divide(x, scale, out=t32)  # in float32, as the reference kernel

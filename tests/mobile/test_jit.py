@@ -251,3 +251,26 @@ def test_softmax_int8_compiled_is_bit_identical(beta):
     plain, fast = _both(model, [feed])
     _same_bits(plain[0], fast[0])
     assert len(np.unique(fast[0])) > 20
+
+
+@pytest.mark.parametrize("op, dtype", [("TANH", np.int8), ("LOGISTIC", np.int8),
+                                       ("DEQUANTIZE", np.int8), ("RELU6", np.int16),
+                                       ("DEQUANTIZE", np.int16)])  # fmt: skip
+def test_table_lookups_compiled_are_bit_identical(op, dtype):
+    scale = 0.05 if dtype == np.int8 else 1 / 4096
+    x = quant((4, 33), dtype, scale, 3 if dtype == np.int8 else 0)
+    if op == "DEQUANTIZE":
+        out = fp(4, 33)
+    elif op == "RELU6":
+        out = quant((4, 33), dtype, scale, 0)
+    else:  # the fixed output scales of the int8 activations
+        out = quant(
+            (4, 33), dtype, 1 / 128 if op == "TANH" else 1 / 256, 0 if op == "TANH" else -128
+        )
+    info = np.iinfo(dtype)
+    feed = RNG.integers(info.min, info.max + 1, (4, 33)).astype(dtype)
+    feed[0, :2] = info.min, info.max
+    model = single_op(op, [x], [out], {}, version=2 if op == "DEQUANTIZE" else 1)
+    plain, fast = _both(model, [feed])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 30

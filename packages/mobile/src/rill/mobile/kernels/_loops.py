@@ -256,3 +256,10 @@ def softmax_int8_tail(e, s, inv, offset, lo, hi, nan_value, out):  # pragma: no 
             elif v > hi:
                 v = hi
             out[r, j] = int(v)
+
+
+@_jit
+def lookup(table, bits, out):  # pragma: no cover - compiled
+    """out[i] = table[bits[i]] over flat arrays (uint8 or uint16 bit patterns)."""
+    for i in range(bits.size):
+        out[i] = table[bits[i]]

@@ -16,7 +16,7 @@ import numpy as np
 from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.jit import nan_cast
-from rill.mobile.kernels.lut import apply_table, table_from_int8
+from rill.mobile.kernels.lut import table_from_int8, table_run
 from rill.mobile.quant import (
     INT8_MAX,
     INT8_MIN,
@@ -68,16 +68,8 @@ class _Unary(Kernel):
 
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0]
-        if self.int16:
-            table, xu = self.table, x.view(np.uint16)
-            return lambda: np.take(table, xu, out=out)
-        if self.int8:
-            table = self.table
-
-            def run():
-                apply_table(table, x, out)
-
-            return run
+        if self.int16 or self.int8:
+            return table_run(self.table, x, out)
         return self.float_run(x, out)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
-from rill.mobile.kernels.lut import INT8_VALUES, apply_table, table_from_int8
+from rill.mobile.kernels.lut import INT8_VALUES, table_from_int8, table_run
 from rill.mobile.quant import multiply_by_quantized_multiplier, quantize_multiplier
 
 __all__ = ["lut_populate", "erf"]
@@ -172,11 +172,9 @@ class _Elementwise(Kernel):
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0]
         if self.table16 is not None:
-            table, xu = self.table16, x.view(np.uint16)
-            return lambda: np.take(table, xu, out=out)
+            return table_run(self.table16, x, out)
         if self.int8:
-            table = self.table
-            return lambda: apply_table(table, x, out)
+            return table_run(self.table, x, out)
         fn = self.fn()
         if isinstance(fn, np.ufunc) and x.dtype == out.dtype:
             return lambda: fn(x, out=out)  # (Subgraph.invoke silences float warnings)

@@ -274,3 +274,15 @@ def test_table_lookups_compiled_are_bit_identical(op, dtype):
     plain, fast = _both(model, [feed])
     _same_bits(plain[0], fast[0])
     assert len(np.unique(fast[0])) > 30
+
+
+@pytest.mark.parametrize("axes", [[2], [-1], [1, 2], [0, 2], [0, 1, 2]])
+def test_int8_mean_axes_compiled_is_bit_identical(axes):
+    x = q8(3, 5, 40)
+    ax = np.array(axes, np.int32)
+    norm = sorted(a % 3 for a in axes)
+    out_shape = tuple(1 if d in norm else n for d, n in enumerate((3, 5, 40)))
+    model = single_op("MEAN", [x, T(ax.shape, np.int32, ax)], [q8(*out_shape, scale=0.004)],
+                      {"keep_dims": True}, version=2)  # fmt: skip
+    plain, fast = _both(model, [sample(x)])
+    _same_bits(plain[0], fast[0])

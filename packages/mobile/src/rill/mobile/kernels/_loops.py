@@ -263,3 +263,27 @@ def lookup(table, bits, out):  # pragma: no cover - compiled
     """out[i] = table[bits[i]] over flat arrays (uint8 or uint16 bit patterns)."""
     for i in range(bits.size):
         out[i] = table[bits[i]]
+
+
+@_jit
+def mean_int8(x, offset, m0, right, add, negfix, out):  # pragma: no cover - compiled
+    """int8 MEAN of x [outer, count, inner] over its middle axis: the int64 sum − offset
+    (zp_in · count), then the fixed-point output stage (one multiplier), as reduce.Mean."""
+    outer, count, inner = x.shape
+    if inner == 1:  # trailing axes: one running sum per row
+        for a in range(outer):
+            t = np.int64(0)
+            for k in range(count):
+                t += x[a, k, 0]
+            out[a, 0] = _requant(t - offset, m0, right, add, negfix, -128, 127)
+        return
+    acc = np.zeros(inner, np.int64)
+    for a in range(outer):
+        for c in range(inner):
+            acc[c] = 0
+        for k in range(count):
+            row = x[a, k]
+            for c in range(inner):
+                acc[c] += row[c]
+        for c in range(inner):
+            out[a, c] = _requant(acc[c] - offset, m0, right, add, negfix, -128, 127)

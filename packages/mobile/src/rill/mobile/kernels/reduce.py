@@ -66,6 +66,15 @@ class Mean(Kernel):
 
             return run_float
         acc, offset = scratch[self.acc], self.offset
+        if self.compiled is not None and axes and axes == tuple(range(axes[0], axes[-1] + 1)):
+            # Reduced axes in one run: x is [outer, count, inner]; sum and stage in one loop.
+            shape = x.shape
+            outer = int(np.prod(shape[: axes[0]], dtype=np.int64))
+            inner = int(np.prod(shape[axes[-1] + 1 :], dtype=np.int64))
+            x3 = x.reshape(outer, -1, inner)
+            out2 = out.reshape(outer, inner)
+            loop, (m0, right, add, negfix) = self.compiled.mean_int8, self.consts
+            return lambda: loop(x3, offset, m0[0], right[0], add[0], negfix[0], out2)
         if self.compiled is not None:
             loop, (m0, right, add, negfix) = self.compiled.requant_rows, self.consts
             acc2, out2 = acc.reshape(-1, 1), out.reshape(-1, 1)

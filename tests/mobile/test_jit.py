@@ -286,3 +286,15 @@ def test_int8_mean_axes_compiled_is_bit_identical(axes):
                       {"keep_dims": True}, version=2)  # fmt: skip
     plain, fast = _both(model, [sample(x)])
     _same_bits(plain[0], fast[0])
+
+
+@pytest.mark.parametrize("adj_x, adj_y", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("batch", [(3,), (2, 2), ()])
+def test_int8_batch_matmul_adjoints_compiled_are_bit_identical(adj_x, adj_y, batch):
+    lhs = q8(*batch, *((9, 4) if adj_x else (4, 9)))
+    rhs = q8(*((1,) * len(batch) if batch == (2, 2) else batch), *((5, 9) if adj_y else (9, 5)))
+    bmm = single_op("BATCH_MATMUL", [lhs, rhs], [q8(*batch, 4, 5, scale=2.0)],
+                    {"adj_x": adj_x, "adj_y": adj_y}, version=4)  # fmt: skip
+    plain, fast = _both(bmm, [sample(lhs), sample(rhs)])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 5

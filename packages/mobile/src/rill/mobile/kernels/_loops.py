@@ -287,3 +287,25 @@ def mean_int8(x, offset, m0, right, add, negfix, out):  # pragma: no cover - com
                 acc[c] += row[c]
         for c in range(inner):
             out[a, c] = _requant(acc[c] - offset, m0, right, add, negfix, -128, 127)
+
+
+@_jit
+def bmm_int8(a, b, zl, zr, m0, right, add, negfix, out):  # pragma: no cover - compiled
+    """int8 BATCH_MATMUL: out[i] = stage(Σ_k (a[i, :, k] − zl)(b[i, k, :] − zr)) for a [B, M, K]
+    and b [B, K, N] (any strides); the int32 sums are exact (K · 255² < 2^31, checked by the
+    caller); the stage is requant_rows' (per-column constants)."""
+    nb, m, k = a.shape
+    n = b.shape[2]
+    acc = np.empty(n, np.int32)
+    for i in range(nb):
+        for r in range(m):
+            for c in range(n):
+                acc[c] = 0
+            for t in range(k):
+                lv = np.int32(a[i, r, t]) - zl
+                brow = b[i, t]
+                for c in range(n):
+                    acc[c] += lv * (np.int32(brow[c]) - zr)
+            orow = out[i, r]
+            for c in range(n):
+                orow[c] = _requant(np.int64(acc[c]), m0[c], right[c], add[c], negfix[c], -128, 127)

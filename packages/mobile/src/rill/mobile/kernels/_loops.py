@@ -173,7 +173,7 @@ def gelu_head(x, c_last, rest, t, p):  # pragma: no cover - compiled
         z = abs(xd) * s
         ti = 1.0 / (z * 0.5 + 1.0)
         pi = ti * c_last + rest[0]
-        for k in range(1, rest.size):
+        for k in range(1, len(rest)):  # rest: a tuple, so the loop unrolls
             pi = ti * pi + rest[k]
         t[i] = ti
         p[i] = pi - z * z

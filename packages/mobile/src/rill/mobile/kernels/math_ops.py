@@ -323,7 +323,7 @@ class Gelu(_Elementwise):
         loops = jit.loops()
         if loops is not None:  # the same float64 operations in two loops around np.exp
             head, tail, c_last = loops.gelu_head, loops.gelu_tail, _ERFC[-1]
-            coeffs = np.array(rest, np.float64)
+            coeffs = tuple(float(c) for c in rest)
             xf, tf, pf, of = x.reshape(-1), t.reshape(-1), p.reshape(-1), out.reshape(-1)
 
             def run_compiled():

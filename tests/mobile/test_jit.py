@@ -298,3 +298,26 @@ def test_int8_batch_matmul_adjoints_compiled_are_bit_identical(adj_x, adj_y, bat
     plain, fast = _both(bmm, [sample(lhs), sample(rhs)])
     _same_bits(plain[0], fast[0])
     assert len(np.unique(fast[0])) > 5
+
+
+@pytest.mark.parametrize("shape, axes", [((3, 5), [1]), ((2, 7, 8), [2]), ((4, 33), [-1]),
+                                         ((2, 3, 129), [2]), ((2, 6, 50), [1, 2]),
+                                         ((1, 1000), [1]), ((2, 128), [1]), ((5, 6, 7), [1])])  # fmt: skip
+def test_float_mean_compiled_is_bit_identical(shape, axes):
+    """The compiled trailing-axes MEAN sums in numpy's pairwise order: the same bits, for row
+    lengths below 8 and up to 128; longer rows and other axes keep numpy's reduce."""
+    x = _awkward_floats(shape)
+    x.reshape(-1)[:12] = RNG.standard_normal(12)  # specials only in the second row onwards
+    flat = x.reshape(shape[0], -1)
+    if shape[0] > 1:
+        flat[1, :3] = [np.nan, 1.0, 2.0]
+    if shape[0] > 2:
+        flat[2, :] = -0.0  # an all −0 row sums to +0
+    ax = np.array(axes, np.int32)
+    norm = sorted(a % len(shape) for a in axes)
+    out_shape = tuple(1 if d in norm else n for d, n in enumerate(shape))
+    model = single_op("MEAN", [fp(*shape), T(ax.shape, np.int32, ax)], [fp(*out_shape)],
+                      {"keep_dims": True})  # fmt: skip
+    plain, fast = _both(model, [x])
+    _same_bits(plain[0], fast[0])
+    assert np.isfinite(fast[0]).any()

@@ -309,3 +309,47 @@ def bmm_int8(a, b, zl, zr, m0, right, add, negfix, out):  # pragma: no cover - c
             orow = out[i, r]
             for c in range(n):
                 orow[c] = _requant(np.int64(acc[c]), m0[c], right[c], add[c], negfix[c], -128, 127)
+
+
+@_jit
+def _pairwise_sum(a, n):  # pragma: no cover - compiled
+    """numpy's pairwise summation of a row a[:n] of at most 128 terms (its reduce inner loop
+    for a contiguous float row, numpy/_core/src/umath/loops_utils.h.src): below 8 terms one
+    by one; else eight running sums combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) +
+    (r6 + r7)), then the remainder one by one. (Longer rows recurse there: not compiled here,
+    numba's cache cannot reload a recursive function.)"""
+    if n < 8:
+        res = a.dtype.type(0)
+        for i in range(n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[0], a[1], a[2], a[3]
+    r4, r5, r6, r7 = a[4], a[5], a[6], a[7]
+    i = 8
+    end = n - n % 8
+    while i < end:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[i]
+        i += 1
+    return res
+
+
+@_jit
+def mean_float_rows(x, count, out):  # pragma: no cover - compiled
+    """Float MEAN over trailing axes, x [rows, n <= 128] C-contiguous: out[r] = (0 + Σ x[r, :])
+    / count with numpy's own summation order (np.add.reduce starts from its identity, +0), so
+    the same bits as the numpy path's add.reduce and divide."""
+    rows, n = x.shape
+    zero = x.dtype.type(0)
+    for r in range(rows):
+        out[r] = (zero + _pairwise_sum(x[r], n)) / count

@@ -59,6 +59,15 @@ class Mean(Kernel):
         axes = self.axes
         if not self.int8:
             count = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+            loops = jit.loops()
+            trailing = axes == tuple(range(x.ndim - len(axes), x.ndim))
+            if (loops is not None and axes and trailing and 0 < count <= 128
+                    and x.flags.c_contiguous and out.flags.c_contiguous):  # fmt: skip
+                # One loop with numpy's summation order (its reduce over a contiguous row of
+                # at most 128 terms, see _loops._pairwise_sum): the same bits.
+                loop, x2, out1 = loops.mean_float_rows, x.reshape(-1, count), out.reshape(-1)
+                fcount = x.dtype.type(count)
+                return lambda: loop(x2, fcount, out1)
 
             def run_float():  # np.mean's own two steps, without its Python wrapper
                 np.add.reduce(x, axis=axes, keepdims=True, out=out)

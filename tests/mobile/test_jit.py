@@ -321,3 +321,23 @@ def test_float_mean_compiled_is_bit_identical(shape, axes):
     plain, fast = _both(model, [x])
     _same_bits(plain[0], fast[0])
     assert np.isfinite(fast[0]).any()
+
+
+@pytest.mark.parametrize("size, window, stride, pad, act", [((25, 5), (25, 5), (1, 1), VALID, 0),
+                                                          ((9, 8), (3, 3), (2, 2), SAME, 0),
+                                                          ((7, 7), (2, 3), (1, 2), SAME, 3),
+                                                          ((6, 6), (2, 2), (2, 2), VALID, 1)])  # fmt: skip
+def test_int8_average_pool_compiled_is_bit_identical(size, window, stride, pad, act):
+    h, w = size
+    oh, ow = _conv_out(h, window[0], stride[0], 1, pad), _conv_out(w, window[1], stride[1], 1, pad)
+    x = q8(2, h, w, 12, scale=0.1, zp=-3)
+    out = quant((2, oh, ow, 12), np.int8, 0.1, -3)
+    opts = {"padding": pad, "stride_h": stride[0], "stride_w": stride[1],
+            "filter_height": window[0], "filter_width": window[1],
+            "fused_activation_function": act}  # fmt: skip
+    model = single_op("AVERAGE_POOL_2D", [x], [out], opts)
+    feed = sample(x)
+    feed[0, 0, 0] = -128  # halfway quotients come from small sums too
+    plain, fast = _both(model, [feed])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 3

@@ -353,3 +353,33 @@ def mean_float_rows(x, count, out):  # pragma: no cover - compiled
     zero = x.dtype.type(0)
     for r in range(rows):
         out[r] = (zero + _pairwise_sum(x[r], n)) / count
+
+
+@_jit
+def avgpool_int8(x, counts, kh, kw, sh, sw, lo, hi, out):  # pragma: no cover - compiled
+    """int8 AVERAGE_POOL_2D on the (zero-)padded input x [N, H, W, C]: the exact sum of each
+    window, q = sum / counts[i, j] in float64 rounded half away from zero (trunc(q ± 0.5)),
+    clamped to [lo, hi] — pooling.AveragePool2D's numpy operations."""
+    n_, oh, ow, c = out.shape
+    acc = np.empty(c, np.int32)
+    for n in range(n_):
+        for i in range(oh):
+            for j in range(ow):
+                for q in range(c):
+                    acc[q] = 0
+                for a in range(kh):
+                    row = x[n, i * sh + a]
+                    for b in range(kw):
+                        src = row[j * sw + b]
+                        for q in range(c):
+                            acc[q] += np.int32(src[q])
+                cnt = counts[i, j]
+                dst = out[n, i, j]
+                for q in range(c):
+                    v = np.float64(acc[q]) / cnt
+                    v = np.trunc(v + (0.5 if v >= 0 else -0.5))
+                    if v < lo:
+                        v = lo
+                    elif v > hi:
+                        v = hi
+                    dst[q] = int(v)

@@ -383,3 +383,28 @@ def avgpool_int8(x, counts, kh, kw, sh, sw, lo, hi, out):  # pragma: no cover - 
                     elif v > hi:
                         v = hi
                     dst[q] = int(v)
+
+
+@_jit
+def softmax_normalize(out):  # pragma: no cover - compiled
+    """out[r, :] /= (0 + Σ out[r, :]) for rows of at most 128 values, the sum in numpy's
+    pairwise order (see _pairwise_sum): Softmax's np.add.reduce and np.divide after np.exp."""
+    rows, d = out.shape
+    zero = out.dtype.type(0)
+    for r in range(rows):
+        row = out[r]
+        s = zero + _pairwise_sum(row, d)
+        for j in range(d):
+            row[j] = row[j] / s
+
+
+@_jit
+def softmax_int8(x, table, e, inv, offset, lo, hi, nan_value, out):  # pragma: no cover
+    """The whole int8 Softmax for rows of at most 128 values: softmax_int8_head, the row sums
+    in numpy's pairwise order, softmax_int8_tail."""
+    softmax_int8_head(x, table, e)
+    rows, d = e.shape
+    s = np.empty((rows, 1), np.float64)
+    for r in range(rows):
+        s[r, 0] = 0.0 + _pairwise_sum(e[r], d)
+    softmax_int8_tail(e, s, inv, offset, lo, hi, nan_value, out)

@@ -211,6 +211,15 @@ class Softmax(Kernel):
             loops = jit.loops()
             if loops is not None:  # the max and shift in one loop; the rest as below
                 shift, scale = loops.softmax_shift, bool(beta != 1.0)
+                if self.shape2[1] <= 128:  # the sums and division too, in numpy's order
+                    normalize = loops.softmax_normalize
+
+                    def run_short():
+                        shift(x, beta, scale, out)
+                        np.exp(out, out=out)
+                        normalize(out)
+
+                    return run_short
 
                 def run_compiled():
                     shift(x, beta, scale, out)
@@ -241,6 +250,10 @@ class Softmax(Kernel):
                 loops.softmax_int8_tail,
                 nan_cast(np.int8),
             )
+
+            if self.shape2[1] <= 128:  # the row sums too, in numpy's pairwise order
+                whole, offset = loops.softmax_int8, 0.5 + zp
+                return lambda: whole(x, table, e, inv, offset, INT8_MIN, INT8_MAX, nan_value, out)
 
             def run_compiled():
                 head(x, table, e)

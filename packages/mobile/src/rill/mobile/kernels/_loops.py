@@ -47,20 +47,20 @@ def requant_folded(acc, fold, offset, step, threshold, correct, lo, hi, out):  #
     path's operations: p = acc · fold[c] + offset[c] (exact), the negative-tie correction
     p − min(max(p · −2^31 + threshold, 0), step[c]) when `correct`, floor, clamp to [lo, hi]."""
     rows, c = out.shape
-    for r in range(rows):
-        for q in range(c):
-            p = np.float64(acc[r, q]) * fold[q] + offset[q]
-            if correct:
-                t = p * -2147483648.0 + threshold
-                t = max(t, 0.0)
-                t = min(t, step[q])
-                p = p - t
-            p = np.floor(p)
-            if p < lo:
-                p = lo
-            elif p > hi:
-                p = hi
-            out[r, q] = np.int8(p)
+    if correct:  # two loops, so that neither branches per element (and both vectorize)
+        for r in range(rows):
+            a, o = acc[r], out[r]
+            for q in range(c):
+                p = np.float64(a[q]) * fold[q] + offset[q]
+                t = min(max(p * -2147483648.0 + threshold, 0.0), step[q])
+                p = min(max(np.floor(p - t), lo), hi)  # p is finite: an exact integer · fold
+                o[q] = np.int32(p)
+    else:
+        for r in range(rows):
+            a, o = acc[r], out[r]
+            for q in range(c):
+                p = min(max(np.floor(np.float64(a[q]) * fold[q] + offset[q]), lo), hi)
+                o[q] = np.int32(p)
 
 
 @_jit

@@ -408,3 +408,24 @@ def softmax_int8(x, table, e, inv, offset, lo, hi, nan_value, out):  # pragma: n
     for r in range(rows):
         s[r, 0] = 0.0 + _pairwise_sum(e[r], d)
     softmax_int8_tail(e, s, inv, offset, lo, hi, nan_value, out)
+
+
+@_jit
+def requant_folded_bias(acc, bias, fold, offset, step, threshold, correct, lo, hi, out):
+    """requant_folded of acc + bias[c]: the integer bias (float64) added to the exact
+    accumulator first, which gives the same exact sum as a product with a bias row."""
+    rows, c = out.shape
+    if correct:
+        for r in range(rows):
+            a, o = acc[r], out[r]
+            for q in range(c):
+                p = (np.float64(a[q]) + bias[q]) * fold[q] + offset[q]
+                t = min(max(p * -2147483648.0 + threshold, 0.0), step[q])
+                p = min(max(np.floor(p - t), lo), hi)
+                o[q] = np.int32(p)
+    else:
+        for r in range(rows):
+            a, o = acc[r], out[r]
+            for q in range(c):
+                p = min(max(np.floor((np.float64(a[q]) + bias[q]) * fold[q] + offset[q]), lo), hi)
+                o[q] = np.int32(p)

@@ -286,3 +286,39 @@ def test_operators_on_constants_are_folded_once():
                                rtol=1e-6)  # fmt: skip
     with pytest.raises(ValueError, match="computed from constants"):
         it.set_tensor(2, np.zeros((6, 10), np.float32))
+
+
+def _reshape_chain_model() -> bytes:
+    """RELU → RESHAPE → EXPAND_DIMS → TANH, and a RELU6 that reads the reshape's output last."""
+    tensors = [T((2, 6)), T((2, 6)), T((2,), np.int32, np.array([3, 4], np.int32)), T((3, 4)),
+               T((1,), np.int32, np.array([0], np.int32)), T((1, 3, 4)), T((1, 3, 4)),
+               T((3, 4))]  # fmt: skip
+    ops = [Op("RELU", [0], [1]), Op("RESHAPE", [1, 2], [3]), Op("EXPAND_DIMS", [3, 4], [5]),
+           Op("TANH", [5], [6]), Op("RELU6", [3], [7])]  # fmt: skip
+    return build(tensors, ops, [0], [6, 7])
+
+
+@pytest.mark.parametrize("preserve", [False, True])
+def test_reshapes_share_their_input_bytes_and_are_skipped(preserve):
+    it = Interpreter(model_content=_reshape_chain_model(),
+                     experimental_preserve_all_tensors=preserve)  # fmt: skip
+    it.allocate_tensors()
+    x = np.linspace(-8, 8, 12, dtype=np.float32).reshape(2, 6)
+    for _ in range(2):  # a second run on the same arena gives the same
+        it.set_tensor(0, x)
+        it.invoke()
+        relu = np.maximum(x, 0).reshape(3, 4)
+        np.testing.assert_array_equal(it.get_tensor(6), np.tanh(relu)[None])
+        np.testing.assert_array_equal(it.get_tensor(7), np.minimum(relu, 6))
+    sg = it._main
+    if preserve:  # every tensor keeps its own bytes; every operator runs
+        assert len(sg.run) == 5
+        np.testing.assert_array_equal(it.get_tensor(3), relu)
+        np.testing.assert_array_equal(it.get_tensor(5), relu[None])
+    else:
+        assert len(sg.run) == 3 and sg.aliased == {3: 1, 5: 1}
+        assert np.shares_memory(sg.arrays[3], sg.arrays[1])
+        assert np.shares_memory(sg.arrays[5], sg.arrays[1])
+        # the bytes stay the reshape's until RELU6, its last reader: nothing reuses them before
+        np.testing.assert_array_equal(it.get_tensor(3), relu)
+        assert not any(o in sg.clobbered for o in (1, 3, 5))

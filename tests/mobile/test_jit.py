@@ -10,7 +10,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from mobile.kernel_testing import RNG, fconst, fp, q8, qbias, qweights, sample
+from mobile.kernel_testing import RNG, fconst, fp, q8, qbias, quant, qweights, sample
 from mobile.tflite_builder import T, rill_run, single_op
 
 from rill.mobile.kernels import jit
@@ -198,3 +198,148 @@ def test_int8_mean_and_batch_matmul_compiled_are_bit_identical():
     plain, fast = _both(bmm, [sample(lhs), sample(rhs)])
     _same_bits(plain[0], fast[0])
     assert len(np.unique(fast[0])) > 5
+
+
+def _awkward_floats(shape) -> np.ndarray:
+    """Normal values spread over the tails, with −0, +0, ±inf, NaN, huge and tiny ones."""
+    x = (RNG.standard_normal(shape) * 4).astype(np.float32)
+    flat = x.reshape(-1)
+    special = [-0.0, 0.0, np.inf, -np.inf, np.nan, 3e38, -3e38, 1e-42, -1e-42, 9.5, -9.5, 30.0]
+    flat[: len(special)] = special
+    return x
+
+
+def test_gelu_float_compiled_is_bit_identical():
+    x = _awkward_floats((3, 7, 64))
+    model = single_op("GELU", [fp(3, 7, 64)], [fp(3, 7, 64)], {"approximate": False}, version=2)
+    plain, fast = _both(model, [x])
+    _same_bits(plain[0], fast[0])
+    assert np.isfinite(fast[0]).sum() > 1000
+
+
+@pytest.mark.parametrize("depth", [5, 16, 37, 128, 200])  # rows up to 128 sum in the loop
+@pytest.mark.parametrize("beta", [1.0, 0.37])
+def test_softmax_float_compiled_is_bit_identical(beta, depth):
+    x = _awkward_floats((4, 9, depth))
+    x[1, 2] = -0.0  # a row of −0 (its max is −0), a row of one NaN, a row of −inf
+    x[2, 3, 1] = np.nan
+    x[3, 1] = -np.inf
+    model = single_op("SOFTMAX", [fp(4, 9, depth)], [fp(4, 9, depth)], {"beta": beta})
+    plain, fast = _both(model, [x])
+    _same_bits(plain[0], fast[0])
+    assert np.isnan(fast[0][2, 3]).all() and np.isfinite(fast[0][0, 4]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_quantize_float_compiled_is_bit_identical(dtype):
+    x = _awkward_floats((5, 40))
+    x[1, :8] = [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999997, -0.49999997]  # ties of the rounding
+    out = quant((5, 40), dtype, 0.5 if dtype == np.int8 else 0.01, 3 if dtype == np.int8 else 0)
+    model = single_op("QUANTIZE", [fp(5, 40)], [out], {}, version=2 if dtype == np.int8 else 3)
+    plain, fast = _both(model, [x])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 20
+
+
+@pytest.mark.parametrize("depth", [6, 16, 128, 150])  # rows up to 128 sum in the loop
+@pytest.mark.parametrize("beta", [1.0, 0.6])
+def test_softmax_int8_compiled_is_bit_identical(beta, depth):
+    x = q8(3, 11, depth, scale=0.09, zp=-4)
+    feed = sample(x)
+    feed[0, 0] = -128  # a row of equal values, a row with one extreme
+    feed[0, 1, 3] = 127
+    model = single_op("SOFTMAX", [x], [quant((3, 11, depth), np.int8, 1 / 256, -128)],
+                      {"beta": beta}, version=2)  # fmt: skip
+    plain, fast = _both(model, [feed])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 20
+
+
+@pytest.mark.parametrize("op, dtype", [("TANH", np.int8), ("LOGISTIC", np.int8),
+                                       ("DEQUANTIZE", np.int8), ("RELU6", np.int16),
+                                       ("DEQUANTIZE", np.int16)])  # fmt: skip
+def test_table_lookups_compiled_are_bit_identical(op, dtype):
+    scale = 0.05 if dtype == np.int8 else 1 / 4096
+    x = quant((4, 33), dtype, scale, 3 if dtype == np.int8 else 0)
+    if op == "DEQUANTIZE":
+        out = fp(4, 33)
+    elif op == "RELU6":
+        out = quant((4, 33), dtype, scale, 0)
+    else:  # the fixed output scales of the int8 activations
+        out = quant(
+            (4, 33), dtype, 1 / 128 if op == "TANH" else 1 / 256, 0 if op == "TANH" else -128
+        )
+    info = np.iinfo(dtype)
+    feed = RNG.integers(info.min, info.max + 1, (4, 33)).astype(dtype)
+    feed[0, :2] = info.min, info.max
+    model = single_op(op, [x], [out], {}, version=2 if op == "DEQUANTIZE" else 1)
+    plain, fast = _both(model, [feed])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 30
+
+
+@pytest.mark.parametrize("axes", [[2], [-1], [1, 2], [0, 2], [0, 1, 2]])
+def test_int8_mean_axes_compiled_is_bit_identical(axes):
+    x = q8(3, 5, 40)
+    ax = np.array(axes, np.int32)
+    norm = sorted(a % 3 for a in axes)
+    out_shape = tuple(1 if d in norm else n for d, n in enumerate((3, 5, 40)))
+    model = single_op("MEAN", [x, T(ax.shape, np.int32, ax)], [q8(*out_shape, scale=0.004)],
+                      {"keep_dims": True}, version=2)  # fmt: skip
+    plain, fast = _both(model, [sample(x)])
+    _same_bits(plain[0], fast[0])
+
+
+@pytest.mark.parametrize("adj_x, adj_y", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("batch", [(3,), (2, 2), ()])
+def test_int8_batch_matmul_adjoints_compiled_are_bit_identical(adj_x, adj_y, batch):
+    lhs = q8(*batch, *((9, 4) if adj_x else (4, 9)))
+    rhs = q8(*((1,) * len(batch) if batch == (2, 2) else batch), *((5, 9) if adj_y else (9, 5)))
+    bmm = single_op("BATCH_MATMUL", [lhs, rhs], [q8(*batch, 4, 5, scale=2.0)],
+                    {"adj_x": adj_x, "adj_y": adj_y}, version=4)  # fmt: skip
+    plain, fast = _both(bmm, [sample(lhs), sample(rhs)])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 5
+
+
+@pytest.mark.parametrize("shape, axes", [((3, 5), [1]), ((2, 7, 8), [2]), ((4, 33), [-1]),
+                                         ((2, 3, 129), [2]), ((2, 6, 50), [1, 2]),
+                                         ((1, 1000), [1]), ((2, 128), [1]), ((5, 6, 7), [1])])  # fmt: skip
+def test_float_mean_compiled_is_bit_identical(shape, axes):
+    """The compiled trailing-axes MEAN sums in numpy's pairwise order: the same bits, for row
+    lengths below 8 and up to 128; longer rows and other axes keep numpy's reduce."""
+    x = _awkward_floats(shape)
+    x.reshape(-1)[:12] = RNG.standard_normal(12)  # specials only in the second row onwards
+    flat = x.reshape(shape[0], -1)
+    if shape[0] > 1:
+        flat[1, :3] = [np.nan, 1.0, 2.0]
+    if shape[0] > 2:
+        flat[2, :] = -0.0  # an all −0 row sums to +0
+    ax = np.array(axes, np.int32)
+    norm = sorted(a % len(shape) for a in axes)
+    out_shape = tuple(1 if d in norm else n for d, n in enumerate(shape))
+    model = single_op("MEAN", [fp(*shape), T(ax.shape, np.int32, ax)], [fp(*out_shape)],
+                      {"keep_dims": True})  # fmt: skip
+    plain, fast = _both(model, [x])
+    _same_bits(plain[0], fast[0])
+    assert np.isfinite(fast[0]).any()
+
+
+@pytest.mark.parametrize("size, window, stride, pad, act", [((25, 5), (25, 5), (1, 1), VALID, 0),
+                                                          ((9, 8), (3, 3), (2, 2), SAME, 0),
+                                                          ((7, 7), (2, 3), (1, 2), SAME, 3),
+                                                          ((6, 6), (2, 2), (2, 2), VALID, 1)])  # fmt: skip
+def test_int8_average_pool_compiled_is_bit_identical(size, window, stride, pad, act):
+    h, w = size
+    oh, ow = _conv_out(h, window[0], stride[0], 1, pad), _conv_out(w, window[1], stride[1], 1, pad)
+    x = q8(2, h, w, 12, scale=0.1, zp=-3)
+    out = quant((2, oh, ow, 12), np.int8, 0.1, -3)
+    opts = {"padding": pad, "stride_h": stride[0], "stride_w": stride[1],
+            "filter_height": window[0], "filter_width": window[1],
+            "fused_activation_function": act}  # fmt: skip
+    model = single_op("AVERAGE_POOL_2D", [x], [out], opts)
+    feed = sample(x)
+    feed[0, 0, 0] = -128  # halfway quotients come from small sums too
+    plain, fast = _both(model, [feed])
+    _same_bits(plain[0], fast[0])
+    assert len(np.unique(fast[0])) > 3

@@ -8,11 +8,12 @@ and with BUILTIN_REF (its reference kernels).
 
 Each model is timed twice: single-threaded (rill's BLAS limited to one thread with
 threadpoolctl, LiteRT with num_threads=1), then multi-threaded (rill's BLAS default, LiteRT with
-num_threads = the CPU count). Each figure is one `invoke()` on a set input, the median of timed
-batches; the note adds each side's fastest single invoke (of up to 400 timed one by one, within
-about a second), which on a machine shared with other jobs is the better estimate of what the
-code costs: there the median of a sub-millisecond call measures the scheduler as much as the
-code. The outputs of rill and LiteRT's
+num_threads = the CPU count). Single-threaded, each figure is the CPU time of one `invoke()` on a
+set input (time.process_time over batches of invokes, the fastest of 5 batches): on a machine
+shared with other jobs it measures the code, not the scheduler. Multi-threaded, CPU time would
+add up the threads, so the figure is wall time, the median of timed batches. The note adds the
+wall-clock median (single-threaded rows) and each side's fastest single invoke (of up to 400
+timed one by one, within about a second). The outputs of rill and LiteRT's
 reference kernels are checked to agree first (int8 exactly). rill runs with its compiled loops
 when numba is installed (`RILL_JIT=0` measures the numpy-only interpreter).
 """
@@ -78,6 +79,27 @@ def _batches_ms(fn, min_time: float = 1.0, repeats: int = 5) -> list[float]:
     return out
 
 
+def _cpu_ms(fn, min_cpu: float = 0.2, repeats: int = 5) -> float:
+    """CPU milliseconds per call of fn(): the fastest of `repeats` batches timed with
+    time.process_time, each batch lasting at least about min_cpu seconds of CPU."""
+    fn()
+    n = 1
+    while True:
+        t0 = time.process_time()
+        for _ in range(n):
+            fn()
+        if time.process_time() - t0 > min_cpu:
+            break
+        n *= 2
+    out = []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        for _ in range(n):
+            fn()
+        out.append((time.process_time() - t0) * 1000.0 / n)
+    return min(out)
+
+
 def _fastest_ms(fn, calls: int = 400, budget: float = 1.0) -> float:
     """The fastest of up to `calls` single calls of fn() timed one by one (within `budget` s)."""
     best, deadline = float("inf"), time.perf_counter() + budget
@@ -91,13 +113,17 @@ def _fastest_ms(fn, calls: int = 400, budget: float = 1.0) -> float:
     return best * 1000.0
 
 
-def _invoke_ms(interp, x, best: dict, key: str) -> float:
-    """The median batch (the row's figure); the fastest single invoke goes to best[key]."""
+def _invoke_ms(interp, x, best: dict, key: str, cpu: bool) -> float:
+    """The row's figure: CPU ms per invoke when `cpu` (the wall-clock median batch goes to
+    best[key + " wall"]), else the median batch; the fastest single invoke goes to best[key]."""
     interp.allocate_tensors()
     interp.set_tensor(interp.get_input_details()[0]["index"], x)
-    times = _batches_ms(interp.invoke)
+    wall = statistics.median(_batches_ms(interp.invoke))
     best[key] = _fastest_ms(interp.invoke)
-    return statistics.median(times)
+    if not cpu:
+        return wall
+    best[key + " wall median"] = wall
+    return _cpu_ms(interp.invoke)
 
 
 def run() -> list[Row]:
@@ -121,16 +147,16 @@ def run() -> list[Row]:
             best = {}
             with _threads(single):
                 rill = Interpreter(model_path=str(path))
-                rill_ms = _invoke_ms(rill, x, best, "rill")
+                rill_ms = _invoke_ms(rill, x, best, "rill", single)
             peers = {"litert": None, "litert_ref": None}
             if LiteRT is not None:
                 dflt = LiteRT(model_path=str(path), num_threads=threads)
-                peers["litert"] = _invoke_ms(dflt, x, best, "litert")
+                peers["litert"] = _invoke_ms(dflt, x, best, "litert", single)
                 ref = None
                 if name not in NO_REF:
                     ref = LiteRT(model_path=str(path), num_threads=threads,
                                  experimental_op_resolver_type=OpResolverType.BUILTIN_REF)  # fmt: skip
-                    peers["litert_ref"] = _invoke_ms(ref, x, best, "litert_ref")
+                    peers["litert_ref"] = _invoke_ms(ref, x, best, "litert_ref", single)
                 if not checked:
                     other = ref if ref is not None else dflt
                     got = rill.get_tensor(rill.get_output_details()[0]["index"])
@@ -142,9 +168,9 @@ def run() -> list[Row]:
                         tol = 1e-5 * max(np.abs(want).max(), 1e-30)
                     assert diff <= tol, f"{name}: rill and LiteRT disagree by {diff}"
                     checked = True
-            mode = "1 thread" if single else f"{threads} threads"
+            mode = "1 thread, CPU time" if single else f"{threads} threads, wall time"
             bests = ", ".join(f"{k} {v:.3f}" for k, v in best.items())
             rows.append(Row(f"TFLite {label}, batch 1 invoke, {mode}", "ms", rill_ms, peers,
-                            note=f"fastest invoke (ms): {bests}; load average "
+                            note=f"fastest invoke and wall medians (ms): {bests}; load average "
                                  f"{os.getloadavg()[0]:.1f}; rill arena {rill.arena_size} bytes"))  # fmt: skip
     return rows

@@ -53,6 +53,7 @@ class Subgraph:
         self.plan: ArenaPlan | None = None
         self.arena: np.ndarray | None = None
         self.clobbered: set[int] = set()
+        self.aliased: dict[int, int] = {}
         self.run: list = []
 
     # -- allocate_tensors ------------------------------------------------------------------------
@@ -145,6 +146,7 @@ class Subgraph:
         self.dynamic = False
         n_ops = len(self.kernels)
         end = n_ops  # a step after the last operator: outputs live until then
+        alias = self._aliases()
         first, last = {}, {}
         for i in self.sg.inputs:
             first[i] = 0
@@ -154,9 +156,12 @@ class Subgraph:
                 continue
             for i in op.inputs:
                 if i >= 0 and self._value(i) is None:
+                    i = alias.get(i, i)
                     first.setdefault(i, 0)
                     last[i] = max(last.get(i, 0), k)
             for i in op.outputs:
+                if i in alias:
+                    continue
                 first[i] = k
                 last[i] = max(last.get(i, k), k)
         # Inputs stay intact for the whole run, as in TFLite, so invoke can run again on them;
@@ -201,11 +206,15 @@ class Subgraph:
                 arrays[t.index] = self._value(t.index)
             elif t.index in first:
                 arrays[t.index] = view(("t", t.index), self.shapes[t.index], t.dtype)
+        for o, root in alias.items():
+            arrays[o] = arrays[root].reshape(self.shapes[o])
         self.arrays = arrays
         self.clobbered = self._clobbered(buffers, plan)
+        self.clobbered |= {o for o, root in alias.items() if root in self.clobbered}
+        self.aliased = alias
         run, run_kernels = [], []
         for k, (kernel, op) in enumerate(zip(self.kernels, self.sg.operators)):
-            if k in self.folded_ops:
+            if k in self.folded_ops or (op.outputs and op.outputs[0] in alias):
                 continue
             ins = [None if i < 0 else arrays[i] for i in op.inputs]
             outs = [arrays[i] for i in op.outputs]
@@ -216,6 +225,28 @@ class Subgraph:
         self.run_kernels = run_kernels
         self.allocated = True
         self.invoked = False
+
+    def _aliases(self) -> dict[int, int]:
+        """{output: the tensor whose bytes it shares} for the operators that only reinterpret
+        their input's bytes (RESHAPE, SQUEEZE, EXPAND_DIMS; `Kernel.aliases_input`), as TFLite
+        runs them in place: such an operator costs nothing at invoke. Only between
+        intermediates of this subgraph (never an input, an output or a variable, and not with
+        experimental_preserve_all_tensors, where every tensor keeps its own bytes)."""
+        if self.preserve_all:
+            return {}
+        keep = set(self.sg.inputs) | set(self.sg.outputs)
+        alias: dict[int, int] = {}
+        for k, (kernel, op) in enumerate(zip(self.kernels, self.sg.operators)):
+            if k in self.folded_ops or not kernel.aliases_input or len(op.outputs) != 1:
+                continue
+            i, o = op.inputs[0], op.outputs[0]
+            ti, to = self.tensors[i], self.tensors[o]
+            if (i < 0 or self._value(i) is not None or i in keep or o in keep
+                    or ti.is_variable or to.is_variable or ti.dtype != to.dtype
+                    or self.producer.get(i) in self.folded_ops):  # fmt: skip
+                continue
+            alias[o] = alias.get(i, i)
+        return alias
 
     @staticmethod
     def _clobbered(buffers: list[Buffer], plan: ArenaPlan) -> set[int]:
@@ -283,6 +314,7 @@ class Subgraph:
         self.arrays = arrays
         self.plan, self.buffers, self.arena = ArenaPlan({}, 0, 0), [], None
         self.clobbered = set()
+        self.aliased = {}
         self.run = []
         self.allocated = True
         self.invoked = False

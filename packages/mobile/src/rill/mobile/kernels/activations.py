@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
-from rill.mobile.kernels.lut import apply_table, table_from_int8
+from rill.mobile.kernels.jit import nan_cast
+from rill.mobile.kernels.lut import table_from_int8, table_run
 from rill.mobile.quant import (
     INT8_MAX,
     INT8_MIN,
@@ -66,16 +68,8 @@ class _Unary(Kernel):
 
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0]
-        if self.int16:
-            table, xu = self.table, x.view(np.uint16)
-            return lambda: np.take(table, xu, out=out)
-        if self.int8:
-            table = self.table
-
-            def run():
-                apply_table(table, x, out)
-
-            return run
+        if self.int16 or self.int8:
+            return table_run(self.table, x, out)
         return self.float_run(x, out)
 
 
@@ -214,6 +208,26 @@ class Softmax(Kernel):
         out = outputs[0].reshape(self.shape2)
         if not self.int8:
             m, beta = scratch[self.m], self.beta
+            loops = jit.loops()
+            if loops is not None:  # the max and shift in one loop; the rest as below
+                shift, scale = loops.softmax_shift, bool(beta != 1.0)
+                if self.shape2[1] <= 128:  # the sums and division too, in numpy's order
+                    normalize = loops.softmax_normalize
+
+                    def run_short():
+                        shift(x, beta, scale, out)
+                        np.exp(out, out=out)
+                        normalize(out)
+
+                    return run_short
+
+                def run_compiled():
+                    shift(x, beta, scale, out)
+                    np.exp(out, out=out)
+                    np.add.reduce(out, axis=1, keepdims=True, out=m)
+                    np.divide(out, m, out=out)
+
+                return run_compiled
 
             def run():
                 np.maximum.reduce(x, axis=1, keepdims=True, out=m)  # np.max, np.sum
@@ -229,6 +243,24 @@ class Softmax(Kernel):
         table = self.exp_table
         scale, zp = self.out_q
         inv = 1.0 / scale
+        loops = jit.loops()
+        if loops is not None:  # the same float64 operations; the row sums stay numpy's
+            head, tail, nan_value = (
+                loops.softmax_int8_head,
+                loops.softmax_int8_tail,
+                nan_cast(np.int8),
+            )
+
+            if self.shape2[1] <= 128:  # the row sums too, in numpy's pairwise order
+                whole, offset = loops.softmax_int8, 0.5 + zp
+                return lambda: whole(x, table, e, inv, offset, INT8_MIN, INT8_MAX, nan_value, out)
+
+            def run_compiled():
+                head(x, table, e)
+                np.add.reduce(e, axis=1, keepdims=True, out=s)
+                tail(e, s, inv, 0.5 + zp, INT8_MIN, INT8_MAX, nan_value, out)
+
+            return run_compiled
 
         def run():
             np.maximum.reduce(x, axis=1, keepdims=True, out=mx)

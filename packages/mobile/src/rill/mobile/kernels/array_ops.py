@@ -30,7 +30,10 @@ def _axis(kernel: Kernel, axis: int, rank: int, what: str = "axis") -> int:
 
 
 class _Copy(Kernel):
-    """Kernels whose output is a reshaped copy of the input's bytes."""
+    """Kernels whose output is a reshaped copy of the input's bytes (run in place, by
+    aliasing, where the interpreter can)."""
+
+    aliases_input = True
 
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0]

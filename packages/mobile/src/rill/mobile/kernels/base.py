@@ -88,6 +88,10 @@ class Kernel:
     # False for operators with effects (variables, subgraphs): never run once in prepare even
     # when every input is a constant.
     foldable: ClassVar[bool] = True
+    # True for operators whose output is their first input's bytes under another shape
+    # (RESHAPE, SQUEEZE, EXPAND_DIMS): the interpreter may give the output the input's memory
+    # and skip the operator at invoke.
+    aliases_input: ClassVar[bool] = False
 
     def __init__(self, op: OperatorDef):
         self.op = op

@@ -220,6 +220,13 @@ class OutputStage:
             self.acc = kernel.scratch(shape, np.int64)
             self.tmp = kernel.scratch(shape, np.int64)
 
+    def bind_with_bias(self, bias: np.ndarray):
+        """The compiled folded stage's closure (acc, out) that adds the integer bias [C]
+        (float64) to the exact accumulator first (QuantizedGemm.split_bias)."""
+        fold, offset, step, threshold, correct = self.cfold
+        loop, lo, hi = self.compiled.requant_folded_bias, self.lo, self.hi
+        return lambda p, out: loop(p, bias, fold, offset, step, threshold, correct, lo, hi, out)
+
     def bind(self, scratch):
         """The closure acc → out (acc is consumed)."""
         lo, hi = self.lo, self.hi
@@ -291,19 +298,41 @@ class QuantizedGemm:
         bound = 128 * np.abs(w).sum(axis=0) + np.abs(b)
         mult = np.broadcast_to(np.asarray(multipliers, np.float64), (c,))
         self.stage = OutputStage(kernel, mult, bound, zp_out, lo, hi, (rows, c), single_rounding)
+        self.dtype = self.stage.acc_dtype
+        self.k, self.transposed = k, transposed
+        self.acc = kernel.scratch((rows, c), self.dtype)
+        # The compiled folded stage adds the integer bias itself (exactly, in float64): no
+        # column of ones, a product one row shorter.
+        self.split_bias = self.stage.compiled is not None and self.stage.cfold is not None
+        if self.split_bias:
+            self.w = w.astype(self.dtype)
+            self.bias = b.astype(np.float64)
+            self.cols = kernel.scratch((k, rows) if transposed else (rows, k), self.dtype)
+            return
         wb = np.vstack([w, b[None, :]]).astype(np.float64)
         if self.stage.fold is not None:
             wb = wb * self.stage.fold[None, :]  # exact: see OutputStage
             wb[-1] += self.stage.bias_offset
-        self.dtype = self.stage.acc_dtype
         self.w = wb.astype(self.dtype)
-        self.k, self.transposed = k, transposed
         self.cols = kernel.scratch((k + 1, rows) if transposed else (rows, k + 1), self.dtype)
-        self.acc = kernel.scratch((rows, c), self.dtype)
 
     def bind(self, scratch, out2d: np.ndarray):
         """(the view of cols the caller fills, the closure cols → out2d)."""
         cols, k = scratch[self.cols], self.k
+        if self.split_bias:
+            a, w, acc, bias = (
+                (cols.T if self.transposed else cols),
+                self.w,
+                scratch[self.acc],
+                self.bias,
+            )
+            stage = self.stage.bind_with_bias(bias)
+
+            def run_split():
+                np.matmul(a, w, out=acc)
+                stage(acc, out2d)
+
+            return cols, run_split
         fill, ones = (cols[:k], cols[k]) if self.transposed else (cols[:, :k], cols[:, k])
         a = cols.T if self.transposed else cols
         w, acc, stage = self.w, scratch[self.acc], self.stage.bind(scratch)

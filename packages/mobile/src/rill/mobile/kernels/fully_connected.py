@@ -229,6 +229,17 @@ class BatchMatMul(Kernel):
         a = lf.swapaxes(-1, -2) if adj_x else lf
         b = rf.swapaxes(-1, -2) if adj_y else rf
         zl, zr = self.zps
+        if (self.compiled is not None and lhs.shape[:-2] == rhs.shape[:-2]
+                and lhs.shape[-1] * 255**2 < 2**31):  # fmt: skip
+            # Same batch dimensions: the products, int32 sums (exact) and stage in one loop.
+            loop, (m0, right, add, negfix) = self.compiled.bmm_int8, self.consts
+            l3 = lhs.reshape((-1,) + lhs.shape[-2:])
+            r3 = rhs.reshape((-1,) + rhs.shape[-2:])
+            l3 = l3.swapaxes(-1, -2) if adj_x else l3
+            r3 = r3.swapaxes(-1, -2) if adj_y else r3
+            o3 = out.reshape((-1,) + out.shape[-2:])
+            izl, izr = int(zl), int(zr)
+            return lambda: loop(l3, r3, izl, izr, m0, right, add, negfix, o3)
         if self.compiled is not None:
             loop, (m0, right, add, negfix) = self.compiled.requant_rows, self.consts
             acc2, out2 = acc_f.reshape(-1, out.shape[-1]), out.reshape(-1, out.shape[-1])

@@ -19,7 +19,7 @@ import importlib
 import os
 import threading
 
-__all__ = ["loops", "enabled", "set_enabled"]
+__all__ = ["loops", "enabled", "set_enabled", "nan_cast"]
 
 _lock = threading.Lock()
 _enabled = os.environ.get("RILL_JIT", "1").strip().lower() not in ("0", "false", "off", "no")
@@ -52,3 +52,12 @@ def loops():
             except ImportError:
                 _failed = True
     return _module
+
+
+def nan_cast(dtype) -> int:
+    """What numpy's unsafe cast of a float NaN to the integer `dtype` gives on this machine (C
+    leaves it undefined): the compiled loops write it where the numpy path casts a NaN."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):
+        return int(np.array([np.nan], np.float64).astype(dtype)[0])

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["INT8_VALUES", "table_from_int8", "apply_table"]
+from rill.mobile.kernels import jit
+
+__all__ = ["INT8_VALUES", "table_from_int8", "apply_table", "table_run"]
 
 # The 256 int8 values in the order of their uint8 bit patterns: 0..127, then -128..-1.
 INT8_VALUES = np.arange(256, dtype=np.uint8).view(np.int8).astype(np.int64)
@@ -23,3 +25,15 @@ def table_from_int8(fn, dtype) -> np.ndarray:
 
 def apply_table(table: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
     np.take(table, x.view(np.uint8), out=out)
+
+
+def table_run(table: np.ndarray, x: np.ndarray, out: np.ndarray):
+    """The invoke closure out = table[bits of x] (int8 x by its uint8 bits, int16 by uint16):
+    one compiled loop when the compiled loops are on and both arrays are contiguous, else
+    np.take. The same lookups either way."""
+    bits = x.view(np.uint8 if x.dtype.itemsize == 1 else np.uint16)
+    loops = jit.loops()
+    if loops is not None and bits.flags.c_contiguous and out.flags.c_contiguous:
+        loop, flat_in, flat_out = loops.lookup, bits.reshape(-1), out.reshape(-1)
+        return lambda: loop(table, flat_in, flat_out)
+    return lambda: np.take(table, bits, out=out)

@@ -21,8 +21,9 @@ import math
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
-from rill.mobile.kernels.lut import INT8_VALUES, apply_table, table_from_int8
+from rill.mobile.kernels.lut import INT8_VALUES, table_from_int8, table_run
 from rill.mobile.quant import multiply_by_quantized_multiplier, quantize_multiplier
 
 __all__ = ["lut_populate", "erf"]
@@ -171,11 +172,9 @@ class _Elementwise(Kernel):
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0]
         if self.table16 is not None:
-            table, xu = self.table16, x.view(np.uint16)
-            return lambda: np.take(table, xu, out=out)
+            return table_run(self.table16, x, out)
         if self.int8:
-            table = self.table
-            return lambda: apply_table(table, x, out)
+            return table_run(self.table, x, out)
         fn = self.fn()
         if isinstance(fn, np.ufunc) and x.dtype == out.dtype:
             return lambda: fn(x, out=out)  # (Subgraph.invoke silences float warnings)
@@ -321,6 +320,18 @@ class Gelu(_Elementwise):
         x, out = inputs[0], outputs[0]
         xd, z, t, p = (scratch[k] for k in self.bufs)
         neg, rest = scratch[self.neg], _ERFC[-2::-1]
+        loops = jit.loops()
+        if loops is not None:  # the same float64 operations in two loops around np.exp
+            head, tail, c_last = loops.gelu_head, loops.gelu_tail, _ERFC[-1]
+            coeffs = tuple(float(c) for c in rest)
+            xf, tf, pf, of = x.reshape(-1), t.reshape(-1), p.reshape(-1), out.reshape(-1)
+
+            def run_compiled():
+                head(xf, c_last, coeffs, tf, pf)
+                np.exp(pf, out=pf)
+                tail(xf, tf, pf, of)
+
+            return run_compiled
 
         def run():  # _gelu_fast's operations, in place
             np.copyto(xd, x)

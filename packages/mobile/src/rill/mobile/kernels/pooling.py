@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.common import (
     PADDING_SAME,
@@ -161,6 +162,18 @@ class AveragePool2D(_Pool):
         acc, tmp = scratch[self.acc], scratch[self.tmp]
         # An average of int8 values is an int8 value: only a fused activation can clamp.
         clamp = lo > -128 or hi < 127
+        loops = jit.loops()
+        if loops is not None and src.flags.c_contiguous and out.flags.c_contiguous:
+            # The same exact sums and float64 rounding, one loop.
+            loop, cnt = loops.avgpool_int8, np.ascontiguousarray(self.counts_f[0, :, :, 0])
+            ilo, ihi = int(lo), int(hi)
+
+            def run_compiled():
+                if interior is not None:
+                    np.copyto(interior, x)
+                loop(src, cnt, kh, kw, sh, sw, ilo, ihi, out)
+
+            return run_compiled
 
         def run():
             if interior is not None:

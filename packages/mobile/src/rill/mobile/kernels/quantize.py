@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
-from rill.mobile.kernels.lut import apply_table, table_from_int8
+from rill.mobile.kernels.jit import nan_cast
+from rill.mobile.kernels.lut import table_from_int8, table_run
 from rill.mobile.quant import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
@@ -56,15 +58,16 @@ class Quantize(Kernel):
 
     def bind(self, inputs, outputs, scratch):
         x, out = inputs[0], outputs[0]
-        if self.src == np.int16:
-            table, xu = self.table, x.view(np.uint16)
-            return lambda: np.take(table, xu, out=out)
         if self.src != np.float32:
-            table = self.table
-            return lambda: apply_table(table, x, out)
+            return table_run(self.table, x, out)
         t32, t64, half = scratch[self.t32], scratch[self.t64], scratch[self.half]
         scale, zp = self.scale, float(self.zp)
         qmin, qmax = self.qmin, self.qmax
+        loops = jit.loops()
+        if loops is not None:  # the same operations, one loop
+            loop, nan_value = loops.quantize_float, nan_cast(out.dtype)
+            xf, of = x.reshape(-1), out.reshape(-1)
+            return lambda: loop(xf, scale, zp, qmin, qmax, nan_value, of)
 
         def run():
             np.divide(x, scale, out=t32)  # in float32, as the reference kernel
@@ -125,7 +128,6 @@ class Dequantize(Kernel):
             const = self.const
             return lambda: np.copyto(out, const)
         if self.table is not None:
-            table = self.table
-            return lambda: apply_table(table, x, out)
+            return table_run(self.table, x, out)
         compute = self._compute
         return lambda: np.copyto(out, compute(x))

@@ -59,6 +59,15 @@ class Mean(Kernel):
         axes = self.axes
         if not self.int8:
             count = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+            loops = jit.loops()
+            trailing = axes == tuple(range(x.ndim - len(axes), x.ndim))
+            if (loops is not None and axes and trailing and 0 < count <= 128
+                    and x.flags.c_contiguous and out.flags.c_contiguous):  # fmt: skip
+                # One loop with numpy's summation order (its reduce over a contiguous row of
+                # at most 128 terms, see _loops._pairwise_sum): the same bits.
+                loop, x2, out1 = loops.mean_float_rows, x.reshape(-1, count), out.reshape(-1)
+                fcount = x.dtype.type(count)
+                return lambda: loop(x2, fcount, out1)
 
             def run_float():  # np.mean's own two steps, without its Python wrapper
                 np.add.reduce(x, axis=axes, keepdims=True, out=out)
@@ -66,6 +75,15 @@ class Mean(Kernel):
 
             return run_float
         acc, offset = scratch[self.acc], self.offset
+        if self.compiled is not None and axes and axes == tuple(range(axes[0], axes[-1] + 1)):
+            # Reduced axes in one run: x is [outer, count, inner]; sum and stage in one loop.
+            shape = x.shape
+            outer = int(np.prod(shape[: axes[0]], dtype=np.int64))
+            inner = int(np.prod(shape[axes[-1] + 1 :], dtype=np.int64))
+            x3 = x.reshape(outer, -1, inner)
+            out2 = out.reshape(outer, inner)
+            loop, (m0, right, add, negfix) = self.compiled.mean_int8, self.consts
+            return lambda: loop(x3, offset, m0[0], right[0], add[0], negfix[0], out2)
         if self.compiled is not None:
             loop, (m0, right, add, negfix) = self.compiled.requant_rows, self.consts
             acc2, out2 = acc.reshape(-1, 1), out.reshape(-1, 1)

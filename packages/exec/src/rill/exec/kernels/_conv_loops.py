@@ -16,9 +16,18 @@ _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy"
 
 @_jit
 def _epilogue(v, b, act, zero, six):  # pragma: no cover - compiled
-    # BiasAdd's value + bias, then numpy's maximum(·, 0) (Relu) and minimum(·, 6) (Relu6): a NaN
-    # stays, a tie gives the constant.
+    # BiasAdd's value + bias, then the activation `act`: numpy's maximum(·, 0) (Relu) and
+    # minimum(·, 6) (Relu6), where a NaN stays and a tie gives the constant; 3 and 4 the
+    # imported HardSigmoid chain Maximum(Minimum(AddV2(Mul(1/6, v), 1/2), 1), 0) and HardSwish,
+    # v times it, each operation rounded to the dtype as the unfused kernels round it.
     v = v + b
+    if act >= 3:
+        one = six / six
+        t = v * (one / six)  # 1/6 rounded to the dtype, as the importer's constant is
+        t = t + one / (one + one)
+        t = t if (t != t or t < one) else one
+        t = t if (t != t or t > zero) else zero
+        return t if act == 3 else v * t
     if act >= 1:
         v = v if (v != v or v > zero) else zero
     if act == 2:
@@ -34,7 +43,7 @@ def depthwise_nchw(
     over the taps in row-major order (the NCHW numpy kernel's order) from x [n, c, h, w]
     zero-padded to [hp, wp] (top rows and left columns before it), and the filter w
     [kh, kw, c, m]; then, when bias has elements, + bias[q] and the activation `act` (0 none,
-    1 Relu, 2 Relu6).
+    1 Relu, 2 Relu6, 3 HardSigmoid, 4 HardSwish).
 
     Each channel's plane is first copied, padded, into a buffer, split into its sh × sw phases
     (rows and columns by their remainder modulo the stride): a tap's inputs for the whole output
@@ -95,11 +104,99 @@ def depthwise_nchw(
 
 @_jit
 def bias_activation_planes(planes, bias, act, lo, hi):  # pragma: no cover - compiled
-    """planes [n·C, h·w] in place, rows [lo, hi): + bias[row % C], then `act` as above."""
+    """planes [n·C, h·w] in place, rows [lo, hi): + bias[row % C] (none when bias is empty),
+    then `act` as above."""
     c = bias.shape[0]
     zero, six = planes.dtype.type(0), planes.dtype.type(6)
     for r in range(lo, hi):
         row = planes[r]
-        bq = bias[r % c]
+        bq = bias[r % c] if c > 0 else zero
         for o in range(row.shape[0]):
             row[o] = _epilogue(row[o], bq, act, zero, six)
+
+
+@_jit
+def sigmoid_head(planes, bias, t, lo, hi):  # pragma: no cover - compiled
+    """The first pass of Sigmoid / Swish over planes [n·C, h·w] rows [lo, hi): the rows get
+    + bias[row % C] (none when bias is empty) in place, and t [hi - lo, h·w] their negation,
+    for numpy's exp to run on in place (the Sigmoid kernel's exp, so the bits agree)."""
+    c = bias.shape[0]
+    zero = planes.dtype.type(0)
+    for r in range(lo, hi):
+        row = planes[r]
+        dst = t[r - lo]
+        bq = bias[r % c] if c > 0 else zero
+        for o in range(row.shape[0]):
+            v = row[o] + bq if c > 0 else row[o]
+            row[o] = v
+            dst[o] = -v
+
+
+@_jit
+def sigmoid_tail(planes, t, swish, lo, hi):  # pragma: no cover - compiled
+    """The last pass: with t = exp(-v), the Sigmoid kernel's 1 / (t + 1) replaces each value
+    of rows [lo, hi) (or, for Swish, multiplies it). A NaN v stays as it is in Swish (numpy's
+    multiply keeps its first operand's NaN, sign included)."""
+    one = planes.dtype.type(1)
+    for r in range(lo, hi):
+        row = planes[r]
+        src = t[r - lo]
+        for o in range(row.shape[0]):
+            s = one / (src[o] + one)
+            v = row[o]
+            row[o] = (v if v != v else v * s) if swish else s
+
+
+@_jit
+def max_pool_nchw(x, out, kh, kw, sh, sw, top, left, hq, wq, lo, hi):
+    # pragma: no cover - compiled
+    """out[p] for the planes p in [lo, hi) of x [planes, h, w] (out [planes, oh, ow]): each
+    output the maximum of its window, in row-major tap order as the numpy kernel takes it,
+    maximum(maximum(tap0, tap1), tap2)... where a NaN wins (the first one) and a tie gives the
+    later tap. Positions outside x (padding) are -inf, which never changes a maximum: the
+    result is the numpy kernel's, which skips them.
+
+    Like depthwise_nchw, each plane is first copied, padded, into its sh × sw phases, so that
+    a tap's inputs for the whole output plane are one contiguous run at the phase width wq."""
+    _, h, wd = x.shape
+    _, oh, ow = out.shape
+    lowest = x.dtype.type(-np.inf)
+    span = (oh - 1) * wq + ow
+    acc = np.empty(span, out.dtype)
+    phases = np.empty((sh * sw, hq * wq), out.dtype)
+    for p in range(lo, hi):
+        for y in range(hq * sh):
+            yy = y - top
+            for pc in range(sw):
+                dst = phases[(y % sh) * sw + pc, (y // sh) * wq : (y // sh + 1) * wq]
+                if yy < 0 or yy >= h:
+                    for k in range(wq):
+                        dst[k] = lowest
+                    continue
+                src = x[p, yy]
+                # Columns k with 0 <= k·sw + pc - left < wd: [k0, k1).
+                k0 = min(wq, max(0, (left - pc + sw - 1) // sw))
+                k1 = max(k0, min(wq, (wd - 1 + left - pc) // sw + 1))
+                for k in range(k0):
+                    dst[k] = lowest
+                base = pc - left
+                for k in range(k0, k1):
+                    dst[k] = src[k * sw + base]
+                for k in range(k1, wq):
+                    dst[k] = lowest
+        for i in range(kh):
+            for j in range(kw):
+                start = (i // sh) * wq + j // sw
+                src = phases[(i % sh) * sw + j % sw, start : start + span]
+                if i == 0 and j == 0:
+                    for o in range(span):
+                        acc[o] = src[o]
+                    continue
+                for o in range(span):
+                    a = acc[o]
+                    v = src[o]
+                    acc[o] = a if (a != a or a > v) else v
+        for r in range(oh):
+            dst = out[p, r]
+            for o in range(ow):
+                dst[o] = acc[r * wq + o]

@@ -128,3 +128,43 @@ def test_compiled_nchw_max_pool_is_the_numpy_path_bit_for_bit(case, dtype):
                     [0, 0, *pads, 0, 0] if pads else [], "NHWC")  # fmt: skip
     want = nhwc(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).transpose(0, 3, 1, 2)
     np.testing.assert_array_equal(a, want)
+
+
+DEPTHWISE = [
+    # (x shape, k, strides, padding, explicit pads, dilations): small output planes, where the
+    # channels-innermost loop runs (multiplier 1, 16 channels or more)
+    ((2, 20, 7, 7), 5, (1, 1), "EXPLICIT", (2, 2, 2, 2), (1, 1)),
+    ((1, 24, 14, 13), 3, (2, 2), "SAME", None, (1, 1)),
+    ((1, 16, 9, 9), 3, (1, 2), "VALID", None, (2, 1)),
+    ((3, 17, 5, 6), 3, (1, 1), "EXPLICIT", (0, 2, 1, 0), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE, ids=lambda c: f"x{c[0]}-k{c[1]}-s{c[2]}-{c[3]}")
+@pytest.mark.parametrize("act", [None, "Relu6", "HardSwish", "Swish", "Elu"])
+def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
+    from rill.exec.kernels.fused_conv_kernels import fused_depthwise_conv2d_native
+
+    shape, k, strides, padding, pads, dilations = case
+    x = _special(shape, np.float32) * np.float32(0.7)
+    w = RNG.standard_normal((k, k, shape[1], 1)).astype(np.float32)
+    bias = RNG.standard_normal(shape[1]).astype(np.float32)
+    ep = [0, 0, 0, 0, *pads] if padding == "EXPLICIT" else []
+    results = []
+    for on in (True, False):
+        old = jit.set_enabled(on)
+        try:
+            kern = fused_depthwise_conv2d_native([1, 1, *strides], padding, ep, "NCHW",
+                                                 [1, 1, *dilations],
+                                                 ["BiasAdd", *([act] if act else [])], 1, 0.2)  # fmt: skip
+            with np.errstate(all="ignore"):
+                results.append(kern(x, w, bias))
+        finally:
+            jit.set_enabled(old)
+    a, b = results
+    assert a.shape == b.shape and a.shape[2] * a.shape[3] <= 64
+    # The same bits, except which sign a NaN keeps where two NaNs meet in a sum (the
+    # plane-by-plane loop and numpy differ there too).
+    nan = np.isnan(b)
+    np.testing.assert_array_equal(np.isnan(a), nan)
+    np.testing.assert_array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))

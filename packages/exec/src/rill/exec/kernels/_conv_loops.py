@@ -36,6 +36,25 @@ def _epilogue(v, b, act, zero, six):  # pragma: no cover - compiled
 
 
 @_jit
+def _fill_phases(plane, phases, sh, sw, top, left, hp, wq, fill):  # pragma: no cover - compiled
+    """phases[(y % sh)·sw + k % sw, (y // sh)·wq + k // sw] = the [h, w] plane padded with
+    `fill` (top rows and left columns before it, rows from hp on are padding too)."""
+    h, wd = plane.shape
+    hq = phases.shape[1] // wq
+    for y in range(hq * sh):
+        yy = y - top
+        inside = y < hp and 0 <= yy < h
+        for pc in range(sw):
+            dst = phases[(y % sh) * sw + pc, (y // sh) * wq : (y // sh + 1) * wq]
+            for k in range(wq):
+                kk = k * sw + pc - left
+                if inside and 0 <= kk < wd:
+                    dst[k] = plane[yy, kk]
+                else:
+                    dst[k] = fill
+
+
+@_jit
 def depthwise_nchw(
     x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, act, lo, hi
 ):  # pragma: no cover - compiled
@@ -68,17 +87,7 @@ def depthwise_nchw(
         m = q - ci * mult
         if b * c + ci != last:  # the channel's padded plane, by phase
             last = b * c + ci
-            for y in range(hq * sh):
-                yy = y - top
-                inside = y < hp and 0 <= yy < h
-                for pc in range(sw):
-                    dst = phases[(y % sh) * sw + pc, (y // sh) * wq : (y // sh + 1) * wq]
-                    for k in range(wq):
-                        kk = k * sw + pc - left
-                        if inside and 0 <= kk < wd:
-                            dst[k] = x[b, ci, yy, kk]
-                        else:
-                            dst[k] = zero
+            _fill_phases(x[b, ci], phases, sh, sw, top, left, hp, wq, zero)
         for o in range(span):
             acc[o] = zero
         for i in range(kh):
@@ -165,38 +174,69 @@ def max_pool_nchw(x, out, kh, kw, sh, sw, top, left, hq, wq, lo, hi):
     acc = np.empty(span, out.dtype)
     phases = np.empty((sh * sw, hq * wq), out.dtype)
     for p in range(lo, hi):
-        for y in range(hq * sh):
-            yy = y - top
-            for pc in range(sw):
-                dst = phases[(y % sh) * sw + pc, (y // sh) * wq : (y // sh + 1) * wq]
-                if yy < 0 or yy >= h:
-                    for k in range(wq):
-                        dst[k] = lowest
-                    continue
-                src = x[p, yy]
-                # Columns k with 0 <= k·sw + pc - left < wd: [k0, k1).
-                k0 = min(wq, max(0, (left - pc + sw - 1) // sw))
-                k1 = max(k0, min(wq, (wd - 1 + left - pc) // sw + 1))
-                for k in range(k0):
-                    dst[k] = lowest
-                base = pc - left
-                for k in range(k0, k1):
-                    dst[k] = src[k * sw + base]
-                for k in range(k1, wq):
-                    dst[k] = lowest
+        _fill_phases(x[p], phases, sh, sw, top, left, hq * sh, wq, lowest)
         for i in range(kh):
             for j in range(kw):
                 start = (i // sh) * wq + j // sw
-                src = phases[(i % sh) * sw + j % sw, start : start + span]
+                src = phases[(i % sh) * sw + j % sw]
                 if i == 0 and j == 0:
                     for o in range(span):
-                        acc[o] = src[o]
+                        acc[o] = src[start + o]
                     continue
                 for o in range(span):
                     a = acc[o]
-                    v = src[o]
+                    v = src[start + o]
                     acc[o] = a if (a != a or a > v) else v
         for r in range(oh):
             dst = out[p, r]
             for o in range(ow):
                 dst[o] = acc[r * wq + o]
+
+
+@_jit
+def depthwise_nchw_by_channel(
+    x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, act, lo, hi
+):  # pragma: no cover - compiled
+    """depthwise_nchw for a channel multiplier of 1 and small planes, images [lo, hi): the
+    same sums in the same order (0 + x·w(tap 0) + x·w(tap 1) + ... in row-major tap order, then
+    the bias and `act`), but with the channels innermost, so that each tap is one long
+    vectorized loop over all channels: the image is first copied, zero-padded, channels-last.
+    (Where two NaNs meet in a sum, which one's sign the result keeps may differ.)"""
+    kh, kw, c, _ = w.shape
+    _, _, h, wd = x.shape
+    _, _, oh, ow = out.shape
+    zero, six = out.dtype.type(0), out.dtype.type(6)
+    has_bias = bias.shape[0] > 0
+    xt = np.empty((hp, wp, c), out.dtype)
+    wt = np.empty((kh, kw, c), out.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            for q in range(c):
+                wt[i, j, q] = w[i, j, q, 0]
+    acc = np.empty(c, out.dtype)
+    for b in range(lo, hi):
+        for y in range(hp):
+            for k in range(wp):
+                dst = xt[y, k]
+                for q in range(c):
+                    dst[q] = zero
+        for q in range(c):
+            for y in range(h):
+                for k in range(wd):
+                    xt[y + top, k + left, q] = x[b, q, y, k]
+        for r in range(oh):
+            for o in range(ow):
+                for q in range(c):
+                    acc[q] = zero
+                for i in range(kh):
+                    for j in range(kw):
+                        src = xt[r * sh + i * dh, o * sw + j * dw]
+                        wv = wt[i, j]
+                        for q in range(c):
+                            acc[q] += src[q] * wv[q]
+                if has_bias:
+                    for q in range(c):
+                        out[b, q, r, o] = _epilogue(acc[q], bias[q], act, zero, six)
+                else:
+                    for q in range(c):
+                        out[b, q, r, o] = acc[q]

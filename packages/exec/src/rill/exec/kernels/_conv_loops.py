@@ -157,40 +157,55 @@ def sigmoid_tail(planes, t, swish, lo, hi):  # pragma: no cover - compiled
 
 
 @_jit
-def max_pool_nchw(x, out, kh, kw, sh, sw, top, left, hq, wq, lo, hi):
-    # pragma: no cover - compiled
+def max_pool_nchw(x, out, kh, kw, sh, sw, top, left, lo, hi):  # pragma: no cover - compiled
     """out[p] for the planes p in [lo, hi) of x [planes, h, w] (out [planes, oh, ow]): each
-    output the maximum of its window, in row-major tap order as the numpy kernel takes it,
-    maximum(maximum(tap0, tap1), tap2)... where a NaN wins (the first one) and a tie gives the
-    later tap. Positions outside x (padding) are -inf, which never changes a maximum: the
-    result is the numpy kernel's, which skips them.
+    output the maximum of its window's taps inside x (top rows and left columns of padding
+    before x), -inf where none is; a NaN in the window gives NaN, as numpy's maximum does.
 
-    Like depthwise_nchw, each plane is first copied, padded, into its sh × sw phases, so that
-    a tap's inputs for the whole output plane are one contiguous run at the phase width wq."""
+    Each output row first takes the maximum down its window's input rows, across the whole
+    width (long contiguous loops the compiler vectorizes), then along each window's columns.
+    The values are the numpy kernel's; where a window holds both zeros or several NaNs, which
+    sign the result keeps can differ (the taps are taken column by column, not row by row)."""
     _, h, wd = x.shape
     _, oh, ow = out.shape
     lowest = x.dtype.type(-np.inf)
-    span = (oh - 1) * wq + ow
-    acc = np.empty(span, out.dtype)
-    phases = np.empty((sh * sw, hq * wq), out.dtype)
+    vm = np.empty(wd, x.dtype)
+    # The outputs whose windows lie wholly inside the row: [o0, o1).
+    o0 = min(ow, max(0, (left + sw - 1) // sw))
+    o1 = max(o0, min(ow, (wd - kw + left) // sw + 1))
     for p in range(lo, hi):
-        _fill_phases(x[p], phases, sh, sw, top, left, hq * sh, wq, lowest)
-        for i in range(kh):
-            for j in range(kw):
-                start = (i // sh) * wq + j // sw
-                src = phases[(i % sh) * sw + j % sw]
-                if i == 0 and j == 0:
-                    for o in range(span):
-                        acc[o] = src[start + o]
-                    continue
-                for o in range(span):
-                    a = acc[o]
-                    v = src[start + o]
-                    acc[o] = a if (a != a or a > v) else v
         for r in range(oh):
+            y0 = max(0, r * sh - top)
+            y1 = min(h, r * sh - top + kh)
             dst = out[p, r]
+            if y0 >= y1:
+                for o in range(ow):
+                    dst[o] = lowest
+                continue
+            src = x[p, y0]
+            for k in range(wd):
+                vm[k] = src[k]
+            for y in range(y0 + 1, y1):
+                src = x[p, y]
+                for k in range(wd):
+                    a = vm[k]
+                    v = src[k]
+                    vm[k] = a if (a != a or a > v) else v
             for o in range(ow):
-                dst[o] = acc[r * wq + o]
+                if o0 <= o < o1:
+                    base = o * sw - left
+                    acc = vm[base]
+                    for j in range(1, kw):
+                        v = vm[base + j]
+                        acc = acc if (acc != acc or acc > v) else v
+                else:
+                    acc = lowest
+                    for j in range(kw):
+                        cc = o * sw + j - left
+                        if 0 <= cc < wd:
+                            v = vm[cc]
+                            acc = acc if (acc != acc or acc > v) else v
+                dst[o] = acc
 
 
 @_jit

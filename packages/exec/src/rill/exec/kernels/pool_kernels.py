@@ -150,26 +150,23 @@ def _nchw_loops():
 
 
 def _max_pool_nchw(loops, pool: _Pool, x: np.ndarray, out_shape):
-    """NCHW max pooling in one compiled pass per plane, with the numpy path's results (see
-    _conv_loops.max_pool_nchw); None where the padded planes would be much larger than the
-    input (a window far larger than it: the numpy path visits only the taps that read it)."""
+    """NCHW max pooling in one compiled pass per plane (see _conv_loops.max_pool_nchw: the
+    numpy path's values); None for windows of more than 64 taps (a window far larger than the
+    input: the numpy path visits only the taps that read it)."""
     n, c, h, w = x.shape
     oh, ow = out_shape[2], out_shape[3]
     (kh, kw), (sh, sw) = pool.ksize, pool.win.strides
-    _, _, (top, left) = pool.win.resolve(h, w, kh, kw)
-    hp = max((oh - 1) * sh + kh, top + h)
-    wp = max((ow - 1) * sw + kw, left + w)
-    if hp * wp > 4 * h * w + 64 or kh * kw > 64:
+    if kh * kw > 64:
         return None
+    _, _, (top, left) = pool.win.resolve(h, w, kh, kw)
     out = np.empty(out_shape, x.dtype)
     if out.size == 0:
         return out
-    hq, wq = -(-hp // sh), -(-wp // sw)
     xs = np.ascontiguousarray(x).reshape(n * c, h, w)
     planes = out.reshape(n * c, oh, ow)
     grain = max(1, (1 << 15) // max(h * w, 1))
     parallel_for(n * c, lambda lo, hi: loops.max_pool_nchw(
-        xs, planes, kh, kw, sh, sw, top, left, hq, wq, lo, hi), grain=grain)  # fmt: skip
+        xs, planes, kh, kw, sh, sw, top, left, lo, hi), grain=grain)  # fmt: skip
     return out
 
 

@@ -2,7 +2,7 @@
 with compiled loops (numba) for its copies.
 
 Conv2D's own kernel works in NHWC and reaches NCHW through transposing copies. This one stays in
-NCHW: each image's input is copied once into its zero-padded stride phases (`_conv_nchw_loops`),
+NCHW: each image's input is copied once into its zero-padded stride phases (`_conv_loops`),
 so that every filter tap reads, for a band of output rows, one contiguous run of a phase plane at
 the phase's width wq. A band's patch matrix ([kh·kw·c, run], one contiguous copy per row) times
 the filter matrix (the HWIO filter read as [kh·kw·c, o], transposed in the GEMM, never copied)
@@ -35,7 +35,7 @@ _BAND = 1 << 17
 def _loops():
     if jit.loops() is None:
         return None
-    return importlib.import_module("rill.exec.kernels._conv_nchw_loops")
+    return importlib.import_module("rill.exec.kernels._conv_loops")
 
 
 def usable(x: np.ndarray, w: np.ndarray) -> bool:
@@ -69,10 +69,8 @@ def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) ->
     if k == 0:
         out[...] = 0
         if bias.size:
-            from rill.exec.kernels import _conv_loops
-
             planes = out.reshape(n * o, oh * ow)
-            _conv_loops.bias_activation_planes(planes, bias, code, 0, n * o)
+            loops.bias_activation_planes(planes, bias, code, 0, n * o)
         return out
     work = n * oh * ow * k * o
     if kh == kw == 1 and (sh, sw) == (1, 1) and (oh, ow) == (h, wd) and (top, left) == (0, 0):
@@ -82,9 +80,7 @@ def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) ->
         def one_image(i):
             np.matmul(wm, xs[i], out=planes[i])
             if bias.size:
-                from rill.exec.kernels import _conv_loops
-
-                _conv_loops.bias_activation_planes(planes[i], bias, code, 0, o)
+                loops.bias_activation_planes(planes[i], bias, code, 0, o)
 
         parallel_blocks(n, one_image, work)
         return out
@@ -96,7 +92,7 @@ def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) ->
 
     def fill(lo, hi):
         for i in range(lo, hi):
-            loops.phases(x, i, ph[i], hq, wq, sh, sw, top, left)
+            loops.conv_phases(x, i, ph[i], hq, wq, sh, sw, top, left)
 
     parallel_for(n, fill)
     rows = max(1, min(oh, (_BAND // k - ow) // wq + 1))
@@ -106,10 +102,10 @@ def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) ->
         i, r0, r1 = bands[j]
         length = (r1 - r0 - 1) * wq + ow
         p = scratch("nchw_patches", k * length, x.dtype).reshape(k, length)
-        loops.patches(ph[i], p, wq, kh, kw, sh, sw, dh, dw, r0 * wq, length)
+        loops.conv_patches(ph[i], p, wq, kh, kw, sh, sw, dh, dw, r0 * wq, length)
         e = scratch("nchw_product", o * length, x.dtype).reshape(o, length)
         np.matmul(wm, p, out=e)
-        loops.crop(e, out, i, bias, code, r0, r1, wq)
+        loops.conv_crop(e, out, i, bias, code, r0, r1, wq)
 
     parallel_blocks(len(bands), one_band, work)
     return out

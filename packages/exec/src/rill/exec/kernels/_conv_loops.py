@@ -127,6 +127,23 @@ def bias_activation_planes(planes, bias, act, lo, hi):  # pragma: no cover - com
 
 
 @_jit
+def bias_side_activation(planes, bias, side, relu, lo, hi):  # pragma: no cover - compiled
+    """planes [n·C, h·w] in place, rows [lo, hi): (value + bias[row % C]) + side, then numpy's
+    maximum(·, 0) when relu (a residual connection's BiasAdd, AddV2 and Relu)."""
+    c = bias.shape[0]
+    zero = planes.dtype.type(0)
+    for r in range(lo, hi):
+        row = planes[r]
+        s = side[r]
+        bq = bias[r % c]
+        for o in range(row.shape[0]):
+            v = (row[o] + bq) + s[o]
+            if relu:
+                v = v if (v != v or v > zero) else zero
+            row[o] = v
+
+
+@_jit
 def sigmoid_head(planes, bias, t, lo, hi):  # pragma: no cover - compiled
     """The first pass of Sigmoid / Swish over planes [n·C, h·w] rows [lo, hi): the rows get
     + bias[row % C] (none when bias is empty) in place, and t [hi - lo, h·w] their negation,

@@ -182,8 +182,12 @@ _NCHW_CHANNELS = 4
 
 def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops, num_args,
                       leakyrelu_alpha):  # fmt: skip
-    """_FusedConv2D's compute(x, w, bias) for NCHW data."""
+    """_FusedConv2D's compute(x, w, bias) for NCHW data (compute(x, w, bias, side) for
+    fused_ops [BiasAdd, Add(, Relu)])."""
     op = "_FusedConv2D"
+    if len(fused_ops) >= 2 and fused_ops[1] == "Add":
+        return _conv_bias_add(strides, padding, explicit_paddings, dilations, list(fused_ops),
+                              num_args, op)  # fmt: skip
     act_name = _check_ops(fused_ops, num_args, op)
     epilogue = nchw_epilogue(fused_ops, num_args, leakyrelu_alpha, op)
     plain = _conv2d(strides, padding, explicit_paddings, "NCHW", dilations, epilogue)
@@ -216,6 +220,50 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
                         act(planes[r0:r1])
 
             parallel_for(planes.shape[0], run, grain=rows)
+        return out
+
+    return compute
+
+
+def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args, op):
+    """NCHW convolution + bias + a side input of the output's shape (a residual) [then Relu],
+    the bias, the side input and the Relu in one compiled pass (BiasAdd's, AddV2's and Relu's
+    arithmetic: the same values as the unfused chain)."""
+    if ops not in (["BiasAdd", "Add"], ["BiasAdd", "Add", "Relu"]) or num_args != 2:
+        raise InvalidArgumentError(
+            f"{op} supports fused_ops [BiasAdd, Add] or [BiasAdd, Add, Relu] with two "
+            f"arguments, got {ops} with {num_args}"
+        )
+    plain = _conv2d(strides, padding, explicit_paddings, "NCHW", dilations)
+    relu = len(ops) == 3
+
+    def compute(x, w, bias, side):
+        out = plain(x, w)
+        if not (out.flags.c_contiguous and out.flags.writeable and out.base is None):
+            out = np.array(out)
+        _check_bias(bias, out.shape, 1, op)
+        if side.shape != out.shape:
+            raise InvalidArgumentError(
+                f"the side input of {op}'s Add has shape {list(side.shape)}; it must have the "
+                f"output's shape {list(out.shape)}"
+            )
+        if out.size == 0:
+            return out
+        bias = bias.astype(out.dtype, copy=False)
+        side = np.ascontiguousarray(side.astype(out.dtype, copy=False))
+        loops = _loops() if out.dtype in jit.FLOATS else None
+        if loops is None:
+            out += bias[:, None, None]
+            out += side
+            if relu:
+                np.maximum(out, 0, out=out)
+            return out
+        planes = out.reshape(out.shape[0] * out.shape[1], -1)
+        sides = side.reshape(planes.shape)
+        rows = max(1, _PIECE // max(planes.shape[1], 1))
+        parallel_for(planes.shape[0],
+                     lambda lo, hi: loops.bias_side_activation(planes, bias, sides, relu, lo, hi),
+                     grain=rows)  # fmt: skip
         return out
 
     return compute

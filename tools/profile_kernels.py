@@ -1,9 +1,14 @@
 """Per-kernel wall time inside a real training step (no tracing, so no outputs are retained).
 
-python tools/profile_kernels.py            # the CNN train step of tools/bench/cnn_train.py
-python tools/profile_kernels.py --onnx .bench/onnx/resnet18_half_b1.onnx [--threads 1]
+python -m tools.profile_kernels            # the CNN train step of tools/bench/cnn_train.py
+python -m tools.profile_kernels --onnx .bench/onnx/resnet18_half_b1.onnx [--threads 1] [--cpu]
                                            # inference of an ONNX model (its .npz input beside
-                                           # it), per kernel and per op type
+                                           # it), per kernel and per op type; --cpu: CPU time
+                                           # (process_time) instead of wall time, which on a
+                                           # loaded machine measures the work, not the waiting
+
+(Run it as a module: as a script, tools/ comes first on sys.path and its coverage.py hides the
+coverage package numba imports.)
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import rill.exec.executor.common as common  # noqa: E402
 
 STATS: collections.Counter = collections.Counter()
+CLOCK = [time.perf_counter]
 _seen: set = set()
 _orig_get = common.KernelTable.get
 
@@ -31,9 +37,10 @@ def _timed_get(self, node):
     f, name = k.compute, f"{node.type}:{node.name}"
 
     def timed(*args):
-        t0 = time.perf_counter()
+        clock = CLOCK[0]
+        t0 = clock()
         out = f(*args)
-        STATS[name] += time.perf_counter() - t0
+        STATS[name] += clock() - t0
         return out
 
     k.compute = timed
@@ -88,10 +95,10 @@ def main_onnx(path: str, steps: int, threads: int | None) -> None:
     for _ in range(2):
         sess.run(y, {x: data["input"]})
     STATS.clear()
-    t0 = time.perf_counter()
+    t0 = CLOCK[0]()
     for _ in range(steps):
         sess.run(y, {x: data["input"]})
-    run_ms = (time.perf_counter() - t0) / steps * 1e3
+    run_ms = (CLOCK[0]() - t0) / steps * 1e3
     print(f"run {run_ms:.2f} ms, kernels {sum(STATS.values()) / steps * 1e3:.2f} ms")
     by_type: collections.Counter = collections.Counter()
     count: collections.Counter = collections.Counter()
@@ -112,7 +119,10 @@ if __name__ == "__main__":
     ap.add_argument("--onnx", help="profile the inference of this ONNX model instead")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
     a = ap.parse_args()
+    if a.cpu:
+        CLOCK[0] = time.process_time
     if a.onnx:
         main_onnx(a.onnx, a.steps, a.threads)
     else:

@@ -213,3 +213,64 @@ def test_depthwise_planes_split_over_threads_match():
     finally:
         intra_op._THREADS = saved
     assert_identical(results[:1], results[1:])
+
+
+def _residual_graph(relu: bool, side_shape=None, second_conv: bool = False):
+    """NCHW conv → BiasAdd → AddV2(·, side) [→ Relu]: a residual connection (the side input an
+    identity, or like a downsampling block another conv → BiasAdd). Eight channels: Conv2D's
+    kernel (conv_nchw, for at most four, sums in another order)."""
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [2, 8, 7, 6])
+
+        def conv(inp, name):
+            w = _const(RNG.standard_normal((3, 3, 8, 8)) * 0.5, np.float32)
+            y = _op("Conv2D", [inp, w], {"strides": [1, 1, 1, 1], "padding": "SAME",
+                                         "data_format": "NCHW"}, name=name)  # fmt: skip
+            return _op("BiasAdd", [y, _const(RNG.standard_normal(8), np.float32)],
+                       {"data_format": "NCHW"})  # fmt: skip
+
+        side = conv(x, "shortcut") if second_conv else x
+        if side_shape is not None:
+            side = rg.placeholder(rg.float32, side_shape)
+        y = _op("AddV2", [conv(x, "main"), side])
+        if relu:
+            y = _op("Relu", [y])
+    return g, x, y, side
+
+
+@pytest.mark.parametrize("relu", [True, False])
+@pytest.mark.parametrize("second_conv", [False, True])
+def test_a_residual_add_and_relu_fuse_into_the_nchw_convolution(relu, second_conv):
+    g, x, y, _ = _residual_graph(relu, second_conv=second_conv)
+    xv = _inputs([2, 8, 7, 6], np.float32)
+    fused, plain, types = run_both(g, [y], {x: xv})
+    assert "AddV2" not in types and "BiasAdd" not in types and "Conv2D" not in types
+    assert ("Relu" in types) is False
+    assert types.count("_FusedConv2D") == (2 if second_conv else 1)
+    # The same values (where two NaNs meet in the add, which sign is kept may differ).
+    np.testing.assert_array_equal(fused[0], plain[0])
+    nan = np.isnan(plain[0])
+    np.testing.assert_array_equal(fused[0][~nan].view(np.uint32), plain[0][~nan].view(np.uint32))
+
+
+def test_a_broadcast_side_input_is_not_a_residual():
+    g, x, y, side = _residual_graph(True, side_shape=[1, 8, 1, 1])
+    feeds = {x: _inputs([2, 8, 7, 6], np.float32), side: _inputs([1, 8, 1, 1], np.float32)}
+    fused, plain, types = run_both(g, [y], feeds)
+    assert "_FusedConv2D" in types and "AddV2" in types and "Relu" in types
+    assert_identical(fused, plain)
+
+
+def test_the_residual_kernel_checks_the_side_input():
+    from rill.exec.kernels.fused_kernels import fused_conv2d
+
+    k = fused_conv2d([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1], ["BiasAdd", "Add", "Relu"],
+                     2, 0.2, "HWIO", 0)  # fmt: skip
+    x = np.ones((1, 2, 5, 5), np.float32)
+    w = np.ones((3, 3, 2, 3), np.float32)
+    with pytest.raises(InvalidArgumentError, match="side input"):
+        k(x, w, np.zeros(3, np.float32), np.zeros((1, 3, 5, 4), np.float32))
+    with pytest.raises(InvalidArgumentError, match="two arguments"):
+        fused_conv2d([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1], ["BiasAdd", "Add"], 1, 0.2,
+                     "HWIO", 0)  # fmt: skip

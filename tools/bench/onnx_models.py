@@ -14,12 +14,18 @@ before timing (relative error below 1e-4).
     python -m tools.bench onnx_models            # every model
     RILL_ONNX_BENCH=resnet18_half,gpt2_like python -m tools.bench onnx_models
     RILL_ONNX_BENCH_THREADS=single python -m tools.bench onnx_models   # or "default"
+    RILL_ONNX_BENCH_CLOCK=cpu python -m tools.bench onnx_models   # CPU time per run
+
+With RILL_ONNX_BENCH_CLOCK=cpu each figure is the process's CPU time per run (the best of five
+batches) instead of wall time: on a loaded machine the single-threaded figures then measure the
+work rather than the waiting (with default threads it sums the threads' time).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import numpy as np
 
@@ -29,6 +35,26 @@ MODELS = ["resnet18_half", "mobilenetv3_small", "efficientnet_b0_half", "squeeze
           "vit_small", "gpt2_like"]  # fmt: skip
 BATCHES = (1, 8)
 DIR = ROOT / ".bench" / "onnx"
+
+
+def _cpu_time(fn, min_time: float = 0.5, repeats: int = 5) -> float:
+    """Milliseconds of process CPU time per call of fn(): the best of `repeats` batches."""
+    fn()
+    n = 1
+    while True:
+        t0 = time.process_time()
+        for _ in range(n):
+            fn()
+        if time.process_time() - t0 > min_time / repeats:
+            break
+        n *= 2
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.process_time() - t0) / n * 1e3)
+    return best
 
 
 def _ensure_models(names) -> bool:
@@ -107,6 +133,8 @@ def run() -> list[Row]:
         onnxruntime = None
     which = os.environ.get("RILL_ONNX_BENCH_THREADS", "single,default").split(",")
     modes = [m == "single" for m in ("single", "default") if m in which]
+    cpu = os.environ.get("RILL_ONNX_BENCH_CLOCK", "wall") == "cpu"
+    timer = _cpu_time if cpu else measure_time
     rows = []
     for name in names:
         for batch in BATCHES:
@@ -119,13 +147,14 @@ def run() -> list[Row]:
                     got = rill_fn(x)
                     err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
                     assert err < 1e-4, f"{name}: rill differs from onnxruntime by {err:.2e}"
-                    rill_ms = measure_time(lambda f=rill_fn, v=x: f(v), min_time=0.5, repeats=3)
+                    rill_ms = timer(lambda f=rill_fn, v=x: f(v), min_time=0.5, repeats=3)
                 peers = {"onnxruntime": None}
                 if onnxruntime is not None:
                     ort_fn = _ort_session(path, single)
-                    peers["onnxruntime"] = measure_time(lambda f=ort_fn, v=x: f(v), min_time=0.5,
-                                                        repeats=3)  # fmt: skip
+                    peers["onnxruntime"] = timer(lambda f=ort_fn, v=x: f(v), min_time=0.5,
+                                                 repeats=3)  # fmt: skip
                 threads = "1 thread" if single else "default threads"
+                threads += ", CPU time" if cpu else ""
                 rows.append(Row(f"ONNX {name}, batch {batch}, {threads}", "ms", rill_ms, peers,
                                 note=f"rel err {err:.1e}"))  # fmt: skip
                 print(f"  {rows[-1].name}: rill {rill_ms:.2f} ms, onnxruntime "

@@ -1,8 +1,10 @@
-"""The compiled loops behind rill.exec.kernels.fused_conv_kernels (import that module).
+"""The compiled loops behind rill.exec.kernels.fused_conv_kernels, conv_nchw and the NCHW max
+pooling of pool_kernels (import those modules).
 
-Each loop does the same operations in the same order as the unfused kernels' numpy code, so the
-two give bit-identical results: no fast-math, no fused multiply-add. Arrays are C-contiguous and
-channels-first (NCHW); each loop works on [lo, hi) of the flattened (image, channel) planes.
+The epilogue and depthwise loops do the same operations in the same order as the unfused
+kernels' numpy code, so the two give bit-identical results: no fast-math, no fused multiply-add
+(max_pool_nchw says where it differs; conv_nchw's loops only copy). Arrays are C-contiguous and
+channels-first (NCHW); most loops work on [lo, hi) of the flattened (image, channel) planes.
 """
 
 from __future__ import annotations
@@ -16,14 +18,42 @@ _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy"
 
 @_jit
 def _epilogue(v, b, act, zero, six):  # pragma: no cover - compiled
-    # BiasAdd's value + bias, then numpy's maximum(·, 0) (Relu) and minimum(·, 6) (Relu6): a NaN
-    # stays, a tie gives the constant.
+    # BiasAdd's value + bias, then the activation `act`: numpy's maximum(·, 0) (Relu) and
+    # minimum(·, 6) (Relu6), where a NaN stays and a tie gives the constant; 3 and 4 the
+    # imported HardSigmoid chain Maximum(Minimum(AddV2(Mul(1/6, v), 1/2), 1), 0) and HardSwish,
+    # v times it, each operation rounded to the dtype as the unfused kernels round it.
     v = v + b
+    if act >= 3:
+        one = six / six
+        t = v * (one / six)  # 1/6 rounded to the dtype, as the importer's constant is
+        t = t + one / (one + one)
+        t = t if (t != t or t < one) else one
+        t = t if (t != t or t > zero) else zero
+        return t if act == 3 else v * t
     if act >= 1:
         v = v if (v != v or v > zero) else zero
     if act == 2:
         v = v if (v != v or v < six) else six
     return v
+
+
+@_jit
+def _fill_phases(plane, phases, sh, sw, top, left, hp, wq, fill):  # pragma: no cover - compiled
+    """phases[(y % sh)·sw + k % sw, (y // sh)·wq + k // sw] = the [h, w] plane padded with
+    `fill` (top rows and left columns before it, rows from hp on are padding too)."""
+    h, wd = plane.shape
+    hq = phases.shape[1] // wq
+    for y in range(hq * sh):
+        yy = y - top
+        inside = y < hp and 0 <= yy < h
+        for pc in range(sw):
+            dst = phases[(y % sh) * sw + pc, (y // sh) * wq : (y // sh + 1) * wq]
+            for k in range(wq):
+                kk = k * sw + pc - left
+                if inside and 0 <= kk < wd:
+                    dst[k] = plane[yy, kk]
+                else:
+                    dst[k] = fill
 
 
 @_jit
@@ -34,7 +64,7 @@ def depthwise_nchw(
     over the taps in row-major order (the NCHW numpy kernel's order) from x [n, c, h, w]
     zero-padded to [hp, wp] (top rows and left columns before it), and the filter w
     [kh, kw, c, m]; then, when bias has elements, + bias[q] and the activation `act` (0 none,
-    1 Relu, 2 Relu6).
+    1 Relu, 2 Relu6, 3 HardSigmoid, 4 HardSwish).
 
     Each channel's plane is first copied, padded, into a buffer, split into its sh × sw phases
     (rows and columns by their remainder modulo the stride): a tap's inputs for the whole output
@@ -59,17 +89,7 @@ def depthwise_nchw(
         m = q - ci * mult
         if b * c + ci != last:  # the channel's padded plane, by phase
             last = b * c + ci
-            for y in range(hq * sh):
-                yy = y - top
-                inside = y < hp and 0 <= yy < h
-                for pc in range(sw):
-                    dst = phases[(y % sh) * sw + pc, (y // sh) * wq : (y // sh + 1) * wq]
-                    for k in range(wq):
-                        kk = k * sw + pc - left
-                        if inside and 0 <= kk < wd:
-                            dst[k] = x[b, ci, yy, kk]
-                        else:
-                            dst[k] = zero
+            _fill_phases(x[b, ci], phases, sh, sw, top, left, hp, wq, zero)
         for o in range(span):
             acc[o] = zero
         for i in range(kh):
@@ -95,11 +115,229 @@ def depthwise_nchw(
 
 @_jit
 def bias_activation_planes(planes, bias, act, lo, hi):  # pragma: no cover - compiled
-    """planes [n·C, h·w] in place, rows [lo, hi): + bias[row % C], then `act` as above."""
+    """planes [n·C, h·w] in place, rows [lo, hi): + bias[row % C] (none when bias is empty),
+    then `act` as above."""
     c = bias.shape[0]
     zero, six = planes.dtype.type(0), planes.dtype.type(6)
     for r in range(lo, hi):
         row = planes[r]
-        bq = bias[r % c]
+        bq = bias[r % c] if c > 0 else zero
         for o in range(row.shape[0]):
             row[o] = _epilogue(row[o], bq, act, zero, six)
+
+
+@_jit
+def bias_side_activation(planes, bias, side, relu, lo, hi):  # pragma: no cover - compiled
+    """planes [n·C, h·w] in place, rows [lo, hi): (value + bias[row % C]) + side, then numpy's
+    maximum(·, 0) when relu (a residual connection's BiasAdd, AddV2 and Relu)."""
+    c = bias.shape[0]
+    zero = planes.dtype.type(0)
+    for r in range(lo, hi):
+        row = planes[r]
+        s = side[r]
+        bq = bias[r % c]
+        for o in range(row.shape[0]):
+            v = (row[o] + bq) + s[o]
+            if relu:
+                v = v if (v != v or v > zero) else zero
+            row[o] = v
+
+
+@_jit
+def sigmoid_head(planes, bias, t, lo, hi):  # pragma: no cover - compiled
+    """The first pass of Sigmoid / Swish over planes [n·C, h·w] rows [lo, hi): the rows get
+    + bias[row % C] (none when bias is empty) in place, and t [hi - lo, h·w] their negation,
+    for numpy's exp to run on in place (the Sigmoid kernel's exp, so the bits agree)."""
+    c = bias.shape[0]
+    zero = planes.dtype.type(0)
+    for r in range(lo, hi):
+        row = planes[r]
+        dst = t[r - lo]
+        bq = bias[r % c] if c > 0 else zero
+        for o in range(row.shape[0]):
+            v = row[o] + bq if c > 0 else row[o]
+            row[o] = v
+            dst[o] = -v
+
+
+@_jit
+def sigmoid_tail(planes, t, swish, lo, hi):  # pragma: no cover - compiled
+    """The last pass: with t = exp(-v), the Sigmoid kernel's 1 / (t + 1) replaces each value
+    of rows [lo, hi) (or, for Swish, multiplies it). A NaN v stays as it is in Swish (numpy's
+    multiply keeps its first operand's NaN, sign included)."""
+    one = planes.dtype.type(1)
+    for r in range(lo, hi):
+        row = planes[r]
+        src = t[r - lo]
+        for o in range(row.shape[0]):
+            s = one / (src[o] + one)
+            v = row[o]
+            row[o] = (v if v != v else v * s) if swish else s
+
+
+@_jit
+def max_pool_nchw(x, out, kh, kw, sh, sw, top, left, lo, hi):  # pragma: no cover - compiled
+    """out[p] for the planes p in [lo, hi) of x [planes, h, w] (out [planes, oh, ow]): each
+    output the maximum of its window's taps inside x (top rows and left columns of padding
+    before x), -inf where none is; a NaN in the window gives NaN, as numpy's maximum does.
+
+    Each output row first takes the maximum down its window's input rows, across the whole
+    width (long contiguous loops the compiler vectorizes), then along each window's columns.
+    The values are the numpy kernel's; where a window holds both zeros or several NaNs, which
+    sign the result keeps can differ (the taps are taken column by column, not row by row)."""
+    _, h, wd = x.shape
+    _, oh, ow = out.shape
+    lowest = x.dtype.type(-np.inf)
+    vm = np.empty(wd, x.dtype)
+    # The outputs whose windows lie wholly inside the row: [o0, o1).
+    o0 = min(ow, max(0, (left + sw - 1) // sw))
+    o1 = max(o0, min(ow, (wd - kw + left) // sw + 1))
+    for p in range(lo, hi):
+        for r in range(oh):
+            y0 = max(0, r * sh - top)
+            y1 = min(h, r * sh - top + kh)
+            dst = out[p, r]
+            if y0 >= y1:
+                for o in range(ow):
+                    dst[o] = lowest
+                continue
+            src = x[p, y0]
+            for k in range(wd):
+                vm[k] = src[k]
+            for y in range(y0 + 1, y1):
+                src = x[p, y]
+                for k in range(wd):
+                    a = vm[k]
+                    v = src[k]
+                    vm[k] = a if (a != a or a > v) else v
+            for o in range(ow):
+                if o0 <= o < o1:
+                    base = o * sw - left
+                    acc = vm[base]
+                    for j in range(1, kw):
+                        v = vm[base + j]
+                        acc = acc if (acc != acc or acc > v) else v
+                else:
+                    acc = lowest
+                    for j in range(kw):
+                        cc = o * sw + j - left
+                        if 0 <= cc < wd:
+                            v = vm[cc]
+                            acc = acc if (acc != acc or acc > v) else v
+                dst[o] = acc
+
+
+@_jit
+def depthwise_nchw_by_channel(
+    x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, act, lo, hi
+):  # pragma: no cover - compiled
+    """depthwise_nchw for a channel multiplier of 1 and small planes, images [lo, hi): the
+    same sums in the same order (0 + x·w(tap 0) + x·w(tap 1) + ... in row-major tap order, then
+    the bias and `act`), but with the channels innermost, so that each tap is one long
+    vectorized loop over all channels: the image is first copied, zero-padded, channels-last.
+    (Where two NaNs meet in a sum, which one's sign the result keeps may differ.)"""
+    kh, kw, c, _ = w.shape
+    _, _, h, wd = x.shape
+    _, _, oh, ow = out.shape
+    zero, six = out.dtype.type(0), out.dtype.type(6)
+    has_bias = bias.shape[0] > 0
+    xt = np.empty((hp, wp, c), out.dtype)
+    wt = np.empty((kh, kw, c), out.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            for q in range(c):
+                wt[i, j, q] = w[i, j, q, 0]
+    acc = np.empty(c, out.dtype)
+    for b in range(lo, hi):
+        for y in range(hp):
+            for k in range(wp):
+                dst = xt[y, k]
+                for q in range(c):
+                    dst[q] = zero
+        for q in range(c):
+            for y in range(h):
+                for k in range(wd):
+                    xt[y + top, k + left, q] = x[b, q, y, k]
+        for r in range(oh):
+            for o in range(ow):
+                for q in range(c):
+                    acc[q] = zero
+                for i in range(kh):
+                    for j in range(kw):
+                        src = xt[r * sh + i * dh, o * sw + j * dw]
+                        wv = wt[i, j]
+                        for q in range(c):
+                            acc[q] += src[q] * wv[q]
+                if has_bias:
+                    for q in range(c):
+                        out[b, q, r, o] = _epilogue(acc[q], bias[q], act, zero, six)
+                else:
+                    for q in range(c):
+                        out[b, q, r, o] = acc[q]
+
+
+# -- conv_nchw: the input's padded stride phases ([c, sh·sw, hq·wq]: rows and columns by their
+# remainder modulo the stride), so that every filter tap reads, for a run of output rows, one
+# contiguous run of a phase plane at the phase's width wq (the wq - ow columns past each output
+# row are computed and dropped).
+
+
+@_jit
+def conv_phases(x, b, ph, hq, wq, sh, sw, top, left):  # pragma: no cover - compiled
+    """ph[ci, (y % sh)·sw + (k % sw), (y // sh)·wq + k // sw] = the zero-padded x[b, ci] at
+    padded row y and column k (top rows and left columns of padding before the input)."""
+    _, c, h, wd = x.shape
+    zero = ph.dtype.type(0)
+    for ci in range(c):
+        for y in range(hq * sh):
+            yy = y - top
+            py, qy = y % sh, y // sh
+            for pc in range(sw):
+                dst = ph[ci, py * sw + pc, qy * wq : (qy + 1) * wq]
+                if yy < 0 or yy >= h:
+                    for k in range(wq):
+                        dst[k] = zero
+                    continue
+                src = x[b, ci, yy]
+                for k in range(wq):
+                    kk = k * sw + pc - left
+                    dst[k] = src[kk] if 0 <= kk < wd else zero
+
+
+@_jit
+def conv_patches(ph, p, wq, kh, kw, sh, sw, dh, dw, a, length):  # pragma: no cover - compiled
+    """p[(i·kw + j)·c + ci, :length] = the run of tap (i, j) of channel ci (the rows of the
+    [kh·kw·c, o] filter matrix) from column `a` of the output positions at the phase width: one
+    contiguous copy per row of p."""
+    c = ph.shape[0]
+    for i in range(kh):
+        ri = i * dh
+        for j in range(kw):
+            cj = j * dw
+            for ci in range(c):
+                plane = ph[ci, (ri % sh) * sw + cj % sw]
+                start = (ri // sh) * wq + cj // sw + a
+                row = p[(i * kw + j) * c + ci]
+                for o in range(length):
+                    row[o] = plane[start + o]
+
+
+@_jit
+def conv_crop(e, out, b, bias, act, r0, r1, wq):  # pragma: no cover - compiled
+    """out[b, oc, r] for r in [r0, r1) = e[oc, (r - r0)·wq :][:ow] (+ bias[oc] and the
+    activation `act`, as _conv_loops' epilogue, when bias has elements)."""
+    _, co, _, ow = out.shape
+    zero, six = out.dtype.type(0), out.dtype.type(6)
+    has_bias = bias.shape[0] > 0
+    for oc in range(co):
+        src = e[oc]
+        bq = bias[oc] if has_bias else zero
+        for r in range(r0, r1):
+            dst = out[b, oc, r]
+            base = (r - r0) * wq
+            if has_bias:
+                for o in range(ow):
+                    dst[o] = _epilogue(src[base + o], bq, act, zero, six)
+            else:
+                for o in range(ow):
+                    dst[o] = src[base + o]

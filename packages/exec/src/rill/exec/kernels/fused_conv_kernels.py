@@ -1,14 +1,16 @@
 """CPU kernels for the channels-first fused convolutions the remapper makes of imported (ONNX,
-PyTorch-made) models: _FusedDepthwiseConv2dNative, the NCHW epilogue of _FusedConv2D, and the
-activations beyond TensorFlow's four that such models spell out as chains of ops (Sigmoid,
-Swish, HardSigmoid, HardSwish).
+PyTorch-made) models: _FusedDepthwiseConv2dNative, the NCHW _FusedConv2D (its epilogue, and for
+few input channels its convolution, conv_nchw), and the activations beyond TensorFlow's four
+that such models spell out as chains of ops (Sigmoid, Swish, HardSigmoid, HardSwish).
 
 An NCHW depthwise convolution with float32/float64 data runs as one compiled loop per
 (image, channel) plane (`_conv_loops`, numba): each output row is summed in a small buffer,
-tap by tap in the numpy kernel's order, and gets its bias and Relu/Relu6 while in cache — no
-window copies, no temporaries. The other activations run in place on cache-sized pieces of the
-finished output with the unfused kernels' numpy operations. Everything is bit-identical to the
-unfused chain, and without numba (RILL_JIT=0) the kernels run the unfused ops' code.
+tap by tap in the numpy kernel's order, and gets its bias and activation while in cache — no
+window copies, no temporaries. The epilogues are compiled loops too: bias, Relu, Relu6,
+HardSigmoid and HardSwish in one pass; Sigmoid and Swish in two passes around numpy's exp (the
+Sigmoid kernel's), on cache-sized pieces. Everything is bit-identical to the unfused chain, and
+without numba (RILL_JIT=0) the kernels run the unfused ops' code. (conv_nchw's sums run in
+another order than Conv2D's: see there.)
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import importlib
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels import jit
-from rill.exec.kernels.conv_kernels import _CONV_KW, _Window
+from rill.exec.kernels import conv_nchw, jit
+from rill.exec.kernels.conv_kernels import _CONV_KW, _conv2d, _Window
 from rill.exec.kernels.depthwise_kernels import depthwise_conv2d_native
 from rill.exec.kernels.intra_op import parallel_for, scratch
 from rill.graph.errors import InvalidArgumentError
@@ -29,7 +31,9 @@ _PIECE = 1 << 18
 # Output elements per chunk of the depthwise loop, activated right after it (256 KiB of float32).
 _CHUNK = 1 << 16
 # The activations the compiled loops apply themselves (their code), and the others.
-_LOOP_CODES = {None: 0, "Relu": 1, "Relu6": 2}
+_LOOP_CODES = {None: 0, "Relu": 1, "Relu6": 2, "HardSigmoid": 3, "HardSwish": 4}
+# The activations whose exp is numpy's, between two compiled passes (their value is Swish's).
+_EXP_CODES = {"Sigmoid": False, "Swish": True}
 EXTRA_ACTIVATIONS = frozenset({"Sigmoid", "Swish", "HardSigmoid", "HardSwish"})
 
 
@@ -99,11 +103,23 @@ def _check_bias(bias: np.ndarray, out_shape, axis: int, op: str) -> None:
         )
 
 
+def _exp_activation(loops, planes, bias, swish: bool, r0: int, r1: int) -> None:
+    """Sigmoid or Swish (after + bias, when bias has elements) on rows [r0, r1) of planes, in
+    place: two compiled passes around numpy's exp on a scratch copy, all in cache."""
+    t = scratch("fused_activation", (r1 - r0) * planes.shape[1], planes.dtype)
+    t = t.reshape(r1 - r0, planes.shape[1])
+    loops.sigmoid_head(planes, bias, t, r0, r1)
+    np.exp(t, out=t)
+    loops.sigmoid_tail(planes, t, swish, r0, r1)
+
+
 def nchw_epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
     """fn(out, bias) applying fused_ops in place to a channels-first product `out`."""
     act_name = _check_ops(fused_ops, num_args, op)
     code = _LOOP_CODES.get(act_name)
-    if act_name is None or code is not None:
+    exp_swish = _EXP_CODES.get(act_name)
+    # The numpy activation after the bias (where no compiled loop applies it).
+    if act_name is None or act_name in ("Relu", "Relu6"):
         act = None
     elif act_name in EXTRA_ACTIVATIONS:
         act = extra_activation(act_name)
@@ -123,26 +139,134 @@ def nchw_epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
         bias = bias.astype(out.dtype, copy=False)
         loops = _loops() if out.dtype in jit.FLOATS else None
         rows = max(1, _PIECE // max(planes.shape[1], 1))
+        if loops is not None and exp_swish is not None:
+            rows = max(1, _CHUNK // max(planes.shape[1], 1))
 
         def run(lo, hi):
             for r0 in range(lo, hi, rows):
                 r1 = min(hi, r0 + rows)
                 piece = planes[r0:r1]
-                if loops is not None:
-                    loops.bias_activation_planes(planes, bias, code or 0, r0, r1)
+                if loops is not None and exp_swish is not None:
+                    _exp_activation(loops, planes, bias, exp_swish, r0, r1)
+                elif loops is not None and code is not None:
+                    loops.bias_activation_planes(planes, bias, code, r0, r1)
                 else:
-                    piece += bias[np.arange(r0, r1) % c][:, None]
-                    if code:
-                        np.maximum(piece, 0, out=piece)
-                        if code == 2:
-                            np.minimum(piece, 6, out=piece)
-                if act is not None:
-                    act(piece)
+                    if loops is not None:
+                        loops.bias_activation_planes(planes, bias, 0, r0, r1)
+                    else:
+                        piece += bias[np.arange(r0, r1) % c][:, None]
+                        if code == 1 or code == 2:
+                            np.maximum(piece, 0, out=piece)
+                            if code == 2:
+                                np.minimum(piece, 6, out=piece)
+                    if act is not None:
+                        act(piece)
 
         parallel_for(planes.shape[0], run, grain=rows)
         return out
 
     return apply
+
+
+# The most output positions per plane for which an NCHW depthwise convolution (multiplier 1, 16
+# channels or more) runs with the channels innermost (_conv_loops.depthwise_nchw_by_channel): on
+# MobileNetV3's 7×7 outputs of 288-576 channels it took 45-55% less time than the plane-by-plane
+# loop, on 14×14 ones about the same, on larger planes far more.
+_BY_CHANNEL_OUTPUTS = 64
+
+# The most input channels for which _FusedConv2D runs conv_nchw (first layers, where Conv2D's
+# NHWC patches copy in short runs). On the benchmark models' RGB stems it took 6-45% less time
+# (3×3 stride 2 to 64 channels: 2.1 → 1.2 ms); from 16 channels on Conv2D's kernel was faster.
+_NCHW_CHANNELS = 4
+
+
+def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops, num_args,
+                      leakyrelu_alpha):  # fmt: skip
+    """_FusedConv2D's compute(x, w, bias) for NCHW data (compute(x, w, bias, side) for
+    fused_ops [BiasAdd, Add(, Relu)])."""
+    op = "_FusedConv2D"
+    if len(fused_ops) >= 2 and fused_ops[1] == "Add":
+        return _conv_bias_add(strides, padding, explicit_paddings, dilations, list(fused_ops),
+                              num_args, op)  # fmt: skip
+    act_name = _check_ops(fused_ops, num_args, op)
+    epilogue = nchw_epilogue(fused_ops, num_args, leakyrelu_alpha, op)
+    plain = _conv2d(strides, padding, explicit_paddings, "NCHW", dilations, epilogue)
+    win = _Window(strides, dilations, padding, explicit_paddings, "NCHW")
+    code = _LOOP_CODES.get(act_name)
+    exp_swish = _EXP_CODES.get(act_name)
+    act = None
+    if code is None and exp_swish is None:
+        from rill.exec.kernels.fused_kernels import _activation
+
+        act = _activation(act_name, leakyrelu_alpha)
+
+    def compute(x, w, bias):
+        if not conv_nchw.usable(x, w) or x.shape[1] > _NCHW_CHANNELS:
+            return plain(x, w, bias)
+        if bias.ndim != 1 or bias.shape[0] != w.shape[3]:
+            _check_bias(bias, (x.shape[0], w.shape[3]), 1, op)
+        out = conv_nchw.nchw_conv(x, w, win, bias, code or 0)
+        if code is None and out.size:
+            planes = out.reshape(-1, out.shape[2] * out.shape[3])
+            rows = max(1, _CHUNK // max(planes.shape[1], 1))
+            loops = _loops()
+
+            def run(lo, hi):
+                for r0 in range(lo, hi, rows):
+                    r1 = min(hi, r0 + rows)
+                    if exp_swish is not None:
+                        _exp_activation(loops, planes, bias[:0], exp_swish, r0, r1)
+                    else:
+                        act(planes[r0:r1])
+
+            parallel_for(planes.shape[0], run, grain=rows)
+        return out
+
+    return compute
+
+
+def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args, op):
+    """NCHW convolution + bias + a side input of the output's shape (a residual) [then Relu],
+    the bias, the side input and the Relu in one compiled pass (BiasAdd's, AddV2's and Relu's
+    arithmetic: the same values as the unfused chain)."""
+    if ops not in (["BiasAdd", "Add"], ["BiasAdd", "Add", "Relu"]) or num_args != 2:
+        raise InvalidArgumentError(
+            f"{op} supports fused_ops [BiasAdd, Add] or [BiasAdd, Add, Relu] with two "
+            f"arguments, got {ops} with {num_args}"
+        )
+    plain = _conv2d(strides, padding, explicit_paddings, "NCHW", dilations)
+    relu = len(ops) == 3
+
+    def compute(x, w, bias, side):
+        out = plain(x, w)
+        if not (out.flags.c_contiguous and out.flags.writeable and out.base is None):
+            out = np.array(out)
+        _check_bias(bias, out.shape, 1, op)
+        if side.shape != out.shape:
+            raise InvalidArgumentError(
+                f"the side input of {op}'s Add has shape {list(side.shape)}; it must have the "
+                f"output's shape {list(out.shape)}"
+            )
+        if out.size == 0:
+            return out
+        bias = bias.astype(out.dtype, copy=False)
+        side = np.ascontiguousarray(side.astype(out.dtype, copy=False))
+        loops = _loops() if out.dtype in jit.FLOATS else None
+        if loops is None:
+            out += bias[:, None, None]
+            out += side
+            if relu:
+                np.maximum(out, 0, out=out)
+            return out
+        planes = out.reshape(out.shape[0] * out.shape[1], -1)
+        sides = side.reshape(planes.shape)
+        rows = max(1, _PIECE // max(planes.shape[1], 1))
+        parallel_for(planes.shape[0],
+                     lambda lo, hi: loops.bias_side_activation(planes, bias, sides, relu, lo, hi),
+                     grain=rows)  # fmt: skip
+        return out
+
+    return compute
 
 
 @register_kernel("_FusedDepthwiseConv2dNative", **_CONV_KW)
@@ -161,8 +285,8 @@ def fused_depthwise_conv2d_native(
 
         epilogue = _epilogue(fused_ops, num_args, leakyrelu_alpha, op)
     code = _LOOP_CODES.get(act_name)
-    extra = extra_activation(act_name) if act_name in EXTRA_ACTIVATIONS else None
-    compiled = win.nchw and (code is not None or extra is not None)
+    exp_swish = _EXP_CODES.get(act_name)
+    compiled = win.nchw and (code is not None or exp_swish is not None)
 
     def compute(x, w, bias):
         loops = _loops() if compiled and x.dtype in jit.FLOATS else None
@@ -187,14 +311,26 @@ def fused_depthwise_conv2d_native(
 
         planes = out.reshape(n * c * mult, oh * ow)
         rows = max(1, _CHUNK // (oh * ow))
+        if mult == 1 and oh * ow <= _BY_CHANNEL_OUTPUTS and c >= 16:
+
+            def images(lo, hi):
+                loops.depthwise_nchw_by_channel(x, w, bias, out, sh, sw, dh, dw, top, left,
+                                                hp, wp, code or 0, lo, hi)  # fmt: skip
+                if exp_swish is not None:
+                    for r0 in range(lo * c, hi * c, rows):
+                        r1 = min(hi * c, r0 + rows)
+                        _exp_activation(loops, planes, bias[:0], exp_swish, r0, r1)
+
+            parallel_for(n, images, grain=max(1, (1 << 16) // (c * per_plane)))
+            return out
 
         def run(lo, hi):
             for r0 in range(lo, hi, rows):
                 r1 = min(hi, r0 + rows)
                 loops.depthwise_nchw(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp,
                                      code or 0, r0, r1)  # fmt: skip
-                if extra is not None:
-                    extra(planes[r0:r1])  # while the planes are in cache
+                if exp_swish is not None:  # while the planes are in cache
+                    _exp_activation(loops, planes, bias[:0], exp_swish, r0, r1)
 
         parallel_for(n * c * mult, run, grain=max(1, (1 << 16) // per_plane))
         return out

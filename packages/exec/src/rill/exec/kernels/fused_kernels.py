@@ -120,11 +120,11 @@ def fused_conv2d(
             f"arguments, got {data_format}, {filter_format} and {num_host_args}"
         )
     if data_format == "NCHW":
-        from rill.exec.kernels.fused_conv_kernels import nchw_epilogue  # it imports this module
+        from rill.exec.kernels.fused_conv_kernels import fused_conv2d_nchw  # it imports this
 
-        epilogue = nchw_epilogue(fused_ops, num_args, leakyrelu_alpha, "_FusedConv2D")
-    else:
-        epilogue = _epilogue(fused_ops, num_args, leakyrelu_alpha, "_FusedConv2D")
+        return fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
+                                 num_args, leakyrelu_alpha)  # fmt: skip
+    epilogue = _epilogue(fused_ops, num_args, leakyrelu_alpha, "_FusedConv2D")
     return _conv2d(strides, padding, explicit_paddings, data_format, dilations, epilogue)
 
 

@@ -110,6 +110,11 @@ def max_pool(ksize, strides, padding, explicit_paddings, data_format):
 
     def compute(x):
         out_shape, taps = pool.geometry(x.shape)
+        if pool.axes == (2, 3) and taps and x.dtype in jit.FLOATS and x.size:
+            nchw = _nchw_loops()
+            out = None if nchw is None else _max_pool_nchw(nchw, pool, x, out_shape)
+            if out is not None:
+                return out
         if len(taps) > 1 and _unclipped(pool, taps, out_shape):
             loops = _loops_for(pool, x)
             if loops is not None:
@@ -133,6 +138,36 @@ def max_pool(ksize, strides, padding, explicit_paddings, data_format):
         return out
 
     return compute
+
+
+def _nchw_loops():
+    """The compiled channels-first loops, or None where numpy runs."""
+    if jit.loops() is None:
+        return None
+    import importlib
+
+    return importlib.import_module("rill.exec.kernels._conv_loops")
+
+
+def _max_pool_nchw(loops, pool: _Pool, x: np.ndarray, out_shape):
+    """NCHW max pooling in one compiled pass per plane (see _conv_loops.max_pool_nchw: the
+    numpy path's values); None for windows of more than 64 taps (a window far larger than the
+    input: the numpy path visits only the taps that read it)."""
+    n, c, h, w = x.shape
+    oh, ow = out_shape[2], out_shape[3]
+    (kh, kw), (sh, sw) = pool.ksize, pool.win.strides
+    if kh * kw > 64:
+        return None
+    _, _, (top, left) = pool.win.resolve(h, w, kh, kw)
+    out = np.empty(out_shape, x.dtype)
+    if out.size == 0:
+        return out
+    xs = np.ascontiguousarray(x).reshape(n * c, h, w)
+    planes = out.reshape(n * c, oh, ow)
+    grain = max(1, (1 << 15) // max(h * w, 1))
+    parallel_for(n * c, lambda lo, hi: loops.max_pool_nchw(
+        xs, planes, kh, kw, sh, sw, top, left, lo, hi), grain=grain)  # fmt: skip
+    return out
 
 
 def _loops_for(pool: _Pool, x: np.ndarray):

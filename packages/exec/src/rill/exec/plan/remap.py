@@ -2,7 +2,9 @@
 
 Like TensorFlow's grappler remapper, it runs on the step plan (never on the user's graph):
 
-- Conv2D → BiasAdd [→ activation]  becomes  _FusedConv2D (NHWC or NCHW);
+- Conv2D → BiasAdd [→ activation]  becomes  _FusedConv2D (NHWC or NCHW); in NCHW also
+  Conv2D → BiasAdd → Add of a side input of the same shape (a residual) [→ Relu], fused_ops
+  [BiasAdd, Add(, Relu)] with the side input as a second argument, as TensorFlow's remapper does;
 - DepthwiseConv2dNative → BiasAdd [→ activation]  becomes  _FusedDepthwiseConv2dNative;
 - MatMul → BiasAdd or Add/AddV2 of a vector [→ activation]  becomes  _FusedMatMul;
 - the activation: Relu, Relu6, Elu, LeakyRelu, or (float32 and float64) the Sigmoid, Swish,
@@ -97,10 +99,23 @@ def remap(pg: PlanGraph) -> int:
             )
             if any(m.device is not n.device for m in (bias_node, last)):
                 continue
+            extra_inputs = []
+            gone = (n, bias_node, *act_nodes[:-1]) if act else (n,)
+            side = None if act else _residual(n, bias_node, sole_consumer)
+            if side is not None and any(m in removed for m in side[::2] if m is not None):
+                side = None  # the Add (or Relu) is already another chain's
+            if side is not None:
+                # NCHW Conv2D → BiasAdd → Add(·, side) [→ Relu], TensorFlow's fused_ops
+                # [BiasAdd, Add(, Relu)] with the side input as the second argument.
+                add, side_edge, relu = side
+                last = relu or add
+                gone = (n, bias_node, add) if relu else (n, bias_node)
+                attrs.update(num_args=2, TArgs=[n.attrs["T"]] * 2,
+                             fused_ops=["BiasAdd", "Add", *(["Relu"] if relu else [])])  # fmt: skip
+                extra_inputs = [side_edge]
             if not kernel_ok(n, fused_type, attrs):
                 continue
-            gone = (n, bias_node, *act_nodes[:-1]) if act else (n,)
-            _become(last, fused_type, attrs, [*n.inputs, bias_input], n, gone)
+            _become(last, fused_type, attrs, [*n.inputs, bias_input, *extra_inputs], n, gone)
             for m in gone:
                 removed[m] = last
             fused += 1
@@ -149,6 +164,35 @@ def _bias_chain(n: PlanNode, sole_consumer, act_chain):
     if found is None:
         return b, bias, None, []
     return b, bias, found[0], found[1]
+
+
+def _residual(conv: PlanNode, bias_node: PlanNode, sole_consumer):
+    """(Add node, side input edge, Relu node or None) when an NCHW Conv2D's BiasAdd feeds only an
+    Add/AddV2 of a side input of exactly the convolution's (static, fully known) shape and dtype
+    — a residual connection — optionally followed by a Relu; else None."""
+    if conv.type != "Conv2D" or conv.attrs.get("data_format") != "NCHW":
+        return None
+    add = sole_consumer(bias_node)
+    if add is None or add.type not in ("Add", "AddV2") or add.device is not conv.device:
+        return None
+    others = [e for e in add.inputs if e != (bias_node, 0)]
+    if len(add.inputs) != 2 or len(others) != 1:
+        return None
+    src, idx = others[0]
+    out = conv.out_shapes[0] if conv.out_shapes else None
+    shape = src.out_shapes[idx] if src.out_shapes else None
+    if out is None or shape is None or not out.is_fully_defined():
+        return None
+    if not shape.is_fully_defined() or shape.as_list() != out.as_list():
+        return None
+    if src.out_dtypes[idx] != conv.out_dtypes[0]:
+        return None
+    relu = sole_consumer(add)
+    if relu is not None and (
+        relu.type != "Relu" or relu.inputs[0] != (add, 0) or relu.device is not conv.device
+    ):
+        relu = None
+    return add, others[0], relu
 
 
 def _is_bias_for(edge, product: PlanNode) -> bool:

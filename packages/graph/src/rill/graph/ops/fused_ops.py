@@ -6,7 +6,9 @@ computes, in one kernel that skips the intermediate tensors.
 fused_ops is "BiasAdd" (with args[0]) then at most one activation: TensorFlow's Relu, Relu6, Elu
 and LeakyRelu, and rill's names for the chains ONNX models spell out — "Sigmoid", "Swish"
 (x · sigmoid(x)), "HardSigmoid" (max(min(x / 6 + 1/2, 1), 0), PyTorch's and ONNX HardSwish's
-constants) and "HardSwish" (x · HardSigmoid(x))."""
+constants) and "HardSwish" (x · HardSigmoid(x)). _FusedConv2D also takes TensorFlow's
+[BiasAdd, Add] and [BiasAdd, Add, Relu] with two args (the bias, then a side input of the
+output's shape added to it: a residual connection; rill's CPU kernel for NCHW data)."""
 
 from __future__ import annotations
 

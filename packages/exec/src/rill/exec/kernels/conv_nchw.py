@@ -1,0 +1,111 @@
+"""The channels-first convolution of the CPU _FusedConv2D (imported ONNX / PyTorch-made models),
+with compiled loops (numba) for its copies.
+
+Conv2D's own kernel works in NHWC and reaches NCHW through transposing copies. This one stays in
+NCHW: each image's input is copied once into its zero-padded stride phases (`_conv_loops`),
+so that every filter tap reads, for a band of output rows, one contiguous run of a phase plane at
+the phase's width wq. A band's patch matrix ([kh·kw·c, run], one contiguous copy per row) times
+the filter matrix (the HWIO filter read as [kh·kw·c, o], transposed in the GEMM, never copied)
+gives the band's output channels-first, at width wq; one more pass drops the wq - ow extra
+columns of each row while it adds the bias and applies the activation. Bands are sized to stay
+in cache between the copy, the GEMM and that pass. A 1×1 convolution with stride 1 and no
+padding is one GEMM per image on the input as it is.
+
+The bands are fixed by the shapes (`intra_op.parallel_blocks`), so the bits never depend on the
+threads. The sums run in a different order than Conv2D's kernel (rounding differs in the last
+bits; the results agree to float rounding).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from rill.exec.kernels import jit
+from rill.exec.kernels.intra_op import parallel_blocks, parallel_for, scratch
+
+__all__ = ["nchw_conv"]
+
+# Patch elements per band (512 KiB of float32): the band's patches, product and output stay in
+# the cache of one core.
+_BAND = 1 << 17
+
+
+def _loops():
+    if jit.loops() is None:
+        return None
+    return importlib.import_module("rill.exec.kernels._conv_loops")
+
+
+def usable(x: np.ndarray, w: np.ndarray) -> bool:
+    """Whether nchw_conv computes this (float32/float64, 4-D, one group, compiled loops on)."""
+    return (
+        x.dtype in jit.FLOATS
+        and w.dtype == x.dtype
+        and x.ndim == 4
+        and w.ndim == 4
+        and w.shape[2] == x.shape[1]
+        and _loops() is not None
+    )
+
+
+def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) -> np.ndarray:
+    """x [n, c, h, w] ⋆ w [kh, kw, c, o] → [n, o, oh, ow] under window `win` (a conv_common
+    _Window), then + bias (when it has elements) and the compiled activation `code`
+    (_conv_loops' epilogue: 0 none, 1 Relu, 2 Relu6, 3 HardSigmoid, 4 HardSwish)."""
+    loops = _loops()
+    n, c, h, wd = x.shape
+    kh, kw, _, o = w.shape
+    oh, ow, (top, left) = win.resolve(h, wd, kh, kw)
+    out = np.empty((n, o, oh, ow), x.dtype)
+    if out.size == 0:
+        return out
+    x = np.ascontiguousarray(x)
+    k = kh * kw * c
+    wm = w.reshape(k, o).T  # [o, k], a transposed view for the GEMM
+    bias = np.ascontiguousarray(bias.astype(x.dtype, copy=False))
+    (sh, sw), (dh, dw) = win.strides, win.dilations
+    if k == 0:
+        out[...] = 0
+        if bias.size:
+            planes = out.reshape(n * o, oh * ow)
+            loops.bias_activation_planes(planes, bias, code, 0, n * o)
+        return out
+    work = n * oh * ow * k * o
+    if kh == kw == 1 and (sh, sw) == (1, 1) and (oh, ow) == (h, wd) and (top, left) == (0, 0):
+        xs = x.reshape(n, c, h * wd)
+        planes = out.reshape(n, o, oh * ow)
+
+        def one_image(i):
+            np.matmul(wm, xs[i], out=planes[i])
+            if bias.size:
+                loops.bias_activation_planes(planes[i], bias, code, 0, o)
+
+        parallel_blocks(n, one_image, work)
+        return out
+    hp = max((oh - 1) * sh + (kh - 1) * dh + 1, top + h)
+    wp = max((ow - 1) * sw + (kw - 1) * dw + 1, left + wd)
+    hq, wq = -(-hp // sh), -(-wp // sw)
+    ph = scratch("nchw_phases", n * c * sh * sw * hq * wq, x.dtype)
+    ph = ph.reshape(n, c, sh * sw, hq * wq)
+
+    def fill(lo, hi):
+        for i in range(lo, hi):
+            loops.conv_phases(x, i, ph[i], hq, wq, sh, sw, top, left)
+
+    parallel_for(n, fill)
+    rows = max(1, min(oh, (_BAND // k - ow) // wq + 1))
+    bands = [(i, r0, min(oh, r0 + rows)) for i in range(n) for r0 in range(0, oh, rows)]
+
+    def one_band(j):
+        i, r0, r1 = bands[j]
+        length = (r1 - r0 - 1) * wq + ow
+        p = scratch("nchw_patches", k * length, x.dtype).reshape(k, length)
+        loops.conv_patches(ph[i], p, wq, kh, kw, sh, sw, dh, dw, r0 * wq, length)
+        e = scratch("nchw_product", o * length, x.dtype).reshape(o, length)
+        np.matmul(wm, p, out=e)
+        loops.conv_crop(e, out, i, bias, code, r0, r1, wq)
+
+    parallel_blocks(len(bands), one_band, work)
+    return out

@@ -1,0 +1,175 @@
+"""The channels-first kernels of imported models: _FusedConv2D's NCHW convolution for few input
+channels (conv_nchw) against Conv2D's NHWC kernel, and the compiled NCHW max pooling against the
+numpy path (NaN, infinities, ties, clipped windows)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rill.exec.kernels.intra_op as intra_op
+from rill.exec.kernels import jit
+from rill.exec.kernels.conv_kernels import conv2d
+from rill.exec.kernels.fused_kernels import fused_conv2d
+from rill.exec.kernels.pool_kernels import max_pool
+
+RNG = np.random.default_rng(2021)
+
+
+def _nhwc_reference(x, w, bias, strides, padding, pads, dilations, act):
+    """Conv2D's NHWC kernel, + bias, then the activation in numpy (float64 math)."""
+    ep = [0, 0, pads[0], pads[1], pads[2], pads[3], 0, 0] if padding == "EXPLICIT" else []
+    k = conv2d([1, *strides, 1], padding, ep, "NHWC", [1, *dilations, 1])
+    y = (
+        k(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), w).transpose(0, 3, 1, 2)
+        + bias[:, None, None]
+    )
+    y = y.astype(np.float64)
+    if act == "Relu":
+        return np.maximum(y, 0)
+    if act == "Relu6":
+        return np.clip(y, 0, 6)
+    if act == "HardSwish":
+        return y * np.clip(y / 6 + 0.5, 0, 1)
+    if act == "Swish":
+        return y / (1 + np.exp(-y))
+    if act == "LeakyRelu":
+        return np.where(y > 0, y, 0.2 * y)
+    return y
+
+
+CASES = [
+    # (x shape, kh, kw, strides, padding, explicit pads (top, bottom, left, right), dilations)
+    ((1, 3, 17, 19), 3, 3, (2, 2), "EXPLICIT", (1, 1, 1, 1), (1, 1)),
+    ((2, 3, 20, 16), 7, 7, (2, 2), "EXPLICIT", (3, 3, 3, 3), (1, 1)),
+    ((2, 1, 9, 11), 3, 2, (1, 3), "SAME", None, (1, 1)),
+    ((1, 4, 12, 10), 3, 3, (1, 1), "VALID", None, (2, 2)),
+    ((1, 2, 10, 13), 4, 3, (3, 2), "EXPLICIT", (0, 2, 1, 0), (1, 2)),
+    ((3, 3, 8, 8), 1, 1, (1, 1), "VALID", None, (1, 1)),  # one GEMM per image
+    ((1, 3, 8, 9), 1, 1, (2, 2), "VALID", None, (1, 1)),
+    ((1, 2, 5, 4), 5, 5, (1, 1), "SAME", None, (1, 1)),  # the window wider than the input
+    ((0, 3, 6, 6), 3, 3, (1, 1), "SAME", None, (1, 1)),  # an empty batch
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"x{c[0]}-k{c[1]}x{c[2]}-s{c[3]}-{c[4]}")
+@pytest.mark.parametrize("act", [None, "Relu", "Relu6", "HardSwish", "Swish", "LeakyRelu"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_nchw_conv_of_few_channels_matches_conv2d(case, act, dtype):
+    shape, kh, kw, strides, padding, pads, dilations = case
+    x = RNG.standard_normal(shape).astype(dtype)
+    w = RNG.standard_normal((kh, kw, shape[1], 6)).astype(dtype)
+    bias = RNG.standard_normal(6).astype(dtype)
+    ep = [0, 0, 0, 0, *pads] if padding == "EXPLICIT" else []
+    k = fused_conv2d([1, 1, *strides], padding, ep, "NCHW", [1, 1, *dilations],
+                     ["BiasAdd", *([act] if act else [])], 1, 0.2, "HWIO", 0)  # fmt: skip
+    got = k(x, w, bias)
+    want = _nhwc_reference(x, w, bias, strides, padding, pads, dilations, act)
+    assert got.dtype == dtype and got.shape == want.shape
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
+
+
+def test_fused_nchw_conv_bits_do_not_depend_on_the_threads():
+    x = RNG.standard_normal((3, 3, 40, 36)).astype(np.float32)
+    w = RNG.standard_normal((7, 7, 3, 16)).astype(np.float32)
+    bias = RNG.standard_normal(16).astype(np.float32)
+    results = []
+    saved = intra_op._THREADS
+    try:
+        for threads in (1, 3):
+            intra_op._THREADS = threads
+            k = fused_conv2d([1, 1, 2, 2], "EXPLICIT", [0, 0, 0, 0, 3, 3, 3, 3], "NCHW",
+                             [1, 1, 1, 1], ["BiasAdd", "Relu"], 1, 0.2, "HWIO", 0)  # fmt: skip
+            results.append(k(x, w, bias))
+    finally:
+        intra_op._THREADS = saved
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def _special(shape, dtype):
+    v = RNG.integers(-3, 4, shape).astype(dtype)  # small integers: ties
+    flat = v.reshape(-1)
+    picks = RNG.choice(flat.size, size=max(1, flat.size // 12), replace=False)
+    flat[picks] = RNG.choice(np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0], dtype), picks.size)
+    return v
+
+
+POOLS = [
+    ((2, 3, 11, 13), (3, 3), (2, 2), "EXPLICIT", (1, 1, 1, 1)),
+    ((1, 4, 12, 12), (3, 3), (2, 2), "VALID", None),
+    ((1, 2, 9, 7), (2, 3), (1, 2), "SAME", None),
+    ((2, 2, 8, 9), (3, 2), (3, 1), "EXPLICIT", (2, 0, 0, 1)),
+    ((1, 1, 5, 5), (5, 5), (1, 1), "SAME", None),
+    ((1, 2, 6, 6), (1, 1), (2, 2), "VALID", None),
+    ((1, 2, 4, 4), (40, 40), (1, 1), "SAME", None),  # far larger than the input: numpy's taps
+]
+
+
+@pytest.mark.parametrize("case", POOLS, ids=lambda c: f"x{c[0]}-k{c[1]}-s{c[2]}-{c[3]}")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_nchw_max_pool_matches_the_numpy_path(case, dtype):
+    shape, ksize, strides, padding, pads = case
+    x = _special(shape, dtype)
+    ep = [0, 0, 0, 0, *pads] if padding == "EXPLICIT" else []
+    k = max_pool([1, 1, *ksize], [1, 1, *strides], padding, ep, "NCHW")
+    results = []
+    for on in (True, False):
+        old = jit.set_enabled(on)
+        try:
+            results.append(k(x))
+        finally:
+            jit.set_enabled(old)
+    a, b = results
+    assert a.shape == b.shape and a.dtype == b.dtype
+    # The same values (NaN where a window holds one; the compiled loop takes the taps column
+    # by column, so a tie of zeros or of NaNs may keep another one's sign), and the same bits
+    # wherever the window's maximum is neither zero nor NaN.
+    np.testing.assert_array_equal(a, b)
+    plain = ~np.isnan(b) & (b != 0)
+    np.testing.assert_array_equal(a[plain].view(np.uint8), b[plain].view(np.uint8))
+    # And the values are the windows' maxima (NaN where a window holds one).
+    nhwc = max_pool([1, *ksize, 1], [1, *strides, 1], padding,
+                    [0, 0, *pads, 0, 0] if pads else [], "NHWC")  # fmt: skip
+    want = nhwc(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).transpose(0, 3, 1, 2)
+    np.testing.assert_array_equal(a, want)
+
+
+DEPTHWISE = [
+    # (x shape, k, strides, padding, explicit pads, dilations): small output planes, where the
+    # channels-innermost loop runs (multiplier 1, 16 channels or more)
+    ((2, 20, 7, 7), 5, (1, 1), "EXPLICIT", (2, 2, 2, 2), (1, 1)),
+    ((1, 24, 14, 13), 3, (2, 2), "SAME", None, (1, 1)),
+    ((1, 16, 9, 9), 3, (1, 2), "VALID", None, (2, 1)),
+    ((3, 17, 5, 6), 3, (1, 1), "EXPLICIT", (0, 2, 1, 0), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE, ids=lambda c: f"x{c[0]}-k{c[1]}-s{c[2]}-{c[3]}")
+@pytest.mark.parametrize("act", [None, "Relu6", "HardSwish", "Swish", "Elu"])
+def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
+    from rill.exec.kernels.fused_conv_kernels import fused_depthwise_conv2d_native
+
+    shape, k, strides, padding, pads, dilations = case
+    x = _special(shape, np.float32) * np.float32(0.7)
+    w = RNG.standard_normal((k, k, shape[1], 1)).astype(np.float32)
+    bias = RNG.standard_normal(shape[1]).astype(np.float32)
+    ep = [0, 0, 0, 0, *pads] if padding == "EXPLICIT" else []
+    results = []
+    for on in (True, False):
+        old = jit.set_enabled(on)
+        try:
+            kern = fused_depthwise_conv2d_native([1, 1, *strides], padding, ep, "NCHW",
+                                                 [1, 1, *dilations],
+                                                 ["BiasAdd", *([act] if act else [])], 1, 0.2)  # fmt: skip
+            with np.errstate(all="ignore"):
+                results.append(kern(x, w, bias))
+        finally:
+            jit.set_enabled(old)
+    a, b = results
+    assert a.shape == b.shape and a.shape[2] * a.shape[3] <= 64
+    # The same bits, except which sign a NaN keeps where two NaNs meet in a sum (the
+    # plane-by-plane loop and numpy differ there too).
+    nan = np.isnan(b)
+    np.testing.assert_array_equal(np.isnan(a), nan)
+    np.testing.assert_array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))

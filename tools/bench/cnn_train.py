@@ -2,8 +2,10 @@
 batch 64 on 28×28×1, SGD with momentum — against TensorFlow 1.x graph mode and PyTorch.
 
 Rows: the step's wall time on the default threads; the step's CPU time on one thread (rill and
-TensorFlow with intra_op = inter_op = 1: the figure that holds on a shared, loaded machine); and
-the CPU time of the second convolution's three kernels alone (one thread), the step's largest.
+TensorFlow with intra_op = inter_op = 1: the figure that holds on a shared, loaded machine); the
+CPU time of the second convolution's three kernels alone (one thread), the step's largest; and
+of the first convolution's two (its forward with the bias and Relu fused, as in the step, and
+its filter gradient; one input channel, so a GEMM of inner size 25).
 """
 
 from __future__ import annotations
@@ -62,7 +64,14 @@ with g.as_default():
         "filter": tf.compat.v1.nn.conv2d_backprop_filter(cx, [5, 5, 32, 64], cdy,
                                                         [1, 1, 1, 1], "SAME"),
     }
-    conv_init = tf.compat.v1.variables_initializer([cx, cw, cdy])
+    c1x = tf.Variable(tf.random.uniform([%(B)d, 28, 28, 1]))
+    c1w = tf.Variable(tf.random.uniform([5, 5, 1, 32]))
+    c1b = tf.Variable(tf.random.uniform([32]))
+    c1dy = tf.Variable(tf.random.uniform([%(B)d, 28, 28, 32]))
+    conv_ops["conv1_fwd"] = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(c1x, c1w, 1, "SAME"), c1b))
+    conv_ops["conv1_filter"] = tf.compat.v1.nn.conv2d_backprop_filter(
+        c1x, [5, 5, 1, 32], c1dy, [1, 1, 1, 1], "SAME")
+    conv_init = tf.compat.v1.variables_initializer([cx, cw, cdy, c1x, c1w, c1b, c1dy])
 sess = tf.compat.v1.Session(graph=g)
 sess.run(init)
 out["tensorflow"] = timeit(lambda: sess.run(train, {x: xv, y: yv}))
@@ -138,8 +147,10 @@ def _cpu_ms(fn, repeats: int = 7) -> float:
 
 
 def _conv_kernels_cpu() -> dict:
-    """CPU ms of the second convolution's forward, input- and filter-gradient kernels (batch 64,
-    14×14×32 → 64, 5×5 SAME) on one intra-op thread, each computing its op's output."""
+    """CPU ms, on one intra-op thread, of the second convolution's forward, input- and
+    filter-gradient kernels (batch 64, 14×14×32 → 64, 5×5 SAME) and of the first convolution's
+    forward (with bias and Relu, the step's _FusedConv2D) and filter gradient (28×28×1 → 32),
+    each computing its op's output."""
     import rill.exec.kernels  # noqa: F401 - registers every kernel
     import rill.graph as rg
     from rill.exec import threads
@@ -149,17 +160,33 @@ def _conv_kernels_cpu() -> dict:
     cx = rng.random((BATCH, 14, 14, 32), dtype=np.float32)
     cw = rng.random((5, 5, 32, 64), dtype=np.float32)
     cdy = rng.random((BATCH, 14, 14, 64), dtype=np.float32)
+    c1x = rng.random((BATCH, 28, 28, 1), dtype=np.float32)
+    c1w = rng.random((5, 5, 1, 32), dtype=np.float32)
+    c1b = rng.random(32, dtype=np.float32)
+    c1dy = rng.random((BATCH, 28, 28, 32), dtype=np.float32)
     attrs = dict(strides=[1, 1, 1, 1], padding="SAME", data_format="NHWC")
-    ops = {"fwd": ("Conv2D", [cx, cw]),
-           "input": ("Conv2DBackpropInput", [np.array(cx.shape, np.int32), cw, cdy]),
-           "filter": ("Conv2DBackpropFilter", [cx, np.array(cw.shape, np.int32), cdy])}  # fmt: skip
+    fused = dict(attrs, fused_ops=["BiasAdd", "Relu"], num_args=1)
+    ops = {"fwd": ("Conv2D", [cx, cw], attrs),
+           "input": ("Conv2DBackpropInput", [np.array(cx.shape, np.int32), cw, cdy], attrs),
+           "filter": ("Conv2DBackpropFilter", [cx, np.array(cw.shape, np.int32), cdy], attrs),
+           "conv1_fwd": ("_FusedConv2D", [c1x, c1w, [c1b], []], fused),
+           "conv1_filter": ("Conv2DBackpropFilter", [c1x, np.array(c1w.shape, np.int32), c1dy],
+                            attrs)}  # fmt: skip
     out = {}
     with threads.blas_owned(), threads.limits(1):
-        for name, (op_type, inputs) in ops.items():
+        for name, (op_type, inputs, op_attrs) in ops.items():
+            flat: list[np.ndarray] = []
+
+            def placeholder(a, flat=flat):
+                if isinstance(a, list):  # a list input (the fused op's args)
+                    return [placeholder(b) for b in a]
+                flat.append(a)
+                return rg.placeholder(rg.as_dtype(a.dtype))
+
             with rg.Graph().as_default() as g:
-                phs = [rg.placeholder(rg.as_dtype(a.dtype)) for a in inputs]
-                op = g.create_op(op_type, phs, dict(attrs))
-            out[name] = _cpu_ms(lambda op=op, inputs=inputs: run_kernel(op, *inputs))
+                phs = [placeholder(a) for a in inputs]
+                op = g.create_op(op_type, phs, dict(op_attrs), name=name)
+            out[name] = _cpu_ms(lambda op=op, flat=flat: run_kernel(op, *flat))
     return out
 
 
@@ -192,5 +219,9 @@ def run() -> list[Row]:
     for name, label in (("fwd", "forward"), ("input", "input gradient"),
                         ("filter", "filter gradient")):  # fmt: skip
         rows.append(Row(f"CNN conv2 {label} (64×14×14×32, 5×5×64), CPU ms, one thread", "ms",
+                        kernels[name], {"tensorflow": peer.get("tensorflow_conv_" + name)}))  # fmt: skip
+    for name, label in (("conv1_fwd", "forward + bias + Relu"),
+                        ("conv1_filter", "filter gradient")):  # fmt: skip
+        rows.append(Row(f"CNN conv1 {label} (64×28×28×1, 5×5×32), CPU ms, one thread", "ms",
                         kernels[name], {"tensorflow": peer.get("tensorflow_conv_" + name)}))  # fmt: skip
     return rows

@@ -124,6 +124,33 @@ def test_matmul_gives_the_same_bits_whatever_the_thread_count(monkeypatch):
         np.testing.assert_allclose(results[0], ref, rtol=1e-4, atol=1e-3)
 
 
+def test_a_transposed_right_operand_is_multiplied_row_major_with_the_same_bits(monkeypatch):
+    # dy · wᵀ (an LSTM's state gradient): the column blocks are computed as wᵀ's row blocks
+    # times dyᵀ, so no piece hands BLAS a transposed large operand.
+    rng = np.random.default_rng(2)
+    monkeypatch.setattr(intra_op, "_THREADS", 4)
+    a = rng.standard_normal((64, 2048)).astype(np.float32)
+    w = rng.standard_normal((512, 2048)).astype(np.float32)
+    assert threads.gemm_pieces(64, 2048, 512)[0] == 1
+    seen, real = [], threads._gemm
+
+    def gemm(x, y, out):
+        seen.append(np.shares_memory(x, w) and x.flags.c_contiguous)  # row blocks of w
+        return real(x, y, out=out)
+
+    results = []
+    with threads.blas_owned():
+        for free in (1, 2, 4):
+            monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+            monkeypatch.setattr(threads, "_gemm", gemm)
+            results.append(threads.matmul(a, w.T))
+    assert seen and all(seen)
+    for r in results[1:]:
+        assert r.flags.c_contiguous and np.array_equal(r, results[0])
+    ref = a.astype(np.float64) @ w.T.astype(np.float64)
+    np.testing.assert_allclose(results[0], ref, rtol=1e-4, atol=1e-3)
+
+
 def test_blas_is_single_threaded_while_a_session_is_open():
     from threadpoolctl import threadpool_limits
 

@@ -193,12 +193,18 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         out = np.empty((m, n), np.result_type(a, b))
     dim = m if axis == 0 else n
     bounds = [dim * i // pieces // 8 * 8 for i in range(pieces)] + [dim]
+    # A column block of a transposed matrix (b = cᵀ, c row-major: a gradient's dy · wᵀ) is
+    # computed as the row block cᵀ's transpose gives, b[:, s]ᵀ · aᵀ, whose large operand BLAS
+    # reads without transposing (a fifth faster at the LSTM's [64, 2048] x [2048, 512]).
+    flip = axis == 1 and b.flags.f_contiguous and not b.flags.c_contiguous
 
     def run(lo, hi):
         for i in range(lo, hi):
             s = slice(bounds[i], bounds[i + 1])
             if axis == 0:
                 _gemm(a[s], b, out=out[s])
+            elif flip:
+                out[:, s] = _gemm(b[:, s].T, a.T, out=None).T
             else:
                 out[:, s] = _gemm(a, b[:, s], out=None)
 

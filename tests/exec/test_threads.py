@@ -169,6 +169,36 @@ def test_blas_is_single_threaded_while_a_session_is_open():
         assert threads.blas_threads() == 2
 
 
+def test_a_step_takes_blas_back_from_code_that_changed_it(monkeypatch):
+    # A threadpoolctl block that ends while a Session is open restores its "original" count
+    # (two threads), under rill's feet; the next step sets BLAS back to one thread, and the
+    # count that code left comes back when the Session closes.
+    from threadpoolctl import threadpool_limits
+
+    if threads.blas_threads() is None:
+        pytest.skip("no controllable BLAS")
+    if threads._blas["users"]:
+        pytest.skip("a Session left open by another test owns BLAS")
+    monkeypatch.setattr(threads, "_blas_checked", [-1.0])
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [2], name="x")
+        y = x * 2.0
+    with threadpool_limits(2, user_api="blas"):
+        block = threadpool_limits(1, user_api="blas")  # entered before the Session opens
+        with Session(graph=g) as sess:
+            assert threads.blas_threads() == 1
+            block.restore_original_limits()  # as the ONNX benchmark's single-threaded block did
+            assert threads.blas_threads() == 2
+            np.testing.assert_array_equal(sess.run(y, {x: np.ones(2, np.float32)}), [2, 2])
+            assert threads.blas_threads() == 1
+            threadpool_limits(3, user_api="blas")  # the latest count other code set
+            threads._blas_checked[0] = -1.0  # (checks are 50 ms apart at least)
+            sess.run(y, {x: np.ones(2, np.float32)})
+            assert threads.blas_threads() == 1
+        assert threads.blas_threads() == 3
+
+
 def _parallel_matmuls(k=4, m=512, n=512):
     g = rg.Graph()
     rng = np.random.default_rng(2)

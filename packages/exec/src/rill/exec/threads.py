@@ -6,7 +6,12 @@ slowest share, so on a machine whose cores are busy (a shared CI runner, a PS an
 one host, two rill processes side by side) every GEMM-bound step collapses. rill therefore:
 
 - runs BLAS **single-threaded** while any Session is open (`blas_owned()`, through
-  threadpoolctl; the previous setting comes back when the last Session closes);
+  threadpoolctl; the previous setting comes back when the last Session closes). Other code may
+  change it meanwhile (a threadpoolctl block that restores its "original" count on exit, a
+  library setting its own): each step checks (`blas_check()`, at most every 50 ms) and sets it
+  back to one — BLAS threads spinning beside rill's own on a busy machine made a 140 ms
+  inference take 1.3–2.5 s, 0.5–1 s of it CPU. The count found then is what comes back at the
+  end;
 - splits a large product itself (`matmul`) into pieces whose boundaries depend on the shapes
   only, and runs the pieces on its intra-op threads (`intra_op.parallel_for`), which take pieces
   from a shared counter: a thread whose core is busy simply does fewer of them;
@@ -46,6 +51,7 @@ __all__ = [
     "matmul",
     "blas_owned",
     "blas_threads",
+    "blas_check",
 ]
 
 # A product of fewer multiply-adds than this per piece runs as one call: splitting it costs a
@@ -261,3 +267,26 @@ class blas_owned:
                 if _blas["users"] == 0 and _blas["saved"]:
                     for lc, n in zip(c.lib_controllers, _blas["saved"]):
                         lc.set_num_threads(n)
+
+
+_BLAS_CHECK_S = 0.05
+_blas_checked = [-1.0]
+
+
+def blas_check() -> None:
+    """At a step's start (Session.run): while rill owns BLAS, sets its thread count back to one
+    where other code changed it, keeping that code's count to restore when rill lets go.
+    Checked at most every 50 ms (a check costs about a microsecond)."""
+    now = time.monotonic()
+    if now - _blas_checked[0] < _BLAS_CHECK_S or not _blas["users"]:
+        return
+    _blas_checked[0] = now
+    with _blas_lock:
+        c = _controller()
+        if not (c and c.lib_controllers and _blas["users"] > 0 and _blas["saved"]):
+            return
+        for k, lc in enumerate(c.lib_controllers):
+            n = lc.num_threads
+            if n != 1:
+                _blas["saved"][k] = n
+                lc.set_num_threads(1)

@@ -49,6 +49,49 @@ def test_core_budget_from_environment(monkeypatch):
     assert threads.core_budget() >= 1
 
 
+def _tree(tmp_path, files: dict, cgroup: str):
+    for rel, text in files.items():
+        f = tmp_path / "fs" / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    proc = tmp_path / "cgroup"
+    proc.write_text(cgroup)
+    return str(tmp_path / "fs"), str(proc)
+
+
+def test_cgroup_cpu_quota_v2_takes_the_smallest_on_the_way_to_the_root(tmp_path):
+    root, proc = _tree(tmp_path, {"cpu.max": "max 100000\n",
+                                  "ci/cpu.max": "150000 100000\n",
+                                  "ci/job/cpu.max": "max 100000\n"},
+                       "0::/ci/job\n")  # fmt: skip
+    assert threads.cgroup_cpu_quota(root, proc) == 1.5
+    root, proc = _tree(tmp_path, {"cpu.max": "max 100000\n"}, "0::/\n")
+    assert threads.cgroup_cpu_quota(root, proc) is None
+
+
+def test_cgroup_cpu_quota_v1(tmp_path):
+    root, proc = _tree(tmp_path, {"cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "100000\n",
+                                  "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n",
+                                  "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+                                  "cpu,cpuacct/cpu.cfs_period_us": "100000\n"},
+                       "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n")  # fmt: skip
+    assert threads.cgroup_cpu_quota(root, proc) == 1.0
+    root, proc = _tree(tmp_path, {}, "4:cpu,cpuacct:/\n")
+    assert threads.cgroup_cpu_quota(root, proc) is None
+    assert threads.cgroup_cpu_quota(root, str(tmp_path / "missing")) is None
+
+
+def test_core_budget_keeps_within_the_cpu_quota(monkeypatch):
+    monkeypatch.delenv("RILL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(threads, "cgroup_cpu_quota", lambda: 1.5)
+    assert threads.core_budget() == 2
+    monkeypatch.setattr(threads, "cgroup_cpu_quota", lambda: 0.5)
+    assert threads.core_budget() == 1
+    monkeypatch.setattr(threads, "cgroup_cpu_quota", lambda: None)
+    assert threads.core_budget() == 4
+
+
 # 5 CPUs, a budget of 4: a thread is worth starting while each gets half a core or more.
 @pytest.mark.parametrize(
     "others, want", [(0, 4), (1, 4), (5, 4), (6, 4), (7, 3), (8, 2), (9, 1), (40, 1), (None, 4)]

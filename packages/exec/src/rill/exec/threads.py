@@ -29,11 +29,14 @@ Because a piece is always one single-threaded BLAS call over the same rows, the 
 
 The cores a process may use (`core_budget()`): the `RILL_NUM_THREADS` environment variable when
 set (a local cluster gives each of its processes its share of the host, so that they do not
-oversubscribe it), else the CPUs in the process's affinity mask.
+oversubscribe it), else the CPUs in the process's affinity mask, and no more than its control
+group's CPU quota allows (a container limited to one CPU on a many-core CI runner: threads past
+the quota only get the group throttled).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -42,6 +45,7 @@ import numpy as np
 
 __all__ = [
     "core_budget",
+    "cgroup_cpu_quota",
     "cores_free",
     "cores_idle",
     "intra_op_limit",
@@ -77,9 +81,64 @@ def core_budget() -> int:
             raise ValueError(f"RILL_NUM_THREADS must be a positive integer, got {env!r}")
         return n
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    return cpus if quota is None else max(1, min(cpus, math.ceil(quota)))
+
+
+def cgroup_cpu_quota(root: str = "/sys/fs/cgroup", proc: str = "/proc/self/cgroup") -> float | None:
+    """The CPUs' worth of time this process's control group and its ancestors may use (the
+    smallest quota/period on the way to the root; cgroup v2's cpu.max or v1's
+    cpu.cfs_quota_us), or None where none is set or it cannot be read."""
+    try:
+        with open(proc) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            base, files = root, ("cpu.max",)
+        elif "cpu" in parts[1].split(","):
+            base = next((os.path.join(root, d) for d in (parts[1], "cpu,cpuacct", "cpu")
+                         if os.path.isdir(os.path.join(root, d))), None)  # fmt: skip
+            files = ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+            if base is None:
+                continue
+        else:
+            continue
+        path = parts[2].strip("/")
+        while True:
+            q = _read_quota(os.path.join(base, path), files)
+            if q is not None and (best is None or q < best):
+                best = q
+            if not path:
+                break
+            path = os.path.dirname(path)
+    return best
+
+
+def _read_quota(d: str, files: tuple) -> float | None:
+    try:
+        if len(files) == 1:  # v2: "max 100000" or "<quota> <period>"
+            with open(os.path.join(d, files[0])) as f:
+                quota, period = f.read().split()[:2]
+            if quota == "max":
+                return None
+        else:
+            with open(os.path.join(d, files[0])) as f:
+                quota = f.read().strip()
+            with open(os.path.join(d, files[1])) as f:
+                period = f.read().strip()
+        q, p = int(quota), int(period)
+    except (OSError, ValueError):
+        return None
+    return q / p if q > 0 and p > 0 else None
 
 
 _BUDGET = core_budget()

@@ -15,7 +15,6 @@ import importlib
 
 import numpy as np
 
-from rill.exec import threads
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels import jit
 from rill.exec.kernels.intra_op import parallel_blocks, parallel_for

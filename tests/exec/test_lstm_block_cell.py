@@ -204,3 +204,25 @@ def test_forward_rows_split_over_threads_keep_their_bits(monkeypatch):
             jit.set_enabled(old)
         for a, b in zip(split, numpy_path):
             assert np.array_equal(a, b, equal_nan=True)
+
+
+def test_gate_products_have_the_same_bits_on_any_thread_count(monkeypatch):
+    """The four gates' GEMMs, written in place and shared over the threads: each gate is the
+    same single-threaded product of its column block of w, whichever thread runs it."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    rng = np.random.default_rng(3)
+    xh = rng.standard_normal((64, 640)).astype(np.float32)
+    w = rng.standard_normal((640, 4 * 256)).astype(np.float32)
+    assert threads.GEMM_GRAIN <= 64 * 640 * 4 * 256  # large enough to split
+    monkeypatch.setattr(intra_op, "_THREADS", 4)
+    monkeypatch.setattr(threads, "_BUDGET", 4)
+    results = []
+    with threads.blas_owned():
+        for free in (1, 2, 4):
+            monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+            results.append(rnn_kernels._gate_products(xh, w, 256))
+        want = np.stack([xh @ w[:, k * 256 : (k + 1) * 256] for k in range(4)])
+    for r in results:
+        assert r.shape == (4, 64, 256) and np.array_equal(r, want)

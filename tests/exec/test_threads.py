@@ -49,6 +49,49 @@ def test_core_budget_from_environment(monkeypatch):
     assert threads.core_budget() >= 1
 
 
+def _tree(tmp_path, files: dict, cgroup: str):
+    for rel, text in files.items():
+        f = tmp_path / "fs" / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    proc = tmp_path / "cgroup"
+    proc.write_text(cgroup)
+    return str(tmp_path / "fs"), str(proc)
+
+
+def test_cgroup_cpu_quota_v2_takes_the_smallest_on_the_way_to_the_root(tmp_path):
+    root, proc = _tree(tmp_path, {"cpu.max": "max 100000\n",
+                                  "ci/cpu.max": "150000 100000\n",
+                                  "ci/job/cpu.max": "max 100000\n"},
+                       "0::/ci/job\n")  # fmt: skip
+    assert threads.cgroup_cpu_quota(root, proc) == 1.5
+    root, proc = _tree(tmp_path, {"cpu.max": "max 100000\n"}, "0::/\n")
+    assert threads.cgroup_cpu_quota(root, proc) is None
+
+
+def test_cgroup_cpu_quota_v1(tmp_path):
+    root, proc = _tree(tmp_path, {"cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "100000\n",
+                                  "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n",
+                                  "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+                                  "cpu,cpuacct/cpu.cfs_period_us": "100000\n"},
+                       "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n")  # fmt: skip
+    assert threads.cgroup_cpu_quota(root, proc) == 1.0
+    root, proc = _tree(tmp_path, {}, "4:cpu,cpuacct:/\n")
+    assert threads.cgroup_cpu_quota(root, proc) is None
+    assert threads.cgroup_cpu_quota(root, str(tmp_path / "missing")) is None
+
+
+def test_core_budget_keeps_within_the_cpu_quota(monkeypatch):
+    monkeypatch.delenv("RILL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(threads, "cgroup_cpu_quota", lambda: 1.5)
+    assert threads.core_budget() == 2
+    monkeypatch.setattr(threads, "cgroup_cpu_quota", lambda: 0.5)
+    assert threads.core_budget() == 1
+    monkeypatch.setattr(threads, "cgroup_cpu_quota", lambda: None)
+    assert threads.core_budget() == 4
+
+
 # 5 CPUs, a budget of 4: a thread is worth starting while each gets half a core or more.
 @pytest.mark.parametrize(
     "others, want", [(0, 4), (1, 4), (5, 4), (6, 4), (7, 3), (8, 2), (9, 1), (40, 1), (None, 4)]
@@ -124,6 +167,33 @@ def test_matmul_gives_the_same_bits_whatever_the_thread_count(monkeypatch):
         np.testing.assert_allclose(results[0], ref, rtol=1e-4, atol=1e-3)
 
 
+def test_a_transposed_right_operand_is_multiplied_row_major_with_the_same_bits(monkeypatch):
+    # dy · wᵀ (an LSTM's state gradient): the column blocks are computed as wᵀ's row blocks
+    # times dyᵀ, so no piece hands BLAS a transposed large operand.
+    rng = np.random.default_rng(2)
+    monkeypatch.setattr(intra_op, "_THREADS", 4)
+    a = rng.standard_normal((64, 2048)).astype(np.float32)
+    w = rng.standard_normal((512, 2048)).astype(np.float32)
+    assert threads.gemm_pieces(64, 2048, 512)[0] == 1
+    seen, real = [], threads._gemm
+
+    def gemm(x, y, out):
+        seen.append(np.shares_memory(x, w) and x.flags.c_contiguous)  # row blocks of w
+        return real(x, y, out=out)
+
+    results = []
+    with threads.blas_owned():
+        for free in (1, 2, 4):
+            monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+            monkeypatch.setattr(threads, "_gemm", gemm)
+            results.append(threads.matmul(a, w.T))
+    assert seen and all(seen)
+    for r in results[1:]:
+        assert r.flags.c_contiguous and np.array_equal(r, results[0])
+    ref = a.astype(np.float64) @ w.T.astype(np.float64)
+    np.testing.assert_allclose(results[0], ref, rtol=1e-4, atol=1e-3)
+
+
 def test_blas_is_single_threaded_while_a_session_is_open():
     from threadpoolctl import threadpool_limits
 
@@ -140,6 +210,36 @@ def test_blas_is_single_threaded_while_a_session_is_open():
         assert threads.blas_threads() == 1  # s2 still open
         s2.close()
         assert threads.blas_threads() == 2
+
+
+def test_a_step_takes_blas_back_from_code_that_changed_it(monkeypatch):
+    # A threadpoolctl block that ends while a Session is open restores its "original" count
+    # (two threads), under rill's feet; the next step sets BLAS back to one thread, and the
+    # count that code left comes back when the Session closes.
+    from threadpoolctl import threadpool_limits
+
+    if threads.blas_threads() is None:
+        pytest.skip("no controllable BLAS")
+    if threads._blas["users"]:
+        pytest.skip("a Session left open by another test owns BLAS")
+    monkeypatch.setattr(threads, "_blas_checked", [-1.0])
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [2], name="x")
+        y = x * 2.0
+    with threadpool_limits(2, user_api="blas"):
+        block = threadpool_limits(1, user_api="blas")  # entered before the Session opens
+        with Session(graph=g) as sess:
+            assert threads.blas_threads() == 1
+            block.restore_original_limits()  # as the ONNX benchmark's single-threaded block did
+            assert threads.blas_threads() == 2
+            np.testing.assert_array_equal(sess.run(y, {x: np.ones(2, np.float32)}), [2, 2])
+            assert threads.blas_threads() == 1
+            threadpool_limits(3, user_api="blas")  # the latest count other code set
+            threads._blas_checked[0] = -1.0  # (checks are 50 ms apart at least)
+            sess.run(y, {x: np.ones(2, np.float32)})
+            assert threads.blas_threads() == 1
+        assert threads.blas_threads() == 3
 
 
 def _parallel_matmuls(k=4, m=512, n=512):

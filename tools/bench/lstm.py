@@ -1,8 +1,15 @@
 """One-layer LSTM (512 units, batch 64, 50 steps; forward + backward + SGD): dynamic_rnn vs
-static_rnn in rill and in TensorFlow 1.x graph mode (control flow v1); peak memory of the step."""
+static_rnn in rill and in TensorFlow 1.x graph mode (control flow v1); peak memory of the step;
+the dynamic_rnn step's CPU time on one thread (rill: intra_op = inter_op = 1, TensorFlow the
+same), which a machine shared with other work does not distort as it does wall time.
+
+    python -m tools.bench lstm
+    RILL_BENCH_ONLY=one_thread python -m tools.bench lstm    # only the one-thread CPU rows
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -13,7 +20,7 @@ from tools.bench import Row, run_peer
 
 UNITS, BATCH, STEPS, INPUT = 512, 64, 50, 512
 
-PEER = """
+_PEER = """
 import json, time, statistics, resource, sys
 import numpy as np
 import tensorflow as tf
@@ -23,6 +30,7 @@ tf.compat.v1.enable_resource_variables()
 from tensorflow.python.keras.layers.legacy_rnn import rnn_cell_impl
 U, B, T, I = %(U)d, %(B)d, %(T)d, %(I)d
 mode = sys.argv[1] if len(sys.argv) > 1 else "both"
+ONE = %(one)s
 def build(dynamic):
     g = tf.Graph()
     with g.as_default():
@@ -40,17 +48,26 @@ def build(dynamic):
     return g, x, train, init
 xv = np.random.default_rng(0).standard_normal((T, B, I)).astype(np.float32)
 out = {}
-for dyn in (True, False):
+for dyn in ((True,) if ONE else (True, False)):
     g, x, train, init = build(dyn)
-    sess = tf.compat.v1.Session(graph=g)
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1,
+                                      inter_op_parallelism_threads=1) if ONE else None
+    sess = tf.compat.v1.Session(graph=g, config=config)
     sess.run(init)
     for _ in range(2): sess.run(train, {x: xv})
-    ts = []
+    ts, cs = [], []
     for _ in range(5):
-        t0 = time.perf_counter(); sess.run(train, {x: xv}); ts.append((time.perf_counter() - t0) * 1000)
+        t0, c0 = time.perf_counter(), time.process_time()
+        sess.run(train, {x: xv})
+        ts.append((time.perf_counter() - t0) * 1000)
+        cs.append((time.process_time() - c0) * 1000)
     out["dynamic" if dyn else "static"] = min(ts)
+    out["cpu"] = min(cs)
 print(json.dumps(out))
-""" % {"U": UNITS, "B": BATCH, "T": STEPS, "I": INPUT}
+"""
+PEER_ARGS = {"U": UNITS, "B": BATCH, "T": STEPS, "I": INPUT}
+PEER = _PEER % dict(PEER_ARGS, one=False)
+PEER_ONE = _PEER % dict(PEER_ARGS, one=True)
 
 
 PEER_MEM = """
@@ -101,20 +118,27 @@ def build(dynamic: bool):
     return g, x, train, init
 
 
-def step_ms(dynamic: bool) -> float:
-    from rill.exec import Session
+def step_ms(dynamic: bool, one_thread: bool = False, cpu: bool = False) -> float:
+    """The best of 5 steps' wall time (or CPU time, all threads), ms; one_thread: intra_op =
+    inter_op = 1."""
+    from rill.exec import ConfigProto, Session
 
     g, x, train, init = build(dynamic)
     xv = np.random.default_rng(0).standard_normal((STEPS, BATCH, INPUT)).astype(np.float32)
-    sess = Session(graph=g)
+    config = None
+    if one_thread:
+        config = ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+    sess = Session(graph=g, config=config)
     sess.run(init)
     for _ in range(2):
         sess.run(train, {x: xv})
     ts = []
+    clock = time.process_time if cpu else time.perf_counter
     for _ in range(5):
-        t0 = time.perf_counter()
+        t0 = clock()
         sess.run(train, {x: xv})
-        ts.append((time.perf_counter() - t0) * 1000)
+        ts.append((clock() - t0) * 1000)
+    sess.close()
     return min(ts)
 
 
@@ -141,7 +165,16 @@ def _peer_mb(dynamic: bool):
     return got.get("mb")
 
 
+def _one_thread_row() -> Row:
+    cpu = step_ms(True, one_thread=True, cpu=True)
+    peer = run_peer(PEER_ONE)
+    return Row("LSTM 512x64x50 train step, dynamic_rnn, one thread, CPU", "ms", cpu,
+               {"tensorflow": peer.get("cpu")})  # fmt: skip
+
+
 def run() -> list[Row]:
+    if os.environ.get("RILL_BENCH_ONLY") == "one_thread":
+        return [_one_thread_row()]
     dyn = step_ms(True)
     sta = step_ms(False)
     peer = run_peer(PEER)
@@ -154,5 +187,6 @@ def run() -> list[Row]:
             {"tensorflow": _peer_mb(True)}),
         Row("LSTM train step peak RSS, static_rnn", "MB", peak_mb(False),
             {"tensorflow": _peer_mb(False)}),
+        _one_thread_row(),
     ]  # fmt: skip
     return rows

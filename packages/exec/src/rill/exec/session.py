@@ -40,7 +40,7 @@ from rill.exec.plan.remap import remap
 from rill.exec.proto import config_pb2
 from rill.exec.rendezvous import LocalRendezvous
 from rill.exec.resources import ResourceMgr
-from rill.exec.threads import blas_owned, core_budget, limits
+from rill.exec.threads import blas_check, blas_owned, core_budget, limits
 from rill.exec.transfer import CopyingRendezvous, DeviceCopier, copy_feeds
 from rill.graph import dtypes
 from rill.graph.errors import CancelledError, InvalidArgumentError, OpError
@@ -490,6 +490,7 @@ class Session(SessionBase):
         )
         if copies:
             copy_feeds(feeds, copies, step)
+        blas_check()  # BLAS stays single-threaded whatever other code set (rill.exec.threads)
         # Kernels follow TensorFlow's silent IEEE semantics (inf, nan), not numpy's warnings.
         with np.errstate(all="ignore"), self._limits:
             out = self._execute(plan, feeds, step)

@@ -6,7 +6,12 @@ slowest share, so on a machine whose cores are busy (a shared CI runner, a PS an
 one host, two rill processes side by side) every GEMM-bound step collapses. rill therefore:
 
 - runs BLAS **single-threaded** while any Session is open (`blas_owned()`, through
-  threadpoolctl; the previous setting comes back when the last Session closes);
+  threadpoolctl; the previous setting comes back when the last Session closes). Other code may
+  change it meanwhile (a threadpoolctl block that restores its "original" count on exit, a
+  library setting its own): each step checks (`blas_check()`, at most every 50 ms) and sets it
+  back to one — BLAS threads spinning beside rill's own on a busy machine made a 140 ms
+  inference take 1.3–2.5 s, 0.5–1 s of it CPU. The count found then is what comes back at the
+  end;
 - splits a large product itself (`matmul`) into pieces whose boundaries depend on the shapes
   only, and runs the pieces on its intra-op threads (`intra_op.parallel_for`), which take pieces
   from a shared counter: a thread whose core is busy simply does fewer of them;
@@ -24,11 +29,14 @@ Because a piece is always one single-threaded BLAS call over the same rows, the 
 
 The cores a process may use (`core_budget()`): the `RILL_NUM_THREADS` environment variable when
 set (a local cluster gives each of its processes its share of the host, so that they do not
-oversubscribe it), else the CPUs in the process's affinity mask.
+oversubscribe it), else the CPUs in the process's affinity mask, and no more than its control
+group's CPU quota allows (a container limited to one CPU on a many-core CI runner: threads past
+the quota only get the group throttled).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -37,6 +45,7 @@ import numpy as np
 
 __all__ = [
     "core_budget",
+    "cgroup_cpu_quota",
     "cores_free",
     "cores_idle",
     "intra_op_limit",
@@ -46,6 +55,7 @@ __all__ = [
     "matmul",
     "blas_owned",
     "blas_threads",
+    "blas_check",
 ]
 
 # A product of fewer multiply-adds than this per piece runs as one call: splitting it costs a
@@ -71,9 +81,64 @@ def core_budget() -> int:
             raise ValueError(f"RILL_NUM_THREADS must be a positive integer, got {env!r}")
         return n
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    return cpus if quota is None else max(1, min(cpus, math.ceil(quota)))
+
+
+def cgroup_cpu_quota(root: str = "/sys/fs/cgroup", proc: str = "/proc/self/cgroup") -> float | None:
+    """The CPUs' worth of time this process's control group and its ancestors may use (the
+    smallest quota/period on the way to the root; cgroup v2's cpu.max or v1's
+    cpu.cfs_quota_us), or None where none is set or it cannot be read."""
+    try:
+        with open(proc) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            base, files = root, ("cpu.max",)
+        elif "cpu" in parts[1].split(","):
+            base = next((os.path.join(root, d) for d in (parts[1], "cpu,cpuacct", "cpu")
+                         if os.path.isdir(os.path.join(root, d))), None)  # fmt: skip
+            files = ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+            if base is None:
+                continue
+        else:
+            continue
+        path = parts[2].strip("/")
+        while True:
+            q = _read_quota(os.path.join(base, path), files)
+            if q is not None and (best is None or q < best):
+                best = q
+            if not path:
+                break
+            path = os.path.dirname(path)
+    return best
+
+
+def _read_quota(d: str, files: tuple) -> float | None:
+    try:
+        if len(files) == 1:  # v2: "max 100000" or "<quota> <period>"
+            with open(os.path.join(d, files[0])) as f:
+                quota, period = f.read().split()[:2]
+            if quota == "max":
+                return None
+        else:
+            with open(os.path.join(d, files[0])) as f:
+                quota = f.read().strip()
+            with open(os.path.join(d, files[1])) as f:
+                period = f.read().strip()
+        q, p = int(quota), int(period)
+    except (OSError, ValueError):
+        return None
+    return q / p if q > 0 and p > 0 else None
 
 
 _BUDGET = core_budget()
@@ -193,12 +258,18 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         out = np.empty((m, n), np.result_type(a, b))
     dim = m if axis == 0 else n
     bounds = [dim * i // pieces // 8 * 8 for i in range(pieces)] + [dim]
+    # A column block of a transposed matrix (b = cᵀ, c row-major: a gradient's dy · wᵀ) is
+    # computed as the row block cᵀ's transpose gives, b[:, s]ᵀ · aᵀ, whose large operand BLAS
+    # reads without transposing (a fifth faster at the LSTM's [64, 2048] x [2048, 512]).
+    flip = axis == 1 and b.flags.f_contiguous and not b.flags.c_contiguous
 
     def run(lo, hi):
         for i in range(lo, hi):
             s = slice(bounds[i], bounds[i + 1])
             if axis == 0:
                 _gemm(a[s], b, out=out[s])
+            elif flip:
+                out[:, s] = _gemm(b[:, s].T, a.T, out=None).T
             else:
                 out[:, s] = _gemm(a, b[:, s], out=None)
 
@@ -255,3 +326,26 @@ class blas_owned:
                 if _blas["users"] == 0 and _blas["saved"]:
                     for lc, n in zip(c.lib_controllers, _blas["saved"]):
                         lc.set_num_threads(n)
+
+
+_BLAS_CHECK_S = 0.05
+_blas_checked = [-1.0]
+
+
+def blas_check() -> None:
+    """At a step's start (Session.run): while rill owns BLAS, sets its thread count back to one
+    where other code changed it, keeping that code's count to restore when rill lets go.
+    Checked at most every 50 ms (a check costs about a microsecond)."""
+    now = time.monotonic()
+    if now - _blas_checked[0] < _BLAS_CHECK_S or not _blas["users"]:
+        return
+    _blas_checked[0] = now
+    with _blas_lock:
+        c = _controller()
+        if not (c and c.lib_controllers and _blas["users"] > 0 and _blas["saved"]):
+            return
+        for k, lc in enumerate(c.lib_controllers):
+            n = lc.num_threads
+            if n != 1:
+                _blas["saved"][k] = n
+                lc.set_num_threads(1)

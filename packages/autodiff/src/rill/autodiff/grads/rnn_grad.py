@@ -1,7 +1,7 @@
 """Gradient of rill.graph.ops.rnn_ops: the fused LSTM cell.
 
 As TensorFlow's: LSTMBlockCellGrad gives the gradients of cs_prev, the four gate pre-activations
-(dicfo) and the peepholes; x and h_prev get dicfo · wᵀ, w gets [x, h_prev]ᵀ · dicfo and b the
+(dicfo) and the peepholes; x and h_prev get dicfo · wᵀ (one product each, with their rows of w), w gets [x, h_prev]ᵀ · dicfo and b the
 sum of dicfo over the batch. Only the gradients reaching cs and h flow back (the gates i, f, o,
 ci, co are returned for the gradient's use, as in TensorFlow).
 """
@@ -33,10 +33,14 @@ def _lstm_block_cell_grad(op, *grads):
         num=5,
     )
     xh = reshape_ops.concat([x, h_prev], 1)
-    xh_grad = _op("MatMul", [dicfo, w], {"transpose_a": False, "transpose_b": True})
+    # x and h_prev each get their own product with their rows of w (views, no copy): inside an
+    # RNN's gradient loop only h_prev's is needed at each step, and x's — unused where x is
+    # no variable's function (a placeholder's sequence) — is pruned instead of computed.
+    input_size = array_ops.shape(x)[1:2]
+    w_x = slice_ops.slice(w, [0, 0], reshape_ops.concat([input_size, [-1]], 0))
+    w_h = slice_ops.slice(w, reshape_ops.concat([input_size, [0]], 0), [-1, -1])
+    x_grad = _op("MatMul", [dicfo, w_x], {"transpose_a": False, "transpose_b": True})
+    h_prev_grad = _op("MatMul", [dicfo, w_h], {"transpose_a": False, "transpose_b": True})
     w_grad = _op("MatMul", [xh, dicfo], {"transpose_a": True, "transpose_b": False})
     b_grad = _op("BiasAddGrad", [dicfo])
-    input_size = array_ops.shape(x)[1:2]
-    x_grad = slice_ops.slice(xh_grad, [0, 0], reshape_ops.concat([[-1], input_size], 0))
-    h_prev_grad = slice_ops.slice(xh_grad, reshape_ops.concat([[0], input_size], 0), [-1, -1])
     return x_grad, cs_prev_grad, h_prev_grad, w_grad, wci_grad, wcf_grad, wco_grad, b_grad

@@ -90,7 +90,8 @@ def exp64_rows(x, out, bits):  # pragma: no cover - compiled
 @_jit
 def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peephole,
                  i, cs, f, o, ci, co, h, lo, hi):  # fmt: skip  # pragma: no cover - compiled
-    """The gate nonlinearities and state update of one LSTM step, over rows [lo, hi).
+    """The gate nonlinearities and state update of one LSTM step, over rows [lo, hi); `gates`
+    holds the four gates' products, [4, batch, n].
 
     Row by row in stages over the units, each a loop the compiler vectorizes: the
     pre-activations (storage-type arithmetic), then the exps in float64 (exp64_rows), then the
@@ -103,16 +104,16 @@ def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peeph
     ex2 = np.empty(2 * n, np.float64)
     bits2 = np.empty(2 * n, np.int64)
     for r in range(lo, hi):
-        g = gates[r]
+        gi, gc, gf, go = gates[0, r], gates[1, r], gates[2, r], gates[3, r]
         cp = cs_prev[r]
         for j in range(n):
             c0 = cp[j]
-            pi = g[j] + b[j]
-            pf = g[2 * n + j] + b[2 * n + j] + forget_bias
+            pi = gi[j] + b[j]
+            pf = gf[j] + b[2 * n + j] + forget_bias
             if peephole:
                 pi = pi + c0 * wci[j]
                 pf = pf + c0 * wcf[j]
-            pc = np.float64(g[n + j] + b[n + j])
+            pc = np.float64(gc[j] + b[n + j])
             arg[j] = -np.float64(pi)  # sigmoid: exp(-x)
             arg[n + j] = min(2.0 * abs(pc), 700.0)  # tanh: exp(min(2|x|, 700))
             arg[2 * n + j] = -np.float64(pf)
@@ -120,7 +121,7 @@ def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peeph
         for j in range(n):
             c0 = cp[j]
             ig = np.float32(1.0 / (1.0 + ex[j]))
-            pc = np.float64(g[n + j] + b[n + j])
+            pc = np.float64(gc[j] + b[n + j])
             t = 1.0 - 2.0 / (ex[n + j] + 1.0)
             t = t if pc >= 0 else -t
             t = pc if not abs(pc) >= 1e-4 else t  # small or NaN: x itself
@@ -129,7 +130,7 @@ def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peeph
             c = cig * ig + c0 * fg
             if cell_clip > 0:
                 c = min(max(c, -cell_clip), cell_clip)
-            po = g[3 * n + j] + b[3 * n + j]
+            po = go[j] + b[3 * n + j]
             if peephole:
                 po = po + c * wco[j]
             i[r, j] = ig

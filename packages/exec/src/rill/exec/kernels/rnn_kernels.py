@@ -1,7 +1,7 @@
 """Kernels for rill.graph.ops.rnn_ops: the fused LSTM cell LSTMBlockCell and its gradient.
 
-The forward pass is one GEMM for the four gates ([x, h_prev] · w, split over the intra-op
-threads by rill.exec.threads) and one pass that adds the bias, applies the nonlinearities and
+The forward pass is one GEMM per gate ([x, h_prev] · w's four column blocks, written in place
+and shared by the intra-op threads) and one pass that adds the bias, applies the nonlinearities and
 updates the state; the gradient is one elementwise pass. For float32 the passes are compiled
 (`_lstm_loops`, numba); the numpy path below does the same operations in the same order
 (bit-identical; it runs for float16, without numba and with `RILL_JIT=0`). The sigmoid and tanh
@@ -15,10 +15,9 @@ import importlib
 
 import numpy as np
 
-from rill.exec import threads
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels import jit
-from rill.exec.kernels.intra_op import parallel_for
+from rill.exec.kernels.intra_op import parallel_blocks, parallel_for
 from rill.graph.errors import InvalidArgumentError
 
 _LOG2E = 1.4426950408889634
@@ -85,6 +84,19 @@ def _check(x, cs_prev, h_prev, w, wci, wcf, wco, b, op="LSTMBlockCell"):
     return batch, n
 
 
+def _gate_products(xh: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
+    """[x, h] · w as the four gates' products, [4, batch, n]: one GEMM per gate, each written in
+    place (no copy of a column block) and run on the intra-op threads where the product is large.
+    Each is the same single-threaded BLAS call on whichever thread runs it."""
+    out = np.empty((4, xh.shape[0], n), np.result_type(xh, w))
+
+    def one(k):
+        np.matmul(xh, w[:, k * n : (k + 1) * n], out=out[k])
+
+    parallel_blocks(4, one, xh.shape[0] * xh.shape[1] * 4 * n)
+    return out
+
+
 @register_kernel("LSTMBlockCell", expensive=True)
 def lstm_block_cell(forget_bias, cell_clip, use_peephole, T):
     dt = np.dtype(T.np)
@@ -93,7 +105,7 @@ def lstm_block_cell(forget_bias, cell_clip, use_peephole, T):
     def compute(x, cs_prev, h_prev, w, wci, wcf, wco, b):
         batch, n = _check(x, cs_prev, h_prev, w, wci, wcf, wco, b)
         xh = np.concatenate([x, h_prev], axis=1)
-        gates = threads.matmul(xh, w) if dt == np.float32 else np.matmul(xh, w)
+        gates = _gate_products(xh, w, n)
         outs = [np.empty((batch, n), dt) for _ in range(7)]
         i, cs, f, o, ci, co, h = outs
         loops = _loops() if dt == np.float32 else None
@@ -106,19 +118,19 @@ def lstm_block_cell(forget_bias, cell_clip, use_peephole, T):
             parallel_for(batch, lambda lo, hi: loops.cell_forward(*args, lo, hi), grain=grain)
             return tuple(outs)
         f64 = np.float64
-        pi = gates[:, :n] + b[:n]
-        pf = gates[:, 2 * n : 3 * n] + b[2 * n : 3 * n] + fb
+        pi = gates[0] + b[:n]
+        pf = gates[2] + b[2 * n : 3 * n] + fb
         if use_peephole:
             pi = pi + cs_prev * wci
             pf = pf + cs_prev * wcf
         i[...] = sigmoid64(pi.astype(f64))
-        ci[...] = tanh64((gates[:, n : 2 * n] + b[n : 2 * n]).astype(f64))
+        ci[...] = tanh64((gates[1] + b[n : 2 * n]).astype(f64))
         f[...] = sigmoid64(pf.astype(f64))
         c = ci * i + cs_prev * f
         if clip > 0:
             c = np.minimum(np.maximum(c, -clip), clip)
         cs[...] = c
-        po = gates[:, 3 * n :] + b[3 * n :]
+        po = gates[3] + b[3 * n :]
         if use_peephole:
             po = po + cs * wco
         o[...] = sigmoid64(po.astype(f64))

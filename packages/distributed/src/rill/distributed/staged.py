@@ -32,9 +32,17 @@ from rill.exec.rendezvous import make_key
 
 __all__ = ["Stage", "split"]
 
-# Nodes without inputs that only name a resource or a constant: a later stage gets its own copy
-# instead of a value carried over from an earlier one.
-_COPYABLE = frozenset({"VariableV2", "Variable", "VariableV1", "VarHandleOp", "Const"})
+# Nodes without inputs that only name a resource (creating it the first time, like every step
+# does) or a constant: a later stage gets its own copy instead of a value carried over.
+_COPYABLE = frozenset(
+    {"VariableV2", "Variable", "VariableV1", "VarHandleOp", "Const"}
+    | {f"{q}{v}" for q in ("FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue",
+                           "PriorityQueue") for v in ("", "V2")}  # fmt: skip
+    | {"ConditionalAccumulator", "SparseConditionalAccumulator",
+       "ResourceConditionalAccumulator", "ResourceSparseConditionalAccumulator"}  # fmt: skip
+    | {f"{t}{v}" for t in ("HashTable", "MutableHashTable", "MutableHashTableOfTensors",
+                           "MutableDenseHashTable") for v in ("", "V2")}  # fmt: skip
+)
 _FLOW = frozenset(CONTROL_FLOW_OPS) | {f"Ref{t}" for t in CONTROL_FLOW_OPS}
 RILL_DEVICE_DESC = "rill CPU device"
 

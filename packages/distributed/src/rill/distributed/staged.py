@@ -36,12 +36,27 @@ __all__ = ["Stage", "split"]
 # does) or a constant: a later stage gets its own copy instead of a value carried over.
 _COPYABLE = frozenset(
     {"VariableV2", "Variable", "VariableV1", "VarHandleOp", "Const"}
-    | {f"{q}{v}" for q in ("FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue",
-                           "PriorityQueue") for v in ("", "V2")}  # fmt: skip
-    | {"ConditionalAccumulator", "SparseConditionalAccumulator",
-       "ResourceConditionalAccumulator", "ResourceSparseConditionalAccumulator"}  # fmt: skip
-    | {f"{t}{v}" for t in ("HashTable", "MutableHashTable", "MutableHashTableOfTensors",
-                           "MutableDenseHashTable") for v in ("", "V2")}  # fmt: skip
+    | {
+        f"{q}{v}"
+        for q in ("FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue")
+        for v in ("", "V2")
+    }  # fmt: skip
+    | {
+        "ConditionalAccumulator",
+        "SparseConditionalAccumulator",
+        "ResourceConditionalAccumulator",
+        "ResourceSparseConditionalAccumulator",
+    }  # fmt: skip
+    | {
+        f"{t}{v}"
+        for t in (
+            "HashTable",
+            "MutableHashTable",
+            "MutableHashTableOfTensors",
+            "MutableDenseHashTable",
+        )
+        for v in ("", "V2")
+    }  # fmt: skip
 )
 _FLOW = frozenset(CONTROL_FLOW_OPS) | {f"Ref{t}" for t in CONTROL_FLOW_OPS}
 RILL_DEVICE_DESC = "rill CPU device"

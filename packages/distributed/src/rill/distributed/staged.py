@@ -256,7 +256,6 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
 
         context.add_callback(gone)
     carried: dict = {}  # key -> value one stage made for a later one
-    timeout = master._timeout(deadline)
     try:
         for st in plan.stages:
             if aborted.is_set():
@@ -285,7 +284,7 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                 nt = req.send.add(name=key)
                 nt.tensor.CopyFrom(feed_protos[i])
             request_values(st, req, carried)
-            resp = master._call_inline(st, req, timeout, abort_all)
+            resp = master._call_inline(st, req, master._timeout(deadline), abort_all)
             if resp is None:
                 break
             if not master._collect(st, resp, results, abort_all, step_stats, step_id, deadline):

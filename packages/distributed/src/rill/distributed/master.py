@@ -24,11 +24,15 @@ from rill.distributed.fetched import Relay, as_proto
 from rill.distributed.master_session import MasterSession, _PartialRun, _Plan
 from rill.distributed.plan import device_from_name
 from rill.distributed.proto import master_pb2, worker_pb2
+from rill.distributed.steps import InProcess as _Deadline
+from rill.distributed.steps import device_matches as _device_matches
+from rill.distributed.steps import first_error as _first_error
+from rill.distributed.steps import task_error as _task_error
+from rill.distributed.steps import task_matches as _task_matches
 from rill.distributed.wire import (
     WORKER_SERVICE,
     chunkable,
     error_from_rpc,
-    error_from_status,
     meta_into,
     tensor_into,
 )
@@ -47,19 +51,6 @@ from rill.graph.proto import tensor_pb2
 __all__ = ["Master"]
 
 _SLICE = 0.05
-
-
-class _Deadline:
-    """A fake gRPC context for the in-process worker call: just the time left."""
-
-    def __init__(self, deadline):
-        self.deadline = deadline
-
-    def time_remaining(self):
-        return 1e18 if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def is_active(self):
-        return True
 
 
 class Master:
@@ -602,31 +593,3 @@ class Master:
             if sess.callables.pop(req.handle, None) is None:
                 raise InvalidArgumentError(f"callable handle {req.handle} is not valid")
         return master_pb2.ReleaseCallableResponse()
-
-
-def _task_matches(spec: DeviceSpec, job: str, task: int) -> bool:
-    return (spec.job is None or spec.job == job) and (spec.task is None or spec.task == task)
-
-
-def _device_matches(spec: DeviceSpec, d) -> bool:
-    return (
-        _task_matches(spec, d.job, d.task)
-        and (spec.device_type is None or spec.device_type == d.device_type)
-        and (spec.device_index is None or spec.device_index == d.index)
-    )
-
-
-def _task_error(resp, tp) -> OpError:
-    msg = resp.status_error_message
-    if tp.name not in msg:
-        msg = f"{msg}\n(on {tp.name})"
-    return error_from_status(resp.status_code, msg)
-
-
-def _first_error(errors: list) -> OpError:
-    real = [e for e in errors if not isinstance(e, (CancelledError, AbortedError))]
-    if real:
-        # A task that died is the cause; the others only failed to reach it.
-        unavailable = [e for e in real if isinstance(e, UnavailableError)]
-        return (unavailable or real)[0]
-    return errors[0]

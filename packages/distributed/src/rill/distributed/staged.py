@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from rill.distributed.plan import TaskPart
 from rill.distributed.rendezvous import task_of_device
+from rill.distributed.steps import InProcess, first_error
 from rill.distributed.wire import tensor_into
 from rill.exec.plan.ir import CONTROL_FLOW_OPS
 from rill.exec.rendezvous import make_key
@@ -230,7 +231,6 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
     import secrets
     import threading
 
-    from rill.distributed.master import _Deadline, _first_error
     from rill.distributed.proto import worker_pb2
     from rill.graph.errors import CancelledError
 
@@ -272,7 +272,7 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                 values: dict = {}
                 feeds = [(key, feed_protos[i]) for i, key in st.feeds]
                 feeds.extend((key, carried.pop(key)) for key in st.needs)
-                resp = master.server._worker.RunGraph(req, _Deadline(deadline), values, feeds)
+                resp = master.server._worker.RunGraph(req, InProcess(deadline), values, feeds)
                 if not master._collect(st, resp, results, abort_all, step_stats, step_id):
                     break
                 for i, key in st.fetches:
@@ -302,5 +302,5 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
         with master._lock:
             master._active.pop(step_id, None)
     if errors:
-        raise _first_error(errors)
+        raise first_error(errors)
     return results

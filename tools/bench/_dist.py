@@ -31,6 +31,10 @@ def run_tf(*args: str, timeout: float = 1200, script: str | None = None) -> dict
     if py is None:
         return {}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
+    from rill.distributed import _grpc_env
+
+    if _grpc_env.SET_HERE:
+        env.pop("GRPC_EXPERIMENTS", None)  # TensorFlow runs with grpc's defaults
     try:
         path = PEER_SCRIPT if script is None else PEER_SCRIPT.with_name(script)
         proc = subprocess.run([py, str(path), *args], capture_output=True, text=True,

@@ -10,6 +10,7 @@
 42.0
 """
 
+from rill.distributed import _grpc_env  # noqa: F401 - first: before grpc starts
 from rill.distributed.client import GrpcSession
 from rill.distributed.cluster import (
     ClusterConfigError,

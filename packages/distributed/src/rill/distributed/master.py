@@ -19,15 +19,20 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import grpc
 import numpy as np
 
+from rill.distributed import staged
 from rill.distributed.fetched import Relay, as_proto
 from rill.distributed.master_session import MasterSession, _PartialRun, _Plan
 from rill.distributed.plan import device_from_name
 from rill.distributed.proto import master_pb2, worker_pb2
+from rill.distributed.steps import InProcess as _Deadline
+from rill.distributed.steps import device_matches as _device_matches
+from rill.distributed.steps import first_error as _first_error
+from rill.distributed.steps import task_error as _task_error
+from rill.distributed.steps import task_matches as _task_matches
 from rill.distributed.wire import (
     WORKER_SERVICE,
     chunkable,
     error_from_rpc,
-    error_from_status,
     meta_into,
     tensor_into,
 )
@@ -46,19 +51,6 @@ from rill.graph.proto import tensor_pb2
 __all__ = ["Master"]
 
 _SLICE = 0.05
-
-
-class _Deadline:
-    """A fake gRPC context for the in-process worker call: just the time left."""
-
-    def __init__(self, deadline):
-        self.deadline = deadline
-
-    def time_remaining(self):
-        return 1e18 if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def is_active(self):
-        return True
 
 
 class Master:
@@ -162,6 +154,9 @@ class Master:
         for tp in plan.parts:
             local = (tp.job, tp.task) == self.local
             tp.address = "" if local else sess.cluster.task_address(tp.job, tp.task)
+        for tp in plan.stages or plan.parts:
+            local = (tp.job, tp.task) == self.local
+            tp.address = "" if local else sess.cluster.task_address(tp.job, tp.task)
             req = worker_pb2.RegisterGraphRequest(session_handle=sess.handle,
                                                   create_worker_session_called=True)  # fmt: skip
             req.graph_def.CopyFrom(tp.graph_def)
@@ -202,6 +197,8 @@ class Master:
 
     def run_plan(self, sess: MasterSession, plan: _Plan, feed_protos: list, deadline,
                  step_stats=None, context=None) -> list:  # fmt: skip
+        if plan.stages is not None:
+            return staged.run(self, sess, plan, feed_protos, deadline, step_stats, context)
         step_id = secrets.randbits(63) or 1
         results = [None] * len(plan.fetches)
         errors: list = []
@@ -218,6 +215,11 @@ class Master:
             self._cleanup(plan, step_id)
 
         timeout = self._timeout(deadline)
+        # Without a partition of its own, the master makes one task's call on this thread (the
+        # others on pool threads): a step on one task then costs no thread hand-off here.
+        inline = None
+        if not any(tp.address == "" for tp in plan.parts):
+            inline = plan.parts[-1]
         for tp in plan.parts:
             req = worker_pb2.RunGraphRequest(session_handle=sess.handle, graph_handle=tp.handle,
                                              step_id=step_id, store_errors_in_response_body=True,
@@ -233,6 +235,9 @@ class Master:
                 nt = req.send.add(name=key)
                 nt.tensor.CopyFrom(feed_protos[i])
             req.rill_chunks_ok = True
+            if tp is inline:
+                inline_req = req
+                continue
             fut = self._call(tp.address, "RunGraph", req, worker_pb2.RunGraphResponse, timeout)
             calls.append((tp, fut))
             fut.add_done_callback(lambda f, tp=tp: self._on_done(f, tp, abort_all))
@@ -255,6 +260,10 @@ class Master:
                 if self._collect(local_tp, resp, results, abort_all, step_stats, step_id):
                     for i, key in local_tp.fetches:
                         results[i] = values.get(key)
+            if inline is not None:
+                resp = self._call_inline(inline, inline_req, timeout, abort_all)
+                if resp is not None:
+                    self._collect(inline, resp, results, abort_all, step_stats, step_id, deadline)
             for tp, fut in calls:
                 try:
                     resp = self._wait(fut, tp.name, tp.address)
@@ -269,6 +278,25 @@ class Master:
         if errors:
             raise _first_error(errors)
         return results
+
+    def _call_inline(self, tp, req, timeout, abort_all):
+        """RunGraph on `tp` made by this thread: its response, or None after abort_all(error).
+        A stop() ends it by closing the channels; a failed or cancelled step, by its tasks
+        aborting it (CleanupGraph)."""
+        fn = self.server._channels.unary(tp.address, WORKER_SERVICE, "RunGraph",
+                                         worker_pb2.RunGraphResponse)  # fmt: skip
+        try:
+            resp = fn(req, timeout=timeout)
+        except grpc.RpcError as e:
+            if self._stopping:
+                abort_all(CancelledError("the server was stopped"))
+            else:
+                abort_all(error_from_rpc(e, tp.name, tp.address))
+            return None
+        if resp.status_code:
+            abort_all(_task_error(resp, tp))
+            return None
+        return resp
 
     def _on_done(self, fut, tp, abort_all) -> None:
         if fut.cancelled():
@@ -565,31 +593,3 @@ class Master:
             if sess.callables.pop(req.handle, None) is None:
                 raise InvalidArgumentError(f"callable handle {req.handle} is not valid")
         return master_pb2.ReleaseCallableResponse()
-
-
-def _task_matches(spec: DeviceSpec, job: str, task: int) -> bool:
-    return (spec.job is None or spec.job == job) and (spec.task is None or spec.task == task)
-
-
-def _device_matches(spec: DeviceSpec, d) -> bool:
-    return (
-        _task_matches(spec, d.job, d.task)
-        and (spec.device_type is None or spec.device_type == d.device_type)
-        and (spec.device_index is None or spec.device_index == d.index)
-    )
-
-
-def _task_error(resp, tp) -> OpError:
-    msg = resp.status_error_message
-    if tp.name not in msg:
-        msg = f"{msg}\n(on {tp.name})"
-    return error_from_status(resp.status_code, msg)
-
-
-def _first_error(errors: list) -> OpError:
-    real = [e for e in errors if not isinstance(e, (CancelledError, AbortedError))]
-    if real:
-        # A task that died is the cause; the others only failed to reach it.
-        unavailable = [e for e in real if isinstance(e, UnavailableError)]
-        return (unavailable or real)[0]
-    return errors[0]

@@ -7,6 +7,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from rill.distributed.plan import build_plan
+from rill.distributed.staged import split
 from rill.graph import Graph
 from rill.graph.errors import AbortedError, InvalidArgumentError
 from rill.graph.graph_def import _node_spec_from_def, _parse_ref, build_nodes, import_graph_def
@@ -23,6 +24,7 @@ class _Plan:
         self.fetches = fetches
         self.targets = targets
         self.parts = parts  # list[TaskPart]
+        self.stages = None  # list[staged.Stage] when the step runs staged
 
 
 class _PartialRun:
@@ -124,6 +126,7 @@ class MasterSession:
             target_ops = [self._op(n) for n in targets]
             parts = build_plan(self.graph, feed_t, fetch_t, target_ops, self.devices, self.config)
             plan = _Plan(feeds, fetches, targets, list(parts.values()))
+            plan.stages = split(plan.parts, self.master.local, self.device_attrs)
             self.master.register(self, plan, deadline)
             self.plans[key] = plan
         return plan

@@ -105,9 +105,15 @@ class RemoteRendezvous(Rendezvous):
             self._table[key] = (value, is_dead)
             self._cv.notify_all()
 
+    def delivered(self, key: str) -> bool:
+        """Whether a value for `key` is in this task's table already (a remote sender's value
+        that a staged step's caller delivered with the request)."""
+        with self._cv:
+            return key in self._table
+
     def recv(self, key: str, step=None) -> tuple[object, bool]:
         src = key.split(";", 1)[0]
-        if task_of_device(src) == self._local:
+        if task_of_device(src) == self._local or key in self._table:
             deadline = step.deadline if step is not None else None
             return self.take(key, deadline, step.check_cancelled if step is not None else None)
         return self._pull(src, key, step)

@@ -267,8 +267,12 @@ class Worker:
                 rv.send(nt.name, tensor_from_proto(nt.tensor), False)
             for key, p in feeds:
                 rv.send(key, tensor_from_proto(p), False)
-            if g.remote_keys:
-                rv.prefetch(g.remote_keys, deadline)
+            remote = g.remote_keys
+            if remote and (req.send or feeds):
+                # A staged step's caller sent what this stage takes from its own task.
+                remote = [k for k in remote if not rv.delivered(k)]
+            if remote:
+                rv.prefetch(remote, deadline)
             tracing = req.exec_opts.record_timeline or req.exec_opts.record_costs
             step = StepState(req.step_id, deadline, rv, tracing)
             with rv._cv:
@@ -305,8 +309,9 @@ class Worker:
             running[0] = False
             with rv._cv:
                 rv.running -= 1
-            # A failed step stays (aborted) until CleanupGraph, so late pulls fail fast.
-            if ok and rv.idle():
+            # A failed step stays (aborted) until CleanupGraph, so late pulls fail fast; a
+            # staged step stays until its last stage here (is_partial, is_last_partial_run).
+            if ok and (not req.is_partial or req.is_last_partial_run) and rv.idle():
                 self._forget(req.step_id)
 
     def RecvTensor(self, req, context):

@@ -1,0 +1,265 @@
+"""Staged steps (rill.distributed.staged), in process (each task its own gRPC server on loopback):
+a step on the master's task and one other rill task runs as a chain of RunGraph calls whose
+requests and responses carry every value that crosses — no pulls — and gives what the concurrent
+form gives; what cannot be cut runs as before."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rill.graph as rg
+import rill.train as rt
+from rill.distributed import Server, staged
+from rill.distributed.worker import Worker
+from rill.exec import Session
+from rill.exec.proto import config_pb2
+from rill.graph import errors
+
+from ._core_tasks import free_ports
+
+PS, WORKER = "/job:ps/task:0", "/job:worker/task:0"
+
+
+@pytest.fixture
+def pulls(monkeypatch):
+    """Counts the pulls (RecvTensor, RecvTensors) every task of the test serves."""
+    seen = []
+    one, many = Worker.RecvTensor, Worker.RecvTensors
+
+    def recv_tensor(self, req, context):
+        seen.append(req.rendezvous_key)
+        return one(self, req, context)
+
+    def recv_tensors(self, req, context):
+        seen.extend(req.rendezvous_key)
+        yield from many(self, req, context)
+
+    monkeypatch.setattr(Worker, "RecvTensor", recv_tensor)
+    monkeypatch.setattr(Worker, "RecvTensors", recv_tensors)
+    return seen
+
+
+def _tasks(n_workers: int = 1):
+    ports = free_ports(1 + n_workers)
+    spec = {"ps": [f"localhost:{ports[0]}"], "worker": [f"localhost:{p}" for p in ports[1:]]}
+    return [Server(spec, "ps", 0)] + [Server(spec, "worker", i) for i in range(n_workers)]
+
+
+def _plans(server):
+    return [p for s in server._master.sessions.values() for p in s.plans.values()]
+
+
+def _mlp(device_fn=None):
+    """A small MLP: variables (and Adagrad's slots) on the PS, the rest on the worker."""
+    g = rg.Graph()
+    with g.as_default(), g.device(device_fn or _ps_or_worker):
+        g.seed = 7
+        x = rg.placeholder(rg.float32, [None, 6], name="x")
+        y = rg.placeholder(rg.float32, [None, 3], name="y")
+        w1 = rg.Variable(rg.random_uniform([6, 5], -0.5, 0.5), name="w1")
+        b1 = rg.Variable(rg.zeros([5]), name="b1")
+        w2 = rg.Variable(rg.random_uniform([5, 3], -0.5, 0.5), name="w2")
+        h = rg.relu(rg.matmul(x, w1) + b1)
+        loss = rg.reduce_mean(
+            rg.softmax_cross_entropy_with_logits(labels=y, logits=rg.matmul(h, w2))
+        )
+        train = rt.AdagradOptimizer(0.1).minimize(loss)
+        init = rg.global_variables_initializer()
+    return g, x, y, loss, train, init, [w1, b1, w2]
+
+
+def _ps_or_worker(op):
+    return PS if op.type in ("VariableV2", "VarHandleOp") else WORKER
+
+
+def _batch():
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal((8, 6)).astype(np.float32)
+    yv = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 8)]
+    return xv, yv
+
+
+def test_a_training_step_runs_staged_without_pulls_and_equals_a_local_session(pulls):
+    xv, yv = _batch()
+    g, x, y, loss, train, init, vs = _mlp()
+    with Session(graph=g, config=config_pb2.ConfigProto(allow_soft_placement=True)) as local:
+        local.run(init)
+        for _ in range(3):
+            local.run(train, {x: xv, y: yv})
+        want = local.run(vs + [loss], {x: xv, y: yv})
+    ps, worker = _tasks()
+    with ps, worker:
+        with Session(worker.target, graph=g) as sess:
+            sess.run(init)
+            del pulls[:]
+            for _ in range(3):
+                sess.run(train, {x: xv, y: yv})
+            got = sess.run(vs + [loss], {x: xv, y: yv})
+            plan = next(p for p in _plans(worker) if p.targets == (train.name,))
+            # A: the PS reads, M1: the worker computes, B: the PS applies, M2: the train op's
+            # wait for B.
+            assert [(st.job, st.local) for st in plan.stages] == [
+                ("ps", False), ("worker", True), ("ps", False), ("worker", True)]  # fmt: skip
+            assert all(st.needs or st.makes for st in plan.stages)
+    assert pulls == []  # every value crossed in a request or a response
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    assert not ps._worker._steps and not worker._worker._steps  # no step left behind
+
+
+def test_feeds_and_fetches_on_both_tasks_of_a_staged_step():
+    g = rg.Graph()
+    with g.as_default():
+        with g.device(PS):
+            v = rg.Variable(rg.constant([1.0, 2.0]), name="v")
+            scale = rg.placeholder(rg.float32, [], name="scale")
+            read = v * scale  # stage A: the PS's feed
+        with g.device(WORKER):
+            shift = rg.placeholder(rg.float32, [2], name="shift")
+            delta = read + shift  # stage M1
+        with g.device(PS):
+            updated = rg.assign_add(v, delta)  # stage B
+            after = rg.identity(updated) * 10.0
+        with g.device(WORKER):
+            last = after + 1.0  # stage M2
+        init = rg.global_variables_initializer()
+    ps, worker = _tasks()
+    with ps, worker, Session(worker.target, graph=g) as sess:
+        sess.run(init)
+        got = sess.run([read, delta, after, last], {scale: 3.0, shift: [0.5, 0.25]})
+        plan = next(p for p in _plans(worker) if p.fetches and p.stages)
+        assert len(plan.stages) == 4
+        np.testing.assert_allclose(got[0], [3.0, 6.0])
+        np.testing.assert_allclose(got[1], [3.5, 6.25])
+        np.testing.assert_allclose(got[2], [45.0, 82.5])
+        np.testing.assert_allclose(got[3], [46.0, 83.5])
+        np.testing.assert_allclose(sess.run(v), [4.5, 8.25])
+
+
+def test_what_cannot_be_cut_runs_unstaged():
+    g = rg.Graph()
+    with g.as_default():
+        with g.device(PS):
+            p = rg.placeholder(rg.bool_, [], name="p")
+            a = rg.Variable(rg.constant(2.0), name="a")
+        with g.device(WORKER):
+            # A cond whose branches live on different tasks: dead values cross.
+            out = rg.cond(p, lambda: a * 3.0, lambda: a + 1.0)
+            plain = a * 5.0
+    ps, worker = _tasks()
+    with ps, worker, Session(worker.target, graph=g) as sess:
+        sess.run(a.initializer)
+        assert float(sess.run(out, {p: True})) == 6.0
+        assert float(sess.run(out, {p: False})) == 3.0
+        assert float(sess.run(plain)) == 10.0
+        by_fetch = {pl.fetches: pl for pl in _plans(worker)}
+        assert by_fetch[(out.name,)].stages is None  # control flow
+        assert by_fetch[(plain.name,)].stages is not None
+
+
+def test_a_task_that_is_not_rill_s_is_never_staged(monkeypatch):
+    # A TensorFlow worker pulls the values its partition needs: it is called as before.
+    real = Worker.device_attributes
+
+    def tensorflow_like(self, devices=None):
+        out = real(self, devices)
+        if self.job == "ps":
+            for da in out:
+                da.physical_device_desc = "device: 0, name: CPU"
+        return out
+
+    monkeypatch.setattr(Worker, "device_attributes", tensorflow_like)
+    xv, yv = _batch()
+    g, x, y, loss, train, init, _ = _mlp()
+    ps, worker = _tasks()
+    with ps, worker, Session(worker.target, graph=g) as sess:
+        sess.run(init)
+        before = float(sess.run(loss, {x: xv, y: yv}))
+        for _ in range(5):
+            sess.run(train, {x: xv, y: yv})
+        assert float(sess.run(loss, {x: xv, y: yv})) < before
+        assert all(pl.stages is None for pl in _plans(worker))
+
+
+def test_a_third_task_in_the_step_is_never_staged():
+    g = rg.Graph()
+    with g.as_default():
+        with g.device(PS):
+            a = rg.Variable(rg.constant(2.0), name="a")
+        with g.device("/job:worker/task:1"):
+            b = a * 3.0
+        with g.device(WORKER):
+            c = b + a
+    ps, w0, w1 = _tasks(2)
+    with ps, w0, w1, Session(w0.target, graph=g) as sess:
+        sess.run(a.initializer)
+        assert float(sess.run(c)) == 8.0
+        assert all(pl.stages is None for pl in _plans(w0))
+
+
+def test_an_error_in_a_stage_reaches_the_client_and_the_tasks_keep_serving():
+    g = rg.Graph()
+    with g.as_default():
+        with g.device(PS):
+            v = rg.Variable(rg.constant(1.0), name="v")
+        with g.device(WORKER):
+            x = rg.placeholder(rg.float32, [], name="x")
+            d = rg.identity(v) * x
+        with g.device(PS):
+            bad = rg.assign_add(v, rg.check_numerics(d * 1.0, "the update is not finite"))
+        with g.device(WORKER):
+            done = bad + 0.0
+        init = rg.global_variables_initializer()
+    ps, worker = _tasks()
+    with ps, worker, Session(worker.target, graph=g) as sess:
+        sess.run(init)
+        with pytest.raises(errors.InvalidArgumentError, match="not finite"):
+            sess.run(done, {x: np.float32(np.inf)})
+        assert float(sess.run(done, {x: 1.0})) != 0.0  # the next step runs
+        assert not ps._worker._steps and not worker._worker._steps
+
+
+def test_a_blocked_stage_ends_at_the_step_deadline():
+    g = rg.Graph()
+    with g.as_default():
+        with g.device(PS):
+            q = rg.FIFOQueue(2, [rg.float32], shapes=[[]], name="q")
+            v = rg.Variable(rg.constant(1.0), name="v")
+        with g.device(WORKER):
+            x = rg.identity(v) + 1.0
+        with g.device(PS):
+            with g.control_dependencies([rg.assign(v, x)]):
+                taken = q.dequeue()  # nothing is ever enqueued: stage B waits
+        with g.device(WORKER):
+            out = taken * 2.0
+        init = rg.global_variables_initializer()
+    ps, worker = _tasks()
+    with ps, worker, Session(worker.target, graph=g) as sess:
+        sess.run(init)
+        opts = config_pb2.RunOptions(timeout_in_ms=300)
+        with pytest.raises(errors.DeadlineExceededError):
+            sess.run(out, options=opts)
+        assert next(p for p in _plans(worker) if p.fetches == (out.name,)).stages is not None
+        assert float(sess.run(v)) == 2.0  # the server keeps serving
+
+
+def test_split_declines_a_value_that_would_cross_inside_one_task():
+    g = rg.Graph()
+    with g.as_default():
+        with g.device(PS):
+            v = rg.Variable(rg.constant(3.0), name="v")
+            early = rg.identity(v) * 2.0  # computed before the worker's value arrives...
+        with g.device(WORKER):
+            w = rg.identity(v) + 1.0
+        with g.device(PS):
+            both = early + w  # ...and used after it: it would have to cross from A to B
+        with g.device(WORKER):
+            out = both * 1.0
+        init = rg.global_variables_initializer()
+    ps, worker = _tasks()
+    with ps, worker, Session(worker.target, graph=g) as sess:
+        sess.run(init)
+        assert float(sess.run(out)) == 10.0
+        assert next(p for p in _plans(worker) if p.fetches == (out.name,)).stages is None
+    assert staged.split([], ("worker", 0), []) is None

@@ -20,7 +20,8 @@ SMALL = FIXTURES / "models" / "transformer_block_float.tflite"  # all products b
 
 
 def _can_use_two() -> bool:
-    """Whether the BLAS library can be set to two threads here (and back)."""
+    """Whether this thread can set the BLAS library to two threads (and back): there is a
+    BLAS threadpoolctl controls, and no other live thread holds OpenBLAS's controls."""
     if threads.blas_threads() is None:
         return False
     with threads.blas_limit(2):
@@ -28,11 +29,14 @@ def _can_use_two() -> bool:
     return ok
 
 
-needs_blas = pytest.mark.skipif(not _can_use_two(), reason="no BLAS threadpoolctl can set to 2")
+@pytest.fixture
+def needs_blas():
+    if not _can_use_two():
+        pytest.skip("no BLAS whose threads this thread can set to 2")
 
 
 @pytest.fixture
-def idle(monkeypatch):
+def idle(monkeypatch, needs_blas):
     """A machine whose every core is idle: cores_idle() reports `n` (default 4)."""
     state = {"n": 4}
     monkeypatch.setattr(threads, "cores_idle", lambda: state["n"])
@@ -70,7 +74,6 @@ def test_invoke_threads_policy():
     assert 1 <= threads.cores_idle() <= threads._CPUS
 
 
-@needs_blas
 def test_num_threads_bounds_blas_threads_during_invoke(idle):
     before = threads.blas_threads()
     for num_threads, want in ((2, 2), (1, 1), (None, 1), (-1, 1)):
@@ -84,7 +87,6 @@ def test_num_threads_bounds_blas_threads_during_invoke(idle):
     assert seen == [1, 1]
 
 
-@needs_blas
 def test_small_model_runs_single_threaded(idle):
     interp = Interpreter(model_path=str(SMALL), num_threads=2)
     interp.allocate_tensors()
@@ -94,7 +96,6 @@ def test_small_model_runs_single_threaded(idle):
     assert seen == [1, 1]
 
 
-@needs_blas
 def test_signature_runner_is_bounded_too(idle):
     interp = Interpreter(model_path=str(BIG), num_threads=2)
     runner = interp.get_signature_runner()
@@ -114,7 +115,6 @@ def test_signature_runner_is_bounded_too(idle):
     assert seen == [2]
 
 
-@needs_blas
 @pytest.mark.parametrize(
     "name",
     ["cnn_float", "cnn_int8", "models/mobilenet_v2_float", "models/mobilenet_v2_int8",

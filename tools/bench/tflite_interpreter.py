@@ -6,9 +6,9 @@ MFCCs), a transformer encoder block (16 tokens x 32) — float32 and full int8. 
 in-process (ai-edge-litert is a test dependency) with its default kernels (XNNPACK / optimized)
 and with BUILTIN_REF (its reference kernels).
 
-Each model is timed twice: single-threaded (rill's BLAS limited to one thread with
-threadpoolctl, LiteRT with num_threads=1), then multi-threaded (rill's BLAS default, LiteRT with
-num_threads = the CPU count). Single-threaded, each figure is the CPU time of one `invoke()` on a
+Each model is timed twice: single-threaded (num_threads=1 for both), then with two threads
+(num_threads=2 for both; rill bounds its BLAS threads to it during invoke, and uses fewer where
+more would not pay: one for a small model or when the cores are busy). Single-threaded, each figure is the CPU time of one `invoke()` on a
 set input (time.process_time over batches of invokes, the fastest of 5 batches): on a machine
 shared with other jobs it measures the code, not the scheduler. Multi-threaded, CPU time would
 add up the threads, so the figure is wall time, the median of timed batches. The note adds the
@@ -20,7 +20,6 @@ when numba is installed (`RILL_JIT=0` measures the numpy-only interpreter).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import statistics
 import time
@@ -45,16 +44,6 @@ MODELS = [
 # LiteRT 2.21's BUILTIN_REF aborts the process preparing this model (an internal check): no
 # reference figure; rill's output is checked against LiteRT's default kernels (1 quantum).
 NO_REF = {"models/mobilenet_v2_int8"}
-
-
-def _threads(single: bool):
-    if not single:
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # without it the "single-threaded" rill figure would be a lie
-        raise RuntimeError("threadpoolctl is needed to run rill single-threaded") from None
-    return threadpool_limits(1)
 
 
 def _batches_ms(fn, min_time: float = 1.0, repeats: int = 5) -> list[float]:
@@ -143,11 +132,10 @@ def run() -> list[Row]:
         x = np.load(FIXTURES / f"{name}.npz")["input_0"][:1]
         checked = False
         for single in (True, False):
-            threads = 1 if single else (os.cpu_count() or 1)
+            threads = 1 if single else 2
             best = {}
-            with _threads(single):
-                rill = Interpreter(model_path=str(path))
-                rill_ms = _invoke_ms(rill, x, best, "rill", single)
+            rill = Interpreter(model_path=str(path), num_threads=threads)
+            rill_ms = _invoke_ms(rill, x, best, "rill", single)
             peers = {"litert": None, "litert_ref": None}
             if LiteRT is not None:
                 dflt = LiteRT(model_path=str(path), num_threads=threads)
@@ -170,7 +158,9 @@ def run() -> list[Row]:
                     checked = True
             mode = "1 thread, CPU time" if single else f"{threads} threads, wall time"
             bests = ", ".join(f"{k} {v:.3f}" for k, v in best.items())
+            used = rill.blas_limit(rill._main).n  # the BLAS threads rill's invoke uses now
             rows.append(Row(f"TFLite {label}, batch 1 invoke, {mode}", "ms", rill_ms, peers,
                             note=f"fastest invoke and wall medians (ms): {bests}; load average "
-                                 f"{os.getloadavg()[0]:.1f}; rill arena {rill.arena_size} bytes"))  # fmt: skip
+                                 f"{os.getloadavg()[0]:.1f}; rill's BLAS threads {used}; rill arena "
+                                 f"{rill.arena_size} bytes"))  # fmt: skip
     return rows

@@ -31,6 +31,7 @@ from rill.mobile.errors import UnsupportedOperatorError
 from rill.mobile.kernels.base import KERNELS, lookup
 from rill.mobile.schema import ModelDef, TensorDef, load_model
 from rill.mobile.subgraph import Subgraph as _Subgraph
+from rill.mobile.threads import blas_limit, invoke_threads
 from rill.mobile.validate import check_structure
 
 __all__ = ["Interpreter", "OpResolverType", "SignatureRunner", "find_unsupported"]
@@ -89,7 +90,11 @@ class Interpreter:
         model_path: path of a .tflite file.
         model_content: the model's bytes (instead of model_path).
         experimental_delegates: must be empty (there are no delegates).
-        num_threads: accepted and ignored (numpy decides).
+        num_threads: the most threads an invoke may use, as in LiteRT (None or -1: LiteRT's
+            default, one thread; 0 means 1). The products run on numpy's BLAS with its thread
+            count bounded to this during invoke, and lower where it would not pay: one thread
+            for a model whose largest product is small, and no more than the cores idle now
+            (rill.mobile.threads). Results are the same for every value.
         experimental_op_resolver_type: accepted for compatibility; every resolver runs the
             same kernels.
         experimental_preserve_all_tensors: keep every intermediate tensor readable after invoke
@@ -126,6 +131,7 @@ class Interpreter:
         if unsupported:
             raise UnsupportedOperatorError(unsupported, supported_operators())
         self._preserve = bool(experimental_preserve_all_tensors)
+        self._num_threads = num_threads
         self._subgraphs: dict[int, _Subgraph] = {}
         # Resource variables (VAR_HANDLE): (container, shared name) → id, and id → value.
         self.resource_ids: dict[tuple[str, str], int] = {}
@@ -160,9 +166,20 @@ class Interpreter:
         """Runs the main subgraph on the tensors set with set_tensor."""
         self._require_allocated(self._main)
         try:
-            self._main.invoke()
+            with self.blas_limit(self._main):
+                self._main.invoke()
         finally:
             self.cancelled = False
+
+    def blas_limit(self, sg: _Subgraph) -> blas_limit:
+        """The BLAS thread bound of one invoke of `sg` (a with-block)."""
+        work = sg.gemm_work if len(self._model.subgraphs) == 1 else None
+        return blas_limit(invoke_threads(self._num_threads, work))
+
+    @property
+    def num_threads(self) -> int | None:
+        """The num_threads the interpreter was made with (None: LiteRT's default)."""
+        return self._num_threads
 
     def cancel(self) -> None:
         """Stops the invoke (or allocate_tensors) in progress, from another thread: a WHILE loop
@@ -409,5 +426,6 @@ class SignatureRunner:
             sg.allocate()
         for idx, value in values.items():
             self._interp._set(sg, idx, value)
-        sg.invoke()
+        with self._interp.blas_limit(sg):
+            sg.invoke()
         return {n: self._interp._get(sg, i).copy() for n, i in self._outputs.items()}

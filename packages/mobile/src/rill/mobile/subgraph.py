@@ -15,6 +15,7 @@ from rill.mobile.errors import InvokeError, ModelFormatError, PrepareError, Unsu
 from rill.mobile.kernels.base import DynamicShape, Kernel, TensorSpec, lookup
 from rill.mobile.planner import ArenaPlan, Buffer, plan_arena
 from rill.mobile.schema import SubGraphDef
+from rill.mobile.threads import gemm_work
 
 _DOCUMENTED = (PrepareError, InvokeError, ModelFormatError, UnsupportedOperatorError)
 
@@ -55,6 +56,7 @@ class Subgraph:
         self.clobbered: set[int] = set()
         self.aliased: dict[int, int] = {}
         self.run: list = []
+        self.gemm_work: int | None = None  # the largest BLAS product (rill.mobile.threads)
 
     # -- allocate_tensors ------------------------------------------------------------------------
 
@@ -223,6 +225,7 @@ class Subgraph:
             run_kernels.append(kernel)
         self.run = run
         self.run_kernels = run_kernels
+        self.gemm_work = gemm_work(self)
         self.allocated = True
         self.invoked = False
 
@@ -316,6 +319,7 @@ class Subgraph:
         self.clobbered = set()
         self.aliased = {}
         self.run = []
+        self.gemm_work = None  # shapes are known only at invoke
         self.allocated = True
         self.invoked = False
 

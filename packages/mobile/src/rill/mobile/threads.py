@@ -1,0 +1,167 @@
+"""How many BLAS threads an invoke may use: `Interpreter(num_threads=...)`.
+
+In LiteRT, `num_threads` sizes the interpreter's own thread pool (XNNPACK's, ruy's); left at its
+default (None or -1) the CPU kernels run single-threaded. rill's products run on the BLAS library
+numpy links, whose thread pool is process-wide and which, left to itself, splits every large
+product into one share per core and spins waiting for the slowest share: on a machine whose
+cores are busy such a product takes several times its single-threaded time. So during an invoke
+the BLAS threads are bounded by
+
+- `num_threads` (None or -1: one thread, as LiteRT's default runs);
+- the model's work: where its largest product is under GEMM_GRAIN multiply-adds, splitting it
+  costs more than it saves (a thread hand-off per product), so one thread;
+- the cores idle now: the CPUs of the process's affinity mask less the host's other runnable
+  tasks (/proc/loadavg, sampled at most every 50 ms; `os.getloadavg` where that file is
+  missing), at least one.
+
+The count is set through threadpoolctl only when it differs from the library's current one, and
+the previous count comes back after the invoke (a get, 0.3 µs, and when the count differs two
+sets, about 1.5 µs in all; threadpoolctl's `threadpool_limits` context costs tens to hundreds
+of µs, as it re-inspects the loaded libraries). Every product is one BLAS call whatever the count, and
+OpenBLAS's threaded GEMM splits the rows and columns of the result, not the sums, so the results
+are the same bits for any `num_threads` (tests/mobile/test_threads.py checks it on the model
+fixtures, with 1, 2 and 4 threads).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+__all__ = ["GEMM_GRAIN", "blas_threads", "cores_idle", "gemm_work", "invoke_threads", "blas_limit"]
+
+# Multiply-adds of the largest product below which one thread runs the whole invoke: 1 M
+# multiply-adds take about 50 µs on one core, the order of what handing a share to another
+# thread and waiting for it costs.
+GEMM_GRAIN = 1 << 20
+
+
+def _affinity() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_CPUS = _affinity()
+_HOST_CPUS = os.cpu_count() or _CPUS
+_sample = [-1.0, 0]  # [time sampled, other runnable tasks]
+
+
+def _others() -> int:
+    """The host's runnable tasks now less the calling thread (sampled at most every 50 ms)."""
+    now = time.monotonic()
+    if now - _sample[0] >= 0.05:
+        try:
+            with open("/proc/loadavg", "rb") as f:
+                others = int(f.read().split()[3].split(b"/")[0]) - 1
+        except (OSError, ValueError, IndexError):
+            try:
+                others = round(os.getloadavg()[0]) - 1
+            except OSError:
+                others = 0
+        _sample[0], _sample[1] = now, max(0, others)
+    return _sample[1]
+
+
+def cores_idle() -> int:
+    """Of the process's CPUs, those no other runnable task uses now (>= 1)."""
+    return max(1, min(_CPUS, _HOST_CPUS - _others()))
+
+
+def gemm_work(sg) -> int | None:
+    """Multiply-adds of the subgraph's largest BLAS product (after allocate; None where shapes
+    are only known at invoke): CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, TRANSPOSE_CONV."""
+    if getattr(sg, "dynamic", False):
+        return None
+    best = 0
+    for k, op in enumerate(sg.sg.operators):
+        if k in sg.folded_ops or not op.outputs:
+            continue
+        if op.name in ("CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL"):
+            out = sg.shapes[op.outputs[0]]
+            w = sg.shapes[op.inputs[1]]
+            if out is None or w is None or not w:
+                return None
+            if op.name == "CONV_2D":
+                inner = int(np.prod(w[1:]))
+            elif op.name == "FULLY_CONNECTED":
+                inner = int(w[-1])
+            else:
+                a = sg.shapes[op.inputs[0]]
+                inner = int(a[-2] if op.options.get("adj_x") else a[-1])
+            best = max(best, int(np.prod(out, dtype=np.int64)) * inner)
+        elif op.name == "TRANSPOSE_CONV":
+            w, x = sg.shapes[op.inputs[1]], sg.shapes[op.inputs[2]]
+            if w is None or x is None:
+                return None
+            best = max(best, int(np.prod(x, dtype=np.int64)) * int(np.prod(w[:-1])))
+    return best
+
+
+def invoke_threads(num_threads: int | None, work: int | None) -> int:
+    """The BLAS threads for an invoke: num_threads (None or -1: 1), one for a model whose
+    largest product is under GEMM_GRAIN, and no more than the cores idle now."""
+    if num_threads is None or num_threads < 1:
+        return 1
+    if num_threads == 1 or (work is not None and work < GEMM_GRAIN):
+        return 1
+    return max(1, min(num_threads, cores_idle()))
+
+
+# -- the BLAS library's threads ------------------------------------------------------------------
+
+_ctl: list = []  # [the lib controllers] once looked up
+
+
+def _libs() -> list:
+    if not _ctl:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            libs = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+        except Exception:  # noqa: BLE001 - no controllable BLAS: nothing to bound
+            libs = []
+        _ctl.append(libs)
+    return _ctl[0]
+
+
+def blas_threads() -> int | None:
+    """The BLAS library's thread count now (the largest; None where none is controllable)."""
+    libs = _libs()
+    return max(lc.get_num_threads() or 0 for lc in libs) if libs else None
+
+
+class blas_limit:
+    """Bounds the BLAS threads to `n` for a with-block (an invoke), restoring the previous count
+    after it: one get (0.3 µs) where the count is already `n`, a get and two sets (about 1.5 µs)
+    where it is not. The BLAS pool is process-wide: invokes running at once on several Python
+    threads share one count (threadpoolctl lets only one thread set OpenBLAS's)."""
+
+    __slots__ = ("n", "saved")
+
+    def __init__(self, n: int):
+        self.n = n
+        self.saved = None
+
+    def __enter__(self):
+        n = self.n
+        saved = None
+        for i, lc in enumerate(_libs()):
+            cur = lc.get_num_threads()
+            if cur != n:
+                if saved is None:
+                    saved = [None] * len(_ctl[0])
+                saved[i] = cur
+                lc.set_num_threads(n)
+        self.saved = saved
+        return self
+
+    def __exit__(self, *exc):
+        saved, self.saved = self.saved, None
+        if saved is not None:
+            for lc, s in zip(_ctl[0], saved):
+                if s is not None:
+                    lc.set_num_threads(s)

@@ -154,3 +154,24 @@ def test_without_the_compiled_loops_the_gemm_path_runs(small):
         jit.set_enabled(old)
     assert not small
     assert np.array_equal(off, gemm(conv2d, x, w, "SAME"))  # bit-identical to the GEMM path
+
+
+def test_a_node_reuses_its_filter_transform_only_for_an_equal_filter(small, monkeypatch):
+    made = []
+    real = conv_winograd._filter_tiles
+    monkeypatch.setattr(conv_winograd, "_filter_tiles", lambda *a: made.append(1) or real(*a))
+    from rill.exec.kernels.conv_kernels import conv2d as make
+
+    compute = make([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1])  # one node's kernel
+    x = RNG.standard_normal((2, 6, 10, 10)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 6, 5)).astype(np.float32)
+    first = compute(x, w)
+    assert len(made) == 1
+    close(first, gemm(conv2d, x, w, "SAME"), np.float32)
+    again = compute(x, w.copy())  # another array, the same values: the transform is reused
+    assert len(made) == 1 and np.array_equal(again, first)
+    w[0, 0, 0, 0] += 1.0  # changed in place: the node must see it
+    changed = compute(x, w)
+    assert len(made) == 2
+    close(changed, gemm(conv2d, x, w, "SAME"), np.float32)
+    assert not np.array_equal(changed, first)

@@ -34,6 +34,7 @@ def small(monkeypatch):
     monkeypatch.setattr(conv_winograd, "_MIN_WORK", 0)
     monkeypatch.setattr(conv_winograd, "_MIN_CHANNELS", 1)
     monkeypatch.setattr(conv_winograd, "_MIN_TILES_NCHW", 1)
+    monkeypatch.setattr(conv_winograd, "_MIN_TILES_CACHED", 1)
     calls = []
     real = conv_winograd.winograd_forward_nchw
 
@@ -41,9 +42,7 @@ def small(monkeypatch):
         calls.append(args[0].shape)
         return real(*args, **kwargs)
 
-    from rill.exec.kernels import conv_kernels
-
-    monkeypatch.setattr(conv_kernels, "winograd_forward_nchw", watched)
+    monkeypatch.setattr(conv_winograd, "winograd_forward_nchw", watched)
     return calls
 
 
@@ -132,11 +131,9 @@ def test_resnet_sized_convolutions_pass_the_tile_floor():
 
 
 def test_resnet_sized_convolution_matches_without_monkeypatching(monkeypatch):
-    from rill.exec.kernels import conv_kernels
-
     calls = []
     real = conv_winograd.winograd_forward_nchw
-    monkeypatch.setattr(conv_kernels, "winograd_forward_nchw",
+    monkeypatch.setattr(conv_winograd, "winograd_forward_nchw",
                         lambda *a, **k: calls.append(1) or real(*a, **k))  # fmt: skip
     x = RNG.standard_normal((1, 32, 56, 56)).astype(np.float32)
     w = (RNG.standard_normal((3, 3, 32, 32)) * 0.1).astype(np.float32)
@@ -175,3 +172,25 @@ def test_a_node_reuses_its_filter_transform_only_for_an_equal_filter(small, monk
     assert len(made) == 2
     close(changed, gemm(conv2d, x, w, "SAME"), np.float32)
     assert not np.array_equal(changed, first)
+
+
+def test_few_tiles_take_winograd_once_the_filter_comes_again(small, monkeypatch):
+    # Between _MIN_TILES_CACHED and _MIN_TILES_NCHW tiles a node makes a filter's transform on
+    # its first call or when the filter comes a second time in a row; a new filter in between
+    # (training's changing filters) runs the GEMM path.
+    monkeypatch.setattr(conv_winograd, "_MIN_TILES_NCHW", 1 << 30)
+    from rill.exec.kernels.conv_kernels import conv2d as make
+
+    compute = make([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1])
+    x = RNG.standard_normal((2, 6, 10, 10)).astype(np.float32)
+    w1 = RNG.standard_normal((3, 3, 6, 5)).astype(np.float32)
+    w2 = RNG.standard_normal((3, 3, 6, 5)).astype(np.float32)
+    y1 = compute(x, w1)
+    assert len(small) == 1  # the first call
+    y2 = compute(x, w2)
+    assert len(small) == 1  # a new filter: the GEMM path
+    assert np.array_equal(y2, gemm(conv2d, x, w2, "SAME"))
+    y2_again = compute(x, w2)
+    assert len(small) == 2  # the same filter again: Winograd
+    close(y2_again, y2, np.float32)
+    close(y1, gemm(conv2d, x, w1, "SAME"), np.float32)

@@ -55,9 +55,8 @@ from rill.exec.kernels.conv_winograd import (
     winograd_backprop_filter,
     winograd_backprop_input,
     winograd_forward,
-    winograd_forward_nchw,
+    winograd_nchw,
     winograd_tile,
-    winograd_tile_nchw,
 )
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
 from rill.graph.errors import InvalidArgumentError
@@ -152,10 +151,10 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
             xt = x.transpose(0, 3, 1, 2).reshape(n, c, h * wd)
             parallel_blocks(n, lambda i: np.matmul(wt, xt[i], out=per_image[i]), work)
             return out
-        tile = winograd_tile_nchw(win, kh, kw, c, o, n, oh, ow, pads, x.dtype)
-        if tile:  # x is the channels-last view of the channels-first input
-            return winograd_forward_nchw(x.transpose(0, 3, 1, 2), w, oh, ow, pads, tile, out,
-                                         filters)  # fmt: skip
+        if filters is not None and x.dtype == w.dtype:  # x: the channels-first input's view
+            done = winograd_nchw(win, x.transpose(0, 3, 1, 2), w, oh, ow, pads, out, filters)
+            if done is not None:
+                return done
         patches = _Patches(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o))
 
         def one_cf(i):

@@ -30,6 +30,7 @@ from rill.exec.kernels import jit
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
 
 __all__ = ["winograd_tile", "winograd_tile_nchw", "winograd_forward", "winograd_forward_nchw",
+           "winograd_nchw",
            "winograd_backprop_filter", "winograd_backprop_input", "set_enabled"]  # fmt: skip
 
 # The tiles with compiled transforms, (m, r): F(m×m, r×r) (tools/gen_winograd_loops.py writes
@@ -46,8 +47,11 @@ _MIN_CHANNELS = 16
 # input transform, the GEMMs and the output transform.
 _BLOCK_BYTES = 2 << 20
 _MIN_TILES = 32
-# The fewest output tiles (all images) of a channels-first Winograd convolution.
+# The fewest output tiles (all images) of a channels-first Winograd convolution: making the
+# filter's transform, or with it held (winograd_nchw). At 4 tiles of 256 channels (ResNet-18 ½'s
+# last stage at batch 1) the GEMM path was faster even so, at 16 of 128 channels Winograd.
 _MIN_TILES_NCHW = 128
+_MIN_TILES_CACHED = 16
 
 _enabled = [True]
 
@@ -99,13 +103,44 @@ def winograd_tile(win, kh, kw, c, o, n, oh, ow, pads, dtype) -> int:
 
 
 def winograd_tile_nchw(win, kh, kw, c, o, n, oh, ow, pads, dtype) -> int:
-    """winograd_tile for a channels-first forward convolution (winograd_forward_nchw), which
-    also needs _MIN_TILES_NCHW tiles: with fewer, the filter's transform (a*a/r² times the
-    filter's size, made per call) and reading it in the GEMMs cost more than the products saved
-    (ResNet-18 ½ at batch 1: 196 tiles of 32 channels 2.2× faster than the GEMM path, 49 of 64
-    channels 1.4× slower)."""
+    """winograd_tile for a channels-first forward convolution whose filter transform is not
+    held yet, which also needs _MIN_TILES_NCHW tiles: with fewer, making the filter's transform
+    (a*a/r² times the filter's size) costs more than the products saved (ResNet-18 ½ at batch
+    1: 196 tiles of 32 channels 2.2× faster than the GEMM path, 49 of 64 channels 1.4× slower
+    when the transform is made per call, 2.4× faster when it is held)."""
     m = _tile(win, kh, kw, c, o, n, oh, ow, pads, dtype)
     return m if m and n * -(-oh // m) * -(-ow // m) >= _MIN_TILES_NCHW else 0
+
+
+def winograd_nchw(win, x, w, oh, ow, pads, out, cache) -> np.ndarray | None:
+    """The channels-first forward convolution x [n, c, h, w] ⋆ w [r, r, c, o] into out
+    [n, o, oh, ow] by Winograd tiles where it pays (winograd_forward_nchw), else None (the
+    caller's GEMM path runs).
+
+    `cache`, a one-element list kept by the caller (one per convolution node), holds the last
+    filter seen (a copy) and its transform once made. A filter equal to it, element for
+    element, reuses the transform (inference's constant filters; the transform cost up to a
+    fifth of the convolution), and then _MIN_TILES_CACHED tiles suffice. A new filter is
+    transformed at once with _MIN_TILES_NCHW tiles or on the node's first call; with fewer,
+    only when it comes again (so changing filters, as in training, keep the GEMM path there)."""
+    n, c = x.shape[:2]
+    r, _, _, o = w.shape
+    m = _tile(win, r, w.shape[1], c, o, n, oh, ow, pads, x.dtype)
+    tiles = n * -(-oh // m) * -(-ow // m) if m else 0
+    if tiles < _MIN_TILES_CACHED:
+        return None
+    key = (m, x.dtype, w.dtype, w.shape)
+    held = cache[0]  # one read: another thread may replace it
+    same = held is not None and held[2] == key and np.array_equal(held[0], w)
+    if same and held[1] is not None:
+        u = held[1]
+    elif same or held is None or tiles >= _MIN_TILES_NCHW:
+        u = _filter_tiles(w, m, x.dtype)
+        cache[0] = (held[0] if same else w.copy(), u, key)
+    else:
+        cache[0] = (w.copy(), None, key)
+        return None
+    return winograd_forward_nchw(x, w, oh, ow, pads, m, out, u)
 
 
 def _tile(win, kh, kw, c, o, n, oh, ow, pads, dtype) -> int:
@@ -177,28 +212,15 @@ def winograd_forward(x, w, oh, ow, pads, m, epilogue=None) -> np.ndarray:
     return _forward(x, w, oh, ow, pads, m, out, epilogue)
 
 
-def winograd_forward_nchw(x, w, oh, ow, pads, m, out=None, cache=None) -> np.ndarray:
+def winograd_forward_nchw(x, w, oh, ow, pads, m, out=None, u=None) -> np.ndarray:
     """x [n, c, h, w] ⋆ w [r, r, c, o] → [n, o, oh, ow] (into `out` when given), stride 1, the
-    window's top-left at (-pads[0], -pads[1]). The tile loops read and write the channels-first
-    arrays through channels-last views (strided, no transposing copies): a tile row's reads
-    and writes span a few input or output rows per channel, which stay in cache.
-
-    `cache`, a one-element list kept by the caller (one per convolution node), holds the last
-    filter (a copy) with its transform: a filter equal to it, element for element, reuses the
-    transform (for inference's constant filters it cost up to a fifth of the convolution)."""
+    window's top-left at (-pads[0], -pads[1]); u: w's transform when already made. The tile
+    loops read and write the channels-first arrays through channels-last views (strided, no
+    transposing copies): a tile row's reads and writes span a few input or output rows per
+    channel, which stay in cache."""
     x = np.ascontiguousarray(x)
     if out is None:
         out = np.empty((x.shape[0], w.shape[3], oh, ow), x.dtype)
-    u = None
-    if cache is not None:
-        held = cache[0]  # one read: another thread may replace it
-        if held is not None and held[0].dtype == w.dtype and held[0].shape == w.shape:
-            if held[2] == (m, x.dtype) and np.array_equal(held[0], w):
-                u = held[1]
-    if u is None:
-        u = _filter_tiles(w, m, x.dtype)
-        if cache is not None:
-            cache[0] = (w.copy(), u, (m, x.dtype))
     _forward(x.transpose(0, 2, 3, 1), w, oh, ow, pads, m, out.transpose(0, 2, 3, 1), u=u)
     return out
 

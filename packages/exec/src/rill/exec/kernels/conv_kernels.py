@@ -123,8 +123,8 @@ class _Patches:
 def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False, epilogue=None,
                   filters=None):  # fmt: skip
     """x [n, h, w, c] ⋆ w [kh, kw, c, o] → [n, oh, ow, o] (or [n, o, oh, ow]), one group.
-    `filters`: the caller's cache of a channels-first Winograd filter transform (see
-    winograd_forward_nchw).
+    `filters`: the node's cache of a channels-first Winograd filter transform (see
+    conv_winograd.winograd_nchw).
 
     Channels-first output comes straight from per-image products w^T · patches^T, so NCHW
     needs no transposing copy of the output. `epilogue(rows)`, for channels-last output only,

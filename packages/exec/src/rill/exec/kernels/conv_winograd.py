@@ -17,6 +17,10 @@ take only small exact coefficients). Results differ from the GEMM paths by round
 float32, about 1e-5 of the result's scale for 4×4 tiles of a 5×5 filter, 3e-6 for 2×2 tiles). Tiles are processed in blocks fixed by the
 shapes, shared out over the intra-op threads; the filter gradient sums its blocks in fixed
 groups, so the bits never depend on the thread count.
+
+Channels-first forward convolutions (NCHW Conv2D and _FusedConv2D: imported ONNX models) run
+the same tile loops on channels-last views of their arrays (winograd_nchw), each convolution
+node holding its filter's transform while the filter stays the same.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from rill.exec.kernels import jit
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
 
 __all__ = ["winograd_tile", "winograd_tile_nchw", "winograd_forward", "winograd_forward_nchw",
-           "winograd_nchw",
-           "winograd_backprop_filter", "winograd_backprop_input", "set_enabled"]  # fmt: skip
+           "winograd_nchw", "winograd_backprop_filter", "winograd_backprop_input",
+           "set_enabled"]  # fmt: skip
 
 # The tiles with compiled transforms, (m, r): F(m×m, r×r) (tools/gen_winograd_loops.py writes
 # them), and the output tile size used per filter size.

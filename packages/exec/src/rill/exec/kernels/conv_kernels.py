@@ -55,6 +55,7 @@ from rill.exec.kernels.conv_winograd import (
     winograd_backprop_filter,
     winograd_backprop_input,
     winograd_forward,
+    winograd_nchw,
     winograd_tile,
 )
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
@@ -119,8 +120,11 @@ class _Patches:
         return (n0 * self.oh + h0) * self.ow, buf.reshape(m, self.k)
 
 
-def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False, epilogue=None):
+def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False, epilogue=None,
+                  filters=None):  # fmt: skip
     """x [n, h, w, c] ⋆ w [kh, kw, c, o] → [n, oh, ow, o] (or [n, o, oh, ow]), one group.
+    `filters`: the node's cache of a channels-first Winograd filter transform (see
+    conv_winograd.winograd_nchw).
 
     Channels-first output comes straight from per-image products w^T · patches^T, so NCHW
     needs no transposing copy of the output. `epilogue(rows)`, for channels-last output only,
@@ -147,6 +151,10 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
             xt = x.transpose(0, 3, 1, 2).reshape(n, c, h * wd)
             parallel_blocks(n, lambda i: np.matmul(wt, xt[i], out=per_image[i]), work)
             return out
+        if filters is not None and x.dtype == w.dtype:  # x: the channels-first input's view
+            done = winograd_nchw(win, x.transpose(0, 3, 1, 2), w, oh, ow, pads, out, filters)
+            if done is not None:
+                return done
         patches = _Patches(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o))
 
         def one_cf(i):
@@ -321,6 +329,7 @@ def _conv2d(strides, padding, explicit_paddings, data_format, dilations, fused=N
     `fused.blockwise(out_channels, args)` (which checks the args) can be: channels-last output
     computed in its own dtype."""
     win = _Window(strides, dilations, padding, explicit_paddings, data_format)
+    filters = [None] if win.nchw else None  # this node's Winograd filter transform
 
     def compute(x, w, *args):
         if x.ndim != 4 or w.ndim != 4:
@@ -340,7 +349,7 @@ def _conv2d(strides, padding, explicit_paddings, data_format, dilations, fused=N
             # unfused rounding (the product is rounded before the bias is added).
             blockwise = fused is not None and not win.nchw and ct == dt
             epilogue = fused.blockwise(o, args) if blockwise else None
-            out = _conv_forward(xn, w, win, oh, ow, pads, win.nchw, epilogue)
+            out = _conv_forward(xn, w, win, oh, ow, pads, win.nchw, epilogue, filters)
             out = out.astype(dt, copy=False)
             return fused(out, *args) if fused is not None and not blockwise else out
         else:

@@ -17,6 +17,10 @@ take only small exact coefficients). Results differ from the GEMM paths by round
 float32, about 1e-5 of the result's scale for 4×4 tiles of a 5×5 filter, 3e-6 for 2×2 tiles). Tiles are processed in blocks fixed by the
 shapes, shared out over the intra-op threads; the filter gradient sums its blocks in fixed
 groups, so the bits never depend on the thread count.
+
+Channels-first forward convolutions (NCHW Conv2D and _FusedConv2D: imported ONNX models) run
+the same tile loops on channels-last views of their arrays (winograd_nchw), each convolution
+node holding its filter's transform while the filter stays the same.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ import numpy as np
 from rill.exec.kernels import jit
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
 
-__all__ = ["winograd_tile", "winograd_forward", "winograd_backprop_filter",
-           "winograd_backprop_input", "set_enabled"]  # fmt: skip
+__all__ = ["winograd_tile", "winograd_tile_nchw", "winograd_forward", "winograd_forward_nchw",
+           "winograd_nchw", "winograd_backprop_filter", "winograd_backprop_input",
+           "set_enabled"]  # fmt: skip
 
 # The tiles with compiled transforms, (m, r): F(m×m, r×r) (tools/gen_winograd_loops.py writes
 # them), and the output tile size used per filter size.
@@ -46,6 +51,11 @@ _MIN_CHANNELS = 16
 # input transform, the GEMMs and the output transform.
 _BLOCK_BYTES = 2 << 20
 _MIN_TILES = 32
+# The fewest output tiles (all images) of a channels-first Winograd convolution: making the
+# filter's transform, or with it held (winograd_nchw). At 4 tiles of 256 channels (ResNet-18 ½'s
+# last stage at batch 1) the GEMM path was faster even so, at 16 of 128 channels Winograd.
+_MIN_TILES_NCHW = 128
+_MIN_TILES_CACHED = 16
 
 _enabled = [True]
 
@@ -93,7 +103,52 @@ def winograd_tile(win, kh, kw, c, o, n, oh, ow, pads, dtype) -> int:
     an oh × ow output, the window's top-left at -pads), or 0 where the GEMM paths serve it
     (other windows, strides, dilations, dtypes, padding beyond the window; small work;
     RILL_JIT=0)."""
-    if not _enabled[0] or kh != kw or kh not in _TILES or win.nchw:
+    return 0 if win.nchw else _tile(win, kh, kw, c, o, n, oh, ow, pads, dtype)
+
+
+def winograd_tile_nchw(win, kh, kw, c, o, n, oh, ow, pads, dtype) -> int:
+    """winograd_tile for a channels-first forward convolution whose filter transform is not
+    held yet, which also needs _MIN_TILES_NCHW tiles: with fewer, making the filter's transform
+    (a*a/r² times the filter's size) costs more than the products saved (ResNet-18 ½ at batch
+    1: 196 tiles of 32 channels 2.2× faster than the GEMM path, 49 of 64 channels 1.4× slower
+    when the transform is made per call, 2.4× faster when it is held)."""
+    m = _tile(win, kh, kw, c, o, n, oh, ow, pads, dtype)
+    return m if m and n * -(-oh // m) * -(-ow // m) >= _MIN_TILES_NCHW else 0
+
+
+def winograd_nchw(win, x, w, oh, ow, pads, out, cache) -> np.ndarray | None:
+    """The channels-first forward convolution x [n, c, h, w] ⋆ w [r, r, c, o] into out
+    [n, o, oh, ow] by Winograd tiles where it pays (winograd_forward_nchw), else None (the
+    caller's GEMM path runs).
+
+    `cache`, a one-element list kept by the caller (one per convolution node), holds the last
+    filter seen (a copy) and its transform once made. A filter equal to it, element for
+    element, reuses the transform (inference's constant filters; the transform cost up to a
+    fifth of the convolution), and then _MIN_TILES_CACHED tiles suffice. A new filter is
+    transformed at once with _MIN_TILES_NCHW tiles or on the node's first call; with fewer,
+    only when it comes again (so changing filters, as in training, keep the GEMM path there)."""
+    n, c = x.shape[:2]
+    r, _, _, o = w.shape
+    m = _tile(win, r, w.shape[1], c, o, n, oh, ow, pads, x.dtype)
+    tiles = n * -(-oh // m) * -(-ow // m) if m else 0
+    if tiles < _MIN_TILES_CACHED:
+        return None
+    key = (m, x.dtype, w.dtype, w.shape)
+    held = cache[0]  # one read: another thread may replace it
+    same = held is not None and held[2] == key and np.array_equal(held[0], w)
+    if same and held[1] is not None:
+        u = held[1]
+    elif same or held is None or tiles >= _MIN_TILES_NCHW:
+        u = _filter_tiles(w, m, x.dtype)
+        cache[0] = (held[0] if same else w.copy(), u, key)
+    else:
+        cache[0] = (w.copy(), None, key)
+        return None
+    return winograd_forward_nchw(x, w, oh, ow, pads, m, out, u)
+
+
+def _tile(win, kh, kw, c, o, n, oh, ow, pads, dtype) -> int:
+    if not _enabled[0] or kh != kw or kh not in _TILES:
         return 0
     if not all(0 <= p < kh for p in pads):
         return 0
@@ -156,17 +211,43 @@ def _cast(a: np.ndarray, dtype) -> np.ndarray:
 def winograd_forward(x, w, oh, ow, pads, m, epilogue=None) -> np.ndarray:
     """x [n, h, w, c] ⋆ w [r, r, c, o] → [n, oh, ow, o], stride 1, the window's top-left at
     (-pads[0], -pads[1]); epilogue(rows) applied to each block's output rows in place."""
-    loops = _loops()
     x = np.ascontiguousarray(x)
+    out = np.empty((x.shape[0], oh, ow, w.shape[3]), x.dtype)
+    return _forward(x, w, oh, ow, pads, m, out, epilogue)
+
+
+def winograd_forward_nchw(x, w, oh, ow, pads, m, out=None, u=None) -> np.ndarray:
+    """x [n, c, h, w] ⋆ w [r, r, c, o] → [n, o, oh, ow] (into `out` when given), stride 1, the
+    window's top-left at (-pads[0], -pads[1]); u: w's transform when already made. The tile
+    loops read and write the channels-first arrays through channels-last views (strided, no
+    transposing copies): a tile row's reads and writes span a few input or output rows per
+    channel, which stay in cache."""
+    x = np.ascontiguousarray(x)
+    if out is None:
+        out = np.empty((x.shape[0], w.shape[3], oh, ow), x.dtype)
+    _forward(x.transpose(0, 2, 3, 1), w, oh, ow, pads, m, out.transpose(0, 2, 3, 1), u=u)
+    return out
+
+
+def _filter_tiles(w, m, dt) -> np.ndarray:
+    """U [a*a, c, o] = G w G^T for w [r, r, c, o], computed in float64, in dtype dt."""
+    r, _, c, o = w.shape
+    a = m + r - 1
+    g = _matrices(m, r)[1]
+    t = np.matmul(g, w.astype(np.float64).reshape(r, r, c * o))  # [r, a, c*o]: rows i, G·cols
+    return _cast(np.matmul(g, t.reshape(r, a * c * o)).reshape(a * a, c, o), dt)
+
+
+def _forward(x, w, oh, ow, pads, m, out, epilogue=None, u=None) -> np.ndarray:
+    """winograd_forward into out [n, oh, ow, o] (x and out may be strided views; epilogue only
+    for a contiguous out); u: the filter's transform when already made."""
+    loops = _loops()
     n, h, wd, c = x.shape
     r, _, _, o = w.shape
     a = m + r - 1
-    g = _matrices(m, r)[1]
     dt = x.dtype
-    # U [a*a, c, o] = G w G^T, in float64.
-    t = np.matmul(g, w.astype(np.float64).reshape(r, r, c * o))  # [r, a, c*o]: rows i, G·cols
-    u = _cast(np.matmul(g, t.reshape(r, a * c * o)).reshape(a * a, c, o), dt)
-    out = np.empty((n, oh, ow, o), dt)
+    if u is None:
+        u = _filter_tiles(w, m, dt)
     tiles = _Tiles(n, oh, ow, m, a, c + o, dt.itemsize)
 
     def one(i):

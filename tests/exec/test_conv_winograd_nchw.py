@@ -1,0 +1,196 @@
+"""Channels-first Winograd convolutions (conv_winograd.winograd_forward_nchw): NCHW Conv2D and
+the NCHW _FusedConv2D (bias and activation, or bias, residual and Relu) against the GEMM paths
+within rounding (conv_winograd's own tolerance), the tile floor, and RILL_JIT=0 keeping the
+GEMM paths bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rill.exec.kernels  # noqa: F401 - registers every kernel
+import rill.graph as rg
+from rill.exec.kernels import conv_winograd, fused_conv_kernels, jit
+from rill.exec.kernels.conv_common import _Window
+from rill.exec.testing import run_kernel
+
+pytest.importorskip("numba")
+
+RNG = np.random.default_rng(2020)
+
+GEOMETRIES = [
+    # x NCHW, filter HWIO, padding: full and partial tiles, borders on every side
+    ((2, 6, 10, 10), (3, 3, 6, 9), "SAME"),
+    ((2, 7, 9, 15), (3, 3, 7, 4), "VALID"),
+    ((3, 8, 14, 14), (5, 5, 8, 6), "SAME"),
+    ((2, 5, 11, 9), (5, 5, 5, 7), "SAME"),
+]
+
+
+@pytest.fixture
+def small(monkeypatch):
+    """Winograd for small test shapes too (no work, channel or tile floor), and a record of
+    the channels-first Winograd calls."""
+    monkeypatch.setattr(conv_winograd, "_MIN_WORK", 0)
+    monkeypatch.setattr(conv_winograd, "_MIN_CHANNELS", 1)
+    monkeypatch.setattr(conv_winograd, "_MIN_TILES_NCHW", 1)
+    monkeypatch.setattr(conv_winograd, "_MIN_TILES_CACHED", 1)
+    calls = []
+    real = conv_winograd.winograd_forward_nchw
+
+    def watched(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(conv_winograd, "winograd_forward_nchw", watched)
+    return calls
+
+
+def conv2d(x, w, padding):
+    attrs = dict(strides=[1, 1, 1, 1], padding=padding, data_format="NCHW")
+    with rg.Graph().as_default() as g:
+        phs = [rg.placeholder(rg.as_dtype(a.dtype)) for a in (x, w)]
+        op = g.create_op("Conv2D", phs, attrs)
+        return run_kernel(op, x, w)[0]
+
+
+def gemm(fn, *args):
+    """fn(*args) with the Winograd paths off: the GEMM paths, the reference."""
+    old = conv_winograd.set_enabled(False)
+    try:
+        return fn(*args)
+    finally:
+        conv_winograd.set_enabled(old)
+
+
+def close(got, want, dtype):
+    """conv_winograd's tolerance: relative to the result's scale (a wrong transform is off by
+    the result's size)."""
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    assert got.dtype == dtype and got.shape == want.shape
+    scale = max(1.0, float(np.abs(want).max()))
+    assert np.abs(got.astype(np.float64) - want.astype(np.float64)).max() <= tol * scale
+
+
+@pytest.mark.parametrize("geom", GEOMETRIES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nchw_conv2d_takes_winograd_and_matches_the_gemm_path(small, geom, dtype):
+    xs, ws, padding = geom
+    x = RNG.standard_normal(xs).astype(dtype)
+    w = RNG.standard_normal(ws).astype(dtype)
+    want = gemm(conv2d, x.astype(np.float64), w.astype(np.float64), padding)
+    assert not small  # the reference ran the GEMM path
+    got = conv2d(x, w, padding)
+    assert small == [xs]
+    close(got, want, dtype)
+
+
+@pytest.mark.parametrize("act", [None, "Relu", "Relu6", "Swish"])
+def test_fused_nchw_conv_with_bias_and_activation(small, act):
+    x = RNG.standard_normal((2, 16, 12, 10)).astype(np.float32)
+    w = (RNG.standard_normal((3, 3, 16, 24)) * 0.2).astype(np.float32)
+    bias = RNG.standard_normal(24).astype(np.float32)
+    ops = ["BiasAdd"] + ([act] if act else [])
+    conv = fused_conv_kernels.fused_conv2d_nchw([1] * 4, "SAME", [], [1] * 4, ops, 1, 0.2)
+    want = gemm(conv, x, w, bias)
+    assert not small
+    got = conv(x, w, bias)
+    assert small == [x.shape]
+    close(got, want, np.float32)
+    if act in ("Relu", "Relu6"):
+        assert (got >= 0).all() and (got == 0).any()
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_fused_nchw_conv_with_a_residual(small, relu):
+    x = RNG.standard_normal((2, 16, 9, 11)).astype(np.float32)
+    w = (RNG.standard_normal((3, 3, 16, 16)) * 0.2).astype(np.float32)
+    bias = RNG.standard_normal(16).astype(np.float32)
+    side = RNG.standard_normal((2, 16, 9, 11)).astype(np.float32)
+    ops = ["BiasAdd", "Add"] + (["Relu"] if relu else [])
+    conv = fused_conv_kernels.fused_conv2d_nchw([1] * 4, "SAME", [], [1] * 4, ops, 2, 0.2)
+    kept = side.copy()
+    want = gemm(conv, x, w, bias, side)
+    got = conv(x, w, bias, side)
+    assert small == [x.shape]
+    close(got, want, np.float32)
+    np.testing.assert_array_equal(side, kept)  # the side input is read, never written
+
+
+def test_resnet_sized_convolutions_pass_the_tile_floor():
+    # ResNet-18 at half width: its first stage (56×56, 32 channels) at batch 1 makes 196 tiles;
+    # its 7×7 stage makes 4 per image, too few even at batch 8.
+    win = _Window([1, 1, 1, 1], [1, 1, 1, 1], "SAME", [], "NCHW")
+    assert conv_winograd.winograd_tile_nchw(win, 3, 3, 32, 32, 1, 56, 56, (1, 1), np.float32) == 4
+    assert conv_winograd.winograd_tile_nchw(win, 3, 3, 256, 256, 8, 7, 7, (1, 1), "float32") == 0
+    assert conv_winograd.winograd_tile_nchw(win, 3, 3, 32, 32, 1, 56, 56, (1, 1), np.int32) == 0
+    # the channels-last entry keeps refusing channels-first windows
+    assert conv_winograd.winograd_tile(win, 3, 3, 32, 32, 1, 56, 56, (1, 1), np.float32) == 0
+    strided = _Window([1, 1, 2, 2], [1, 1, 1, 1], "SAME", [], "NCHW")
+    assert conv_winograd.winograd_tile_nchw(strided, 3, 3, 32, 32, 1, 28, 28, (0, 0), "f4") == 0
+
+
+def test_resnet_sized_convolution_matches_without_monkeypatching(monkeypatch):
+    calls = []
+    real = conv_winograd.winograd_forward_nchw
+    monkeypatch.setattr(conv_winograd, "winograd_forward_nchw",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))  # fmt: skip
+    x = RNG.standard_normal((1, 32, 56, 56)).astype(np.float32)
+    w = (RNG.standard_normal((3, 3, 32, 32)) * 0.1).astype(np.float32)
+    close(conv2d(x, w, "SAME"), gemm(conv2d, x, w, "SAME"), np.float32)
+    assert calls == [1]
+
+
+def test_without_the_compiled_loops_the_gemm_path_runs(small):
+    x = RNG.standard_normal((2, 6, 10, 10)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 6, 5)).astype(np.float32)
+    old = jit.set_enabled(False)
+    try:
+        off = conv2d(x, w, "SAME")
+    finally:
+        jit.set_enabled(old)
+    assert not small
+    assert np.array_equal(off, gemm(conv2d, x, w, "SAME"))  # bit-identical to the GEMM path
+
+
+def test_a_node_reuses_its_filter_transform_only_for_an_equal_filter(small, monkeypatch):
+    made = []
+    real = conv_winograd._filter_tiles
+    monkeypatch.setattr(conv_winograd, "_filter_tiles", lambda *a: made.append(1) or real(*a))
+    from rill.exec.kernels.conv_kernels import conv2d as make
+
+    compute = make([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1])  # one node's kernel
+    x = RNG.standard_normal((2, 6, 10, 10)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 6, 5)).astype(np.float32)
+    first = compute(x, w)
+    assert len(made) == 1
+    close(first, gemm(conv2d, x, w, "SAME"), np.float32)
+    again = compute(x, w.copy())  # another array, the same values: the transform is reused
+    assert len(made) == 1 and np.array_equal(again, first)
+    w[0, 0, 0, 0] += 1.0  # changed in place: the node must see it
+    changed = compute(x, w)
+    assert len(made) == 2
+    close(changed, gemm(conv2d, x, w, "SAME"), np.float32)
+    assert not np.array_equal(changed, first)
+
+
+def test_few_tiles_take_winograd_once_the_filter_comes_again(small, monkeypatch):
+    # Between _MIN_TILES_CACHED and _MIN_TILES_NCHW tiles a node makes a filter's transform on
+    # its first call or when the filter comes a second time in a row; a new filter in between
+    # (training's changing filters) runs the GEMM path.
+    monkeypatch.setattr(conv_winograd, "_MIN_TILES_NCHW", 1 << 30)
+    from rill.exec.kernels.conv_kernels import conv2d as make
+
+    compute = make([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1])
+    x = RNG.standard_normal((2, 6, 10, 10)).astype(np.float32)
+    w1 = RNG.standard_normal((3, 3, 6, 5)).astype(np.float32)
+    w2 = RNG.standard_normal((3, 3, 6, 5)).astype(np.float32)
+    y1 = compute(x, w1)
+    assert len(small) == 1  # the first call
+    y2 = compute(x, w2)
+    assert len(small) == 1  # a new filter: the GEMM path
+    assert np.array_equal(y2, gemm(conv2d, x, w2, "SAME"))
+    y2_again = compute(x, w2)
+    assert len(small) == 2  # the same filter again: Winograd
+    close(y2_again, y2, np.float32)
+    close(y1, gemm(conv2d, x, w1, "SAME"), np.float32)

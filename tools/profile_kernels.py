@@ -1,6 +1,12 @@
 """Per-kernel wall time inside a real training step (no tracing, so no outputs are retained).
 
 python -m tools.profile_kernels            # the CNN train step of tools/bench/cnn_train.py
+python -m tools.profile_kernels --lstm --cpu [--threads 1]
+                                           # the LSTM dynamic_rnn train step of tools/bench/lstm.py:
+                                           # per op type, per kernel, and the float GEMMs of
+                                           # rill.exec.threads.matmul by shape (the folded
+                                           # weight-gradient GEMM and the gradient loop's products
+                                           # run there, not as timed kernels)
 python -m tools.profile_kernels --onnx .bench/onnx/resnet18_half_b1.onnx [--threads 1] [--cpu]
                                            # inference of an ONNX model (its .npz input beside
                                            # it), per kernel and per op type; --cpu: CPU time
@@ -112,18 +118,87 @@ def main_onnx(path: str, steps: int, threads: int | None) -> None:
         print(f"{total / steps * 1e3:8.2f} ms  {name}")
 
 
+def _print_by_type(steps: int) -> None:
+    by_type: collections.Counter = collections.Counter()
+    count: collections.Counter = collections.Counter()
+    for name, total in STATS.items():
+        by_type[name.split(":")[0]] += total
+        count[name.split(":")[0]] += 1
+    for t, total in by_type.most_common(15):
+        print(f"{total / steps * 1e3:8.2f} ms  {t} (x{count[t]})")
+    print("--")
+    for name, total in STATS.most_common(15):
+        print(f"{total / steps * 1e3:8.2f} ms  {name}")
+
+
+def main_lstm(steps: int, threads: int | None) -> None:
+    """Per-kernel time of the LSTM 512x64x50 dynamic_rnn train step, and its float GEMMs by
+    shape ([m, k] x [k, n], with the operands' layouts: C for row-major, F for a transposed
+    view)."""
+    from rill.exec import threads as rill_threads
+
+    gemms: collections.Counter = collections.Counter()
+    calls: collections.Counter = collections.Counter()
+    orig_matmul = rill_threads.matmul
+
+    def layout(a):
+        return "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "S"
+
+    def timed_matmul(a, b, out=None):
+        clock = CLOCK[0]
+        t0 = clock()
+        r = orig_matmul(a, b, out)
+        key = f"{list(a.shape)}{layout(a)} x {list(b.shape)}{layout(b)}"
+        gemms[key] += clock() - t0
+        calls[key] += 1
+        return r
+
+    # Kernels bind threads.matmul when they are built: patch it before the Session builds any.
+    rill_threads.matmul = timed_matmul
+    common.KernelTable.get = _timed_get
+    from rill.exec import ConfigProto, Session
+    from tools.bench.lstm import BATCH, INPUT, STEPS, build
+
+    g, x, train, init = build(True)
+    xv = np.random.default_rng(0).standard_normal((STEPS, BATCH, INPUT)).astype(np.float32)
+    config = None
+    if threads:
+        config = ConfigProto(intra_op_parallelism_threads=threads,
+                             inter_op_parallelism_threads=threads)  # fmt: skip
+    sess = Session(graph=g, config=config)
+    sess.run(init)
+    for _ in range(2):
+        sess.run(train, {x: xv})
+    STATS.clear()
+    gemms.clear()
+    calls.clear()
+    t0 = CLOCK[0]()
+    for _ in range(steps):
+        sess.run(train, {x: xv})
+    step_ms = (CLOCK[0]() - t0) / steps * 1e3
+    sess.close()
+    print(f"step {step_ms:.2f} ms, kernels {sum(STATS.values()) / steps * 1e3:.2f} ms")
+    _print_by_type(steps)
+    print("-- threads.matmul by shape (per step: calls, ms)")
+    for key, total in gemms.most_common(10):
+        print(f"{total / steps * 1e3:8.2f} ms  x{calls[key] / steps:g}  {key}")
+
+
 if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--onnx", help="profile the inference of this ONNX model instead")
+    ap.add_argument("--lstm", action="store_true", help="profile the LSTM train step instead")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
     a = ap.parse_args()
     if a.cpu:
         CLOCK[0] = time.process_time
-    if a.onnx:
+    if a.lstm:
+        main_lstm(a.steps if a.steps != 5 else 3, a.threads)
+    elif a.onnx:
         main_onnx(a.onnx, a.steps, a.threads)
     else:
         main(a.steps if a.steps != 5 else 10)

@@ -67,7 +67,7 @@ class Stage(TaskPart):
     """One stage: a TaskPart plus the cross-task keys it takes (`needs`) and makes (`makes`),
     and whether another stage of its task follows in the step (`more`)."""
 
-    __slots__ = ("needs", "makes", "more", "local")
+    __slots__ = ("needs", "makes", "more", "local", "group")
 
     def __init__(self, tp: TaskPart, local: bool):
         super().__init__(tp.job, tp.task)
@@ -77,6 +77,7 @@ class Stage(TaskPart):
         self.makes: list[str] = []
         self.more = False
         self.local = local
+        self.group = 0  # stages of one group run together (A: 0, M1: 1, B: 2, M2: 3)
 
 
 def _key(nd) -> str:
@@ -111,9 +112,9 @@ def _closure(nodes: dict, roots: set) -> set:
     return seen
 
 
-def _cross(nodes: dict, me, other):
+def _cross(nodes: dict, peers: set):
     """(recvs, sends) of a partition: {node name: key} of its _Recv / _Send nodes whose other end
-    is task `other`; None when one talks to a third task or within this one."""
+    is one of the tasks `peers`; None when one talks to another task or within this one."""
     recvs, sends = {}, {}
     for name, nd in nodes.items():
         if nd.op in _FLOW:
@@ -121,7 +122,7 @@ def _cross(nodes: dict, me, other):
         if nd.op not in ("_Recv", "_Send") or nd.attr["client_terminated"].b:
             continue
         peer = "send_device" if nd.op == "_Recv" else "recv_device"
-        if task_of_device(nd.attr[peer].s.decode()) != other:
+        if task_of_device(nd.attr[peer].s.decode()) not in peers:
             return None
         (recvs if nd.op == "_Recv" else sends)[name] = _key(nd)
     return recvs, sends
@@ -163,53 +164,69 @@ def split(parts: list, local_task, device_attrs) -> list | None:
     """The stages of a plan's partitions in the order they run, or None (run them as they are).
 
     `parts` are the plan's TaskParts, `local_task` (job, task) the master's own task, and
-    `device_attrs` the session's DeviceAttributes (the other task must be a rill task)."""
-    if len(parts) != 2:
+    `device_attrs` the session's DeviceAttributes (every other task must be a rill task). With
+    several other tasks, each of A and B holds one stage per task (`group` tells which stages
+    run together, their calls in parallel); a value between two other tasks declines."""
+    if len(parts) < 2:
         return None
     mine = [tp for tp in parts if (tp.job, tp.task) == local_task]
     if len(mine) != 1:
         return None
     m = mine[0]
-    r = parts[1] if parts[0] is m else parts[0]
-    rill_devices = [da.name for da in device_attrs if da.name.startswith(r.name + "/")]
-    if not rill_devices or any(
-        da.physical_device_desc != RILL_DEVICE_DESC
-        for da in device_attrs
-        if da.name.startswith(r.name + "/")
-    ):
-        return None
+    others = [tp for tp in parts if tp is not m]
+    for r in others:
+        descs = [da.physical_device_desc for da in device_attrs if da.name.startswith(r.name + "/")]
+        if not descs or any(d != RILL_DEVICE_DESC for d in descs):
+            return None
+    for tp in parts:
+        if {nd.device for nd in tp.graph_def.node} != {tp.graph_def.node[0].device}:
+            return None
     m_nodes = {nd.name: nd for nd in m.graph_def.node}
-    r_nodes = {nd.name: nd for nd in r.graph_def.node}
-    if {nd.device for nd in m.graph_def.node} != {m.graph_def.node[0].device}:
-        return None
-    if {nd.device for nd in r.graph_def.node} != {r.graph_def.node[0].device}:
-        return None
-    mc = _cross(m_nodes, (m.job, m.task), (r.job, r.task))
-    rc = _cross(r_nodes, (r.job, r.task), (m.job, m.task))
-    if mc is None or rc is None:
+    mc = _cross(m_nodes, {(r.job, r.task) for r in others})
+    if mc is None:
         return None
     m_recvs, m_sends = mc
-    r_recvs, r_sends = rc
-    # The other task's part that waits for this task's values (B), and this task's part that
-    # waits for B's values (M2); nothing in M2 may send back to the other task.
-    b = _closure(r_nodes, set(r_recvs))
-    late_keys = {k for n, k in r_sends.items() if n in b}
+    # Each other task's part that waits for this task's values (B), and this task's part that
+    # waits for the B's values (M2); nothing in M2 may send back to another task.
+    late_keys: set = set()
+    early, late = [], []
+    for r in others:
+        r_nodes = {nd.name: nd for nd in r.graph_def.node}
+        rc = _cross(r_nodes, {(m.job, m.task)})
+        if rc is None:
+            return None
+        r_recvs, r_sends = rc
+        b = _closure(r_nodes, set(r_recvs))
+        late_keys.update(k for n, k in r_sends.items() if n in b)
+        rcut = _cut(r, r_nodes, b, False)
+        if rcut is None:
+            return None
+        early.append(rcut[0])
+        late.append(rcut[1])
     m2 = _closure(m_nodes, {n for n, k in m_recvs.items() if k in late_keys})
     if any(n in m2 for n in m_sends):
         return None
-    rcut = _cut(r, r_nodes, b, False)
     mcut = _cut(m, m_nodes, m2, True)
-    if rcut is None or mcut is None:
+    if mcut is None:
         return None
-    stages = [s for s in (rcut[0], mcut[0], rcut[1], mcut[1]) if len(s.graph_def.node)]
+    stages = []
+    for group, members in enumerate((early, [mcut[0]], late, [mcut[1]])):
+        for s in members:
+            # A stage of only resources and constants (the others' copies) does nothing.
+            if any(nd.op not in _COPYABLE or nd.input for nd in s.graph_def.node):
+                s.group = group
+                stages.append(s)
     made: set = set()
-    for s, nodes in ((s, s.graph_def.node) for s in stages):
-        for nd in nodes:
-            if nd.op in ("_Recv", "_Send") and not nd.attr["client_terminated"].b:
-                (s.needs if nd.op == "_Recv" else s.makes).append(_key(nd))
-        if not made.issuperset(s.needs):
-            return None  # a value this stage takes comes from no earlier stage
-        made.update(s.makes)
+    for group in range(4):
+        members = [s for s in stages if s.group == group]
+        for s in members:
+            for nd in s.graph_def.node:
+                if nd.op in ("_Recv", "_Send") and not nd.attr["client_terminated"].b:
+                    (s.needs if nd.op == "_Recv" else s.makes).append(_key(nd))
+            if not made.issuperset(s.needs):
+                return None  # a value this stage takes comes from no earlier group
+        for s in members:
+            made.update(s.makes)
     for i, s in enumerate(stages):
         s.more = any((t.job, t.task) == (s.job, s.task) for t in stages[i + 1 :])
     return stages
@@ -232,7 +249,7 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
     import threading
 
     from rill.distributed.proto import worker_pb2
-    from rill.graph.errors import CancelledError
+    from rill.graph.errors import CancelledError, OpError
 
     step_id = secrets.randbits(63) or 1
     results = [None] * len(plan.fetches)
@@ -256,18 +273,65 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
 
         context.add_callback(gone)
     carried: dict = {}  # key -> value one stage made for a later one
+
+    def request(st):
+        req = worker_pb2.RunGraphRequest(session_handle=sess.handle, graph_handle=st.handle,
+                                         step_id=step_id, store_errors_in_response_body=True,
+                                         create_worker_session_called=True,
+                                         is_partial=True, is_last_partial_run=not st.more)  # fmt: skip
+        req.recv_key.extend(st.makes)
+        req.recv_key.extend(k for _, k in st.fetches)
+        if step_stats is not None:
+            req.exec_opts.record_timeline = True
+        if not st.local:
+            for i, key in st.feeds:
+                nt = req.send.add(name=key)
+                nt.tensor.CopyFrom(feed_protos[i])
+            request_values(st, req, carried)
+        return req
+
+    def received(st, resp) -> bool:
+        if not master._collect(st, resp, results, abort_all, step_stats, step_id, deadline):
+            return False
+        if st.makes:
+            made = set(st.makes)
+            for nt in resp.recv:
+                if nt.name in made:
+                    carried[nt.name] = nt.tensor
+        return True
+
     try:
+        groups: list = []
         for st in plan.stages:
+            if groups and groups[-1][0].group == st.group:
+                groups[-1].append(st)
+            else:
+                groups.append([st])
+        for group in groups:
             if aborted.is_set():
                 break
-            req = worker_pb2.RunGraphRequest(session_handle=sess.handle, graph_handle=st.handle,
-                                             step_id=step_id, store_errors_in_response_body=True,
-                                             create_worker_session_called=True,
-                                             is_partial=True, is_last_partial_run=not st.more)  # fmt: skip
-            req.recv_key.extend(st.makes)
-            req.recv_key.extend(k for _, k in st.fetches)
-            if step_stats is not None:
-                req.exec_opts.record_timeline = True
+            if len(group) > 1:
+                # One stage on each of several other tasks: their calls go out together (on the
+                # master's call threads, each with the step's deadline) and the group ends when
+                # all have returned; a failed one aborts the step, which ends the others.
+                timeout = master._timeout(deadline)
+                calls = []
+                for st in group:
+                    fut = master._call(st.address, "RunGraph", request(st),
+                                       worker_pb2.RunGraphResponse, timeout)  # fmt: skip
+                    fut.add_done_callback(lambda f, st=st: master._on_done(f, st, abort_all))
+                    calls.append((st, fut))
+                for st, fut in calls:
+                    try:
+                        resp = master._wait(fut, st.name, st.address)
+                    except OpError as e:
+                        abort_all(e)
+                        continue
+                    if not aborted.is_set():
+                        received(st, resp)
+                continue
+            st = group[0]
+            req = request(st)
             if st.local:
                 values: dict = {}
                 feeds = [(key, feed_protos[i]) for i, key in st.feeds]
@@ -280,20 +344,9 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                 for key in st.makes:
                     carried[key] = values[key]
                 continue
-            for i, key in st.feeds:
-                nt = req.send.add(name=key)
-                nt.tensor.CopyFrom(feed_protos[i])
-            request_values(st, req, carried)
             resp = master._call_inline(st, req, master._timeout(deadline), abort_all)
-            if resp is None:
+            if resp is None or not received(st, resp):
                 break
-            if not master._collect(st, resp, results, abort_all, step_stats, step_id, deadline):
-                break
-            if st.makes:
-                made = set(st.makes)
-                for nt in resp.recv:
-                    if nt.name in made:
-                        carried[nt.name] = nt.tensor
     except BaseException as e:
         abort_all(e)
         raise

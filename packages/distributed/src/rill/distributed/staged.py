@@ -30,6 +30,8 @@ from rill.distributed.steps import InProcess, first_error
 from rill.distributed.wire import tensor_into
 from rill.exec.plan.ir import CONTROL_FLOW_OPS
 from rill.exec.rendezvous import make_key
+from rill.graph.graph_def import attr_to_proto
+from rill.graph.proto import attr_value_pb2 as attr_pb2
 
 __all__ = ["Stage", "split"]
 
@@ -128,11 +130,36 @@ def _cross(nodes: dict, peers: set):
     return recvs, sends
 
 
+def _carry(early: Stage, late: Stage, src, idx: int, dtype) -> str:
+    """A _Send of output `idx` of `src` in `early` and its _Recv in `late` (same device); the
+    _Recv's name."""
+    dt = attr_to_proto(dtype, "type")
+    attrs = {
+        "tensor_name": attr_pb2.AttrValue(s=f"rill_stage_{src.name}:{idx}".encode()),
+        "send_device": attr_pb2.AttrValue(s=src.device.encode()),
+        "send_device_incarnation": attr_pb2.AttrValue(i=1),
+        "recv_device": attr_pb2.AttrValue(s=src.device.encode()),
+        "client_terminated": attr_pb2.AttrValue(b=False),
+    }
+    send = early.graph_def.node.add(name=f"{src.name}/_rill_stage_send_{idx}", op="_Send",
+                                    device=src.device)  # fmt: skip
+    send.input.append(src.name if idx == 0 else f"{src.name}:{idx}")
+    recv = late.graph_def.node.add(name=f"{src.name}/_rill_stage_recv_{idx}", op="_Recv",
+                                   device=src.device)  # fmt: skip
+    for k, v in attrs.items():
+        send.attr[k].CopyFrom(v)
+        recv.attr[k].CopyFrom(v)
+    send.attr["T"].CopyFrom(dt)
+    recv.attr["tensor_type"].CopyFrom(dt)
+    return recv.name
+
+
 def _cut(tp: TaskPart, nodes: dict, later: set, local: bool):
     """(early, late) Stages of `tp`: the nodes outside `later`, and `later` with copies of the
     copyable nodes it reads from the early side; None when a value would have to cross."""
     early, late = Stage(tp, local), Stage(tp, local)
-    copied = set()
+    copied: set = set()
+    carries: dict = {}  # (node, output) -> the _Recv of the late stage that takes it
     for name, nd in nodes.items():
         if name not in later:
             early.graph_def.node.add().CopyFrom(nd)
@@ -150,6 +177,17 @@ def _cut(tp: TaskPart, nodes: dict, later: set, local: bool):
                     copied.add(src)
                     late.graph_def.node.add().CopyFrom(nodes[src])
                 new.input.append(ref)
+            elif local:
+                # The master's own task: the value stays in this process, made by the early
+                # stage and handed to the late one like a value from another task.
+                idx = int(ref.partition(":")[2] or 0)
+                recv = carries.get((src, idx))
+                if recv is None:
+                    dtypes = tp.dtypes.get(src)
+                    if dtypes is None or idx >= len(dtypes):
+                        return None
+                    recv = carries[(src, idx)] = _carry(early, late, nodes[src], idx, dtypes[idx])
+                new.input.append(recv)
             else:
                 return None
     for stage in (early, late):

@@ -327,7 +327,7 @@ def _embedding(n_ps: int, vocab: int = 11):
     return g, ids, rows, loss, train, init
 
 
-def test_an_embedding_lookup_over_several_ps_runs_staged_and_its_training_step_as_before(pulls):
+def test_an_embedding_lookup_and_its_training_step_over_several_ps_run_staged(pulls):
     idv = np.array([7, 1, 7, 10, 0, 4, 3, 1], np.int64)  # repeated, out of order
     g, ids, rows, loss, train, init = _embedding(3)
     with Session(graph=g, config=config_pb2.ConfigProto(allow_soft_placement=True)) as local:
@@ -346,11 +346,15 @@ def test_an_embedding_lookup_over_several_ps_runs_staged_and_its_training_step_a
             # M1 partitions the ids, B: the three PS gather together, M2 stitches.
             assert [st.group for st in looked.stages] == [1, 2, 2, 2, 3]
             assert pulls == []
-            # The training step sends the gradients back to the PS after the rows came: the
-            # PS's ids cross from its gather to its update, so it runs as before.
+            # The training step: M1 partitions the ids, the PS gather (B1), the worker computes
+            # the gradients (M2), the PS apply them (B2: their update takes the ids B1 took
+            # again, from the master), M3 waits for the updates.
             sess.run(train, {ids: idv})
             got = sess.run([rows, loss], {ids: idv})
-            assert next(p for p in _plans(worker) if p.targets == (train.name,)).stages is None
+            trained = next(p for p in _plans(worker) if p.targets == (train.name,))
+            assert [st.group for st in trained.stages] == [1, 2, 2, 2, 3, 4, 4, 4, 5]
+            assert all(st.aliases for st in trained.stages if st.group == 4)
+            assert pulls == []
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-6)
     finally:

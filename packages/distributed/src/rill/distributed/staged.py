@@ -69,7 +69,7 @@ class Stage(TaskPart):
     """One stage: a TaskPart plus the cross-task keys it takes (`needs`) and makes (`makes`),
     and whether another stage of its task follows in the step (`more`)."""
 
-    __slots__ = ("needs", "makes", "more", "local", "group")
+    __slots__ = ("needs", "makes", "more", "local", "group", "aliases")
 
     def __init__(self, tp: TaskPart, local: bool):
         super().__init__(tp.job, tp.task)
@@ -79,7 +79,8 @@ class Stage(TaskPart):
         self.makes: list[str] = []
         self.more = False
         self.local = local
-        self.group = 0  # stages of one group run together (A: 0, M1: 1, B: 2, M2: 3)
+        self.group = 0  # stages of one group run together: the master's odd, the others' even
+        self.aliases: dict = {}  # a key this stage takes again -> the key it was first sent as
 
 
 def _key(nd) -> str:
@@ -99,21 +100,6 @@ def _inputs(nd):
     return out
 
 
-def _closure(nodes: dict, roots: set) -> set:
-    """Names of `roots` and every node that depends on one of them (data or control)."""
-    consumers: dict = {}
-    for name, nd in nodes.items():
-        for src, _ in _inputs(nd):
-            consumers.setdefault(src, []).append(name)
-    seen, todo = set(roots), list(roots)
-    while todo:
-        for c in consumers.get(todo.pop(), ()):
-            if c not in seen:
-                seen.add(c)
-                todo.append(c)
-    return seen
-
-
 def _cross(nodes: dict, peers: set):
     """(recvs, sends) of a partition: {node name: key} of its _Recv / _Send nodes whose other end
     is one of the tasks `peers`; None when one talks to another task or within this one."""
@@ -131,8 +117,8 @@ def _cross(nodes: dict, peers: set):
 
 
 def _carry(early: Stage, late: Stage, src, idx: int, dtype) -> str:
-    """A _Send of output `idx` of `src` in `early` and its _Recv in `late` (same device); the
-    _Recv's name."""
+    """A _Send of output `idx` of `src` in `early` (once) and its _Recv in `late` (same device);
+    the _Recv's name."""
     dt = attr_to_proto(dtype, "type")
     attrs = {
         "tensor_name": attr_pb2.AttrValue(s=f"rill_stage_{src.name}:{idx}".encode()),
@@ -141,76 +127,134 @@ def _carry(early: Stage, late: Stage, src, idx: int, dtype) -> str:
         "recv_device": attr_pb2.AttrValue(s=src.device.encode()),
         "client_terminated": attr_pb2.AttrValue(b=False),
     }
-    send = early.graph_def.node.add(name=f"{src.name}/_rill_stage_send_{idx}", op="_Send",
-                                    device=src.device)  # fmt: skip
-    send.input.append(src.name if idx == 0 else f"{src.name}:{idx}")
+    send_name = f"{src.name}/_rill_stage_send_{idx}"
+    if not any(nd.name == send_name for nd in early.graph_def.node):
+        send = early.graph_def.node.add(name=send_name, op="_Send", device=src.device)
+        send.input.append(src.name if idx == 0 else f"{src.name}:{idx}")
+        for k, v in attrs.items():
+            send.attr[k].CopyFrom(v)
+        send.attr["T"].CopyFrom(dt)
     recv = late.graph_def.node.add(name=f"{src.name}/_rill_stage_recv_{idx}", op="_Recv",
                                    device=src.device)  # fmt: skip
     for k, v in attrs.items():
-        send.attr[k].CopyFrom(v)
         recv.attr[k].CopyFrom(v)
-    send.attr["T"].CopyFrom(dt)
     recv.attr["tensor_type"].CopyFrom(dt)
     return recv.name
 
 
-def _cut(tp: TaskPart, nodes: dict, later: set, local: bool):
-    """(early, late) Stages of `tp`: the nodes outside `later`, and `later` with copies of the
-    copyable nodes it reads from the early side; None when a value would have to cross."""
-    early, late = Stage(tp, local), Stage(tp, local)
+def _groups(parts_nodes: list, master: int) -> dict | None:
+    """{(part index, node name): group}: the master's part runs in odd groups, the others in
+    even ones; a node runs in the first group of its task's parity after its inputs' groups (a
+    value from another task: after the group that sends it)."""
+    sender = {}
+    for i, nodes in enumerate(parts_nodes):
+        for name, nd in nodes.items():
+            if nd.op == "_Send" and not nd.attr["client_terminated"].b:
+                sender[_key(nd)] = (i, name)
+    memo: dict = {}
+    expanding: set = set()
+    for i, nodes in enumerate(parts_nodes):
+        for root in nodes:
+            todo = [(i, root)]
+            while todo:
+                at = todo[-1]
+                if at in memo:
+                    todo.pop()
+                    continue
+                nd = parts_nodes[at[0]][at[1]]
+                if nd.op == "_Recv" and not nd.attr["client_terminated"].b:
+                    deps = [sender.get(_key(nd))]
+                    if deps[0] is None:
+                        return None
+                else:
+                    deps = [(at[0], src) for src, _ in _inputs(nd)]
+                missing = [d for d in deps if d not in memo]
+                if missing:
+                    if at in expanding or any(d in expanding for d in missing):
+                        return None  # a cycle: nothing a plan makes
+                    expanding.add(at)
+                    todo.extend(missing)
+                    continue
+                expanding.discard(at)
+                parity = 1 if at[0] == master else 0
+                g = max((memo[d] + (d[0] != at[0]) for d in deps), default=parity)
+                memo[at] = g if g % 2 == parity else g + 1
+                todo.pop()
+    return memo
+
+
+def _cut(tp: TaskPart, nodes: dict, group_of: dict, local: bool, aliases: dict):
+    """{group: Stage} of `tp`, each node in its group's stage; a later stage gets copies of the
+    copyable nodes it reads from an earlier one, and (the master's task) values from an earlier
+    stage in process, or (another task) a value its earlier stage took from the master again;
+    None when any other value would have to cross inside the task."""
+    stages: dict = {}
+    for g in sorted(set(group_of.values())):
+        stages[g] = Stage(tp, local)
+        stages[g].group = g
     copied: set = set()
-    carries: dict = {}  # (node, output) -> the _Recv of the late stage that takes it
+    carries: dict = {}
     for name, nd in nodes.items():
-        if name not in later:
-            early.graph_def.node.add().CopyFrom(nd)
-            continue
-        new = late.graph_def.node.add()
+        g = group_of[name]
+        st = stages[g]
+        new = st.graph_def.node.add()
         new.CopyFrom(nd)
         del new.input[:]
         for ref, (src, control) in zip(nd.input, _inputs(nd)):
-            if src in later:
+            sg = group_of[src]
+            if sg == g:
                 new.input.append(ref)
             elif control:
                 continue  # the earlier stage has finished before this one starts
             elif nodes[src].op in _COPYABLE and not nodes[src].input:
-                if src not in copied:
-                    copied.add(src)
-                    late.graph_def.node.add().CopyFrom(nodes[src])
+                if (src, g) not in copied:
+                    copied.add((src, g))
+                    st.graph_def.node.add().CopyFrom(nodes[src])
                 new.input.append(ref)
             elif local:
-                # The master's own task: the value stays in this process, made by the early
-                # stage and handed to the late one like a value from another task.
                 idx = int(ref.partition(":")[2] or 0)
-                recv = carries.get((src, idx))
+                recv = carries.get((src, idx, g))
                 if recv is None:
                     dtypes = tp.dtypes.get(src)
                     if dtypes is None or idx >= len(dtypes):
                         return None
-                    recv = carries[(src, idx)] = _carry(early, late, nodes[src], idx, dtypes[idx])
+                    recv = _carry(stages[sg], st, nodes[src], idx, dtypes[idx])
+                    carries[(src, idx, g)] = recv
                 new.input.append(recv)
+            elif nodes[src].op == "_Recv" and not nodes[src].attr["client_terminated"].b:
+                # The master sent this value for an earlier stage: it sends it again.
+                if (src, g) not in copied:
+                    copied.add((src, g))
+                    again = st.graph_def.node.add()
+                    again.CopyFrom(nodes[src])
+                    tname = f"{nodes[src].attr['tensor_name'].s.decode()}/rill_again_{g}"
+                    again.attr["tensor_name"].s = tname.encode()
+                    aliases[_key(again)] = _key(nodes[src])
+                new.input.append(ref)
             else:
                 return None
-    for stage in (early, late):
+    for stage in stages.values():
         keys = {_key(nd) for nd in stage.graph_def.node
                 if nd.op in ("_Recv", "_Send") and nd.attr["client_terminated"].b}  # fmt: skip
         stage.feeds = [(i, k) for i, k in tp.feeds if k in keys]
         stage.fetches = [(i, k) for i, k in tp.fetches if k in keys]
-    return early, late
+    return stages
 
 
 def split(parts: list, local_task, device_attrs) -> list | None:
     """The stages of a plan's partitions in the order they run, or None (run them as they are).
 
     `parts` are the plan's TaskParts, `local_task` (job, task) the master's own task, and
-    `device_attrs` the session's DeviceAttributes (every other task must be a rill task). With
-    several other tasks, each of A and B holds one stage per task (`group` tells which stages
-    run together, their calls in parallel); a value between two other tasks declines."""
+    `device_attrs` the session's DeviceAttributes (every other task must be a rill task). The
+    stages alternate: the other tasks' (one group, their calls made together), the master's,
+    the others' again... (`group` numbers them); a value between two other tasks declines."""
     if len(parts) < 2:
         return None
-    mine = [tp for tp in parts if (tp.job, tp.task) == local_task]
+    mine = [i for i, tp in enumerate(parts) if (tp.job, tp.task) == local_task]
     if len(mine) != 1:
         return None
-    m = mine[0]
+    master = mine[0]
+    m = parts[master]
     others = [tp for tp in parts if tp is not m]
     for r in others:
         descs = [da.physical_device_desc for da in device_attrs if da.name.startswith(r.name + "/")]
@@ -219,49 +263,34 @@ def split(parts: list, local_task, device_attrs) -> list | None:
     for tp in parts:
         if {nd.device for nd in tp.graph_def.node} != {tp.graph_def.node[0].device}:
             return None
-    m_nodes = {nd.name: nd for nd in m.graph_def.node}
-    mc = _cross(m_nodes, {(r.job, r.task) for r in others})
-    if mc is None:
-        return None
-    m_recvs, m_sends = mc
-    # Each other task's part that waits for this task's values (B), and this task's part that
-    # waits for the B's values (M2); nothing in M2 may send back to another task.
-    late_keys: set = set()
-    early, late = [], []
-    for r in others:
-        r_nodes = {nd.name: nd for nd in r.graph_def.node}
-        rc = _cross(r_nodes, {(m.job, m.task)})
-        if rc is None:
+    parts_nodes = [{nd.name: nd for nd in tp.graph_def.node} for tp in parts]
+    for i in range(len(parts)):
+        peers = {(r.job, r.task) for r in others} if i == master else {(m.job, m.task)}
+        if _cross(parts_nodes[i], peers) is None:
             return None
-        r_recvs, r_sends = rc
-        b = _closure(r_nodes, set(r_recvs))
-        late_keys.update(k for n, k in r_sends.items() if n in b)
-        rcut = _cut(r, r_nodes, b, False)
-        if rcut is None:
-            return None
-        early.append(rcut[0])
-        late.append(rcut[1])
-    m2 = _closure(m_nodes, {n for n, k in m_recvs.items() if k in late_keys})
-    if any(n in m2 for n in m_sends):
+    groups = _groups(parts_nodes, master)
+    if groups is None:
         return None
-    mcut = _cut(m, m_nodes, m2, True)
-    if mcut is None:
-        return None
+    aliases: dict = {}  # key a stage takes again -> the key the master has its value under
     stages = []
-    for group, members in enumerate((early, [mcut[0]], late, [mcut[1]])):
-        for s in members:
-            # A stage of only resources and constants (the others' copies) does nothing.
-            if any(nd.op not in _COPYABLE or nd.input for nd in s.graph_def.node):
-                s.group = group
-                stages.append(s)
+    for i, tp in enumerate(parts):
+        cut = _cut(tp, parts_nodes[i], {n: groups[(i, n)] for n in parts_nodes[i]},
+                   i == master, aliases)  # fmt: skip
+        if cut is None:
+            return None
+        # A stage of only resources and constants (the others' copies) does nothing.
+        stages.extend(s for s in cut.values()
+                      if any(nd.op not in _COPYABLE or nd.input for nd in s.graph_def.node))  # fmt: skip
+    stages.sort(key=lambda s: (s.group, s.local))
     made: set = set()
-    for group in range(4):
+    for group in sorted({s.group for s in stages}):
         members = [s for s in stages if s.group == group]
         for s in members:
             for nd in s.graph_def.node:
                 if nd.op in ("_Recv", "_Send") and not nd.attr["client_terminated"].b:
                     (s.needs if nd.op == "_Recv" else s.makes).append(_key(nd))
-            if not made.issuperset(s.needs):
+            s.aliases = {k: aliases[k] for k in s.needs if k in aliases}
+            if not made.issuperset(s.aliases.get(k, k) for k in s.needs):
                 return None  # a value this stage takes comes from no earlier group
         for s in members:
             made.update(s.makes)
@@ -273,7 +302,7 @@ def split(parts: list, local_task, device_attrs) -> list | None:
 def request_values(stage: Stage, req, carried: dict) -> None:
     """Puts the values `stage` takes from earlier stages into its (remote) RunGraph request."""
     for key in stage.needs:
-        v = carried.pop(key)
+        v = carried[stage.aliases.get(key, key)]
         nt = req.send.add(name=key)
         if hasattr(v, "SerializeToString"):
             nt.tensor.CopyFrom(v)
@@ -373,7 +402,7 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
             if st.local:
                 values: dict = {}
                 feeds = [(key, feed_protos[i]) for i, key in st.feeds]
-                feeds.extend((key, carried.pop(key)) for key in st.needs)
+                feeds.extend((key, carried[st.aliases.get(key, key)]) for key in st.needs)
                 resp = master.server._worker.RunGraph(req, InProcess(deadline), values, feeds)
                 if not master._collect(st, resp, results, abort_all, step_stats, step_id):
                     break

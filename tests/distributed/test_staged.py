@@ -1,5 +1,5 @@
 """Staged steps (rill.distributed.staged), in process (each task its own gRPC server on loopback):
-a step on the master's task and one other rill task runs as a chain of RunGraph calls whose
+a step on the master's task and other rill tasks runs as a chain of RunGraph calls whose
 requests and responses carry every value that crosses — no pulls — and gives what the concurrent
 form gives; what cannot be cut runs as before."""
 

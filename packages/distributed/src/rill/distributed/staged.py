@@ -1,25 +1,31 @@
-"""Staged steps: a step that runs on the master's own task and one other rill task, made by the
+"""Staged steps: a step that runs on the master's own task and other rill tasks, made by the
 master's thread as a chain of RunGraph calls instead of concurrent calls whose tasks pull values
 from each other.
 
-The common between-graph step is this shape: the parameter server's part reads variables
-(stage A), the worker computes on them (stage M1), the parameter server applies what the worker
+The common between-graph step is this shape: the parameter servers' parts read variables
+(stage A), the worker computes on them (stage M1), the parameter servers apply what the worker
 sends (stage B), and the worker's own sinks wait for that (stage M2: the train op's control
 inputs). Cut there, every value crosses in a request or a response of the call that needs or
 makes it: A's response carries the variables, B's request the gradients, B's response the
-control edges. A step is then two unary calls to the other task made by the thread that serves
-RunStep (no pull streams, no hand-off to a pool thread, no cross-thread waits), where the
-concurrent form needs a RunGraph and two pull streams each way.
+control edges. A step is then unary calls made by the thread that serves RunStep (no pull
+streams, no cross-thread waits), the calls of one group to several tasks in parallel.
 
-`split` cuts a plan's two partitions at registration; it declines (None) whatever it cannot
-cut safely, and such steps run as before: control flow (dead values, loop frames), a third
-task or a second device, a value the cut would have to carry inside one task, a worker sink
-whose result goes back to the other task, or another task that is not rill's (a TensorFlow
-worker pulls instead). The stages of one task run one after the other in one step (RunGraph's
-is_partial keeps the step's rendezvous between them): an op waiting, inside one step, for a
-side effect of an op of a later stage of the same task (a dequeue before the enqueue that
-feeds it) would wait for its deadline; the executors never promised an order between ops
-without a dependency.
+In general the stages alternate in groups: the other tasks' nodes run in even groups and the
+master's in odd ones, each node in the first group of its task's parity after its inputs (a
+value from another task: after the group that sends it). An embedding step is M1 (partition the
+ids), B1 (the PS gather), M2 (the gradients), B2 (the PS apply), M3. A value one stage takes
+from an earlier stage of its own task is carried in process (the master's task), sent again by
+the master (another task's value the master sent it before), or copied (resources and
+constants).
+
+`split` cuts a plan's partitions at registration; it declines (None) whatever it cannot cut
+safely, and such steps run as before: control flow (dead values, loop frames), a value between
+two tasks that are not the master's, a second device, any other value that would cross inside
+another task, or another task that is not rill's (a TensorFlow worker pulls instead). The
+stages of one task run one after the other in one step (RunGraph's is_partial keeps the step's
+rendezvous between them): an op waiting, inside one step, for a side effect of an op of a later
+stage of the same task (a dequeue before the enqueue that feeds it) would wait for its
+deadline; the executors never promised an order between ops without a dependency.
 """
 
 from __future__ import annotations

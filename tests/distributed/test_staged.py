@@ -394,3 +394,41 @@ def test_an_error_in_one_of_several_parallel_stages_reaches_the_client():
     finally:
         for t in tasks:
             t.stop()
+
+
+def test_a_blocked_stage_among_parallel_ones_ends_at_the_step_deadline():
+    g = rg.Graph()
+    with g.as_default():
+        with g.device("/job:ps/task:1"):
+            q = rg.FIFOQueue(2, [rg.float32], shapes=[[]], name="q")
+        vs = []
+        for i in range(2):
+            with g.device(f"/job:ps/task:{i}"):
+                vs.append(rg.Variable(rg.constant(1.0), name=f"v{i}"))
+        with g.device(WORKER):
+            xs = [rg.identity(v) + 1.0 for v in vs]
+        with g.device("/job:ps/task:0"):
+            fine = rg.assign(vs[0], xs[0])
+        with g.device("/job:ps/task:1"):
+            with g.control_dependencies([rg.assign(vs[1], xs[1])]):
+                taken = q.dequeue()  # nothing is ever enqueued: this task's stage B waits
+        with g.device(WORKER):
+            out = taken * fine
+        init = rg.global_variables_initializer()
+    tasks = _ps_tasks(2)
+    worker = tasks[-1]
+    try:
+        with Session(worker.target, graph=g) as sess:
+            sess.run(init)
+            with pytest.raises(errors.DeadlineExceededError):
+                sess.run(out, options=config_pb2.RunOptions(timeout_in_ms=300))
+            plan = next(p for p in _plans(worker) if p.fetches == (out.name,))
+            assert [st.group for st in plan.stages].count(2) == 2  # the two B ran together
+            # The servers keep serving (what the aborted step assigned depends on how far it
+            # got before its deadline).
+            now = sess.run(vs)
+            np.testing.assert_array_equal(sess.run(xs), np.array(now) + 1.0)
+        assert not any(t._worker._steps for t in tasks)
+    finally:
+        for t in tasks:
+            t.stop()

@@ -1,5 +1,5 @@
 """Staged steps (rill.distributed.staged), in process (each task its own gRPC server on loopback):
-a step on the master's task and one other rill task runs as a chain of RunGraph calls whose
+a step on the master's task and other rill tasks runs as a chain of RunGraph calls whose
 requests and responses carry every value that crosses — no pulls — and gives what the concurrent
 form gives; what cannot be cut runs as before."""
 
@@ -44,6 +44,13 @@ def _tasks(n_workers: int = 1):
     ports = free_ports(1 + n_workers)
     spec = {"ps": [f"localhost:{ports[0]}"], "worker": [f"localhost:{p}" for p in ports[1:]]}
     return [Server(spec, "ps", 0)] + [Server(spec, "worker", i) for i in range(n_workers)]
+
+
+def _ps_tasks(n_ps: int):
+    """`n_ps` PS tasks and one worker (last)."""
+    ports = free_ports(n_ps + 1)
+    spec = {"ps": [f"localhost:{p}" for p in ports[:-1]], "worker": [f"localhost:{ports[-1]}"]}
+    return [Server(spec, "ps", i) for i in range(n_ps)] + [Server(spec, "worker", 0)]
 
 
 def _plans(server):
@@ -182,13 +189,13 @@ def test_a_task_that_is_not_rill_s_is_never_staged(monkeypatch):
         assert all(pl.stages is None for pl in _plans(worker))
 
 
-def test_a_third_task_in_the_step_is_never_staged():
+def test_a_value_between_two_other_tasks_is_never_staged():
     g = rg.Graph()
     with g.as_default():
         with g.device(PS):
             a = rg.Variable(rg.constant(2.0), name="a")
         with g.device("/job:worker/task:1"):
-            b = a * 3.0
+            b = a * 3.0  # the PS's value goes to a task that is not the master's
         with g.device(WORKER):
             c = b + a
     ps, w0, w1 = _tasks(2)
@@ -263,3 +270,165 @@ def test_split_declines_a_value_that_would_cross_inside_one_task():
         assert float(sess.run(out)) == 10.0
         assert next(p for p in _plans(worker) if p.fetches == (out.name,)).stages is None
     assert staged.split([], ("worker", 0), []) is None
+
+
+def _three_ps(op):
+    """w1, b1, w2 (and their slots) each on its own PS; the rest on the worker."""
+    if op.type not in ("VariableV2", "VarHandleOp"):
+        return WORKER
+    return f"/job:ps/task:{['w1', 'b1', 'w2'].index(op.name.split('/')[0])}"
+
+
+def test_a_step_over_three_ps_runs_staged_in_parallel_and_equals_a_local_session(pulls):
+    xv, yv = _batch()
+    g, x, y, loss, train, init, vs = _mlp(_three_ps)
+    with Session(graph=g, config=config_pb2.ConfigProto(allow_soft_placement=True)) as local:
+        local.run(init)
+        for _ in range(3):
+            local.run(train, {x: xv, y: yv})
+        want = local.run(vs + [loss], {x: xv, y: yv})
+    tasks = _ps_tasks(3)
+    worker = tasks[-1]
+    try:
+        with Session(worker.target, graph=g) as sess:
+            sess.run(init)
+            del pulls[:]
+            for _ in range(3):
+                sess.run(train, {x: xv, y: yv})
+            got = sess.run(vs + [loss], {x: xv, y: yv})
+            plan = next(p for p in _plans(worker) if p.targets == (train.name,))
+            # A: the three PS read (one group, called together), M1, B: the three apply, M2.
+            assert [(st.group, st.job, st.local) for st in plan.stages] == (
+                [(0, "ps", False)] * 3 + [(1, "worker", True)]
+                + [(2, "ps", False)] * 3 + [(3, "worker", True)]
+            )  # fmt: skip
+            assert sorted(st.task for st in plan.stages if st.group == 2) == [0, 1, 2]
+        assert pulls == []  # every value crossed in a request or a response
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+        assert not any(t._worker._steps for t in tasks)  # no step left behind
+    finally:
+        for t in tasks:
+            t.stop()
+
+
+def _embedding(n_ps: int, vocab: int = 11):
+    g = rg.Graph()
+    spec = {"ps": [f"h:{i}" for i in range(n_ps)], "worker": ["h:9"]}
+    setter = rt.replica_device_setter(cluster=spec, worker_device=WORKER)
+    with g.as_default(), g.device(setter):
+        emb = rt.get_variable("emb", [vocab, 4], partitioner=rt.fixed_size_partitioner(n_ps),
+                              initializer=rt.random_uniform_initializer(-1.0, 1.0, seed=5))  # fmt: skip
+        ids = rg.placeholder(rg.int64, [None], name="ids")
+        rows = rg.embedding_lookup(emb, ids, partition_strategy="mod")
+        loss = rg.reduce_sum(rows * rows)
+        train = rt.GradientDescentOptimizer(0.1).minimize(loss)
+        init = rg.global_variables_initializer()
+    return g, ids, rows, loss, train, init
+
+
+def test_an_embedding_lookup_and_its_training_step_over_several_ps_run_staged(pulls):
+    idv = np.array([7, 1, 7, 10, 0, 4, 3, 1], np.int64)  # repeated, out of order
+    g, ids, rows, loss, train, init = _embedding(3)
+    with Session(graph=g, config=config_pb2.ConfigProto(allow_soft_placement=True)) as local:
+        local.run(init)
+        want_rows = local.run(rows, {ids: idv})
+        local.run(train, {ids: idv})
+        want = local.run([rows, loss], {ids: idv})
+    tasks = _ps_tasks(3)
+    worker = tasks[-1]
+    try:
+        with Session(worker.target, graph=g) as sess:
+            sess.run(init)
+            del pulls[:]
+            np.testing.assert_array_equal(sess.run(rows, {ids: idv}), want_rows)
+            looked = next(p for p in _plans(worker) if p.fetches == (rows.name,))
+            # M1 partitions the ids, B: the three PS gather together, M2 stitches.
+            assert [st.group for st in looked.stages] == [1, 2, 2, 2, 3]
+            assert pulls == []
+            # The training step: M1 partitions the ids, the PS gather (B1), the worker computes
+            # the gradients (M2), the PS apply them (B2: their update takes the ids B1 took
+            # again, from the master), M3 waits for the updates.
+            sess.run(train, {ids: idv})
+            got = sess.run([rows, loss], {ids: idv})
+            trained = next(p for p in _plans(worker) if p.targets == (train.name,))
+            assert [st.group for st in trained.stages] == [1, 2, 2, 2, 3, 4, 4, 4, 5]
+            assert all(st.aliases for st in trained.stages if st.group == 4)
+            assert pulls == []
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+    finally:
+        for t in tasks:
+            t.stop()
+
+
+def test_an_error_in_one_of_several_parallel_stages_reaches_the_client():
+    g = rg.Graph()
+    with g.as_default():
+        vs = []
+        for i in range(3):
+            with g.device(f"/job:ps/task:{i}"):
+                vs.append(rg.Variable(rg.constant(1.0), name=f"v{i}"))
+        with g.device(WORKER):
+            x = rg.placeholder(rg.float32, [], name="x")
+            ds = [rg.identity(v) * x for v in vs]
+        ups = []
+        for i in range(3):
+            with g.device(f"/job:ps/task:{i}"):
+                d = rg.check_numerics(ds[i] * 1.0, "not finite") if i == 1 else ds[i]
+                ups.append(rg.assign_add(vs[i], d))
+        with g.device(WORKER):
+            done = rg.add_n(ups)
+        init = rg.global_variables_initializer()
+    tasks = _ps_tasks(3)
+    worker = tasks[-1]
+    try:
+        with Session(worker.target, graph=g) as sess:
+            sess.run(init)
+            with pytest.raises(errors.InvalidArgumentError, match="not finite"):
+                sess.run(done, {x: np.float32(np.inf)})
+            assert next(p for p in _plans(worker) if p.fetches == (done.name,)).stages
+            sess.run([v.initializer for v in vs])
+            assert float(sess.run(done, {x: 2.0})) == 9.0  # the next step runs
+        assert not any(t._worker._steps for t in tasks)
+    finally:
+        for t in tasks:
+            t.stop()
+
+
+def test_a_blocked_stage_among_parallel_ones_ends_at_the_step_deadline():
+    g = rg.Graph()
+    with g.as_default():
+        with g.device("/job:ps/task:1"):
+            q = rg.FIFOQueue(2, [rg.float32], shapes=[[]], name="q")
+        vs = []
+        for i in range(2):
+            with g.device(f"/job:ps/task:{i}"):
+                vs.append(rg.Variable(rg.constant(1.0), name=f"v{i}"))
+        with g.device(WORKER):
+            xs = [rg.identity(v) + 1.0 for v in vs]
+        with g.device("/job:ps/task:0"):
+            fine = rg.assign(vs[0], xs[0])
+        with g.device("/job:ps/task:1"):
+            with g.control_dependencies([rg.assign(vs[1], xs[1])]):
+                taken = q.dequeue()  # nothing is ever enqueued: this task's stage B waits
+        with g.device(WORKER):
+            out = taken * fine
+        init = rg.global_variables_initializer()
+    tasks = _ps_tasks(2)
+    worker = tasks[-1]
+    try:
+        with Session(worker.target, graph=g) as sess:
+            sess.run(init)
+            with pytest.raises(errors.DeadlineExceededError):
+                sess.run(out, options=config_pb2.RunOptions(timeout_in_ms=300))
+            plan = next(p for p in _plans(worker) if p.fetches == (out.name,))
+            assert [st.group for st in plan.stages].count(2) == 2  # the two B ran together
+            # The servers keep serving (what the aborted step assigned depends on how far it
+            # got before its deadline).
+            now = sess.run(vs)
+            np.testing.assert_array_equal(sess.run(xs), np.array(now) + 1.0)
+        assert not any(t._worker._steps for t in tasks)
+    finally:
+        for t in tasks:
+            t.stop()

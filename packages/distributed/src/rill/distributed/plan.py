@@ -46,7 +46,8 @@ def device_from_name(name: str, device_type: str) -> Device:
 class TaskPart:
     """The partition of one task: its GraphDef, where its feeds go and its fetches come from."""
 
-    __slots__ = ("job", "task", "name", "graph_def", "feeds", "fetches", "handle", "address")
+    __slots__ = ("job", "task", "name", "graph_def", "feeds", "fetches", "handle", "address",
+                 "dtypes")  # fmt: skip
 
     def __init__(self, job: str, task: int):
         self.job, self.task = job, task
@@ -57,6 +58,7 @@ class TaskPart:
         self.fetches: list[tuple[int, str]] = []  # (fetch index, rendezvous key)
         self.handle = ""
         self.address = ""
+        self.dtypes: dict = {}  # node name -> its outputs' dtypes
 
 
 def _attrs_into(nd, n) -> None:
@@ -116,6 +118,7 @@ def build_plan(graph, feeds, fetches, targets, devices, config: config_pb2.Confi
                 tp.feeds.append((i, make_key(dev.name, 1, dev.name, key_name)))
                 continue
             nd = gd.node.add(name=n.name, op=n.type, device=n.device.name)
+            tp.dtypes[n.name] = n.out_dtypes
             nd.input.extend(s.name if i == 0 else f"{s.name}:{i}" for s, i in n.inputs)
             nd.input.extend(f"^{c.name}" for c in n.control_inputs)
             _attrs_into(nd, n)

@@ -1,25 +1,31 @@
-"""Staged steps: a step that runs on the master's own task and one other rill task, made by the
+"""Staged steps: a step that runs on the master's own task and other rill tasks, made by the
 master's thread as a chain of RunGraph calls instead of concurrent calls whose tasks pull values
 from each other.
 
-The common between-graph step is this shape: the parameter server's part reads variables
-(stage A), the worker computes on them (stage M1), the parameter server applies what the worker
+The common between-graph step is this shape: the parameter servers' parts read variables
+(stage A), the worker computes on them (stage M1), the parameter servers apply what the worker
 sends (stage B), and the worker's own sinks wait for that (stage M2: the train op's control
 inputs). Cut there, every value crosses in a request or a response of the call that needs or
 makes it: A's response carries the variables, B's request the gradients, B's response the
-control edges. A step is then two unary calls to the other task made by the thread that serves
-RunStep (no pull streams, no hand-off to a pool thread, no cross-thread waits), where the
-concurrent form needs a RunGraph and two pull streams each way.
+control edges. A step is then unary calls made by the thread that serves RunStep (no pull
+streams, no cross-thread waits), the calls of one group to several tasks in parallel.
 
-`split` cuts a plan's two partitions at registration; it declines (None) whatever it cannot
-cut safely, and such steps run as before: control flow (dead values, loop frames), a third
-task or a second device, a value the cut would have to carry inside one task, a worker sink
-whose result goes back to the other task, or another task that is not rill's (a TensorFlow
-worker pulls instead). The stages of one task run one after the other in one step (RunGraph's
-is_partial keeps the step's rendezvous between them): an op waiting, inside one step, for a
-side effect of an op of a later stage of the same task (a dequeue before the enqueue that
-feeds it) would wait for its deadline; the executors never promised an order between ops
-without a dependency.
+In general the stages alternate in groups: the other tasks' nodes run in even groups and the
+master's in odd ones, each node in the first group of its task's parity after its inputs (a
+value from another task: after the group that sends it). An embedding step is M1 (partition the
+ids), B1 (the PS gather), M2 (the gradients), B2 (the PS apply), M3. A value one stage takes
+from an earlier stage of its own task is carried in process (the master's task), sent again by
+the master (another task's value the master sent it before), or copied (resources and
+constants).
+
+`split` cuts a plan's partitions at registration; it declines (None) whatever it cannot cut
+safely, and such steps run as before: control flow (dead values, loop frames), a value between
+two tasks that are not the master's, a second device, any other value that would cross inside
+another task, or another task that is not rill's (a TensorFlow worker pulls instead). The
+stages of one task run one after the other in one step (RunGraph's is_partial keeps the step's
+rendezvous between them): an op waiting, inside one step, for a side effect of an op of a later
+stage of the same task (a dequeue before the enqueue that feeds it) would wait for its
+deadline; the executors never promised an order between ops without a dependency.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from rill.distributed.steps import InProcess, first_error
 from rill.distributed.wire import tensor_into
 from rill.exec.plan.ir import CONTROL_FLOW_OPS
 from rill.exec.rendezvous import make_key
+from rill.graph.graph_def import attr_to_proto
+from rill.graph.proto import attr_value_pb2 as attr_pb2
 
 __all__ = ["Stage", "split"]
 
@@ -67,7 +75,7 @@ class Stage(TaskPart):
     """One stage: a TaskPart plus the cross-task keys it takes (`needs`) and makes (`makes`),
     and whether another stage of its task follows in the step (`more`)."""
 
-    __slots__ = ("needs", "makes", "more", "local")
+    __slots__ = ("needs", "makes", "more", "local", "group", "aliases")
 
     def __init__(self, tp: TaskPart, local: bool):
         super().__init__(tp.job, tp.task)
@@ -77,6 +85,8 @@ class Stage(TaskPart):
         self.makes: list[str] = []
         self.more = False
         self.local = local
+        self.group = 0  # stages of one group run together: the master's odd, the others' even
+        self.aliases: dict = {}  # a key this stage takes again -> the key it was first sent as
 
 
 def _key(nd) -> str:
@@ -96,24 +106,9 @@ def _inputs(nd):
     return out
 
 
-def _closure(nodes: dict, roots: set) -> set:
-    """Names of `roots` and every node that depends on one of them (data or control)."""
-    consumers: dict = {}
-    for name, nd in nodes.items():
-        for src, _ in _inputs(nd):
-            consumers.setdefault(src, []).append(name)
-    seen, todo = set(roots), list(roots)
-    while todo:
-        for c in consumers.get(todo.pop(), ()):
-            if c not in seen:
-                seen.add(c)
-                todo.append(c)
-    return seen
-
-
-def _cross(nodes: dict, me, other):
+def _cross(nodes: dict, peers: set):
     """(recvs, sends) of a partition: {node name: key} of its _Recv / _Send nodes whose other end
-    is task `other`; None when one talks to a third task or within this one."""
+    is one of the tasks `peers`; None when one talks to another task or within this one."""
     recvs, sends = {}, {}
     for name, nd in nodes.items():
         if nd.op in _FLOW:
@@ -121,95 +116,190 @@ def _cross(nodes: dict, me, other):
         if nd.op not in ("_Recv", "_Send") or nd.attr["client_terminated"].b:
             continue
         peer = "send_device" if nd.op == "_Recv" else "recv_device"
-        if task_of_device(nd.attr[peer].s.decode()) != other:
+        if task_of_device(nd.attr[peer].s.decode()) not in peers:
             return None
         (recvs if nd.op == "_Recv" else sends)[name] = _key(nd)
     return recvs, sends
 
 
-def _cut(tp: TaskPart, nodes: dict, later: set, local: bool):
-    """(early, late) Stages of `tp`: the nodes outside `later`, and `later` with copies of the
-    copyable nodes it reads from the early side; None when a value would have to cross."""
-    early, late = Stage(tp, local), Stage(tp, local)
-    copied = set()
+def _carry(early: Stage, late: Stage, src, idx: int, dtype) -> str:
+    """A _Send of output `idx` of `src` in `early` (once) and its _Recv in `late` (same device);
+    the _Recv's name."""
+    dt = attr_to_proto(dtype, "type")
+    attrs = {
+        "tensor_name": attr_pb2.AttrValue(s=f"rill_stage_{src.name}:{idx}".encode()),
+        "send_device": attr_pb2.AttrValue(s=src.device.encode()),
+        "send_device_incarnation": attr_pb2.AttrValue(i=1),
+        "recv_device": attr_pb2.AttrValue(s=src.device.encode()),
+        "client_terminated": attr_pb2.AttrValue(b=False),
+    }
+    send_name = f"{src.name}/_rill_stage_send_{idx}"
+    if not any(nd.name == send_name for nd in early.graph_def.node):
+        send = early.graph_def.node.add(name=send_name, op="_Send", device=src.device)
+        send.input.append(src.name if idx == 0 else f"{src.name}:{idx}")
+        for k, v in attrs.items():
+            send.attr[k].CopyFrom(v)
+        send.attr["T"].CopyFrom(dt)
+    recv = late.graph_def.node.add(name=f"{src.name}/_rill_stage_recv_{idx}", op="_Recv",
+                                   device=src.device)  # fmt: skip
+    for k, v in attrs.items():
+        recv.attr[k].CopyFrom(v)
+    recv.attr["tensor_type"].CopyFrom(dt)
+    return recv.name
+
+
+def _groups(parts_nodes: list, master: int) -> dict | None:
+    """{(part index, node name): group}: the master's part runs in odd groups, the others in
+    even ones; a node runs in the first group of its task's parity after its inputs' groups (a
+    value from another task: after the group that sends it)."""
+    sender = {}
+    for i, nodes in enumerate(parts_nodes):
+        for name, nd in nodes.items():
+            if nd.op == "_Send" and not nd.attr["client_terminated"].b:
+                sender[_key(nd)] = (i, name)
+    memo: dict = {}
+    expanding: set = set()
+    for i, nodes in enumerate(parts_nodes):
+        for root in nodes:
+            todo = [(i, root)]
+            while todo:
+                at = todo[-1]
+                if at in memo:
+                    todo.pop()
+                    continue
+                nd = parts_nodes[at[0]][at[1]]
+                if nd.op == "_Recv" and not nd.attr["client_terminated"].b:
+                    deps = [sender.get(_key(nd))]
+                    if deps[0] is None:
+                        return None
+                else:
+                    deps = [(at[0], src) for src, _ in _inputs(nd)]
+                missing = [d for d in deps if d not in memo]
+                if missing:
+                    if at in expanding or any(d in expanding for d in missing):
+                        return None  # a cycle: nothing a plan makes
+                    expanding.add(at)
+                    todo.extend(missing)
+                    continue
+                expanding.discard(at)
+                parity = 1 if at[0] == master else 0
+                g = max((memo[d] + (d[0] != at[0]) for d in deps), default=parity)
+                memo[at] = g if g % 2 == parity else g + 1
+                todo.pop()
+    return memo
+
+
+def _cut(tp: TaskPart, nodes: dict, group_of: dict, local: bool, aliases: dict):
+    """{group: Stage} of `tp`, each node in its group's stage; a later stage gets copies of the
+    copyable nodes it reads from an earlier one, and (the master's task) values from an earlier
+    stage in process, or (another task) a value its earlier stage took from the master again;
+    None when any other value would have to cross inside the task."""
+    stages: dict = {}
+    for g in sorted(set(group_of.values())):
+        stages[g] = Stage(tp, local)
+        stages[g].group = g
+    copied: set = set()
+    carries: dict = {}
     for name, nd in nodes.items():
-        if name not in later:
-            early.graph_def.node.add().CopyFrom(nd)
-            continue
-        new = late.graph_def.node.add()
+        g = group_of[name]
+        st = stages[g]
+        new = st.graph_def.node.add()
         new.CopyFrom(nd)
         del new.input[:]
         for ref, (src, control) in zip(nd.input, _inputs(nd)):
-            if src in later:
+            sg = group_of[src]
+            if sg == g:
                 new.input.append(ref)
             elif control:
                 continue  # the earlier stage has finished before this one starts
             elif nodes[src].op in _COPYABLE and not nodes[src].input:
-                if src not in copied:
-                    copied.add(src)
-                    late.graph_def.node.add().CopyFrom(nodes[src])
+                if (src, g) not in copied:
+                    copied.add((src, g))
+                    st.graph_def.node.add().CopyFrom(nodes[src])
+                new.input.append(ref)
+            elif local:
+                idx = int(ref.partition(":")[2] or 0)
+                recv = carries.get((src, idx, g))
+                if recv is None:
+                    dtypes = tp.dtypes.get(src)
+                    if dtypes is None or idx >= len(dtypes):
+                        return None
+                    recv = _carry(stages[sg], st, nodes[src], idx, dtypes[idx])
+                    carries[(src, idx, g)] = recv
+                new.input.append(recv)
+            elif nodes[src].op == "_Recv" and not nodes[src].attr["client_terminated"].b:
+                # The master sent this value for an earlier stage: it sends it again.
+                if (src, g) not in copied:
+                    copied.add((src, g))
+                    again = st.graph_def.node.add()
+                    again.CopyFrom(nodes[src])
+                    tname = f"{nodes[src].attr['tensor_name'].s.decode()}/rill_again_{g}"
+                    again.attr["tensor_name"].s = tname.encode()
+                    aliases[_key(again)] = _key(nodes[src])
                 new.input.append(ref)
             else:
                 return None
-    for stage in (early, late):
+    for stage in stages.values():
         keys = {_key(nd) for nd in stage.graph_def.node
                 if nd.op in ("_Recv", "_Send") and nd.attr["client_terminated"].b}  # fmt: skip
         stage.feeds = [(i, k) for i, k in tp.feeds if k in keys]
         stage.fetches = [(i, k) for i, k in tp.fetches if k in keys]
-    return early, late
+    return stages
 
 
 def split(parts: list, local_task, device_attrs) -> list | None:
     """The stages of a plan's partitions in the order they run, or None (run them as they are).
 
     `parts` are the plan's TaskParts, `local_task` (job, task) the master's own task, and
-    `device_attrs` the session's DeviceAttributes (the other task must be a rill task)."""
-    if len(parts) != 2:
+    `device_attrs` the session's DeviceAttributes (every other task must be a rill task). The
+    stages alternate: the other tasks' (one group, their calls made together), the master's,
+    the others' again... (`group` numbers them); a value between two other tasks declines."""
+    if len(parts) < 2:
         return None
-    mine = [tp for tp in parts if (tp.job, tp.task) == local_task]
+    mine = [i for i, tp in enumerate(parts) if (tp.job, tp.task) == local_task]
     if len(mine) != 1:
         return None
-    m = mine[0]
-    r = parts[1] if parts[0] is m else parts[0]
-    rill_devices = [da.name for da in device_attrs if da.name.startswith(r.name + "/")]
-    if not rill_devices or any(
-        da.physical_device_desc != RILL_DEVICE_DESC
-        for da in device_attrs
-        if da.name.startswith(r.name + "/")
-    ):
+    master = mine[0]
+    m = parts[master]
+    others = [tp for tp in parts if tp is not m]
+    for r in others:
+        descs = [da.physical_device_desc for da in device_attrs if da.name.startswith(r.name + "/")]
+        if not descs or any(d != RILL_DEVICE_DESC for d in descs):
+            return None
+    for tp in parts:
+        if {nd.device for nd in tp.graph_def.node} != {tp.graph_def.node[0].device}:
+            return None
+    parts_nodes = [{nd.name: nd for nd in tp.graph_def.node} for tp in parts]
+    for i in range(len(parts)):
+        peers = {(r.job, r.task) for r in others} if i == master else {(m.job, m.task)}
+        if _cross(parts_nodes[i], peers) is None:
+            return None
+    groups = _groups(parts_nodes, master)
+    if groups is None:
         return None
-    m_nodes = {nd.name: nd for nd in m.graph_def.node}
-    r_nodes = {nd.name: nd for nd in r.graph_def.node}
-    if {nd.device for nd in m.graph_def.node} != {m.graph_def.node[0].device}:
-        return None
-    if {nd.device for nd in r.graph_def.node} != {r.graph_def.node[0].device}:
-        return None
-    mc = _cross(m_nodes, (m.job, m.task), (r.job, r.task))
-    rc = _cross(r_nodes, (r.job, r.task), (m.job, m.task))
-    if mc is None or rc is None:
-        return None
-    m_recvs, m_sends = mc
-    r_recvs, r_sends = rc
-    # The other task's part that waits for this task's values (B), and this task's part that
-    # waits for B's values (M2); nothing in M2 may send back to the other task.
-    b = _closure(r_nodes, set(r_recvs))
-    late_keys = {k for n, k in r_sends.items() if n in b}
-    m2 = _closure(m_nodes, {n for n, k in m_recvs.items() if k in late_keys})
-    if any(n in m2 for n in m_sends):
-        return None
-    rcut = _cut(r, r_nodes, b, False)
-    mcut = _cut(m, m_nodes, m2, True)
-    if rcut is None or mcut is None:
-        return None
-    stages = [s for s in (rcut[0], mcut[0], rcut[1], mcut[1]) if len(s.graph_def.node)]
+    aliases: dict = {}  # key a stage takes again -> the key the master has its value under
+    stages = []
+    for i, tp in enumerate(parts):
+        cut = _cut(tp, parts_nodes[i], {n: groups[(i, n)] for n in parts_nodes[i]},
+                   i == master, aliases)  # fmt: skip
+        if cut is None:
+            return None
+        # A stage of only resources and constants (the others' copies) does nothing.
+        stages.extend(s for s in cut.values()
+                      if any(nd.op not in _COPYABLE or nd.input for nd in s.graph_def.node))  # fmt: skip
+    stages.sort(key=lambda s: (s.group, s.local))
     made: set = set()
-    for s, nodes in ((s, s.graph_def.node) for s in stages):
-        for nd in nodes:
-            if nd.op in ("_Recv", "_Send") and not nd.attr["client_terminated"].b:
-                (s.needs if nd.op == "_Recv" else s.makes).append(_key(nd))
-        if not made.issuperset(s.needs):
-            return None  # a value this stage takes comes from no earlier stage
-        made.update(s.makes)
+    for group in sorted({s.group for s in stages}):
+        members = [s for s in stages if s.group == group]
+        for s in members:
+            for nd in s.graph_def.node:
+                if nd.op in ("_Recv", "_Send") and not nd.attr["client_terminated"].b:
+                    (s.needs if nd.op == "_Recv" else s.makes).append(_key(nd))
+            s.aliases = {k: aliases[k] for k in s.needs if k in aliases}
+            if not made.issuperset(s.aliases.get(k, k) for k in s.needs):
+                return None  # a value this stage takes comes from no earlier group
+        for s in members:
+            made.update(s.makes)
     for i, s in enumerate(stages):
         s.more = any((t.job, t.task) == (s.job, s.task) for t in stages[i + 1 :])
     return stages
@@ -218,7 +308,7 @@ def split(parts: list, local_task, device_attrs) -> list | None:
 def request_values(stage: Stage, req, carried: dict) -> None:
     """Puts the values `stage` takes from earlier stages into its (remote) RunGraph request."""
     for key in stage.needs:
-        v = carried.pop(key)
+        v = carried[stage.aliases.get(key, key)]
         nt = req.send.add(name=key)
         if hasattr(v, "SerializeToString"):
             nt.tensor.CopyFrom(v)
@@ -232,7 +322,7 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
     import threading
 
     from rill.distributed.proto import worker_pb2
-    from rill.graph.errors import CancelledError
+    from rill.graph.errors import CancelledError, OpError
 
     step_id = secrets.randbits(63) or 1
     results = [None] * len(plan.fetches)
@@ -256,22 +346,69 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
 
         context.add_callback(gone)
     carried: dict = {}  # key -> value one stage made for a later one
+
+    def request(st):
+        req = worker_pb2.RunGraphRequest(session_handle=sess.handle, graph_handle=st.handle,
+                                         step_id=step_id, store_errors_in_response_body=True,
+                                         create_worker_session_called=True,
+                                         is_partial=True, is_last_partial_run=not st.more)  # fmt: skip
+        req.recv_key.extend(st.makes)
+        req.recv_key.extend(k for _, k in st.fetches)
+        if step_stats is not None:
+            req.exec_opts.record_timeline = True
+        if not st.local:
+            for i, key in st.feeds:
+                nt = req.send.add(name=key)
+                nt.tensor.CopyFrom(feed_protos[i])
+            request_values(st, req, carried)
+        return req
+
+    def received(st, resp) -> bool:
+        if not master._collect(st, resp, results, abort_all, step_stats, step_id, deadline):
+            return False
+        if st.makes:
+            made = set(st.makes)
+            for nt in resp.recv:
+                if nt.name in made:
+                    carried[nt.name] = nt.tensor
+        return True
+
     try:
+        groups: list = []
         for st in plan.stages:
+            if groups and groups[-1][0].group == st.group:
+                groups[-1].append(st)
+            else:
+                groups.append([st])
+        for group in groups:
             if aborted.is_set():
                 break
-            req = worker_pb2.RunGraphRequest(session_handle=sess.handle, graph_handle=st.handle,
-                                             step_id=step_id, store_errors_in_response_body=True,
-                                             create_worker_session_called=True,
-                                             is_partial=True, is_last_partial_run=not st.more)  # fmt: skip
-            req.recv_key.extend(st.makes)
-            req.recv_key.extend(k for _, k in st.fetches)
-            if step_stats is not None:
-                req.exec_opts.record_timeline = True
+            if len(group) > 1:
+                # One stage on each of several other tasks: their calls go out together (on the
+                # master's call threads, each with the step's deadline) and the group ends when
+                # all have returned; a failed one aborts the step, which ends the others.
+                timeout = master._timeout(deadline)
+                calls = []
+                for st in group:
+                    fut = master._call(st.address, "RunGraph", request(st),
+                                       worker_pb2.RunGraphResponse, timeout)  # fmt: skip
+                    fut.add_done_callback(lambda f, st=st: master._on_done(f, st, abort_all))
+                    calls.append((st, fut))
+                for st, fut in calls:
+                    try:
+                        resp = master._wait(fut, st.name, st.address)
+                    except OpError as e:
+                        abort_all(e)
+                        continue
+                    if not aborted.is_set():
+                        received(st, resp)
+                continue
+            st = group[0]
+            req = request(st)
             if st.local:
                 values: dict = {}
                 feeds = [(key, feed_protos[i]) for i, key in st.feeds]
-                feeds.extend((key, carried.pop(key)) for key in st.needs)
+                feeds.extend((key, carried[st.aliases.get(key, key)]) for key in st.needs)
                 resp = master.server._worker.RunGraph(req, InProcess(deadline), values, feeds)
                 if not master._collect(st, resp, results, abort_all, step_stats, step_id):
                     break
@@ -280,20 +417,9 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                 for key in st.makes:
                     carried[key] = values[key]
                 continue
-            for i, key in st.feeds:
-                nt = req.send.add(name=key)
-                nt.tensor.CopyFrom(feed_protos[i])
-            request_values(st, req, carried)
             resp = master._call_inline(st, req, master._timeout(deadline), abort_all)
-            if resp is None:
+            if resp is None or not received(st, resp):
                 break
-            if not master._collect(st, resp, results, abort_all, step_stats, step_id, deadline):
-                break
-            if st.makes:
-                made = set(st.makes)
-                for nt in resp.recv:
-                    if nt.name in made:
-                        carried[nt.name] = nt.tensor
     except BaseException as e:
         abort_all(e)
         raise

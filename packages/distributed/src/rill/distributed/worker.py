@@ -222,8 +222,8 @@ class Worker:
 
     def RunGraph(self, req, context, values: dict | None = None, feeds=()):
         """Runs a registered partition for one step. An in-process caller (the master of this
-        task) may hand over `feeds` [(key, TensorProto)] beside `req.send`, and get the fetched
-        arrays in `values` by key instead of in the response."""
+        task) may hand over `feeds` [(key, TensorProto or value)] beside `req.send`, and get the
+        fetched arrays in `values` by key instead of in the response."""
         resp = worker_pb2.RunGraphResponse()
         try:
             self._run_graph(req, context, resp, values, feeds)
@@ -266,7 +266,9 @@ class Worker:
             for nt in req.send:
                 rv.send(nt.name, tensor_from_proto(nt.tensor), False)
             for key, p in feeds:
-                rv.send(key, tensor_from_proto(p), False)
+                # TensorProtos, or (a staged step's value from a stage of this same process)
+                # the value itself.
+                rv.send(key, tensor_from_proto(p) if hasattr(p, "SerializeToString") else p, False)
             remote = g.remote_keys
             if remote and (req.send or feeds):
                 # A staged step's caller sent what this stage takes from its own task.

@@ -248,7 +248,9 @@ def test_a_blocked_stage_ends_at_the_step_deadline():
         with pytest.raises(errors.DeadlineExceededError):
             sess.run(out, options=opts)
         assert next(p for p in _plans(worker) if p.fetches == (out.name,)).stages is not None
-        assert float(sess.run(v)) == 2.0  # the server keeps serving
+        # The server keeps serving. Stage B's assign ran before its dequeue blocked, unless the
+        # deadline passed before stage B began (a very slow machine): either value is right.
+        assert float(sess.run(v)) in (1.0, 2.0)
 
 
 def test_split_declines_a_value_that_would_cross_inside_one_task():

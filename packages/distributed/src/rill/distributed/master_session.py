@@ -7,7 +7,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from rill.distributed.plan import build_plan
-from rill.distributed.staged import split
+from rill.distributed.staged import group_stages, split
 from rill.graph import Graph
 from rill.graph.errors import AbortedError, InvalidArgumentError
 from rill.graph.graph_def import _node_spec_from_def, _parse_ref, build_nodes, import_graph_def
@@ -25,6 +25,7 @@ class _Plan:
         self.targets = targets
         self.parts = parts  # list[TaskPart]
         self.stages = None  # list[staged.Stage] when the step runs staged
+        self.stage_groups = None  # the stages as run: lists of one group's stages, in order
 
 
 class _PartialRun:
@@ -127,6 +128,8 @@ class MasterSession:
             parts = build_plan(self.graph, feed_t, fetch_t, target_ops, self.devices, self.config)
             plan = _Plan(feeds, fetches, targets, list(parts.values()))
             plan.stages = split(plan.parts, self.master.local, self.device_attrs)
+            if plan.stages is not None:
+                plan.stage_groups = group_stages(plan.stages)
             self.master.register(self, plan, deadline)
             self.plans[key] = plan
         return plan

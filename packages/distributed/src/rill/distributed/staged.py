@@ -39,7 +39,7 @@ from rill.exec.rendezvous import make_key
 from rill.graph.graph_def import attr_to_proto
 from rill.graph.proto import attr_value_pb2 as attr_pb2
 
-__all__ = ["Stage", "split"]
+__all__ = ["Stage", "group_stages", "split"]
 
 # Nodes without inputs that only name a resource (creating it the first time, like every step
 # does) or a constant: a later stage gets its own copy instead of a value carried over.
@@ -305,6 +305,17 @@ def split(parts: list, local_task, device_attrs) -> list | None:
     return stages
 
 
+def group_stages(stages: list) -> list:
+    """`stages` (split's order) as the groups a step runs: runs of stages with the same group."""
+    groups: list = []
+    for st in stages:
+        if groups and groups[-1][0].group == st.group:
+            groups[-1].append(st)
+        else:
+            groups.append([st])
+    return groups
+
+
 def request_values(stage: Stage, req, carried: dict) -> None:
     """Puts the values `stage` takes from earlier stages into its (remote) RunGraph request."""
     for key in stage.needs:
@@ -374,13 +385,7 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
         return True
 
     try:
-        groups: list = []
-        for st in plan.stages:
-            if groups and groups[-1][0].group == st.group:
-                groups[-1].append(st)
-            else:
-                groups.append([st])
-        for group in groups:
+        for group in plan.stage_groups:
             if aborted.is_set():
                 break
             if len(group) > 1:

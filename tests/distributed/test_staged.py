@@ -104,11 +104,14 @@ def test_a_training_step_runs_staged_without_pulls_and_equals_a_local_session(pu
                 sess.run(train, {x: xv, y: yv})
             got = sess.run(vs + [loss], {x: xv, y: yv})
             plan = next(p for p in _plans(worker) if p.targets == (train.name,))
-            # A: the PS reads, M1: the worker computes, B: the PS applies, M2: the train op's
-            # wait for B.
+            # A: the PS reads, M1: the worker computes, B: the PS applies. The train op's wait
+            # for B (a stage M2 of NoOps) is dropped: B's call returns when B has run, so B
+            # sends no acknowledgement back.
             assert [(st.job, st.local) for st in plan.stages] == [
-                ("ps", False), ("worker", True), ("ps", False), ("worker", True)]  # fmt: skip
+                ("ps", False), ("worker", True), ("ps", False)]  # fmt: skip
             assert all(st.needs or st.makes for st in plan.stages)
+            assert plan.stages[-1].makes == [] and not plan.stages[-1].more
+            assert not any(nd.op == "_Send" for nd in plan.stages[-1].graph_def.node)
     assert pulls == []  # every value crossed in a request or a response
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
@@ -299,11 +302,12 @@ def test_a_step_over_three_ps_runs_staged_in_parallel_and_equals_a_local_session
                 sess.run(train, {x: xv, y: yv})
             got = sess.run(vs + [loss], {x: xv, y: yv})
             plan = next(p for p in _plans(worker) if p.targets == (train.name,))
-            # A: the three PS read (one group, called together), M1, B: the three apply, M2.
+            # A: the three PS read (one group, called together), M1, B: the three apply (the
+            # train op's wait for them, M2, is dropped).
             assert [(st.group, st.job, st.local) for st in plan.stages] == (
-                [(0, "ps", False)] * 3 + [(1, "worker", True)]
-                + [(2, "ps", False)] * 3 + [(3, "worker", True)]
+                [(0, "ps", False)] * 3 + [(1, "worker", True)] + [(2, "ps", False)] * 3
             )  # fmt: skip
+            assert not any(st.makes for st in plan.stages if st.group == 2)
             assert sorted(st.task for st in plan.stages if st.group == 2) == [0, 1, 2]
         assert pulls == []  # every value crossed in a request or a response
         for a, b in zip(got, want):
@@ -350,11 +354,13 @@ def test_an_embedding_lookup_and_its_training_step_over_several_ps_run_staged(pu
             assert pulls == []
             # The training step: M1 partitions the ids, the PS gather (B1), the worker computes
             # the gradients (M2), the PS apply them (B2: their update takes the ids B1 took
-            # again, from the master), M3 waits for the updates.
+            # again, from the master); the step ends when B2's calls return (no stage M3 waits
+            # for acknowledgements).
             sess.run(train, {ids: idv})
             got = sess.run([rows, loss], {ids: idv})
             trained = next(p for p in _plans(worker) if p.targets == (train.name,))
-            assert [st.group for st in trained.stages] == [1, 2, 2, 2, 3, 4, 4, 4, 5]
+            assert [st.group for st in trained.stages] == [1, 2, 2, 2, 3, 4, 4, 4]
+            assert not any(st.makes for st in trained.stages if st.group == 4)
             assert all(st.aliases for st in trained.stages if st.group == 4)
             assert pulls == []
         for a, b in zip(got, want):

@@ -247,6 +247,40 @@ def _cut(tp: TaskPart, nodes: dict, group_of: dict, local: bool, aliases: dict):
     return stages
 
 
+def _drop_last_wait(stages: list) -> None:
+    """Drops the last stage when it is the master's and only waits for the stages before it
+    (NoOps on control values from other tasks: a train op's wait for the parameter servers'
+    updates), with the _Sends of those control values. The step's last group of calls returns
+    only when every op of its stages has run, so the master's extra stage and the tasks'
+    acknowledgements add nothing but a run and a value per task."""
+    if len(stages) < 2:
+        return
+    last = stages[-1]
+    if not last.local or last.feeds or last.fetches:
+        return
+    waits = set()
+    for nd in last.graph_def.node:
+        if nd.op == "_Recv" and not nd.attr["client_terminated"].b:
+            waits.add(_key(nd))
+        elif nd.op != "NoOp" and not (nd.op in _COPYABLE and not nd.input):
+            return
+    stages.pop()
+    for st in stages:
+        nodes = st.graph_def.node
+        gone = {nd.name for nd in nodes if nd.op == "_Send" and _key(nd) in waits}
+        if not gone:
+            continue
+        srcs = {nd.input[0].partition(":")[0] for nd in nodes if nd.name in gone}
+        used = {ref.lstrip("^").partition(":")[0] for nd in nodes if nd.name not in gone
+                for ref in nd.input}  # fmt: skip
+        # The control value's dummy constant goes with its _Send when nothing else reads it.
+        gone |= {nd.name for nd in nodes if nd.name in srcs and nd.op == "Const" and
+                 nd.name not in used}  # fmt: skip
+        keep = [nd for nd in nodes if nd.name not in gone]
+        del nodes[:]
+        nodes.extend(keep)
+
+
 def split(parts: list, local_task, device_attrs) -> list | None:
     """The stages of a plan's partitions in the order they run, or None (run them as they are).
 
@@ -288,6 +322,7 @@ def split(parts: list, local_task, device_attrs) -> list | None:
         stages.extend(s for s in cut.values()
                       if any(nd.op not in _COPYABLE or nd.input for nd in s.graph_def.node))  # fmt: skip
     stages.sort(key=lambda s: (s.group, s.local))
+    _drop_last_wait(stages)
     made: set = set()
     for group in sorted({s.group for s in stages}):
         members = [s for s in stages if s.group == group]
@@ -390,15 +425,20 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                 break
             if len(group) > 1:
                 # One stage on each of several other tasks: their calls go out together (on the
-                # master's call threads, each with the step's deadline) and the group ends when
-                # all have returned; a failed one aborts the step, which ends the others.
+                # master's call threads, each with the step's deadline, the last one made by
+                # this thread) and the group ends when all have returned; a failed one aborts
+                # the step, which ends the others.
                 timeout = master._timeout(deadline)
                 calls = []
-                for st in group:
+                for st in group[:-1]:
                     fut = master._call(st.address, "RunGraph", request(st),
                                        worker_pb2.RunGraphResponse, timeout)  # fmt: skip
                     fut.add_done_callback(lambda f, st=st: master._on_done(f, st, abort_all))
                     calls.append((st, fut))
+                last = group[-1]
+                resp = master._call_inline(last, request(last), timeout, abort_all)
+                if resp is not None and not aborted.is_set():
+                    received(last, resp)
                 for st, fut in calls:
                     try:
                         resp = master._wait(fut, st.name, st.address)

@@ -1099,6 +1099,65 @@ def test_unique(x, out_idx):
     check(idx, np.array(want_idx, out_idx.np))
 
 
+@pytest.fixture(params=[True, False], ids=["jit", "numpy"])
+def jit_on(request):
+    from rill.exec.kernels import jit
+
+    old = jit.set_enabled(request.param)
+    yield request.param
+    jit.set_enabled(old)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.uint64])
+def test_unique_of_integers_compiled_or_not(jit_on, dtype):
+    # Many values, repeats and (through the compiled hash table's probing) collisions; the
+    # extremes of each dtype.
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    x = rng.integers(0, 300, 2000).astype(dtype)
+    x[::7] = info.max
+    x[::11] = info.min
+    x[5::13] = dtype(info.max - 1)
+    for v in (x, x[:1], np.unique(x), rng.permutation(np.arange(500)).astype(dtype)):
+        y, idx = run(lambda p: rg.unique(p, out_idx=rg.int32), v)
+        want_y, want_idx = _unique_ref(v)
+        check(y, np.array(want_y, dtype))
+        check(idx, np.array(want_idx, np.int32))
+
+
+def test_partition_and_stitch_compiled_or_not(jit_on):
+    # The embedding lookup's pattern: ids spread over 5 partitions, some empty, then stitched
+    # back by position.
+    rng = np.random.default_rng(4)
+    for n, k in ((1000, 5), (7, 5), (1, 1)):
+        data = rng.standard_normal((n, 3)).astype(np.float32)
+        parts = rng.integers(0, min(k, 3) if n == 7 else k, n).astype(np.int32)
+        got = run(lambda d, p, k=k: rg.dynamic_partition(d, p, k), data, parts)
+        got = got if isinstance(got, list) else [got]
+        for g, w in zip(got, _partition_ref(data, parts, k), strict=True):
+            check(g, w)
+        pos = run(
+            lambda p, k=k, n=n: rg.dynamic_partition(np.arange(n, dtype=np.int32), p, k), parts
+        )
+        pos = pos if isinstance(pos, list) else [pos]
+        stitched = run(lambda *a, k=k: rg.dynamic_stitch(list(a[:k]), list(a[k:])), *pos, *got)
+        check(stitched, data)
+    with rg.Graph().as_default():
+        d, p = rg.placeholder(rg.float32), rg.placeholder(rg.int32)
+        y = rg.dynamic_partition(d, p, 3)
+        with pytest.raises(InvalidArgumentError, match=r"partitions\[3\] = 3 is not in \[0, 3\)"):
+            evaluate(y, {d: arange((5,)), p: np.array([1, 0, 2, 3, -1], np.int32)})
+        i, j, a, b = (rg.placeholder(t) for t in (rg.int32, rg.int32, rg.float32, rg.float32))
+        z = rg.dynamic_stitch([i, j], [a, b])
+        with pytest.raises(InvalidArgumentError, match=r"indices\[1\]\[0\] = -2 is out of range"):
+            evaluate(z, {i: np.array([0, 1], np.int32), j: np.array([-2], np.int32),
+                         a: np.zeros(2, np.float32), b: np.zeros(1, np.float32)})  # fmt: skip
+        # A gap stays zero, and a repeated index takes the later value.
+        got = evaluate(z, {i: np.array([0, 3], np.int32), j: np.array([3], np.int32),
+                           a: np.array([1.0, 2.0], np.float32), b: np.array([5.0], np.float32)})  # fmt: skip
+        check(got, np.array([1.0, 0.0, 0.0, 5.0], np.float32))
+
+
 def test_unique_needs_a_vector():
     with pytest.raises(InvalidArgumentError, match="unique expects a vector"):
         with rg.Graph().as_default():

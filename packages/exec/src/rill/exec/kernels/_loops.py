@@ -198,3 +198,68 @@ def scatter_rows(out, idx, rows, subtract):  # pragma: no cover - compiled
         else:
             for j in range(d):
                 out[r, j] = out[r, j] + rows[i, j]
+
+
+@_jit
+def unique_ints(x, uniq, inv):  # pragma: no cover - compiled
+    """The distinct values of the integer vector x in the order they first appear (into uniq)
+    and each element's position among them (into inv); returns how many are distinct. An open
+    addressing table of positions keyed by a multiplicative hash: one pass, no sort."""
+    n = x.shape[0]
+    bits = 1
+    while (1 << bits) < 2 * n:
+        bits += 1
+    mask = (1 << bits) - 1
+    slots = np.full(1 << bits, -1, np.int64)
+    m = 0
+    for i in range(n):
+        v = x[i]
+        h = ((np.int64(v) * np.int64(-7046029254386353131)) >> (64 - bits)) & mask
+        while True:
+            s = slots[h]
+            if s < 0:
+                slots[h] = m
+                uniq[m] = v
+                inv[i] = m
+                m += 1
+                break
+            if uniq[s] == v:
+                inv[i] = s
+                break
+            h = (h + 1) & mask
+    return m
+
+
+@_jit
+def partition_order(p, k, order, counts):  # pragma: no cover - compiled
+    """A stable counting sort of the partition numbers p: order[j] is the position of the j-th
+    element in partition order, counts[q] how many go to partition q. Returns -1, or the first
+    position whose number is outside [0, k) (order then means nothing)."""
+    n = p.shape[0]
+    for i in range(n):
+        q = p[i]
+        if q < 0 or q >= k:
+            return i
+        counts[q] += 1
+    start = np.empty(k, np.int64)
+    s = 0
+    for q in range(k):
+        start[q] = s
+        s += counts[q]
+    for i in range(n):
+        q = p[i]
+        order[start[q]] = i
+        start[q] += 1
+    return -1
+
+
+@_jit
+def all_distinct(idx, size):  # pragma: no cover - compiled
+    """Whether the indices idx (each in [0, size)) are all different."""
+    seen = np.zeros(size, np.bool_)
+    for i in range(idx.shape[0]):
+        r = idx[i]
+        if seen[r]:
+            return False
+        seen[r] = True
+    return True

@@ -7,10 +7,13 @@ InvalidArgumentError naming its position and value.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels.array_kernels import fmt_shape, host_ints, outputs, scalar_arg, zeros
+from rill.exec.kernels.jit import loops
 from rill.graph.errors import InvalidArgumentError
 
 _BOTH = ("CPU", "GPU")
@@ -23,7 +26,7 @@ def _position(flat: int, shape: tuple) -> str:
 
 
 def _count(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(int(d) for d in shape)
 
 
 def _first_bad(xp, bad) -> int | None:
@@ -64,13 +67,17 @@ def gather_v2(batch_dims, xp):
             # Nothing is read, so TensorFlow checks no index either.
             return zeros(xp, out_shape, params.dtype)
         limit = params.shape[a]
-        bad = _first_bad(xp, (indices < 0) | (indices >= limit))
-        if bad is not None:
+        # Two reductions find whether any index is out of range (no temporaries); the mask
+        # that names the first one is made only then.
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= limit):
+            bad = _first_bad(xp, (indices < 0) | (indices >= limit))
             v = int(indices.reshape(-1)[bad])
             raise InvalidArgumentError(
                 f"indices[{_position(bad, indices.shape)}] = {v} is not in [0, {limit})"
             )
         if bd == 0:
+            if xp is np and indices.dtype.kind in "iu":
+                return np.take(params, indices, axis=a)
             return xp.take(params, indices.astype(np.int64), axis=a)
         batch = params.shape[:bd]
         b = int(np.prod(batch, dtype=np.int64))
@@ -223,6 +230,12 @@ def one_hot(axis, xp):
 
 @register_kernel("DynamicPartition", devices=_BOTH)
 def dynamic_partition(num_partitions, xp):
+    def bad_partition(partitions, bad):
+        v = int(partitions.reshape(-1)[bad])
+        return InvalidArgumentError(
+            f"partitions[{_position(bad, partitions.shape)}] = {v} is not in [0, {num_partitions})"
+        )
+
     def compute(data, partitions):
         pr = partitions.ndim
         if data.shape[:pr] != partitions.shape:
@@ -230,15 +243,26 @@ def dynamic_partition(num_partitions, xp):
                 f"data.shape must start with partitions.shape, got data.shape = "
                 f"{fmt_shape(data.shape)}, partitions.shape = {fmt_shape(partitions.shape)}"
             )
-        bad = _first_bad(xp, (partitions < 0) | (partitions >= num_partitions))
-        if bad is not None:
-            v = int(partitions.reshape(-1)[bad])
-            raise InvalidArgumentError(
-                f"partitions[{_position(bad, partitions.shape)}] = {v} is not in "
-                f"[0, {num_partitions})"
-            )
         flat = data.reshape((_count(partitions.shape),) + data.shape[pr:])
         p = partitions.reshape(-1)
+        lp = loops() if xp is np and p.dtype.kind in "iu" and p.size else None
+        if lp is not None:
+            # One compiled counting sort (which also finds a bad number) instead of a mask per
+            # partition; each output is its own array, in the original order within its
+            # partition.
+            order = np.empty(p.size, np.int64)
+            counts = np.zeros(num_partitions, np.int64)
+            bad = lp.partition_order(np.ascontiguousarray(p), num_partitions, order, counts)
+            if bad >= 0:
+                raise bad_partition(partitions, bad)
+            parts, start = [], 0
+            for c in counts.tolist():
+                parts.append(flat.take(order[start : start + c], axis=0))
+                start += c
+            return outputs(parts)
+        bad = _first_bad(xp, (partitions < 0) | (partitions >= num_partitions))
+        if bad is not None:
+            raise bad_partition(partitions, bad)
         return outputs(flat[p == i] for i in range(num_partitions))
 
     return compute
@@ -263,20 +287,31 @@ def dynamic_stitch(N, xp):
                     f"data[{m}].shape = {fmt_shape(dx.shape)} has slices of shape "
                     f"{fmt_shape(tail)}; data[0]'s slices have shape {fmt_shape(rest)}"
                 )
-            bad = _first_bad(xp, ix < 0)
-            if bad is not None:
-                raise InvalidArgumentError(
-                    f"indices[{m}][{_position(bad, ix.shape)}] = {int(ix.reshape(-1)[bad])} is "
-                    "out of range (must be >= 0)"
-                )
         flat_idx = xp.concatenate([ix.reshape(-1) for ix in indices]).astype(np.int64)
+        if flat_idx.size and int(flat_idx.min()) < 0:
+            for m, ix in enumerate(indices):
+                bad = _first_bad(xp, ix < 0)
+                if bad is not None:
+                    raise InvalidArgumentError(
+                        f"indices[{m}][{_position(bad, ix.shape)}] = {int(ix.reshape(-1)[bad])} "
+                        "is out of range (must be >= 0)"
+                    )
         size = int(flat_idx.max()) + 1 if flat_idx.size else 0
-        out = zeros(xp, (size,) + rest, data[0].dtype)
-        if flat_idx.size and int(xp.bincount(flat_idx, minlength=size).max()) == 1:
-            # Every index once (the stitch of a partition): each input goes straight to its rows.
+        lp = loops() if xp is np and flat_idx.size else None
+        if lp is not None:
+            distinct = lp.all_distinct(flat_idx, size)
+        else:
+            distinct = flat_idx.size and int(xp.bincount(flat_idx, minlength=size).max()) == 1
+        if distinct:
+            # Every index once (the stitch of a partition): each input goes straight to its rows
+            # (which cover every row when there are `size` indices: nothing to zero first).
+            full = xp is np and flat_idx.size == size
+            out = np.empty((size,) + rest, data[0].dtype) if full else zeros(
+                xp, (size,) + rest, data[0].dtype)  # fmt: skip
             for ix, dx in zip(indices, data):
                 out[ix.reshape(-1)] = dx.reshape((ix.size,) + rest)
             return out
+        out = zeros(xp, (size,) + rest, data[0].dtype)
         flat_data = xp.concatenate([dx.reshape((ix.size,) + rest) for ix, dx in zip(indices, data)])
         if flat_idx.size:
             # Where an index repeats the later slice wins: keep each index's last occurrence.
@@ -308,6 +343,13 @@ def unique(out_idx):
             raise InvalidArgumentError(f"unique expects a vector, got shape {fmt_shape(x.shape)}")
         if x.size == 0:
             return x.copy(), np.zeros([0], idx_dt)
+        lp = loops() if x.dtype.kind in "iu" and x.dtype.itemsize <= 8 else None
+        if lp is not None:
+            # First appearances through a compiled hash table: no sort.
+            uniq = np.empty_like(x)
+            inv = np.empty(x.size, idx_dt)
+            m = lp.unique_ints(np.ascontiguousarray(x), uniq, inv)
+            return (uniq if m == x.size else uniq[:m].copy()), inv
         kw = {"equal_nan": False} if x.dtype.kind in "fc" else {}
         _, first, inverse = np.unique(x, return_index=True, return_inverse=True, **kw)
         order = np.argsort(first, kind="stable")

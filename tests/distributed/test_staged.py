@@ -147,6 +147,46 @@ def test_feeds_and_fetches_on_both_tasks_of_a_staged_step():
         np.testing.assert_allclose(sess.run(v), [4.5, 8.25])
 
 
+def test_a_small_constant_of_the_master_is_copied_into_the_stage_that_takes_it(pulls):
+    big = np.full(600, 0.001, np.float32)  # 2400 bytes: still sent
+    g = rg.Graph()
+    with g.as_default():
+        with g.device(WORKER):
+            rate = rg.constant(0.5, name="rate")
+            only_ps = rg.constant([2.0, 3.0], name="only_ps")
+            large = rg.constant(big, name="large")
+            x = rg.placeholder(rg.float32, [2], name="x")
+        with g.device(PS):
+            v = rg.Variable(rg.constant([1.0, 2.0]), name="v")
+            read = v * only_ps  # stage A
+        with g.device(WORKER):
+            delta = read * rate + x  # M1: the worker reads `rate` too
+        with g.device(PS):
+            step = rg.assign_sub(v, delta * rate + rg.reduce_sum(large * delta[0]))  # B
+        init = rg.global_variables_initializer()
+    ps, worker = _tasks()
+    with ps, worker, Session(worker.target, graph=g) as sess:
+        sess.run(init)
+        del pulls[:]
+        got = sess.run([step, delta], {x: [1.0, -1.0]})
+        plan = next(p for p in _plans(worker) if p.fetches and p.stages)
+        a, m1, b = plan.stages
+        assert (a.job, m1.job, b.job) == ("ps", "worker", "ps")
+
+        def consts(st):  # the sources of a stage's constants (a copy keeps its _Recv's name)
+            return {nd.name.split("/")[0] for nd in st.graph_def.node if nd.op == "Const"}
+
+        assert "only_ps" in consts(a) and a.needs == []  # a copy: nothing sent for stage A
+        assert "rate" in consts(b) and "large" not in consts(b)
+        assert len(b.needs) == 2  # delta and `large`; not `rate`
+        assert "rate" in consts(m1) and "only_ps" not in consts(m1)  # the worker keeps its own
+        want_delta = np.array([1.0, 3.0], np.float32) + np.array([1.0, -1.0], np.float32)
+        np.testing.assert_allclose(got[1], want_delta)
+        want_v = np.array([1.0, 2.0]) - (want_delta * 0.5 + 600 * 0.001 * want_delta[0])
+        np.testing.assert_allclose(got[0], want_v, rtol=1e-5)
+    assert pulls == []
+
+
 def test_what_cannot_be_cut_runs_unstaged():
     g = rg.Graph()
     with g.as_default():
@@ -361,6 +401,12 @@ def test_an_embedding_lookup_and_its_training_step_over_several_ps_run_staged(pu
             trained = next(p for p in _plans(worker) if p.targets == (train.name,))
             assert [st.group for st in trained.stages] == [1, 2, 2, 2, 3, 4, 4, 4]
             assert not any(st.makes for st in trained.stages if st.group == 4)
+            # Each PS takes its ids to gather, then its gradient rows and the same ids again;
+            # the learning rate (a constant of the worker's) is a copy in the PS's stage.
+            assert [len(st.needs) for st in trained.stages if not st.local] == [1] * 3 + [2] * 3
+            assert all(any(nd.op == "Const" and nd.name.startswith("GradientDescent/learning_rate")
+                           for nd in st.graph_def.node)
+                       for st in trained.stages if st.group == 4)  # fmt: skip
             assert all(st.aliases for st in trained.stages if st.group == 4)
             assert pulls == []
         for a, b in zip(got, want):

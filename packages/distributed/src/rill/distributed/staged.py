@@ -6,14 +6,17 @@ The common between-graph step is this shape: the parameter servers' parts read v
 (stage A), the worker computes on them (stage M1), the parameter servers apply what the worker
 sends (stage B), and the worker's own sinks wait for that (stage M2: the train op's control
 inputs). Cut there, every value crosses in a request or a response of the call that needs or
-makes it: A's response carries the variables, B's request the gradients, B's response the
-control edges. A step is then unary calls made by the thread that serves RunStep (no pull
-streams, no cross-thread waits), the calls of one group to several tasks in parallel.
+makes it: A's response carries the variables, B's request the gradients. A step is then unary
+calls made by the thread that serves RunStep (no pull streams, no cross-thread waits), the
+calls of one group to several tasks in parallel. A last stage of the master's that only waits
+(M2) is dropped with the acknowledgements it waited for: B's calls return when B has run. A
+small constant of the master's that another task takes (a learning rate) is copied into that
+task's stage instead of riding in its requests.
 
 In general the stages alternate in groups: the other tasks' nodes run in even groups and the
 master's in odd ones, each node in the first group of its task's parity after its inputs (a
 value from another task: after the group that sends it). An embedding step is M1 (partition the
-ids), B1 (the PS gather), M2 (the gradients), B2 (the PS apply), M3. A value one stage takes
+ids), B1 (the PS gather), M2 (the gradients), B2 (the PS apply). A value one stage takes
 from an earlier stage of its own task is carried in process (the master's task), sent again by
 the master (another task's value the master sent it before), or copied (resources and
 constants).
@@ -247,6 +250,46 @@ def _cut(tp: TaskPart, nodes: dict, group_of: dict, local: bool, aliases: dict):
     return stages
 
 
+# A constant of the master's that another task takes (a learning rate) is copied into that task's
+# stage instead of riding in every request, up to this size.
+_FOLD_BYTES = 1024
+
+
+def _fold_constants(parts_nodes: list, master: int) -> None:
+    """Replaces each _Recv of another task whose value is a small Const of the master's by a copy
+    of that Const, and drops the master's _Send (and the Const when nothing else reads it).
+    `parts_nodes` are the partitions' {name: NodeDef}; the NodeDefs themselves are not changed."""
+    mine = parts_nodes[master]
+    sends = {_key(nd): nd for nd in mine.values()
+             if nd.op == "_Send" and not nd.attr["client_terminated"].b}  # fmt: skip
+    folded = set()
+    for i, nodes in enumerate(parts_nodes):
+        if i == master:
+            continue
+        for name, nd in list(nodes.items()):
+            if nd.op != "_Recv" or nd.attr["client_terminated"].b or nd.input:
+                continue
+            send = sends.get(_key(nd))
+            src = mine.get(send.input[0].partition(":")[0]) if send is not None else None
+            if (
+                src is None
+                or src.op != "Const"
+                or src.input
+                or send.input[0].partition(":")[2] not in ("", "0")
+                or src.attr["value"].tensor.ByteSize() > _FOLD_BYTES
+            ):
+                continue
+            const = type(nd)(name=nd.name, op="Const", device=nd.device)
+            const.attr["dtype"].CopyFrom(src.attr["dtype"])
+            const.attr["value"].CopyFrom(src.attr["value"])
+            nodes[name] = const
+            del mine[send.name]
+            folded.add(src.name)
+    used = {ref.lstrip("^").partition(":")[0] for nd in mine.values() for ref in nd.input}
+    for name in folded - used:
+        del mine[name]
+
+
 def _drop_last_wait(stages: list) -> None:
     """Drops the last stage when it is the master's and only waits for the stages before it
     (NoOps on control values from other tasks: a train op's wait for the parameter servers'
@@ -308,6 +351,7 @@ def split(parts: list, local_task, device_attrs) -> list | None:
         peers = {(r.job, r.task) for r in others} if i == master else {(m.job, m.task)}
         if _cross(parts_nodes[i], peers) is None:
             return None
+    _fold_constants(parts_nodes, master)
     groups = _groups(parts_nodes, master)
     if groups is None:
         return None

@@ -19,6 +19,8 @@ _BOTH = ("CPU", "GPU")
 
 def host_ints(a) -> list[int]:
     """The elements of a small integer array as Python ints (works for numpy and cupy)."""
+    if type(a) is np.ndarray:
+        return [int(v) for v in a.reshape(-1).tolist()]
     return [int(v) for v in np.asarray(a.tolist() if hasattr(a, "tolist") else a).reshape(-1)]
 
 

@@ -4,6 +4,8 @@ Split, SplitV, Pack, Unpack and Transpose. Reshape and the splits return views o
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
@@ -25,7 +27,7 @@ _BOTH = ("CPU", "GPU")
 
 def reshape_target(in_shape: tuple, sizes: list[int]) -> tuple[int, ...]:
     """TensorFlow's Reshape size rule, including its -1 inference for empty tensors."""
-    n_in = int(np.prod(in_shape, dtype=np.int64))
+    n_in = math.prod(int(d) for d in in_shape)
     unknown = -1
     known = 1
     for i, s in enumerate(sizes):
@@ -53,7 +55,7 @@ def reshape_target(in_shape: tuple, sizes: list[int]) -> tuple[int, ...]:
             nz_in = int(np.prod([d for d in in_shape if d], dtype=np.int64))
             nz_out = int(np.prod([s for s in sizes if s > 0], dtype=np.int64))
             out[unknown] = nz_in // nz_out
-    n_out = int(np.prod(out, dtype=np.int64))
+    n_out = math.prod(out)
     if n_out != n_in:
         raise InvalidArgumentError(
             f"input to reshape is a tensor with {n_in} values, but the requested shape "

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from google.protobuf.message import DecodeError
 
+from rill.distributed import direct
 from rill.distributed.cluster import ClusterSpec
 from rill.distributed.proto import master_pb2, tensorflow_server_pb2, worker_pb2
 from rill.distributed.wire import (
@@ -212,6 +213,9 @@ class Server:
                     "RecvTensors": _stream_handler(
                         self._worker.RecvTensors, worker_pb2.RillRecvTensorsRequest
                     ),
+                    "DirectPort": grpc.unary_unary_rpc_method_handler(
+                        self._direct_port, request_deserializer=None, response_serializer=None
+                    ),
                 },  # fmt: skip
             )
         )
@@ -231,6 +235,17 @@ class Server:
         if not bound:
             raise InvalidArgumentError(f"cannot bind {bind}: the port is in use or invalid")
         self._host, self._port = host, bound
+        # rill's direct transport for per-step calls between rill tasks (rill.distributed.direct);
+        # none beside a TLS port.
+        self._direct = None
+        if server_credentials is None and direct.enabled():
+            worker, master = self._worker, self._master
+            self._direct = direct.DirectServer(host, {
+                direct.RUN_GRAPH: lambda raw, ctx: worker.RunGraph(
+                    worker_pb2.RunGraphRequest.FromString(raw), ctx),
+                direct.RUN_STEP: lambda raw, ctx: master.RunStep(
+                    master_pb2.RunStepRequest.FromString(raw), ctx),
+            })  # fmt: skip
         if int(port) != bound:
             jobs = self._server_def.cluster.job
             for j in jobs:
@@ -281,6 +296,8 @@ class Server:
                 raise InvalidArgumentError("a stopped Server cannot be started again")
             if not self._started:
                 self._grpc.start()
+                if self._direct is not None:
+                    self._direct.start()
                 self._control.start()
                 self._started = True
                 _stop_at_exit(self)
@@ -297,6 +314,8 @@ class Server:
             self._control.stop()
             self._master.stop()
             self._worker.stop()
+            if self._direct is not None:
+                self._direct.stop()
             if self._started:
                 self._grpc.stop(grace).wait(10.0 if grace is None else grace + 10.0)
             self._executor.shutdown(wait=False)
@@ -323,6 +342,11 @@ class Server:
             pass
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _direct_port(self, raw: bytes, context) -> bytes:
+        """rill.WorkerService/DirectPort: this task's direct transport port (ASCII), or nothing
+        when it offers none."""
+        return b"" if self._direct is None else str(self._direct.port).encode()
 
     def _resolve(self, job: str, task: int) -> str:
         return self._cluster.task_address(job, task)

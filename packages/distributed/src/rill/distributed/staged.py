@@ -396,7 +396,7 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                 calls = []
                 for st in group:
                     fut = master._call(st.address, "RunGraph", request(st),
-                                       worker_pb2.RunGraphResponse, timeout)  # fmt: skip
+                                       worker_pb2.RunGraphResponse, timeout, who=st.name)  # fmt: skip
                     fut.add_done_callback(lambda f, st=st: master._on_done(f, st, abort_all))
                     calls.append((st, fut))
                 for st, fut in calls:

@@ -1,0 +1,280 @@
+"""A direct transport for the per-step calls between rill tasks: RunGraph (a master to the
+workers of its step) and RunStep (a rill client to its master), as framed protobuf messages on
+one TCP connection per concurrent call, served by a thread per connection.
+
+Through grpc's Python server a unary call costs about 0.65 ms of CPU on each side (the HTTP/2
+framing, the completion-queue thread and two hand-offs to a pool thread), several times what
+the PS spends executing a training step's partition. Here a call is one write and one read on
+each side, and the request is handled on the thread that read it. TensorFlow's services stay
+on gRPC, unchanged: every other call, every TensorFlow peer, and rill tasks with TLS (this
+transport has none, so a server with credentials offers none) use it. A task announces its
+port through gRPC (`rill.WorkerService/DirectPort`); a caller that cannot reach it uses gRPC.
+
+Frames (little-endian): a request is [u64 length][u8 method][f64 timeout in seconds, < 0:
+none] then the serialized request; a response is [u64 length][u8 status code] then the
+serialized response (code 0) or the error message in UTF-8 (a TensorFlow error code). Only
+protocol buffers travel; the connection binds the same host as the task's gRPC port.
+RILL_DIRECT_RPC=0 in a task's environment turns its listener off.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+
+from rill.graph.errors import (
+    CancelledError,
+    DeadlineExceededError,
+    InvalidArgumentError,
+    UnavailableError,
+)
+
+__all__ = ["DirectClient", "DirectServer", "RUN_GRAPH", "RUN_STEP", "enabled"]
+
+RUN_GRAPH = 1
+RUN_STEP = 2
+_REQ = struct.Struct("<QBd")
+_RESP = struct.Struct("<QB")
+MAX_MESSAGE = 2**31 - 1  # protobuf's own limit on one message
+_NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def enabled() -> bool:
+    """Whether this process offers the direct transport (RILL_DIRECT_RPC, default on)."""
+    return os.environ.get("RILL_DIRECT_RPC", "1").strip().lower() not in ("0", "false", "off")
+
+
+def _read(sock, n: int):
+    """Exactly n bytes from `sock`, or None when the peer closed the connection first."""
+    data = sock.recv(n)
+    if len(data) == n:
+        return data
+    if not data:
+        return None
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = len(data)
+    view[:got] = data
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
+            return None
+        got += k
+    return buf
+
+
+def _split_address(address: str) -> tuple[str, str]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), port
+
+
+class _Context:
+    """What a served call's handler asks of grpc's context: the time left, and whether it is
+    still wanted (the server still runs). A caller that gives up closes its connection, which
+    this thread notices only after the call; its step ends at its deadline, or when the master
+    aborts it (CleanupGraph), as on gRPC."""
+
+    __slots__ = ("deadline", "server")
+
+    def __init__(self, timeout: float, server):
+        self.deadline = None if timeout < 0 else time.monotonic() + timeout
+        self.server = server
+
+    def time_remaining(self):
+        return 1e18 if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def is_active(self):
+        return not self.server._stopped
+
+    def add_callback(self, fn) -> bool:
+        return False  # grpc's answer when the call has ended already: nothing to call back
+
+
+class DirectServer:
+    """Listens on `host` (port 0: a free one) and serves each connection's calls in order on a
+    thread of its own; `handlers` maps a method to fn(raw request bytes, context) -> response
+    message. stop() closes the listener and every connection."""
+
+    def __init__(self, host: str, handlers: dict):
+        self._handlers = handlers
+        host = host.strip("[]")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        if host in ("localhost", ""):
+            host, family = "127.0.0.1", socket.AF_INET
+        self._sock = socket.create_server((host, 0), family=family)
+        self.port = self._sock.getsockname()[1]
+        self._lock = threading.Lock()
+        self._conns: set = set()
+        self._stopped = False
+        self._thread = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._accept, name="rill-direct-accept",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return  # stop() closed the listener
+            with self._lock:
+                if self._stopped:
+                    conn.close()
+                    return
+                self._conns.add(conn)
+            conn.setsockopt(*_NODELAY)
+            threading.Thread(target=self._serve, args=(conn,), name="rill-direct",
+                             daemon=True).start()  # fmt: skip
+
+    def _serve(self, conn) -> None:
+        from rill.distributed.wire import error_to_status
+
+        try:
+            while True:
+                head = _read(conn, _REQ.size)
+                if head is None:
+                    return
+                n, method, timeout = _REQ.unpack(head)
+                if n > MAX_MESSAGE:
+                    return  # not a rill caller: drop the connection
+                payload = _read(conn, n) if n else b""
+                if payload is None:
+                    return
+                fn = self._handlers.get(method)
+                try:
+                    if fn is None:
+                        raise InvalidArgumentError(f"unknown direct method {method}")
+                    body, code = fn(payload, _Context(timeout, self)).SerializeToString(), 0
+                except Exception as e:  # noqa: BLE001 - reported to the caller as a status
+                    code, msg = error_to_status(e)
+                    body = msg.encode("utf-8", "replace")
+                conn.sendmsg([_RESP.pack(len(body), code), body])
+        except OSError:
+            return
+        finally:
+            with self._lock:
+                self._conns.discard(conn)
+            conn.close()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            conns = list(self._conns)
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class DirectClient:
+    """Calls to DirectServers: idle connections are kept per address and reused, one per
+    concurrent call; close() ends every call in flight (CancelledError)."""
+
+    def __init__(self, connect_timeout_s: float = 30.0):
+        self._lock = threading.Lock()
+        self._idle: dict[str, list] = {}
+        self._busy: set = set()
+        self._closed = False
+        self.connect_timeout_s = connect_timeout_s
+
+    def _take(self, address: str, timeout):
+        with self._lock:
+            if self._closed:
+                raise CancelledError("the caller was stopped")
+            idle = self._idle.get(address)
+            if idle:
+                sock = idle.pop()
+                self._busy.add(sock)
+                return sock
+        host, port = _split_address(address)
+        t = self.connect_timeout_s if timeout is None else min(timeout, self.connect_timeout_s)
+        sock = socket.create_connection((host, int(port)), timeout=t)
+        sock.setsockopt(*_NODELAY)
+        with self._lock:
+            if self._closed:
+                sock.close()
+                raise CancelledError("the caller was stopped")
+            self._busy.add(sock)
+        return sock
+
+    def call(self, direct_address: str, method: int, payload: bytes, timeout, who: str,
+             address: str):  # fmt: skip
+        """The serialized response of `method` at `direct_address` (a DirectServer's
+        "host:port"), or the callee's error; a connection or a deadline that fails is
+        UnavailableError or DeadlineExceededError naming the task `who` and its `address`."""
+        sock = None
+        try:
+            sock = self._take(direct_address, timeout)
+            sock.settimeout(timeout)
+            sock.sendmsg([_REQ.pack(len(payload), method, -1.0 if timeout is None else timeout),
+                          payload])  # fmt: skip
+            head = _read(sock, _RESP.size)
+            if head is None:
+                raise ConnectionError("the connection was closed")
+            n, code = _RESP.unpack(head)
+            body = _read(sock, n) if n else b""
+            if body is None:
+                raise ConnectionError("the connection was closed mid-response")
+        except TimeoutError:
+            self._drop(sock)
+            raise DeadlineExceededError(
+                f"{who} at {address} did not answer within the deadline"
+            ) from None
+        except OSError as e:
+            self._drop(sock)
+            if self._closed:
+                raise CancelledError("the caller was stopped") from None
+            raise UnavailableError(
+                f"{who} at {address} is unavailable: {e} (direct transport {direct_address})"
+            ) from None
+        with self._lock:
+            self._busy.discard(sock)
+            if self._closed:
+                sock.close()
+            else:
+                self._idle.setdefault(direct_address, []).append(sock)
+        if code:
+            from rill.distributed.wire import error_from_status
+
+            err = error_from_status(code, bytes(body).decode("utf-8", "replace"))
+            if who not in err.message:
+                err = type(err)(f"{err.message}\n(on {who})")
+            raise err
+        return body
+
+    def _drop(self, sock) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            self._busy.discard(sock)
+        sock.close()
+
+    def forget(self, address: str) -> None:
+        """Closes the idle connections to `address` (its task failed or restarted)."""
+        with self._lock:
+            idle = self._idle.pop(address, [])
+        for s in idle:
+            s.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            socks = [s for v in self._idle.values() for s in v] + list(self._busy)
+            self._idle.clear()
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            if s not in self._busy:
+                s.close()

@@ -66,6 +66,16 @@ def _read(sock, n: int):
     return buf
 
 
+def _send(sock, head: bytes, body) -> None:
+    """Writes a frame's header and body (sendmsg may write part of them: the rest follows)."""
+    sent = sock.sendmsg([head, body])
+    if sent < len(head):
+        sock.sendall(head[sent:])
+        sent = len(head)
+    if sent - len(head) < len(body):
+        sock.sendall(memoryview(body)[sent - len(head) :])
+
+
 def _split_address(address: str) -> tuple[str, str]:
     host, _, port = address.rpartition(":")
     return host.strip("[]"), port
@@ -106,8 +116,9 @@ class DirectServer:
             host, family = "127.0.0.1", socket.AF_INET
         self._sock = socket.create_server((host, 0), family=family)
         self.port = self._sock.getsockname()[1]
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._conns: set = set()
+        self._busy: set = set()  # connections in a call
         self._stopped = False
         self._thread = None
 
@@ -145,6 +156,10 @@ class DirectServer:
                 payload = _read(conn, n) if n else b""
                 if payload is None:
                     return
+                with self._lock:
+                    if self._stopped:
+                        return
+                    self._busy.add(conn)
                 fn = self._handlers.get(method)
                 try:
                     if fn is None:
@@ -153,22 +168,47 @@ class DirectServer:
                 except Exception as e:  # noqa: BLE001 - reported to the caller as a status
                     code, msg = error_to_status(e)
                     body = msg.encode("utf-8", "replace")
-                conn.sendmsg([_RESP.pack(len(body), code), body])
+                try:
+                    _send(conn, _RESP.pack(len(body), code), body)
+                finally:
+                    with self._lock:
+                        self._busy.discard(conn)
+                        self._lock.notify_all()
         except OSError:
             return
         finally:
             with self._lock:
                 self._conns.discard(conn)
+                self._busy.discard(conn)
+                self._lock.notify_all()
             conn.close()
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 1.0) -> None:
+        """Stops accepting; a call in progress has `grace` seconds to send its answer (the
+        step's own end: a stopped server cancels its steps first), then every connection
+        closes."""
         with self._lock:
             self._stopped = True
-            conns = list(self._conns)
+            idle = [c for c in self._conns if c not in self._busy]
+        for c in idle:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         try:
-            self._sock.close()
+            # shutdown() wakes the thread blocked in accept() (close() alone would leave the
+            # listener open until a connection came).
+            self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        self._sock.close()
+        if self._thread is not None:
+            self._thread.join(10.0)
+        end = time.monotonic() + grace
+        with self._lock:
+            while self._busy and time.monotonic() < end:
+                self._lock.wait(max(0.0, end - time.monotonic()))
+            conns = list(self._conns)
         for c in conns:
             try:
                 c.shutdown(socket.SHUT_RDWR)
@@ -216,8 +256,8 @@ class DirectClient:
         try:
             sock = self._take(direct_address, timeout)
             sock.settimeout(timeout)
-            sock.sendmsg([_REQ.pack(len(payload), method, -1.0 if timeout is None else timeout),
-                          payload])  # fmt: skip
+            _send(sock, _REQ.pack(len(payload), method, -1.0 if timeout is None else timeout),
+                  payload)  # fmt: skip
             head = _read(sock, _RESP.size)
             if head is None:
                 raise ConnectionError("the connection was closed")

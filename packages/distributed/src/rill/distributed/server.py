@@ -315,7 +315,7 @@ class Server:
             self._master.stop()
             self._worker.stop()
             if self._direct is not None:
-                self._direct.stop()
+                self._direct.stop(1.0 if grace is None else grace)
             if self._started:
                 self._grpc.stop(grace).wait(10.0 if grace is None else grace + 10.0)
             self._executor.shutdown(wait=False)

@@ -392,13 +392,18 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                 # One stage on each of several other tasks: their calls go out together (on the
                 # master's call threads, each with the step's deadline) and the group ends when
                 # all have returned; a failed one aborts the step, which ends the others.
+                # The last stage's call is made on this thread meanwhile.
                 timeout = master._timeout(deadline)
                 calls = []
-                for st in group:
+                for st in group[:-1]:
                     fut = master._call(st.address, "RunGraph", request(st),
                                        worker_pb2.RunGraphResponse, timeout, who=st.name)  # fmt: skip
                     fut.add_done_callback(lambda f, st=st: master._on_done(f, st, abort_all))
                     calls.append((st, fut))
+                last = group[-1]
+                resp = master._call_inline(last, request(last), timeout, abort_all)
+                if resp is not None and not aborted.is_set():
+                    received(last, resp)
                 for st, fut in calls:
                     try:
                         resp = master._wait(fut, st.name, st.address)

@@ -104,8 +104,8 @@ class GrpcSession(SessionBase):
                 delay = min(delay * 2, 2.0)
         raise UnavailableError(f"the master at {self._address} is unavailable")
 
-    def _run_step(self, req, timeout_ms: int):
-        """RunStep: over the direct transport to a rill master that offers one, else gRPC."""
+    def _uses_direct(self) -> bool:
+        """Whether RunStep goes over the direct transport (the master is asked once)."""
         if self._direct is None:
             self._direct = False
             if direct.enabled():
@@ -118,14 +118,20 @@ class GrpcSession(SessionBase):
                 if port.isdigit():
                     self._direct = direct.DirectClient(self._connect_timeout)
                     self._direct_at = f"{self._address.rpartition(':')[0]}:{int(port)}"
-        if self._direct is False:
+        return self._direct is not False
+
+    def _run_step(self, req, timeout_ms: int, parts=()):
+        """RunStep: over the direct transport to a rill master that offers one (`parts`: feeds
+        encoded by direct.tensor_parts, sent after the request's bytes), else gRPC."""
+        if not self._uses_direct():
             return self._rpc("RunStep", req, master_pb2.RunStepResponse, timeout_ms)
         ms = timeout_ms or self._config.operation_timeout_in_ms
         # A little longer than the step's own deadline, as _rpc does.
         timeout = None if ms <= 0 else ms / 1000.0 + 2.0
         try:
-            raw = self._direct.call(self._direct_at, direct.RUN_STEP, req.SerializeToString(),
-                                    timeout, "the master", self._address)  # fmt: skip
+            payload = [req.SerializeToString(), *parts] if parts else req.SerializeToString()
+            raw = self._direct.call(self._direct_at, direct.RUN_STEP, payload, timeout,
+                                    "the master", self._address)  # fmt: skip
         except UnavailableError:
             self._direct.close()
             self._direct = False  # the master went away: gRPC (with its retries) from now on
@@ -227,7 +233,15 @@ class GrpcSession(SessionBase):
                                         store_errors_in_response_body=True,
                                         request_id=random.getrandbits(62) or 1,
                                         rill_chunks_ok=True)  # fmt: skip
+        parts: list = []
+        raw_feeds = self._uses_direct()
         for t, v in feeds:
+            if raw_feeds and type(v) is np.ndarray and v.dtype == t.dtype.np:
+                # Direct: the array's own memory goes to the socket (no copy into the request).
+                more = direct.tensor_parts(2, t.name, v)
+                if more is not None:
+                    parts.extend(more)
+                    continue
             nt = req.feed.add(name=t.name)
             try:
                 if type(v) is np.ndarray and v.dtype == t.dtype.np and plain_array(v):
@@ -243,7 +257,7 @@ class GrpcSession(SessionBase):
         if options is not None:
             req.options.CopyFrom(options)
             timeout_ms = options.timeout_in_ms
-        resp = self._run_step(req, timeout_ms)
+        resp = self._run_step(req, timeout_ms, parts)
         if resp.status_code:
             raise error_from_status(resp.status_code, resp.status_error_message, self.graph)
         if run_metadata is not None and resp.HasField("metadata"):

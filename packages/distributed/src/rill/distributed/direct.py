@@ -67,13 +67,57 @@ def _read(sock, n: int):
 
 
 def _send(sock, head: bytes, body) -> None:
-    """Writes a frame's header and body (sendmsg may write part of them: the rest follows)."""
-    sent = sock.sendmsg([head, body])
-    if sent < len(head):
-        sock.sendall(head[sent:])
-        sent = len(head)
-    if sent - len(head) < len(body):
-        sock.sendall(memoryview(body)[sent - len(head) :])
+    """Writes a frame: its header and its body, bytes or a list of buffers (sendmsg may write
+    part of them: the rest follows)."""
+    parts = [head, *body] if type(body) is list else [head, body]
+    sent = sock.sendmsg(parts)
+    for part in parts:
+        n = memoryview(part).nbytes
+        if sent >= n:
+            sent -= n
+            continue
+        sock.sendall(memoryview(part).cast("B")[sent:])
+        sent = 0
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(number: int, body_len: int) -> bytes:
+    """The tag and length of a length-delimited field."""
+    return _varint(number << 3 | 2) + _varint(body_len)
+
+
+def tensor_parts(field: int, name: str, value) -> list | None:
+    """A NamedTensorProto {name, tensor} of the numeric array `value` as field `field` of the
+    message it is appended to: [the protobuf bytes before the values, the array's own memory]
+    (what tensor_into and SerializeToString make, without copying the values twice); None for a
+    value that is not a plain non-empty array (the caller puts it into the message instead).
+    Protocol buffers merge a repeated field's entries from wherever they are in the bytes."""
+    from rill.distributed.wire import plain_array
+    from rill.graph import dtypes
+
+    if not plain_array(value) or value.size == 0:
+        return None
+    if not value.flags.c_contiguous:
+        value = value.copy(order="C")
+    data = memoryview(value).cast("B")
+    shape = b"".join(_field(2, len(d)) + d for d in (b"\x08" + _varint(n) for n in value.shape))
+    head = b"\x08" + _varint(dtypes.as_dtype(value.dtype).enum)
+    if shape:  # a scalar's shape has no dims: left out, as SerializeToString does
+        head += _field(2, len(shape)) + shape
+    tensor_len = len(head) + len(_field(4, data.nbytes)) + data.nbytes
+    name_b = name.encode()
+    named_len = len(_field(1, len(name_b))) + len(name_b) + len(_field(2, tensor_len)) + tensor_len
+    prefix = (_field(field, named_len) + _field(1, len(name_b)) + name_b + _field(2, tensor_len)
+              + head + _field(4, data.nbytes))  # fmt: skip
+    return [prefix, data]
 
 
 def _split_address(address: str) -> tuple[str, str]:
@@ -105,8 +149,9 @@ class _Context:
 
 class DirectServer:
     """Listens on `host` (port 0: a free one) and serves each connection's calls in order on a
-    thread of its own; `handlers` maps a method to fn(raw request bytes, context) -> response
-    message. stop() closes the listener and every connection."""
+    thread of its own; `handlers` maps a method to fn(raw request bytes, context) -> the
+    response: a message, or a list of buffers (its serialized bytes). stop() closes the
+    listener and every connection."""
 
     def __init__(self, host: str, handlers: dict):
         self._handlers = handlers
@@ -164,12 +209,15 @@ class DirectServer:
                 try:
                     if fn is None:
                         raise InvalidArgumentError(f"unknown direct method {method}")
-                    body, code = fn(payload, _Context(timeout, self)).SerializeToString(), 0
+                    body, code = fn(payload, _Context(timeout, self)), 0
+                    if type(body) is not list:
+                        body = body.SerializeToString()
                 except Exception as e:  # noqa: BLE001 - reported to the caller as a status
                     code, msg = error_to_status(e)
                     body = msg.encode("utf-8", "replace")
+                n = sum(memoryview(b).nbytes for b in body) if type(body) is list else len(body)
                 try:
-                    _send(conn, _RESP.pack(len(body), code), body)
+                    _send(conn, _RESP.pack(n, code), body)
                 finally:
                     with self._lock:
                         self._busy.discard(conn)
@@ -250,14 +298,19 @@ class DirectClient:
     def call(self, direct_address: str, method: int, payload: bytes, timeout, who: str,
              address: str):  # fmt: skip
         """The serialized response of `method` at `direct_address` (a DirectServer's
-        "host:port"), or the callee's error; a connection or a deadline that fails is
+        "host:port") to `payload` (bytes, or a list of buffers sent one after the other), or
+        the callee's error; a connection or a deadline that fails is
         UnavailableError or DeadlineExceededError naming the task `who` and its `address`."""
         sock = None
         try:
             sock = self._take(direct_address, timeout)
             sock.settimeout(timeout)
-            _send(sock, _REQ.pack(len(payload), method, -1.0 if timeout is None else timeout),
-                  payload)  # fmt: skip
+            n = (
+                sum(memoryview(b).nbytes for b in payload)
+                if type(payload) is list
+                else len(payload)
+            )
+            _send(sock, _REQ.pack(n, method, -1.0 if timeout is None else timeout), payload)
             head = _read(sock, _RESP.size)
             if head is None:
                 raise ConnectionError("the connection was closed")

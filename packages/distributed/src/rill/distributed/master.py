@@ -79,24 +79,28 @@ class Master:
             return ClusterSpec(config.cluster_def)
         return self.server._cluster
 
-    def _call(self, address, method, req, resp_cls, timeout, wait_for_ready=False, who=None):
+    def _call(self, address, method, req, resp_cls, timeout, wait_for_ready=False, who=None,
+              parts=None):  # fmt: skip
         """Starts a call to a worker service: a future of its response.
 
         The call is a blocking one made on a thread of a pool: cheaper than grpc's own futures,
         which restart a channel thread each time a channel had no call in flight. Every call
         has a deadline or ends when the step is cleaned up or the channels close (stop()). A
-        RunGraph to a task with a direct transport goes there."""
+        RunGraph to a task with a direct transport goes there (`parts`: values encoded by
+        direct.tensor_parts to follow the request's bytes)."""
         at = self._direct_at.get(address) if method == "RunGraph" else None
         if at is not None:
             return self._rpc_pool.submit(self._run_graph_direct, at, req, timeout,
-                                         who or address, address)  # fmt: skip
+                                         who or address, address, parts)  # fmt: skip
+        if parts:  # the task lost its direct transport meanwhile: the values go in the request
+            req.MergeFromString(b"".join(bytes(b) for b in parts))
         fn = self.server._channels.unary(address, WORKER_SERVICE, method, resp_cls)
         return self._rpc_pool.submit(fn, req, timeout=timeout, wait_for_ready=wait_for_ready)
 
-    def _run_graph_direct(self, at, req, timeout, who, address):
+    def _run_graph_direct(self, at, req, timeout, who, address, parts=None):
+        payload = [req.SerializeToString(), *parts] if parts else req.SerializeToString()
         try:
-            raw = self._direct.call(at, direct.RUN_GRAPH, req.SerializeToString(), timeout, who,
-                                    address)  # fmt: skip
+            raw = self._direct.call(at, direct.RUN_GRAPH, payload, timeout, who, address)
         except UnavailableError:
             # The task failed or restarted (its direct port is a new one): gRPC from now on.
             self._direct_at.pop(address, None)
@@ -302,7 +306,7 @@ class Master:
                     for i, key in local_tp.fetches:
                         results[i] = values.get(key)
             if inline is not None:
-                resp = self._call_inline(inline, inline_req, timeout, abort_all)
+                resp = self._call_inline(inline, inline_req, None, timeout, abort_all)
                 if resp is not None:
                     self._collect(inline, resp, results, abort_all, step_stats, step_id, deadline)
             for tp, fut in calls:
@@ -320,14 +324,14 @@ class Master:
             raise _first_error(errors)
         return results
 
-    def _call_inline(self, tp, req, timeout, abort_all):
+    def _call_inline(self, tp, req, parts, timeout, abort_all):
         """RunGraph on `tp` made by this thread: its response, or None after abort_all(error).
         A stop() ends it by closing the channels; a failed or cancelled step, by its tasks
         aborting it (CleanupGraph)."""
         at = self._direct_at.get(tp.address)
         if at is not None:
             try:
-                resp = self._run_graph_direct(at, req, timeout, tp.name, tp.address)
+                resp = self._run_graph_direct(at, req, timeout, tp.name, tp.address, parts)
             except OpError as e:
                 abort_all(CancelledError("the server was stopped") if self._stopping else e)
                 return None
@@ -335,6 +339,8 @@ class Master:
                 abort_all(_task_error(resp, tp))
                 return None
             return resp
+        if parts:  # the task lost its direct transport meanwhile: the values go in the request
+            req.MergeFromString(b"".join(bytes(b) for b in parts))
         fn = self.server._channels.unary(tp.address, WORKER_SERVICE, "RunGraph",
                                          worker_pb2.RunGraphResponse)  # fmt: skip
         try:

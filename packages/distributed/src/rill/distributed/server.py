@@ -25,6 +25,7 @@ from rill.distributed.wire import (
     ChannelCache,
     error_to_status,
     grpc_status_of,
+    tensor_into,
 )
 from rill.exec.proto import config_pb2
 from rill.graph.errors import InvalidArgumentError, NotFoundError
@@ -98,6 +99,26 @@ def _stream_handler(fn, request_cls):
     return grpc.unary_stream_rpc_method_handler(
         handle, request_deserializer=None, response_serializer=_serialize_or_raw
     )
+
+
+def _run_graph_parts(worker, raw: bytes, context) -> list:
+    """RunGraph on the direct transport: the response's bytes, the fetched arrays' own memory
+    after them (direct.tensor_parts) rather than copied into the message."""
+    req = worker_pb2.RunGraphRequest.FromString(raw)
+    if req.rill_chunks_ok:  # large values stay parked for RecvTensorChunks, as on gRPC
+        return worker.RunGraph(req, context)
+    values: dict = {}
+    resp = worker.RunGraph(req, context, values)
+    if resp.status_code:
+        return [resp.SerializeToString()]
+    parts = []
+    for key in req.recv_key:
+        more = direct.tensor_parts(1, key, values[key])  # RunGraphResponse.recv
+        if more is None:
+            tensor_into(resp.recv.add(name=key).tensor, values[key])
+        else:
+            parts.extend(more)
+    return [resp.SerializeToString(), *parts]
 
 
 def _serialize_or_raw(m) -> bytes:
@@ -241,8 +262,7 @@ class Server:
         if server_credentials is None and direct.enabled():
             worker, master = self._worker, self._master
             self._direct = direct.DirectServer(host, {
-                direct.RUN_GRAPH: lambda raw, ctx: worker.RunGraph(
-                    worker_pb2.RunGraphRequest.FromString(raw), ctx),
+                direct.RUN_GRAPH: lambda raw, ctx: _run_graph_parts(worker, raw, ctx),
                 direct.RUN_STEP: lambda raw, ctx: master.RunStep(
                     master_pb2.RunStepRequest.FromString(raw), ctx),
             })  # fmt: skip

@@ -219,6 +219,10 @@ class DirectServer:
                 try:
                     _send(conn, _RESP.pack(n, code), body)
                 finally:
+                    # The response may hold a variable's own memory: a reference kept while
+                    # this thread waits for the next call would make that variable's next
+                    # update copy it (copy on write) instead of updating it in place.
+                    body = None
                     with self._lock:
                         self._busy.discard(conn)
                         self._lock.notify_all()

@@ -411,6 +411,7 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                                        timeout, who=st.name, parts=parts)  # fmt: skip
                     fut.add_done_callback(lambda f, st=st: master._on_done(f, st, abort_all))
                     calls.append((st, fut))
+                parts = None
                 last = group[-1]
                 resp = master._call_inline(last, *request(last), timeout, abort_all)
                 if resp is not None and not aborted.is_set():
@@ -439,6 +440,7 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                     carried[key] = values[key]
                 continue
             resp = master._call_inline(st, req, parts, master._timeout(deadline), abort_all)
+            parts = None  # it may hold arrays of this task's variables: not past the call
             if resp is None or not received(st, resp):
                 break
     except BaseException as e:

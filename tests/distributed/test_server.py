@@ -59,7 +59,10 @@ def test_stop_cancels_a_step_frees_the_port_and_join_returns():
     j.start()
     t = threading.Thread(target=run)
     t.start()
-    time.sleep(1.5)  # the step is waiting on the empty queue
+    deadline = time.monotonic() + 60
+    while not server._worker._steps:  # until the step is waiting on the empty queue
+        assert time.monotonic() < deadline and t.is_alive(), result
+        time.sleep(0.01)
     t0 = time.monotonic()
     server.stop()
     assert time.monotonic() - t0 < 10

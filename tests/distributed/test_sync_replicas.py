@@ -105,7 +105,7 @@ def _final(chief: Replica) -> tuple[int, float]:
 
 
 def test_two_of_three_with_a_backup_worker_train_the_mlp(replicas):
-    steps = 250
+    steps = 400  # at 250 steps accuracy varied 0.947-0.978 with which replicas contribute
     with local_cluster(ps=1, workers=3, log=None) as cluster:
         for i in range(3):
             replicas.append(Replica(cluster, i, "--sync", "--replicas_to_aggregate", "2",

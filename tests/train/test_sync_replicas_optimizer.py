@@ -254,7 +254,7 @@ def test_dense_gradients_bound_for_one_task_travel_as_one_tensor():
 
 
 def test_update_reports_come_in_global_step_order():
-    from rill.train.sync_replicas_support import _InOrder
+    from rill.train.sync_replicas_support import _HELD_MAX, _InOrder
 
     got = []
 
@@ -267,11 +267,16 @@ def test_update_reports_come_in_global_step_order():
     r.put(5, {}, report)
     assert got == [5, 6]
     r.put(8, {}, report)
-    r.put(9, {}, report)  # a gap no update fills (8 and 9 held): reported as they are
-    assert got == [5, 6, 8, 9]
-    r.put(7, {}, report)  # late: reported at once
-    assert got == [5, 6, 8, 9, 7]
-    r.put(11, {}, report)
+    r.put(9, {}, report)  # one loop finished two updates while the other still holds 7
+    assert got == [5, 6]
+    r.put(7, {}, report)
+    assert got == [5, 6, 7, 8, 9]
+    r.put(11, {}, report)  # 10 never comes (its loop failed): given up when flushed
     r.wait_for(10, alive=lambda: False)  # nothing alive to report 10: no wait
     r.flush(report)
-    assert got == [5, 6, 8, 9, 7, 11]
+    assert got == [5, 6, 7, 8, 9, 11]
+    r.put(10, {}, report)  # late: reported at once
+    assert got == [5, 6, 7, 8, 9, 11, 10]
+    for step in range(13, 13 + _HELD_MAX):  # a gap at 12 that nothing fills: given up
+        r.put(step, {}, report)
+    assert got[7:] == list(range(13, 13 + _HELD_MAX))

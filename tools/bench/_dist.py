@@ -49,6 +49,28 @@ def run_tf(*args: str, timeout: float = 1200, script: str | None = None) -> dict
     return {}
 
 
+def task_cpu(cluster) -> dict[str, float]:
+    """{"ps0": CPU seconds so far, "worker1": ...}, one entry per task process of a local cluster."""
+    out = {f"{t.job}{t.index}": t.cpu_seconds() for t in cluster.tasks}
+    if os.environ.get("RILL_BENCH_CSW"):
+        for t in cluster.tasks:
+            out[f"{t.job}{t.index}_csw"] = context_switches(t.pid)
+    return out
+
+
+def context_switches(pid: int) -> float:
+    """Voluntary + involuntary context switches of a process so far (/proc/<pid>/task/*/status; a thread that ended is not counted), as
+    'CPU seconds' x 1000 so that task_cpu_ms reports switches per step (RILL_BENCH_CSW=1)."""
+    n = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                n += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except FileNotFoundError:  # the thread ended meanwhile
+            pass
+    return n / 1e3
+
+
 def _cluster(**jobs):
     from rill.distributed import local_cluster
 
@@ -124,20 +146,20 @@ def fig1_between_graph(worker: int, lr: float = 0.01):
     return g, x, y, loss, train, init
 
 
-def rill_mlp(seconds: float) -> dict:
+def rill_mlp(seconds: float, n_workers: int = 2) -> dict:
     from rill.exec import Session
 
     xv, yv = batch()
-    with _cluster(ps=1, workers=2) as c:
+    with _cluster(ps=1, workers=n_workers) as c:
         workers = []
         try:
-            for w in range(2):
+            for w in range(n_workers):
                 g, x, y, loss, train, init = fig1_between_graph(w)
                 sess = Session(c.target("worker", w), graph=g)
                 if w == 0:
                     sess.run(init)
                 workers.append((sess, train, loss, {x: xv, y: yv}))
-            out = async_steps(workers, seconds, c.cpu_seconds)
+            out = async_steps(workers, seconds, c.cpu_seconds, lambda: task_cpu(c))
         finally:
             for sess, *_ in workers:
                 sess.close()

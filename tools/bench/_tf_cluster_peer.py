@@ -6,7 +6,7 @@ graph-mode session in this process, as rill's side of each benchmark does it.
 
     python _tf_cluster_peer.py null 1,2,4,8,16     # fetch one scalar from each of N PS
     python _tf_cluster_peer.py fetch 100           # fetch a 100 MB variable from one PS
-    python _tf_cluster_peer.py mlp 5               # Figure 1 MLP, 2 async workers, 5 s
+    python _tf_cluster_peer.py mlp 5 [WORKERS]     # Figure 1 MLP, 2 (or WORKERS) async workers, 5 s
     python _tf_cluster_peer.py serve CLUSTER JOB I # (internal) one task
 
 It prints one JSON object last. The measuring loop is the same as rill's side (tools/bench/_dist).
@@ -92,6 +92,22 @@ class Cluster:
     def cpu(self) -> float:
         return sum(cpu_seconds(p.pid) for p in self.procs)
 
+    def task_cpu(self) -> dict[str, float]:
+        """{"ps0": CPU seconds so far, "worker1": ...}, one entry per task process."""
+        names = [f"{job}{i}" for job, addresses in self.spec.items() for i in range(len(addresses))]
+        out = {name: cpu_seconds(p.pid) for name, p in zip(names, self.procs)}
+        if os.environ.get("RILL_BENCH_CSW"):
+            for name, p in zip(names, self.procs):
+                n = 0
+                for tid in os.listdir(f"/proc/{p.pid}/task"):
+                    try:
+                        with open(f"/proc/{p.pid}/task/{tid}/status") as f:
+                            n += sum(int(ln.split()[1]) for ln in f if "ctxt_switches" in ln)
+                    except FileNotFoundError:  # the thread ended meanwhile
+                        pass
+                out[name + "_csw"] = n / 1e3  # reported per step by async_steps
+        return out
+
     def close(self) -> None:
         for p in self.procs:
             p.kill()
@@ -163,16 +179,16 @@ def bench_fetch(mb: int) -> dict:
     return {"MB/s": mb / (ms / 1e3), "ms": ms, "cpu_ms": cpu, "client_cpu_ms": client}
 
 
-def bench_mlp(seconds: float) -> dict:
+def bench_mlp(seconds: float, n_workers: int = 2) -> dict:
     tf = _tf()
     import numpy as np
 
     rng = np.random.default_rng(0)
     xv = rng.random((100, 784), dtype=np.float32)
     yv = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 100)]
-    with Cluster({"ps": 1, "worker": 2}) as c:
+    with Cluster({"ps": 1, "worker": n_workers}) as c:
         workers = []
-        for w in range(2):
+        for w in range(n_workers):
             g = tf.Graph()
             setter = tf.compat.v1.train.replica_device_setter(
                 ps_tasks=1, worker_device=f"/job:worker/task:{w}"
@@ -195,7 +211,7 @@ def bench_mlp(seconds: float) -> dict:
                 sess.run(init)
             workers.append((sess, train, loss, {x: xv, y: yv}))
         try:
-            return async_steps(workers, seconds, c.cpu)
+            return async_steps(workers, seconds, c.cpu, c.task_cpu)
         finally:
             for sess, *_ in workers:
                 sess.close()
@@ -211,7 +227,7 @@ def main(argv: list[str]) -> None:
     elif what == "fetch":
         out = bench_fetch(int(argv[1]))
     elif what == "mlp":
-        out = bench_mlp(float(argv[1]))
+        out = bench_mlp(float(argv[1]), *(int(a) for a in argv[2:3]))
     else:
         raise SystemExit(f"unknown benchmark {what!r}")
     print(json.dumps(out), flush=True)

@@ -14,8 +14,10 @@ def run() -> list[Row]:
     rill = rill_mlp(SECONDS)
     tf = run_tf("mlp", str(SECONDS))
     note = f"rill steps per worker {rill['steps']}, loss {rill['loss'][0]:.3f} -> {rill['loss'][1]:.3f}"
+    note += f"; rill CPU ms per step by task {rill['task_cpu_ms']}"
     if tf:
         note += f"; TensorFlow steps per worker {tf['steps']}"
+        note += f", CPU ms per step by task {tf.get('task_cpu_ms')}"
     return [
         Row("Figure 1 MLP, 2 async workers + 1 PS", "steps/s", rill["steps/s"],
             {"tensorflow": tf.get("steps/s")}, note),

@@ -14,6 +14,7 @@ import time
 import grpc
 import numpy as np
 
+from rill.distributed import direct
 from rill.distributed.proto import master_pb2, worker_pb2
 from rill.distributed.wire import (
     CHANNEL_OPTIONS,
@@ -29,7 +30,7 @@ from rill.distributed.wire import (
 )
 from rill.exec.fetches import SessionBase
 from rill.exec.proto import config_pb2
-from rill.graph.errors import InvalidArgumentError, UnavailableError
+from rill.graph.errors import InvalidArgumentError, OpError, UnavailableError
 from rill.graph.graph import Operation, Tensor, get_default_graph
 from rill.graph.graph_def import graph_to_graph_def
 
@@ -65,6 +66,9 @@ class GrpcSession(SessionBase):
         self._closed = False
         self._fetch_cache: dict = {}
         self._default_ctx = None
+        # RunStep goes over rill's direct transport when the master offers one (asked once).
+        self._direct = None
+        self._direct_at: str | None = None
 
     # -- transport -------------------------------------------------------------------------------
 
@@ -99,6 +103,42 @@ class GrpcSession(SessionBase):
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 2.0)
         raise UnavailableError(f"the master at {self._address} is unavailable")
+
+    def _uses_direct(self) -> bool:
+        """Whether RunStep goes over the direct transport (the master is asked once)."""
+        if self._direct is None:
+            self._direct = False
+            if direct.enabled():
+                try:
+                    port = self._channel.unary_unary(f"/{RILL_WORKER_SERVICE}/DirectPort")(
+                        b"", timeout=self._connect_timeout
+                    )
+                except grpc.RpcError:  # a TensorFlow master, or an older rill one
+                    port = b""
+                if port.isdigit():
+                    self._direct = direct.DirectClient(self._connect_timeout)
+                    self._direct_at = f"{self._address.rpartition(':')[0]}:{int(port)}"
+        return self._direct is not False
+
+    def _run_step(self, req, timeout_ms: int, parts=()):
+        """RunStep: over the direct transport to a rill master that offers one (`parts`: feeds
+        encoded by direct.tensor_parts, sent after the request's bytes), else gRPC."""
+        if not self._uses_direct():
+            return self._rpc("RunStep", req, master_pb2.RunStepResponse, timeout_ms)
+        ms = timeout_ms or self._config.operation_timeout_in_ms
+        # A little longer than the step's own deadline, as _rpc does.
+        timeout = None if ms <= 0 else ms / 1000.0 + 2.0
+        try:
+            payload = [req.SerializeToString(), *parts] if parts else req.SerializeToString()
+            raw = self._direct.call(self._direct_at, direct.RUN_STEP, payload, timeout,
+                                    "the master", self._address)  # fmt: skip
+        except UnavailableError:
+            self._direct.close()
+            self._direct = False  # the master went away: gRPC (with its retries) from now on
+            raise
+        except OpError as e:
+            raise error_from_status(e.error_code, e.message, self.graph) from None
+        return master_pb2.RunStepResponse.FromString(raw)
 
     def _sync_graph(self) -> None:
         """CreateSession on first use, ExtendSession when the graph grew since."""
@@ -160,6 +200,8 @@ class GrpcSession(SessionBase):
                     session_handle=self._handle), master_pb2.CloseSessionResponse, 5000)  # fmt: skip
             except Exception:  # noqa: BLE001 - the master may be gone already
                 pass
+        if self._direct:
+            self._direct.close()
         self._channel.close()
 
     @staticmethod
@@ -191,7 +233,15 @@ class GrpcSession(SessionBase):
                                         store_errors_in_response_body=True,
                                         request_id=random.getrandbits(62) or 1,
                                         rill_chunks_ok=True)  # fmt: skip
+        parts: list = []
+        raw_feeds = self._uses_direct()
         for t, v in feeds:
+            if raw_feeds and type(v) is np.ndarray and v.dtype == t.dtype.np:
+                # Direct: the array's own memory goes to the socket (no copy into the request).
+                more = direct.tensor_parts(2, t.name, v)
+                if more is not None:
+                    parts.extend(more)
+                    continue
             nt = req.feed.add(name=t.name)
             try:
                 if type(v) is np.ndarray and v.dtype == t.dtype.np and plain_array(v):
@@ -207,7 +257,7 @@ class GrpcSession(SessionBase):
         if options is not None:
             req.options.CopyFrom(options)
             timeout_ms = options.timeout_in_ms
-        resp = self._rpc("RunStep", req, master_pb2.RunStepResponse, timeout_ms)
+        resp = self._run_step(req, timeout_ms, parts)
         if resp.status_code:
             raise error_from_status(resp.status_code, resp.status_error_message, self.graph)
         if run_metadata is not None and resp.HasField("metadata"):

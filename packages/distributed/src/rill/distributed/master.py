@@ -19,7 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import grpc
 import numpy as np
 
-from rill.distributed import staged
+from rill.distributed import direct, staged
 from rill.distributed.fetched import Relay, as_proto
 from rill.distributed.master_session import MasterSession, _PartialRun, _Plan
 from rill.distributed.plan import device_from_name
@@ -30,6 +30,7 @@ from rill.distributed.steps import first_error as _first_error
 from rill.distributed.steps import task_error as _task_error
 from rill.distributed.steps import task_matches as _task_matches
 from rill.distributed.wire import (
+    RILL_WORKER_SERVICE,
     WORKER_SERVICE,
     chunkable,
     error_from_rpc,
@@ -63,6 +64,9 @@ class Master:
         # steps may have calls in flight, so no step's call waits for another step's.
         self._rpc_pool = ThreadPoolExecutor(1024, thread_name_prefix="rill-call")
         self._active: dict[int, list] = {}  # step id -> parts, for stop()
+        # RunGraph goes to a rill task over the direct transport when it offers one.
+        self._direct = direct.DirectClient(server.connect_timeout_s)
+        self._direct_at: dict[str, str | None] = {}  # gRPC address -> direct address or None
         self._stopping = False
         self.local = (server._job_name, server._task_index)
 
@@ -75,14 +79,53 @@ class Master:
             return ClusterSpec(config.cluster_def)
         return self.server._cluster
 
-    def _call(self, address, method, req, resp_cls, timeout, wait_for_ready=False):
+    def _call(self, address, method, req, resp_cls, timeout, wait_for_ready=False, who=None,
+              parts=None):  # fmt: skip
         """Starts a call to a worker service: a future of its response.
 
         The call is a blocking one made on a thread of a pool: cheaper than grpc's own futures,
         which restart a channel thread each time a channel had no call in flight. Every call
-        has a deadline or ends when the step is cleaned up or the channels close (stop())."""
+        has a deadline or ends when the step is cleaned up or the channels close (stop()). A
+        RunGraph to a task with a direct transport goes there (`parts`: values encoded by
+        direct.tensor_parts to follow the request's bytes)."""
+        at = self._direct_at.get(address) if method == "RunGraph" else None
+        if at is not None:
+            return self._rpc_pool.submit(self._run_graph_direct, at, req, timeout,
+                                         who or address, address, parts)  # fmt: skip
+        if parts:  # the task lost its direct transport meanwhile: the values go in the request
+            req.MergeFromString(b"".join(bytes(b) for b in parts))
         fn = self.server._channels.unary(address, WORKER_SERVICE, method, resp_cls)
         return self._rpc_pool.submit(fn, req, timeout=timeout, wait_for_ready=wait_for_ready)
+
+    def _run_graph_direct(self, at, req, timeout, who, address, parts=None):
+        payload = [req.SerializeToString(), *parts] if parts else req.SerializeToString()
+        try:
+            raw = self._direct.call(at, direct.RUN_GRAPH, payload, timeout, who, address)
+        except UnavailableError:
+            # The task failed or restarted (its direct port is a new one): gRPC from now on.
+            self._direct_at.pop(address, None)
+            self._direct.forget(at)
+            raise
+        return worker_pb2.RunGraphResponse.FromString(raw)
+
+    def direct_address(self, address, deadline) -> str | None:
+        """The direct transport address of the task at `address` (asked once, through gRPC), or
+        None: a task that offers none (TLS, RILL_DIRECT_RPC=0, TensorFlow) is called on gRPC."""
+        if address in self._direct_at:
+            return self._direct_at[address]
+        at = None
+        if direct.enabled():
+            call = self.server._channels.channel(address).unary_unary(
+                f"/{RILL_WORKER_SERVICE}/DirectPort"
+            )
+            try:
+                port = call(b"", timeout=self._timeout(deadline, self.server.connect_timeout_s))
+            except grpc.RpcError:
+                port = b""
+            if port.isdigit():
+                at = f"{address.rpartition(':')[0]}:{int(port)}"
+        self._direct_at[address] = at
+        return at
 
     def _wait(self, fut, who, address, deadline_what="the call"):
         while True:
@@ -194,6 +237,7 @@ class Master:
                     ) from None
             else:
                 tp.handle = self._wait(fut, tp.name, tp.address).graph_handle
+                self.direct_address(tp.address, deadline)
 
     def run_plan(self, sess: MasterSession, plan: _Plan, feed_protos: list, deadline,
                  step_stats=None, context=None) -> list:  # fmt: skip
@@ -238,7 +282,8 @@ class Master:
             if tp is inline:
                 inline_req = req
                 continue
-            fut = self._call(tp.address, "RunGraph", req, worker_pb2.RunGraphResponse, timeout)
+            fut = self._call(tp.address, "RunGraph", req, worker_pb2.RunGraphResponse, timeout,
+                             who=tp.name)  # fmt: skip
             calls.append((tp, fut))
             fut.add_done_callback(lambda f, tp=tp: self._on_done(f, tp, abort_all))
         with self._lock:
@@ -261,7 +306,7 @@ class Master:
                     for i, key in local_tp.fetches:
                         results[i] = values.get(key)
             if inline is not None:
-                resp = self._call_inline(inline, inline_req, timeout, abort_all)
+                resp = self._call_inline(inline, inline_req, None, timeout, abort_all)
                 if resp is not None:
                     self._collect(inline, resp, results, abort_all, step_stats, step_id, deadline)
             for tp, fut in calls:
@@ -279,10 +324,23 @@ class Master:
             raise _first_error(errors)
         return results
 
-    def _call_inline(self, tp, req, timeout, abort_all):
+    def _call_inline(self, tp, req, parts, timeout, abort_all):
         """RunGraph on `tp` made by this thread: its response, or None after abort_all(error).
         A stop() ends it by closing the channels; a failed or cancelled step, by its tasks
         aborting it (CleanupGraph)."""
+        at = self._direct_at.get(tp.address)
+        if at is not None:
+            try:
+                resp = self._run_graph_direct(at, req, timeout, tp.name, tp.address, parts)
+            except OpError as e:
+                abort_all(CancelledError("the server was stopped") if self._stopping else e)
+                return None
+            if resp.status_code:
+                abort_all(_task_error(resp, tp))
+                return None
+            return resp
+        if parts:  # the task lost its direct transport meanwhile: the values go in the request
+            req.MergeFromString(b"".join(bytes(b) for b in parts))
         fn = self.server._channels.unary(tp.address, WORKER_SERVICE, "RunGraph",
                                          worker_pb2.RunGraphResponse)  # fmt: skip
         try:
@@ -303,7 +361,7 @@ class Master:
             return
         err = fut.exception()
         if err is not None:
-            abort_all(error_from_rpc(err, tp.name, tp.address))
+            abort_all(err if isinstance(err, OpError) else error_from_rpc(err, tp.name, tp.address))
             return
         resp = fut.result()
         if resp.status_code:
@@ -348,6 +406,7 @@ class Master:
             active = list(self._active.items())
         for step_id, plan in active:
             self._cleanup(plan, step_id)
+        self._direct.close()
         self._pool.shutdown(wait=False)
         self._rpc_pool.shutdown(wait=False)
 

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from google.protobuf.message import DecodeError
 
+from rill.distributed import direct
 from rill.distributed.cluster import ClusterSpec
 from rill.distributed.proto import master_pb2, tensorflow_server_pb2, worker_pb2
 from rill.distributed.wire import (
@@ -24,6 +25,7 @@ from rill.distributed.wire import (
     ChannelCache,
     error_to_status,
     grpc_status_of,
+    tensor_into,
 )
 from rill.exec.proto import config_pb2
 from rill.graph.errors import InvalidArgumentError, NotFoundError
@@ -97,6 +99,26 @@ def _stream_handler(fn, request_cls):
     return grpc.unary_stream_rpc_method_handler(
         handle, request_deserializer=None, response_serializer=_serialize_or_raw
     )
+
+
+def _run_graph_parts(worker, raw: bytes, context) -> list:
+    """RunGraph on the direct transport: the response's bytes, the fetched arrays' own memory
+    after them (direct.tensor_parts) rather than copied into the message."""
+    req = worker_pb2.RunGraphRequest.FromString(raw)
+    if req.rill_chunks_ok:  # large values stay parked for RecvTensorChunks, as on gRPC
+        return worker.RunGraph(req, context)
+    values: dict = {}
+    resp = worker.RunGraph(req, context, values)
+    if resp.status_code:
+        return [resp.SerializeToString()]
+    parts = []
+    for key in req.recv_key:
+        more = direct.tensor_parts(1, key, values[key])  # RunGraphResponse.recv
+        if more is None:
+            tensor_into(resp.recv.add(name=key).tensor, values[key])
+        else:
+            parts.extend(more)
+    return [resp.SerializeToString(), *parts]
 
 
 def _serialize_or_raw(m) -> bytes:
@@ -212,6 +234,9 @@ class Server:
                     "RecvTensors": _stream_handler(
                         self._worker.RecvTensors, worker_pb2.RillRecvTensorsRequest
                     ),
+                    "DirectPort": grpc.unary_unary_rpc_method_handler(
+                        self._direct_port, request_deserializer=None, response_serializer=None
+                    ),
                 },  # fmt: skip
             )
         )
@@ -231,6 +256,16 @@ class Server:
         if not bound:
             raise InvalidArgumentError(f"cannot bind {bind}: the port is in use or invalid")
         self._host, self._port = host, bound
+        # rill's direct transport for per-step calls between rill tasks (rill.distributed.direct);
+        # none beside a TLS port.
+        self._direct = None
+        if server_credentials is None and direct.enabled():
+            worker, master = self._worker, self._master
+            self._direct = direct.DirectServer(host, {
+                direct.RUN_GRAPH: lambda raw, ctx: _run_graph_parts(worker, raw, ctx),
+                direct.RUN_STEP: lambda raw, ctx: master.RunStep(
+                    master_pb2.RunStepRequest.FromString(raw), ctx),
+            })  # fmt: skip
         if int(port) != bound:
             jobs = self._server_def.cluster.job
             for j in jobs:
@@ -281,6 +316,8 @@ class Server:
                 raise InvalidArgumentError("a stopped Server cannot be started again")
             if not self._started:
                 self._grpc.start()
+                if self._direct is not None:
+                    self._direct.start()
                 self._control.start()
                 self._started = True
                 _stop_at_exit(self)
@@ -297,6 +334,8 @@ class Server:
             self._control.stop()
             self._master.stop()
             self._worker.stop()
+            if self._direct is not None:
+                self._direct.stop(1.0 if grace is None else grace)
             if self._started:
                 self._grpc.stop(grace).wait(10.0 if grace is None else grace + 10.0)
             self._executor.shutdown(wait=False)
@@ -323,6 +362,11 @@ class Server:
             pass
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _direct_port(self, raw: bytes, context) -> bytes:
+        """rill.WorkerService/DirectPort: this task's direct transport port (ASCII), or nothing
+        when it offers none."""
+        return b"" if self._direct is None else str(self._direct.port).encode()
 
     def _resolve(self, job: str, task: int) -> str:
         return self._cluster.task_address(job, task)

@@ -33,6 +33,7 @@ deadline; the executors never promised an order between ops without a dependency
 
 from __future__ import annotations
 
+from rill.distributed import direct
 from rill.distributed.plan import TaskPart
 from rill.distributed.rendezvous import task_of_device
 from rill.distributed.steps import InProcess, first_error
@@ -395,10 +396,17 @@ def group_stages(stages: list) -> list:
     return groups
 
 
-def request_values(stage: Stage, req, carried: dict) -> None:
-    """Puts the values `stage` takes from earlier stages into its (remote) RunGraph request."""
+def request_values(stage: Stage, req, carried: dict, parts: list | None = None) -> None:
+    """Puts the values `stage` takes from earlier stages into its (remote) RunGraph request;
+    with `parts` (a call on the direct transport) an array goes there instead, as the bytes
+    direct.tensor_parts makes to follow the request's."""
     for key in stage.needs:
         v = carried[stage.aliases.get(key, key)]
+        if parts is not None:
+            more = direct.tensor_parts(3, key, v)  # RunGraphRequest.send
+            if more is not None:
+                parts.extend(more)
+                continue
         nt = req.send.add(name=key)
         if hasattr(v, "SerializeToString"):
             nt.tensor.CopyFrom(v)
@@ -450,8 +458,10 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
             for i, key in st.feeds:
                 nt = req.send.add(name=key)
                 nt.tensor.CopyFrom(feed_protos[i])
-            request_values(st, req, carried)
-        return req
+            parts = [] if master._direct_at.get(st.address) is not None else None
+            request_values(st, req, carried, parts)
+            return req, parts
+        return req, None
 
     def received(st, resp) -> bool:
         if not master._collect(st, resp, results, abort_all, step_stats, step_id, deadline):
@@ -469,18 +479,20 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                 break
             if len(group) > 1:
                 # One stage on each of several other tasks: their calls go out together (on the
-                # master's call threads, each with the step's deadline, the last one made by
-                # this thread) and the group ends when all have returned; a failed one aborts
-                # the step, which ends the others.
+                # master's call threads, each with the step's deadline) and the group ends when
+                # all have returned; a failed one aborts the step, which ends the others.
+                # The last stage's call is made on this thread meanwhile.
                 timeout = master._timeout(deadline)
                 calls = []
                 for st in group[:-1]:
-                    fut = master._call(st.address, "RunGraph", request(st),
-                                       worker_pb2.RunGraphResponse, timeout)  # fmt: skip
+                    req, parts = request(st)
+                    fut = master._call(st.address, "RunGraph", req, worker_pb2.RunGraphResponse,
+                                       timeout, who=st.name, parts=parts)  # fmt: skip
                     fut.add_done_callback(lambda f, st=st: master._on_done(f, st, abort_all))
                     calls.append((st, fut))
+                parts = None
                 last = group[-1]
-                resp = master._call_inline(last, request(last), timeout, abort_all)
+                resp = master._call_inline(last, *request(last), timeout, abort_all)
                 if resp is not None and not aborted.is_set():
                     received(last, resp)
                 for st, fut in calls:
@@ -493,7 +505,7 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                         received(st, resp)
                 continue
             st = group[0]
-            req = request(st)
+            req, parts = request(st)
             if st.local:
                 values: dict = {}
                 feeds = [(key, feed_protos[i]) for i, key in st.feeds]
@@ -506,7 +518,8 @@ def run(master, sess, plan, feed_protos: list, deadline, step_stats=None, contex
                 for key in st.makes:
                     carried[key] = values[key]
                 continue
-            resp = master._call_inline(st, req, master._timeout(deadline), abort_all)
+            resp = master._call_inline(st, req, parts, master._timeout(deadline), abort_all)
+            parts = None  # it may hold arrays of this task's variables: not past the call
             if resp is None or not received(st, resp):
                 break
     except BaseException as e:

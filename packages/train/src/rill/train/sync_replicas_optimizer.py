@@ -404,6 +404,8 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
         self._num_tokens = num_tokens
         self._threads: list[threading.Thread] = []
         self._reports: _InOrder | None = None
+        self._loops_lock = threading.Lock()
+        self._loops_running = 0
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._session = None
@@ -447,11 +449,23 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
             threading.Thread(target=self._update_loop, name=f"sync-replicas-chief-{i}", daemon=True)
             for i in range(_UPDATES_IN_FLIGHT)
         ]
+        with self._loops_lock:
+            self._loops_running += len(self._threads)
         for t in self._threads:
             t.start()
         return self._threads
 
     def _update_loop(self) -> None:
+        try:
+            self._updates()
+        finally:
+            with self._loops_lock:
+                self._loops_running -= 1
+                last = self._loops_running == 0
+            if last and self._reports is not None:
+                self._reports.flush(self._report)  # a gap now stays a gap
+
+    def _updates(self) -> None:
         opt = self._opt
         opts = config_pb2.RunOptions()
         if opt._barrier_timeout_secs is not None:

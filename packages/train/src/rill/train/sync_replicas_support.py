@@ -46,6 +46,7 @@ class SyncStats:
 
 _UPDATES_IN_FLIGHT = 2
 _REPORT_WAIT_S = 10.0
+_HELD_MAX = 64
 
 
 class _InOrder:
@@ -77,7 +78,11 @@ class _InOrder:
             while self._last + 1 in self._held:
                 self._last += 1
                 report(self._last, self._held.pop(self._last))
-            if len(self._held) >= _UPDATES_IN_FLIGHT:  # a gap no update will fill
+            # A missing step is normally one whose update has returned but whose loop has not
+            # put it yet; the other loop may meanwhile finish several updates, so a gap waits
+            # for that loop (each loop flushes when it ends, the last one to end) and is given
+            # up only past _HELD_MAX held steps (the global step moved by something else).
+            if len(self._held) >= _HELD_MAX:
                 self.flush(report, locked=True)
             self._lock.notify_all()
 

@@ -23,7 +23,7 @@ from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels import conv_nchw, jit
 from rill.exec.kernels.conv_kernels import _CONV_KW, _conv2d, _Window
 from rill.exec.kernels.depthwise_kernels import depthwise_conv2d_native
-from rill.exec.kernels.intra_op import parallel_for, scratch
+from rill.exec.kernels.intra_op import parallel_blocks, parallel_for, scratch
 from rill.graph.errors import InvalidArgumentError
 
 # Elements per piece of the in-place epilogue (1 MiB of float32).
@@ -200,7 +200,14 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
 
         act = _activation(act_name, leakyrelu_alpha)
 
+    pointwise = (win.strides == (1, 1) and win.dilations == (1, 1)
+                 and (win.explicit is None or not any(map(any, win.explicit))))  # fmt: skip
+
     def compute(x, w, bias):
+        if pointwise and w.shape[:2] == (1, 1):
+            out = _pointwise(x, w, bias, code, exp_swish, epilogue)
+            if out is not None:
+                return out
         if not conv_nchw.usable(x, w) or x.shape[1] > _NCHW_CHANNELS:
             return plain(x, w, bias)
         if bias.ndim != 1 or bias.shape[0] != w.shape[3]:
@@ -223,6 +230,52 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
         return out
 
     return compute
+
+
+def _pointwise(x, w, bias, code, exp_swish, epilogue):
+    """The lean path of a 1×1, stride-1, unpadded NCHW _FusedConv2D (the expand, project and
+    squeeze-excite layers of MobileNet-like models): one GEMM per image on the input as it is,
+    W [o, c] · X [c, h·w], then the compiled bias and activation pass, with none of Conv2D's
+    general checks and views between them. The operands, GEMM and epilogue are those of the
+    general path (_conv_forward's channels-first 1×1 case and nchw_epilogue), so the bits are
+    too. None where that path does not apply (the general one then runs)."""
+    if (
+        x.ndim != 4
+        or w.ndim != 4
+        or x.dtype != w.dtype
+        or x.dtype not in jit.FLOATS
+        or w.shape[2] != x.shape[1]
+        or bias.ndim != 1
+        or bias.shape[0] != w.shape[3]
+        or not x.flags.c_contiguous
+        or not x.size
+        or not w.size
+    ):
+        return None
+    loops = _loops()
+    if loops is None or (code is None and exp_swish is None):
+        return None
+    n, c, h, wd = x.shape
+    o = w.shape[3]
+    out = np.empty((n, o, h, wd), x.dtype)
+    per_image = out.reshape(n, o, h * wd)
+    wt = w.reshape(c, o).T
+    xs = x.reshape(n, c, h * wd)
+    if n == 1:
+        np.matmul(wt, xs[0], out=per_image[0])
+    else:
+        parallel_blocks(n, lambda i: np.matmul(wt, xs[i], out=per_image[i]), n * h * wd * c * o)
+    if exp_swish is not None:
+        return epilogue(out, bias)
+    bias = bias.astype(x.dtype, copy=False)
+    planes = out.reshape(n * o, h * wd)
+    rows = max(1, _PIECE // max(h * wd, 1))
+    if n * o <= rows:
+        loops.bias_activation_planes(planes, bias, code, 0, n * o)
+    else:
+        parallel_for(n * o, lambda lo, hi: loops.bias_activation_planes(
+            planes, bias, code, lo, hi), grain=rows)  # fmt: skip
+    return out
 
 
 def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args, op):

@@ -383,3 +383,38 @@ def conv_crop(e, out, b, bias, act, r0, r1, wq):  # pragma: no cover - compiled
             else:
                 for o in range(ow):
                     dst[o] = src[base + o]
+
+
+@_jit
+def conv_patch_rows(ph, p, wq, kh, kw, sh, sw, dh, dw, r0, r1, ow):  # pragma: no cover - compiled
+    """p[(i·kw + j)·c + ci, (r - r0)·ow + o] = tap (i, j) of channel ci at output row r in
+    [r0, r1), column o < ow: conv_patches without the wq - ow columns past each output row,
+    so that the band's product is the output band itself."""
+    c = ph.shape[0]
+    for i in range(kh):
+        ri = i * dh
+        for j in range(kw):
+            cj = j * dw
+            for ci in range(c):
+                plane = ph[ci, (ri % sh) * sw + cj % sw]
+                start = (ri // sh) * wq + cj // sw
+                row = p[(i * kw + j) * c + ci]
+                for r in range(r0, r1):
+                    src = plane[start + r * wq : start + r * wq + ow]
+                    dst = row[(r - r0) * ow : (r - r0 + 1) * ow]
+                    for o in range(ow):
+                        dst[o] = src[o]
+
+
+@_jit
+def bias_activation_span(out, b, bias, act, lo, hi):  # pragma: no cover - compiled
+    """out[b, oc] (read flat) elements [lo, hi) of every channel oc, in place: + bias[oc], then
+    `act` (the epilogue of conv_crop, on a band the product wrote in place)."""
+    _, co, oh, ow = out.shape
+    zero, six = out.dtype.type(0), out.dtype.type(6)
+    flat = out.reshape(out.shape[0], co, oh * ow)
+    for oc in range(co):
+        row = flat[b, oc, lo:hi]
+        bq = bias[oc]
+        for o in range(hi - lo):
+            row[o] = _epilogue(row[o], bq, act, zero, six)

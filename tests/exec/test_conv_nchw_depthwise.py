@@ -106,3 +106,20 @@ def test_pointwise_conv_path_checks_its_bias():
     w = np.ones((1, 1, 4, 5), np.float32)
     with pytest.raises(InvalidArgumentError, match="bias"):
         k(x, w, np.ones(4, np.float32))
+
+
+@pytest.mark.parametrize("shape", POINTWISE, ids=str)
+@pytest.mark.parametrize("relu", [False, True])
+def test_pointwise_residual_conv_is_the_numpy_path_bit_for_bit(shape, relu):
+    n, c, h, wd, o = shape
+    x = _special((n, c, h, wd), np.float32)
+    w = RNG.standard_normal((1, 1, c, o)).astype(np.float32)
+    bias = RNG.standard_normal(o).astype(np.float32)
+    side = RNG.standard_normal((n, o, h, wd)).astype(np.float32)
+    ops = ["BiasAdd", "Add", *(["Relu"] if relu else [])]
+    a, b = _both(lambda: fused_conv2d_nchw([1, 1, 1, 1], "VALID", [], [1, 1, 1, 1], ops, 2, 0.2),
+                 x, w, bias, side)  # fmt: skip
+    assert a.shape == b.shape == (n, o, h, wd)
+    nan = np.isnan(b)
+    np.testing.assert_array_equal(np.isnan(a), nan)
+    np.testing.assert_array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))

@@ -200,8 +200,7 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
 
         act = _activation(act_name, leakyrelu_alpha)
 
-    pointwise = (win.strides == (1, 1) and win.dilations == (1, 1)
-                 and (win.explicit is None or not any(map(any, win.explicit))))  # fmt: skip
+    pointwise = _is_pointwise(win)
 
     def compute(x, w, bias):
         if pointwise and w.shape[:2] == (1, 1):
@@ -232,28 +231,27 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
     return compute
 
 
-def _pointwise(x, w, bias, code, exp_swish, epilogue):
-    """The lean path of a 1×1, stride-1, unpadded NCHW _FusedConv2D (the expand, project and
-    squeeze-excite layers of MobileNet-like models): one GEMM per image on the input as it is,
-    W [o, c] · X [c, h·w], then the compiled bias and activation pass, with none of Conv2D's
-    general checks and views between them. The operands, GEMM and epilogue are those of the
-    general path (_conv_forward's channels-first 1×1 case and nchw_epilogue), so the bits are
-    too. None where that path does not apply (the general one then runs)."""
+def _is_pointwise(win) -> bool:
+    """Whether a 1×1 filter under window `win` is a pointwise product (stride 1, no padding)."""
+    return (win.strides == (1, 1) and win.dilations == (1, 1)
+            and (win.explicit is None or not any(map(any, win.explicit))))  # fmt: skip
+
+
+def _pointwise_product(x, w):
+    """x [n, c, h, w] ⋆ a 1×1 filter w [1, 1, c, o] → [n, o, h, w] for a stride-1, unpadded
+    NCHW convolution: one GEMM per image on the input as it is, W [o, c] · X [c, h·w] (the
+    operands and GEMM of _conv_forward's channels-first 1×1 case, so the same bits). None where
+    that case does not apply (the general path then runs)."""
     if (
         x.ndim != 4
         or w.ndim != 4
         or x.dtype != w.dtype
         or x.dtype not in jit.FLOATS
         or w.shape[2] != x.shape[1]
-        or bias.ndim != 1
-        or bias.shape[0] != w.shape[3]
         or not x.flags.c_contiguous
         or not x.size
         or not w.size
     ):
-        return None
-    loops = _loops()
-    if loops is None or (code is None and exp_swish is None):
         return None
     n, c, h, wd = x.shape
     o = w.shape[3]
@@ -265,15 +263,32 @@ def _pointwise(x, w, bias, code, exp_swish, epilogue):
         np.matmul(wt, xs[0], out=per_image[0])
     else:
         parallel_blocks(n, lambda i: np.matmul(wt, xs[i], out=per_image[i]), n * h * wd * c * o)
+    return out
+
+
+def _pointwise(x, w, bias, code, exp_swish, epilogue):
+    """The lean path of a 1×1, stride-1, unpadded NCHW _FusedConv2D (the expand, project and
+    squeeze-excite layers of MobileNet-like models): _pointwise_product, then the compiled bias
+    and activation pass, with none of Conv2D's general checks and views between them (the
+    epilogue is nchw_epilogue's, so the bits are the general path's). None where that path
+    does not apply."""
+    if bias.ndim != 1 or bias.shape[0] != w.shape[-1]:
+        return None
+    loops = _loops()
+    if loops is None or (code is None and exp_swish is None):
+        return None
+    out = _pointwise_product(x, w)
+    if out is None:
+        return None
     if exp_swish is not None:
         return epilogue(out, bias)
-    bias = bias.astype(x.dtype, copy=False)
-    planes = out.reshape(n * o, h * wd)
-    rows = max(1, _PIECE // max(h * wd, 1))
-    if n * o <= rows:
-        loops.bias_activation_planes(planes, bias, code, 0, n * o)
+    bias = bias.astype(out.dtype, copy=False)
+    planes = out.reshape(out.shape[0] * out.shape[1], -1)
+    rows = max(1, _PIECE // max(planes.shape[1], 1))
+    if planes.shape[0] <= rows:
+        loops.bias_activation_planes(planes, bias, code, 0, planes.shape[0])
     else:
-        parallel_for(n * o, lambda lo, hi: loops.bias_activation_planes(
+        parallel_for(planes.shape[0], lambda lo, hi: loops.bias_activation_planes(
             planes, bias, code, lo, hi), grain=rows)  # fmt: skip
     return out
 
@@ -289,9 +304,15 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
         )
     plain = _conv2d(strides, padding, explicit_paddings, "NCHW", dilations)
     relu = len(ops) == 3
+    win = _Window(strides, dilations, padding, explicit_paddings, "NCHW")
+    pointwise = _is_pointwise(win)
 
     def compute(x, w, bias, side):
-        out = plain(x, w)
+        out = None
+        if pointwise and w.ndim == 4 and w.shape[:2] == (1, 1) and _loops() is not None:
+            out = _pointwise_product(x, w)
+        if out is None:
+            out = plain(x, w)
         if not (out.flags.c_contiguous and out.flags.writeable and out.base is None):
             out = np.array(out)
         _check_bias(bias, out.shape, 1, op)

@@ -49,6 +49,7 @@ CASES = [
     ((1, 3, 8, 9), 1, 1, (2, 2), "VALID", None, (1, 1)),
     ((1, 2, 5, 4), 5, 5, (1, 1), "SAME", None, (1, 1)),  # the window wider than the input
     ((0, 3, 6, 6), 3, 3, (1, 1), "SAME", None, (1, 1)),  # an empty batch
+    ((1, 3, 20, 22), 3, 3, (1, 1), "SAME", None, (6, 6)),  # rows 12 wider: products cropped
 ]
 
 

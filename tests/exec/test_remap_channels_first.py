@@ -274,3 +274,105 @@ def test_the_residual_kernel_checks_the_side_input():
     with pytest.raises(InvalidArgumentError, match="two arguments"):
         fused_conv2d([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1], ["BiasAdd", "Add"], 1, 0.2,
                      "HWIO", 0)  # fmt: skip
+
+
+def _gated_graph(act, kernel=(1, 1), gate_first=False, gate_shape=None):
+    """NCHW x · s (s [n, c, 1, 1], a squeeze-excite gate) → Conv2D → BiasAdd [→ activation]."""
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [2, 6, 5, 7])
+        s = rg.placeholder(rg.float32, gate_shape or [2, 6, 1, 1])
+        m = _op("Mul", [s, x] if gate_first else [x, s])
+        w = _const(RNG.standard_normal((*kernel, 6, 9)) * 0.5, np.float32)
+        y = _op("Conv2D", [m, w], {"strides": [1, 1, 1, 1], "padding": "SAME",
+                                   "data_format": "NCHW"})  # fmt: skip
+        y = _op("BiasAdd", [y, _const(RNG.standard_normal(9), np.float32)],
+                {"data_format": "NCHW"})  # fmt: skip
+        y = _act(act, y, np.float32)
+    return g, x, s, y
+
+
+@pytest.mark.parametrize("act", [None, "Relu", "Swish", "HardSwish", "Sigmoid"])
+@pytest.mark.parametrize("gate_first", [False, True])
+def test_a_gate_mul_fuses_into_the_pointwise_convolution(act, gate_first):
+    g, x, s, y = _gated_graph(act, gate_first=gate_first)
+    feeds = {x: _inputs([2, 6, 5, 7], np.float32), s: _inputs([2, 6, 1, 1], np.float32)}
+    with np.errstate(all="ignore"):
+        fused, plain, types = run_both(g, [y], feeds)
+    assert types.count("_FusedConv2D") == 1
+    assert "Mul" not in types and "Conv2D" not in types and "BiasAdd" not in types
+    assert_identical(fused, plain)
+
+
+@pytest.mark.parametrize("case", ["3x3", "broadcast gate"])
+def test_a_gate_mul_stays_where_it_is_not_a_pointwise_gate(case):
+    kernel = (3, 3) if case == "3x3" else (1, 1)
+    shape = [1, 6, 1, 1] if case == "broadcast gate" else None
+    g, x, s, y = _gated_graph("Relu", kernel=kernel, gate_shape=shape)
+    gate = RNG.standard_normal(shape or [2, 6, 1, 1]).astype(np.float32)
+    feeds = {x: _inputs([2, 6, 5, 7], np.float32), s: gate}
+    with np.errstate(all="ignore"):
+        fused, plain, types = run_both(g, [y], feeds)
+    assert "Mul" in types and "_FusedConv2D" in types
+    assert_identical(fused, plain)
+
+
+@pytest.mark.parametrize("shape", [[2, 4, 5, 5], [1, 4, 32, 33], [3, 4, 32, 33]])
+def test_the_gated_kernel_checks_the_gate_and_matches_mul_then_conv_bit_for_bit(shape):
+    # Planes of 32×33 and more than one image: x·s formed image by image in scratch.
+    from rill.exec.kernels.fused_kernels import fused_conv2d
+
+    x = _inputs(shape, np.float32)
+    s = RNG.standard_normal([shape[0], 4, 1, 1]).astype(np.float32)
+    b = RNG.standard_normal(3).astype(np.float32)
+    side = _inputs([shape[0], 3, *shape[2:]], np.float32)
+    res = fused_conv2d([1, 1, 1, 1], "VALID", [], "NCHW", [1, 1, 1, 1],
+                       ["Mul", "BiasAdd", "Add", "Relu"], 3, 0.2, "HWIO", 0)  # fmt: skip
+    res_plain = fused_conv2d([1, 1, 1, 1], "VALID", [], "NCHW", [1, 1, 1, 1],
+                             ["BiasAdd", "Add", "Relu"], 2, 0.2, "HWIO", 0)  # fmt: skip
+    w1 = RNG.standard_normal((1, 1, 4, 3)).astype(np.float32)
+    with np.errstate(all="ignore"):
+        a, e = res(x, w1, s, b, side), res_plain(x * s, w1, b, side)
+    nan = np.isnan(e)
+    np.testing.assert_array_equal(np.isnan(a), nan)
+    np.testing.assert_array_equal(a[~nan].view(np.uint32), e[~nan].view(np.uint32))
+    for kernel in ((1, 1), (3, 3)):
+        w = RNG.standard_normal((*kernel, 4, 3)).astype(np.float32)
+        gated = fused_conv2d([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1],
+                             ["Mul", "BiasAdd", "Relu6"], 2, 0.2, "HWIO", 0)  # fmt: skip
+        plain = fused_conv2d([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1],
+                             ["BiasAdd", "Relu6"], 1, 0.2, "HWIO", 0)  # fmt: skip
+        with np.errstate(all="ignore"):
+            assert_identical([gated(x, w, s, b)], [plain(x * s, w, b)])
+        with pytest.raises(InvalidArgumentError, match=r"scale of _FusedConv2D's Mul"):
+            gated(x, w, s[:, :2], b)
+    with pytest.raises(InvalidArgumentError, match="two arguments"):
+        fused_conv2d([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1], ["Mul", "BiasAdd"], 1, 0.2,
+                     "HWIO", 0)  # fmt: skip
+
+
+@pytest.mark.parametrize("relu", [True, False])
+def test_a_gate_mul_fuses_into_a_residual_pointwise_convolution(relu):
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [2, 6, 5, 7])
+        s = rg.placeholder(rg.float32, [2, 6, 1, 1])
+        side = rg.placeholder(rg.float32, [2, 6, 5, 7])
+        w = _const(RNG.standard_normal((1, 1, 6, 6)) * 0.5, np.float32)
+        y = _op("Conv2D", [_op("Mul", [x, s]), w], {"strides": [1, 1, 1, 1], "padding": "VALID",
+                                                    "data_format": "NCHW"})  # fmt: skip
+        y = _op("BiasAdd", [y, _const(RNG.standard_normal(6), np.float32)],
+                {"data_format": "NCHW"})  # fmt: skip
+        y = _op("AddV2", [y, side])
+        if relu:
+            y = _op("Relu", [y])
+    feeds = {x: _inputs([2, 6, 5, 7], np.float32), side: _inputs([2, 6, 5, 7], np.float32),
+             s: RNG.standard_normal([2, 6, 1, 1]).astype(np.float32)}  # fmt: skip
+    with np.errstate(all="ignore"):
+        fused, plain, types = run_both(g, [y], feeds)
+    assert types.count("_FusedConv2D") == 1
+    assert not {"Mul", "Conv2D", "BiasAdd", "AddV2", "Relu"} & set(types)
+    # The same values (where two NaNs meet in the add, which sign is kept may differ).
+    nan = np.isnan(plain[0])
+    np.testing.assert_array_equal(np.isnan(fused[0]), nan)
+    np.testing.assert_array_equal(fused[0][~nan].view(np.uint32), plain[0][~nan].view(np.uint32))

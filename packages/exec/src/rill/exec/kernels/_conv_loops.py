@@ -12,6 +12,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from rill.exec.kernels._depthwise_loops import chan_3x3, chan_5x5, taps_3x3, taps_5x5
+
 # error_model="numpy": IEEE results (inf, NaN) instead of exceptions.
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
@@ -22,18 +24,23 @@ def _epilogue(v, b, act, zero, six):  # pragma: no cover - compiled
     # minimum(·, 6) (Relu6), where a NaN stays and a tie gives the constant; 3 and 4 the
     # imported HardSigmoid chain Maximum(Minimum(AddV2(Mul(1/6, v), 1/2), 1), 0) and HardSwish,
     # v times it, each operation rounded to the dtype as the unfused kernels round it.
+    # (Each clamp is two selects, no branch, so that the loops calling this vectorize.)
     v = v + b
     if act >= 3:
         one = six / six
         t = v * (one / six)  # 1/6 rounded to the dtype, as the importer's constant is
         t = t + one / (one + one)
-        t = t if (t != t or t < one) else one
-        t = t if (t != t or t > zero) else zero
+        m = t if t < one else one
+        t = t if t != t else m
+        m = t if t > zero else zero
+        t = t if t != t else m
         return t if act == 3 else v * t
     if act >= 1:
-        v = v if (v != v or v > zero) else zero
+        m = v if v > zero else zero
+        v = v if v != v else m
     if act == 2:
-        v = v if (v != v or v < six) else six
+        m = v if v < six else six
+        v = v if v != v else m
     return v
 
 
@@ -81,6 +88,7 @@ def depthwise_nchw(
     span = (oh - 1) * wq + ow
     acc = np.empty(span, out.dtype)
     phases = np.zeros((sh * sw, hq * wq), out.dtype)
+    flat = phases.reshape(-1)
     last = -1
     for p in range(lo, hi):
         b = p // cm
@@ -90,17 +98,22 @@ def depthwise_nchw(
         if b * c + ci != last:  # the channel's padded plane, by phase
             last = b * c + ci
             _fill_phases(x[b, ci], phases, sh, sw, top, left, hp, wq, zero)
-        for o in range(span):
-            acc[o] = zero
-        for i in range(kh):
-            ri = i * dh
-            for j in range(kw):
-                cj = j * dw
-                wv = w[i, j, ci, m]
-                start = (ri // sh) * wq + cj // sw
-                src = phases[(ri % sh) * sw + cj % sw, start : start + span]
-                for o in range(span):
-                    acc[o] += src[o] * wv
+        if kh == kw == 3:
+            taps_3x3(flat, w, ci, m, sh, sw, dh, dw, wq, hq * wq, span, acc)
+        elif kh == kw == 5:
+            taps_5x5(flat, w, ci, m, sh, sw, dh, dw, wq, hq * wq, span, acc)
+        else:
+            for o in range(span):
+                acc[o] = zero
+            for i in range(kh):
+                ri = i * dh
+                for j in range(kw):
+                    cj = j * dw
+                    wv = w[i, j, ci, m]
+                    start = (ri // sh) * wq + cj // sw
+                    src = phases[(ri % sh) * sw + cj % sw, start : start + span]
+                    for o in range(span):
+                        acc[o] += src[o] * wv
         bq = bias[q] if has_bias else zero
         for r in range(oh):
             dst = out[b, q, r]
@@ -176,6 +189,14 @@ def sigmoid_tail(planes, t, swish, lo, hi):  # pragma: no cover - compiled
 
 
 @_jit
+def _max(a, v):  # pragma: no cover - compiled
+    """numpy's maximum(a, v): a NaN in either gives that NaN (a's first), a tie gives v; two
+    selects, no branch, so that the loops calling it vectorize."""
+    m = a if a > v else v
+    return a if a != a else m
+
+
+@_jit
 def max_pool_nchw(x, out, kh, kw, sh, sw, top, left, lo, hi):  # pragma: no cover - compiled
     """out[p] for the planes p in [lo, hi) of x [planes, h, w] (out [planes, oh, ow]): each
     output the maximum of its window's taps inside x (top rows and left columns of padding
@@ -192,6 +213,7 @@ def max_pool_nchw(x, out, kh, kw, sh, sw, top, left, lo, hi):  # pragma: no cove
     # The outputs whose windows lie wholly inside the row: [o0, o1).
     o0 = min(ow, max(0, (left + sw - 1) // sw))
     o1 = max(o0, min(ow, (wd - kw + left) // sw + 1))
+    step = np.uint64(sw)
     for p in range(lo, hi):
         for r in range(oh):
             y0 = max(0, r * sh - top)
@@ -207,23 +229,36 @@ def max_pool_nchw(x, out, kh, kw, sh, sw, top, left, lo, hi):  # pragma: no cove
             for y in range(y0 + 1, y1):
                 src = x[p, y]
                 for k in range(wd):
-                    a = vm[k]
-                    v = src[k]
-                    vm[k] = a if (a != a or a > v) else v
-            for o in range(ow):
-                if o0 <= o < o1:
-                    base = o * sw - left
+                    vm[k] = _max(vm[k], src[k])
+            for o in range(o0):
+                acc = lowest
+                for j in range(kw):
+                    cc = o * sw + j - left
+                    if 0 <= cc < wd:
+                        acc = _max(acc, vm[cc])
+                dst[o] = acc
+            first = np.uint64(o0 * sw - left)
+            if kw == 3:
+                for o in range(np.uint64(o1 - o0)):
+                    base = first + o * step
+                    dst[np.uint64(o0) + o] = _max(_max(vm[base], vm[base + 1]), vm[base + 2])
+            elif kw == 2:
+                for o in range(np.uint64(o1 - o0)):
+                    base = first + o * step
+                    dst[np.uint64(o0) + o] = _max(vm[base], vm[base + 1])
+            else:
+                for o in range(np.uint64(o1 - o0)):
+                    base = first + o * step
                     acc = vm[base]
                     for j in range(1, kw):
-                        v = vm[base + j]
-                        acc = acc if (acc != acc or acc > v) else v
-                else:
-                    acc = lowest
-                    for j in range(kw):
-                        cc = o * sw + j - left
-                        if 0 <= cc < wd:
-                            v = vm[cc]
-                            acc = acc if (acc != acc or acc > v) else v
+                        acc = _max(acc, vm[base + j])
+                    dst[np.uint64(o0) + o] = acc
+            for o in range(o1, ow):
+                acc = lowest
+                for j in range(kw):
+                    cc = o * sw + j - left
+                    if 0 <= cc < wd:
+                        acc = _max(acc, vm[cc])
                 dst[o] = acc
 
 
@@ -248,6 +283,8 @@ def depthwise_nchw_by_channel(
             for q in range(c):
                 wt[i, j, q] = w[i, j, q, 0]
     acc = np.empty(c, out.dtype)
+    xf = xt.reshape(-1)
+    wf = wt.reshape(-1)
     for b in range(lo, hi):
         for y in range(hp):
             for k in range(wp):
@@ -260,14 +297,19 @@ def depthwise_nchw_by_channel(
                     xt[y + top, k + left, q] = x[b, q, y, k]
         for r in range(oh):
             for o in range(ow):
-                for q in range(c):
-                    acc[q] = zero
-                for i in range(kh):
-                    for j in range(kw):
-                        src = xt[r * sh + i * dh, o * sw + j * dw]
-                        wv = wt[i, j]
-                        for q in range(c):
-                            acc[q] += src[q] * wv[q]
+                if kh == kw == 3:
+                    chan_3x3(xf, wf, (r * sh * wp + o * sw) * c, dh * wp * c, dw * c, c, acc)
+                elif kh == kw == 5:
+                    chan_5x5(xf, wf, (r * sh * wp + o * sw) * c, dh * wp * c, dw * c, c, acc)
+                else:
+                    for q in range(c):
+                        acc[q] = zero
+                    for i in range(kh):
+                        for j in range(kw):
+                            src = xt[r * sh + i * dh, o * sw + j * dw]
+                            wv = wt[i, j]
+                            for q in range(c):
+                                acc[q] += src[q] * wv[q]
                 if has_bias:
                     for q in range(c):
                         out[b, q, r, o] = _epilogue(acc[q], bias[q], act, zero, six)
@@ -341,3 +383,38 @@ def conv_crop(e, out, b, bias, act, r0, r1, wq):  # pragma: no cover - compiled
             else:
                 for o in range(ow):
                     dst[o] = src[base + o]
+
+
+@_jit
+def conv_patch_rows(ph, p, wq, kh, kw, sh, sw, dh, dw, r0, r1, ow):  # pragma: no cover - compiled
+    """p[(i·kw + j)·c + ci, (r - r0)·ow + o] = tap (i, j) of channel ci at output row r in
+    [r0, r1), column o < ow: conv_patches without the wq - ow columns past each output row,
+    so that the band's product is the output band itself."""
+    c = ph.shape[0]
+    for i in range(kh):
+        ri = i * dh
+        for j in range(kw):
+            cj = j * dw
+            for ci in range(c):
+                plane = ph[ci, (ri % sh) * sw + cj % sw]
+                start = (ri // sh) * wq + cj // sw
+                row = p[(i * kw + j) * c + ci]
+                for r in range(r0, r1):
+                    src = plane[start + r * wq : start + r * wq + ow]
+                    dst = row[(r - r0) * ow : (r - r0 + 1) * ow]
+                    for o in range(ow):
+                        dst[o] = src[o]
+
+
+@_jit
+def bias_activation_span(out, b, bias, act, lo, hi):  # pragma: no cover - compiled
+    """out[b, oc] (read flat) elements [lo, hi) of every channel oc, in place: + bias[oc], then
+    `act` (the epilogue of conv_crop, on a band the product wrote in place)."""
+    _, co, oh, ow = out.shape
+    zero, six = out.dtype.type(0), out.dtype.type(6)
+    flat = out.reshape(out.shape[0], co, oh * ow)
+    for oc in range(co):
+        row = flat[b, oc, lo:hi]
+        bq = bias[oc]
+        for o in range(hi - lo):
+            row[o] = _epilogue(row[o], bq, act, zero, six)

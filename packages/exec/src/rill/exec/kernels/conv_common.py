@@ -49,7 +49,17 @@ class _Window:
         self.nchw = data_format.startswith("NCHW")
 
     def resolve(self, h: int, w: int, kh: int, kw: int):
-        """(out_h, out_w, (pad_top, pad_left)) for an h×w input and a kh×kw window."""
+        """(out_h, out_w, (pad_top, pad_left)) for an h×w input and a kh×kw window (the last
+        answer is kept: a node meets the same shapes step after step)."""
+        key = (h, w, kh, kw)
+        last = self.__dict__.get("_last")
+        if last is not None and last[0] == key:
+            return last[1]
+        result = self._resolve(h, w, kh, kw)
+        self._last = (key, result)
+        return result
+
+    def _resolve(self, h: int, w: int, kh: int, kw: int):
         pads = self.explicit or ((0, 0), (0, 0))
 
         def sizes():

@@ -3,13 +3,14 @@ with compiled loops (numba) for its copies.
 
 Conv2D's own kernel works in NHWC and reaches NCHW through transposing copies. This one stays in
 NCHW: each image's input is copied once into its zero-padded stride phases (`_conv_loops`),
-so that every filter tap reads, for a band of output rows, one contiguous run of a phase plane at
-the phase's width wq. A band's patch matrix ([kh·kw·c, run], one contiguous copy per row) times
-the filter matrix (the HWIO filter read as [kh·kw·c, o], transposed in the GEMM, never copied)
-gives the band's output channels-first, at width wq; one more pass drops the wq - ow extra
-columns of each row while it adds the bias and applies the activation. Bands are sized to stay
-in cache between the copy, the GEMM and that pass. A 1×1 convolution with stride 1 and no
-padding is one GEMM per image on the input as it is.
+so that every filter tap reads, for a band of output rows, contiguous runs of a phase plane. A
+band's patch matrix ([kh·kw·c, rows·ow], one row per tap and channel) times the filter matrix
+(the HWIO filter read as [kh·kw·c, o], transposed in the GEMM, never copied) is the band's output
+channels-first: the GEMM writes it into the output in place, and one pass over the band, while it
+is in cache, adds the bias and applies the activation. (Where the phase width wq exceeds the
+output width by more than _CROP_WIDTH columns, the patches are runs at width wq and one more
+pass crops the product into the output.) Bands are sized to stay in cache. A 1×1 convolution
+with stride 1 and no padding is one GEMM per image on the input as it is.
 
 The bands are fixed by the shapes (`intra_op.parallel_blocks`), so the bits never depend on the
 threads. The sums run in a different order than Conv2D's kernel (rounding differs in the last
@@ -30,6 +31,11 @@ __all__ = ["nchw_conv"]
 # Patch elements per band (512 KiB of float32): the band's patches, product and output stay in
 # the cache of one core.
 _BAND = 1 << 17
+# The most extra columns per row (the phase width wq past the output width ow) for which the
+# patches are built at the output width, so that the GEMM writes the output band in place; with
+# more (a padding wider than the window, rare), the product is built at the phase width and
+# cropped (conv_crop).
+_CROP_WIDTH = 8
 
 
 def _loops():
@@ -98,14 +104,25 @@ def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) ->
     rows = max(1, min(oh, (_BAND // k - ow) // wq + 1))
     bands = [(i, r0, min(oh, r0 + rows)) for i in range(n) for r0 in range(0, oh, rows)]
 
+    flat = out.reshape(n, o, oh * ow)
+
     def one_band(j):
         i, r0, r1 = bands[j]
-        length = (r1 - r0 - 1) * wq + ow
+        if wq - ow > _CROP_WIDTH:  # wide padding: products at the phase width, then cropped
+            length = (r1 - r0 - 1) * wq + ow
+            p = scratch("nchw_patches", k * length, x.dtype).reshape(k, length)
+            loops.conv_patches(ph[i], p, wq, kh, kw, sh, sw, dh, dw, r0 * wq, length)
+            e = scratch("nchw_product", o * length, x.dtype).reshape(o, length)
+            np.matmul(wm, p, out=e)
+            loops.conv_crop(e, out, i, bias, code, r0, r1, wq)
+            return
+        # Patches at the output width: the product is the output band, written in place.
+        length = (r1 - r0) * ow
         p = scratch("nchw_patches", k * length, x.dtype).reshape(k, length)
-        loops.conv_patches(ph[i], p, wq, kh, kw, sh, sw, dh, dw, r0 * wq, length)
-        e = scratch("nchw_product", o * length, x.dtype).reshape(o, length)
-        np.matmul(wm, p, out=e)
-        loops.conv_crop(e, out, i, bias, code, r0, r1, wq)
+        loops.conv_patch_rows(ph[i], p, wq, kh, kw, sh, sw, dh, dw, r0, r1, ow)
+        np.matmul(wm, p, out=flat[i, :, r0 * ow : r1 * ow])
+        if bias.size:
+            loops.bias_activation_span(out, i, bias, code, r0 * ow, r1 * ow)
 
     parallel_blocks(len(bands), one_band, work)
     return out

@@ -5,6 +5,8 @@ Like TensorFlow's grappler remapper, it runs on the step plan (never on the user
 - Conv2D → BiasAdd [→ activation]  becomes  _FusedConv2D (NHWC or NCHW); in NCHW also
   Conv2D → BiasAdd → Add of a side input of the same shape (a residual) [→ Relu], fused_ops
   [BiasAdd, Add(, Relu)] with the side input as a second argument, as TensorFlow's remapper does;
+  and a CPU NCHW 1×1 Conv2D reading Mul(x, s) of a per-image, per-channel s (a squeeze-excite
+  gate) takes the Mul in: fused_ops [Mul, BiasAdd, ...], arguments (s, bias(, side));
 - DepthwiseConv2dNative → BiasAdd [→ activation]  becomes  _FusedDepthwiseConv2dNative;
 - MatMul → BiasAdd or Add/AddV2 of a vector [→ activation]  becomes  _FusedMatMul;
 - the activation: Relu, Relu6, Elu, LeakyRelu, or (float32 and float64) the Sigmoid, Swish,
@@ -113,9 +115,21 @@ def remap(pg: PlanGraph) -> int:
                 attrs.update(num_args=2, TArgs=[n.attrs["T"]] * 2,
                              fused_ops=["BiasAdd", "Add", *(["Relu"] if relu else [])])  # fmt: skip
                 extra_inputs = [side_edge]
+            inputs = [*n.inputs, bias_input, *extra_inputs]
+            scaled = _input_scale(n, sole_consumer)
+            if scaled is not None and scaled[0] not in removed:
+                # NCHW 1×1 Conv2D whose input is Mul(x, s) with s [n, c, 1, 1] (a squeeze-excite
+                # gate): fused_ops [Mul, BiasAdd, ...], args (s, bias(, side)); the kernel forms
+                # x·s one image at a time inside its input pass.
+                mul, x_edge, s_edge = scaled
+                args = attrs["num_args"] + 1
+                attrs.update(num_args=args, TArgs=[n.attrs["T"]] * args,
+                             fused_ops=["Mul", *attrs["fused_ops"]])  # fmt: skip
+                inputs = [x_edge, n.inputs[1], s_edge, bias_input, *extra_inputs]
+                gone = (mul, *gone)
             if not kernel_ok(n, fused_type, attrs):
                 continue
-            _become(last, fused_type, attrs, [*n.inputs, bias_input, *extra_inputs], n, gone)
+            _become(last, fused_type, attrs, inputs, n, gone)
             for m in gone:
                 removed[m] = last
             fused += 1
@@ -193,6 +207,46 @@ def _residual(conv: PlanNode, bias_node: PlanNode, sole_consumer):
     ):
         relu = None
     return add, others[0], relu
+
+
+def _input_scale(conv: PlanNode, sole_consumer):
+    """(Mul node, x edge, s edge) when a CPU NCHW Conv2D with a static 1×1 filter, stride 1 and
+    no padding reads only Mul(x, s) (or Mul(s, x)), where s has the static shape [n, c, 1, 1] of
+    x's batch and channels and x the Mul's full static shape and dtype; else None."""
+    if conv.type != "Conv2D" or conv.attrs.get("data_format") != "NCHW":
+        return None
+    if conv.device is None or conv.device.device_type != "CPU":
+        return None
+    if (
+        list(conv.attrs.get("strides", ())) != [1, 1, 1, 1]
+        or conv.attrs.get("padding") == "EXPLICIT"
+    ):
+        return None
+    if list(conv.attrs.get("dilations", [1, 1, 1, 1])) != [1, 1, 1, 1]:
+        return None
+    mul, idx = conv.inputs[0]
+    if idx != 0 or mul.type != "Mul" or mul.device is not conv.device or len(mul.inputs) != 2:
+        return None
+    if sole_consumer(mul) is not conv:
+        return None
+    (wsrc, widx) = conv.inputs[1]
+    wshape = wsrc.out_shapes[widx] if wsrc.out_shapes else None
+    if wshape is None or not wshape.is_fully_defined() or wshape.as_list()[:2] != [1, 1]:
+        return None
+    out = mul.out_shapes[0] if mul.out_shapes else None
+    if out is None or not out.is_fully_defined() or out.rank != 4:
+        return None
+    n, c = out.as_list()[:2]
+    shapes = []
+    for src, i in mul.inputs:
+        shape = src.out_shapes[i] if src.out_shapes else None
+        if shape is None or not shape.is_fully_defined() or src.out_dtypes[i] != mul.out_dtypes[0]:
+            return None
+        shapes.append(shape.as_list())
+    for j in (0, 1):
+        if shapes[j] == out.as_list() and shapes[1 - j] == [n, c, 1, 1]:
+            return mul, mul.inputs[j], mul.inputs[1 - j]
+    return None
 
 
 def _is_bias_for(edge, product: PlanNode) -> bool:

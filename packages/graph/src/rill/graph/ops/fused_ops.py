@@ -8,7 +8,10 @@ and LeakyRelu, and rill's names for the chains ONNX models spell out — "Sigmoi
 (x · sigmoid(x)), "HardSigmoid" (max(min(x / 6 + 1/2, 1), 0), PyTorch's and ONNX HardSwish's
 constants) and "HardSwish" (x · HardSigmoid(x)). _FusedConv2D also takes TensorFlow's
 [BiasAdd, Add] and [BiasAdd, Add, Relu] with two args (the bias, then a side input of the
-output's shape added to it: a residual connection; rill's CPU kernel for NCHW data)."""
+output's shape added to it: a residual connection; rill's CPU kernel for NCHW data), and rill's
+CPU NCHW forms with a leading "Mul" — [Mul, BiasAdd(, activation)] and [Mul, BiasAdd, Add(, Relu)]
+— whose first arg s ([batch, channels, 1, 1], a squeeze-excite gate) multiplies the input before
+the convolution."""
 
 from __future__ import annotations
 

@@ -19,9 +19,12 @@ def test_small_products_run_in_one_call_and_large_ones_split():
     assert threads.gemm_pieces(2048, 512, 512) == (0, threads.MAX_PIECES)
     assert threads.gemm_pieces(256, 1024, 128) == (0, 256 // threads.MIN_ROWS)
     # b larger than a: column blocks, each packing all of a (the smaller operand), as in the
-    # LSTM's folded weight gradient [1024, 3200] x [3200, 2048].
-    assert threads.gemm_pieces(256, 512, 512) == (1, 512 // threads.MIN_COLS)
+    # LSTM's folded weight gradient [1024, 3200] x [3200, 2048]; but rows where the columns
+    # would give fewer pieces.
     assert threads.gemm_pieces(1024, 3200, 2048) == (1, threads.MAX_PIECES)
+    assert threads.gemm_pieces(256, 512, 1024) == (1, threads.MAX_PIECES)
+    assert threads.gemm_pieces(256, 512, 512) == (0, 256 // threads.MIN_ROWS)
+    assert threads.gemm_pieces(512, 256, 768) == (0, threads.MAX_PIECES)
     # The LSTM's gate product (batch 64): too few rows, so column blocks.
     assert threads.gemm_pieces(64, 1024, 2048) == (1, threads.MAX_PIECES)
     # Its gradient loop's [64, 2048] x [2048, 512]: column pieces of at least MIN_COLS.

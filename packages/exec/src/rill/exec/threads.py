@@ -242,12 +242,15 @@ def gemm_pieces(m: int, k: int, n: int) -> tuple[int, int]:
         return 0, 1
     # Each piece packs the whole operand it does not split: a row block all of b (k x n), a
     # column block all of a (m x k). Rows where there are enough of them, unless b is the larger
-    # operand and the columns split as well: the LSTM's folded weight gradient [1024, 3200] x
-    # [3200, 2048] costs about 80 ms in one call, 83 in 4 column pieces, 95 in 4 row pieces.
-    rows = m >= 2 * MIN_ROWS and (m >= n or n < 2 * MIN_COLS)
-    axis, dim, least = (0, m, MIN_ROWS) if rows else (1, n, MIN_COLS)
-    pieces = min(MAX_PIECES, work // GEMM_GRAIN, dim // least)
-    return (axis, pieces) if pieces > 1 else (0, 1)
+    # operand and the columns split into as many pieces: the LSTM's folded weight gradient
+    # [1024, 3200] x [3200, 2048] costs about 80 ms in one call, 83 in 4 column pieces, 95 in 4
+    # row pieces (one thread).
+    most = min(MAX_PIECES, work // GEMM_GRAIN)
+    by_rows = min(most, m // MIN_ROWS) if m >= 2 * MIN_ROWS else 0
+    by_cols = min(most, n // MIN_COLS)
+    if by_rows and not (n > m and by_cols >= by_rows):
+        return (0, by_rows) if by_rows > 1 else (0, 1)
+    return (1, by_cols) if by_cols > 1 else (0, 1)
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -1,6 +1,9 @@
 """Per-kernel wall time inside a real training step (no tracing, so no outputs are retained).
 
-python -m tools.profile_kernels            # the CNN train step of tools/bench/cnn_train.py
+python -m tools.profile_kernels [--threads 1] [--cpu]
+                                           # the CNN train step of tools/bench/cnn_train.py,
+                                           # per kernel; --threads 1 --cpu: the one-thread
+                                           # CPU time of the step and of each kernel
 python -m tools.profile_kernels --lstm --cpu [--threads 1]
                                            # the LSTM dynamic_rnn train step of tools/bench/lstm.py:
                                            # per op type, per kernel, and the float GEMMs of
@@ -54,9 +57,9 @@ def _timed_get(self, node):
     return k
 
 
-def main(steps: int = 10) -> None:
+def main(steps: int = 10, threads: int | None = None) -> None:
     common.KernelTable.get = _timed_get
-    from rill.exec import Session
+    from rill.exec import ConfigProto, Session
     from tools.bench.cnn_train import BATCH, build_rill
 
     g, x, y, loss, train, init = build_rill()
@@ -65,15 +68,21 @@ def main(steps: int = 10) -> None:
         x: rng.random((BATCH, 28, 28, 1), dtype=np.float32),
         y: np.eye(10, dtype=np.float32)[rng.integers(0, 10, BATCH)],
     }
-    sess = Session(graph=g)
+    config = None
+    if threads:
+        config = ConfigProto(
+            intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads
+        )
+    sess = Session(graph=g, config=config)
     sess.run(init)
     for _ in range(3):
         sess.run(train, feed)
     STATS.clear()
-    t0 = time.perf_counter()
+    clock = CLOCK[0]
+    t0 = clock()
     for _ in range(steps):
         sess.run(train, feed)
-    step_ms = (time.perf_counter() - t0) / steps * 1e3
+    step_ms = (clock() - t0) / steps * 1e3
     print(f"step {step_ms:.2f} ms, kernels {sum(STATS.values()) / steps * 1e3:.2f} ms")
     for name, total in STATS.most_common(20):
         print(f"{total / steps * 1e3:8.2f} ms  {name}")
@@ -201,4 +210,4 @@ if __name__ == "__main__":
     elif a.onnx:
         main_onnx(a.onnx, a.steps, a.threads)
     else:
-        main(a.steps if a.steps != 5 else 10)
+        main(a.steps if a.steps != 5 else 10, a.threads)

@@ -191,3 +191,8 @@ def test_fold_rows_stack_as_they_come_and_fall_back_to_a_list():
     np.testing.assert_allclose(fold_matmuls(acc, again, g) - want, 0, atol=1e-5)
     empty = np.zeros((4, 2), np.float32)
     assert fold_matmuls(empty, Rows(), Rows()) is empty
+    # Memory given back is reused by the next loop, which sees only its own rows.
+    third = Rows()
+    for p in parts[5:8]:
+        third.append(p)
+    np.testing.assert_array_equal(third.matrix(), np.concatenate(parts[5:8]))

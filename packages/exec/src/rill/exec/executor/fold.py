@@ -19,15 +19,21 @@ __all__ = ["Rows", "fold_matmuls"]
 # Free stacked matrices by (dtype, width), the largest last; at most _KEEP of each.
 _free: dict[tuple, list[np.ndarray]] = {}
 _free_lock = threading.Lock()
-_KEEP = 2
+_KEEP = 1
+# The rows the last loop stacked, by (dtype, width): the next loop's first guess, so that from
+# the second step on a loop stacks into a matrix of its own size (no growing, no slack).
+_last_rows: dict[tuple, int] = {}
 
 
 def _take(dtype: np.dtype, width: int, rows: int) -> np.ndarray:
-    """A free [>= rows, width] matrix of dtype: a kept one when it is large enough, else new."""
+    """A free [>= rows, width] matrix of dtype: a kept one when it is large enough and at most a
+    quarter larger, else a new one of `rows` rows (a kept one much too large is dropped)."""
     with _free_lock:
         kept = _free.get((dtype, width))
         if kept and kept[-1].shape[0] >= rows:
-            return kept.pop()
+            buf = kept.pop()
+            if buf.shape[0] <= rows + rows // 4:
+                return buf
     return np.empty((rows, width), dtype)
 
 
@@ -43,15 +49,18 @@ def _give(buf: np.ndarray) -> None:
 class Rows:
     """The matrices appended to it, one below the other.
 
-    Numeric 2-D arrays of one dtype and width are copied into one growing matrix as they come;
-    anything else (another shape or type) turns it into a plain list of the parts, concatenated
-    when the matrix is asked for (the same values either way)."""
+    Numeric 2-D arrays of one dtype and width are copied as they come into a matrix sized from
+    the last loop's rows (a loop that outgrows it goes on in a further chunk, and the chunks are
+    concatenated once, when the matrix is asked for); anything else (another shape or type)
+    turns it into a plain list of the parts. The same values either way."""
 
-    __slots__ = ("buf", "rows", "parts", "count")
+    __slots__ = ("buf", "used", "total", "full", "parts", "count")
 
     def __init__(self):
-        self.buf = None  # the stacked matrix's memory (rows in use: self.rows)
-        self.rows = 0
+        self.buf = None  # the current chunk (rows in use: self.used)
+        self.used = 0
+        self.total = 0  # rows stacked in all chunks
+        self.full = []  # the earlier chunks, filled
         self.parts = None  # the list form, once a part does not fit the matrix
         self.count = 0
 
@@ -61,20 +70,22 @@ class Rows:
     def append(self, p) -> None:
         self.count += 1
         if self.parts is None and self._fits(p):
-            end = self.rows + p.shape[0]
+            rows = p.shape[0]
             if self.buf is None:
-                self.buf = _take(p.dtype, p.shape[1], max(end, 16 * p.shape[0]))
-            elif end > self.buf.shape[0]:
-                bigger = _take(p.dtype, p.shape[1], max(end, 2 * self.buf.shape[0]))
-                bigger[: self.rows] = self.buf[: self.rows]
-                _give(self.buf)
-                self.buf = bigger
-            self.buf[self.rows : end] = p
-            self.rows = end
+                guess = _last_rows.get((p.dtype, p.shape[1]), 16 * rows)
+                self.buf = _take(p.dtype, p.shape[1], max(rows, guess))
+            elif self.used + rows > self.buf.shape[0]:
+                self.full.append(self.buf[: self.used])
+                self.buf = np.empty((max(rows, self.total), p.shape[1]), p.dtype)
+                self.used = 0
+            self.buf[self.used : self.used + rows] = p
+            self.used += rows
+            self.total += rows
             return
         if self.parts is None:
-            self.parts = [self.buf[: self.rows].copy()] if self.buf is not None else []
-            self._release()
+            # The chunks are this object's own (none goes back to the pool now): views serve.
+            self.parts = self._chunks()
+            self.buf, self.full = None, []
         self.parts.append(p)
 
     def _fits(self, p) -> bool:
@@ -82,21 +93,22 @@ class Rows:
             return False
         return self.buf is None or (p.dtype == self.buf.dtype and p.shape[1] == self.buf.shape[1])
 
+    def _chunks(self) -> list:
+        return self.full + [self.buf[: self.used]] if self.buf is not None else []
+
     def matrix(self):
         """The parts one below the other (a view of memory that release() gives back)."""
-        if self.parts is not None:
-            return self.parts[0] if len(self.parts) == 1 else np.concatenate(self.parts)
-        return self.buf[: self.rows]
-
-    def _release(self) -> None:
-        if self.buf is not None:
-            _give(self.buf)
-            self.buf = None
+        parts = self.parts if self.parts is not None else self._chunks()
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def release(self) -> None:
-        """Gives the stacked matrix's memory back for a later loop (after matrix() is used)."""
-        self._release()
-        self.rows = 0
+        """Gives the stacked matrix's memory back for a later loop (after matrix() is used); a
+        loop that needed several chunks gives none back, and the next one takes its size."""
+        if self.buf is not None:
+            _last_rows[(self.buf.dtype, self.buf.shape[1])] = self.total
+            if not self.full:
+                _give(self.buf)
+        self.buf, self.full, self.used, self.total = None, [], 0, 0
 
 
 def fold_matmuls(acc, a_rows: Rows, g_rows: Rows):

@@ -1,6 +1,13 @@
 """Per-kernel wall time inside a real training step (no tracing, so no outputs are retained).
 
-python -m tools.profile_kernels            # the CNN train step of tools/bench/cnn_train.py
+python -m tools.profile_kernels [--threads 1] [--cpu]
+                                           # the CNN train step of tools/bench/cnn_train.py,
+                                           # per kernel; --threads 1 --cpu: the one-thread
+                                           # CPU time of the step and of each kernel
+python -m tools.profile_kernels --tf      # TensorFlow's per-op times in the same CNN step (one
+                                           # thread, its step-stats trace, in RILL_PEER_PYTHON):
+                                           # traced wall times scaled to the step's CPU time, so
+                                           # comparable in proportion only on a loaded machine
 python -m tools.profile_kernels --lstm --cpu [--threads 1]
                                            # the LSTM dynamic_rnn train step of tools/bench/lstm.py:
                                            # per op type, per kernel, and the float GEMMs of
@@ -54,9 +61,9 @@ def _timed_get(self, node):
     return k
 
 
-def main(steps: int = 10) -> None:
+def main(steps: int = 10, threads: int | None = None) -> None:
     common.KernelTable.get = _timed_get
-    from rill.exec import Session
+    from rill.exec import ConfigProto, Session
     from tools.bench.cnn_train import BATCH, build_rill
 
     g, x, y, loss, train, init = build_rill()
@@ -65,18 +72,62 @@ def main(steps: int = 10) -> None:
         x: rng.random((BATCH, 28, 28, 1), dtype=np.float32),
         y: np.eye(10, dtype=np.float32)[rng.integers(0, 10, BATCH)],
     }
-    sess = Session(graph=g)
+    config = None
+    if threads:
+        config = ConfigProto(
+            intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads
+        )
+    sess = Session(graph=g, config=config)
     sess.run(init)
     for _ in range(3):
         sess.run(train, feed)
     STATS.clear()
-    t0 = time.perf_counter()
+    clock = CLOCK[0]
+    t0 = clock()
     for _ in range(steps):
         sess.run(train, feed)
-    step_ms = (time.perf_counter() - t0) / steps * 1e3
+    step_ms = (clock() - t0) / steps * 1e3
     print(f"step {step_ms:.2f} ms, kernels {sum(STATS.values()) / steps * 1e3:.2f} ms")
     for name, total in STATS.most_common(20):
         print(f"{total / steps * 1e3:8.2f} ms  {name}")
+
+
+_TF_TRACE = """
+import collections, json, time
+one = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+sess1 = tf.compat.v1.Session(graph=g, config=one)
+sess1.run(init)
+for _ in range(5):
+    sess1.run(train, {x: xv, y: yv})
+t0 = time.process_time()
+for _ in range(20):
+    sess1.run(train, {x: xv, y: yv})
+step = (time.process_time() - t0) / 20 * 1e3
+opts = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+per_op = collections.Counter()
+for _ in range(10):
+    md = tf.compat.v1.RunMetadata()
+    sess1.run(train, {x: xv, y: yv}, options=opts, run_metadata=md)
+    for dev in md.step_stats.dev_stats:
+        for n in dev.node_stats:
+            kernel = n.timeline_label.split(" = ")[-1].split("(")[0]
+            per_op[kernel + ":" + n.node_name] += n.op_end_rel_micros - n.op_start_rel_micros
+scale = step / (sum(per_op.values()) / 10 / 1e3)
+print(json.dumps({"step": step, "ops": {k: v / 10 / 1e3 * scale for k, v in per_op.items()}}))
+"""
+
+
+def main_tf() -> None:
+    from tools.bench import run_peer
+    from tools.bench.cnn_train import PEER
+
+    got = run_peer(PEER.split("sess = tf.compat.v1.Session(graph=g)")[0] + _TF_TRACE)
+    if not got:
+        print("TensorFlow is not installed in RILL_PEER_PYTHON")
+        return
+    print(f"TensorFlow step {got['step']:.2f} ms CPU on one thread; per op (scaled):")
+    for name, ms in sorted(got["ops"].items(), key=lambda kv: -kv[1])[:25]:
+        print(f"{ms:8.2f} ms  {name}")
 
 
 def main_onnx(path: str, steps: int, threads: int | None) -> None:
@@ -190,15 +241,18 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--onnx", help="profile the inference of this ONNX model instead")
     ap.add_argument("--lstm", action="store_true", help="profile the LSTM train step instead")
+    ap.add_argument("--tf", action="store_true", help="TensorFlow's per-op CNN step profile")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
     a = ap.parse_args()
     if a.cpu:
         CLOCK[0] = time.process_time
-    if a.lstm:
+    if a.tf:
+        main_tf()
+    elif a.lstm:
         main_lstm(a.steps if a.steps != 5 else 3, a.threads)
     elif a.onnx:
         main_onnx(a.onnx, a.steps, a.threads)
     else:
-        main(a.steps if a.steps != 5 else 10)
+        main(a.steps if a.steps != 5 else 10, a.threads)

@@ -118,12 +118,10 @@ def test_folded_weight_gradient_of_a_loop_matmul(monkeypatch):
     folds = []
     real = structured._fold_matmuls
 
-    def watch(acc, a_list, g_list):
-        rows = sum(len(a) for a in a_list)
-        folds.append(
-            (len(a_list), threads.gemm_pieces(a_list[0].shape[1], rows, g_list[0].shape[1]))
-        )
-        return real(acc, a_list, g_list)
+    def watch(acc, a_rows, g_rows):
+        (rows, k), n = a_rows.matrix().shape, g_rows.matrix().shape[1]
+        folds.append((len(a_rows), threads.gemm_pieces(k, rows, n)))
+        return real(acc, a_rows, g_rows)
 
     monkeypatch.setattr(structured, "_fold_matmuls", watch)
     monkeypatch.setattr(threads, "GEMM_GRAIN", 1)
@@ -157,3 +155,44 @@ def test_folded_weight_gradient_of_a_loop_matmul(monkeypatch):
     with Session(graph=g, config=cfg) as s:
         s.run(init)
         np.testing.assert_allclose(s.run(dw, feed), got[0], rtol=1e-4, atol=1e-4)
+
+
+def test_fold_rows_stack_as_they_come_and_fall_back_to_a_list():
+    """The folded gradient's operands: float matrices stacked as appended (growing, reusing
+    memory after release), other parts kept as a list; the matrix is their concatenation."""
+    from rill.exec.executor.fold import Rows, fold_matmuls
+
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(40)]
+    r = Rows()
+    for p in parts:
+        r.append(p)
+    assert len(r) == 40
+    np.testing.assert_array_equal(r.matrix(), np.concatenate(parts))
+    r.release()
+    again = Rows()
+    for p in parts[:5]:
+        again.append(p * 2)
+    np.testing.assert_array_equal(again.matrix(), np.concatenate(parts[:5]) * 2)
+    # A part of another width turns the stack into a list of the parts, in order.
+    mixed = Rows()
+    mixed.append(parts[0])
+    mixed.append(np.ones((2, 4), np.float64))
+    mixed.append(parts[1])
+    want = np.concatenate([parts[0], np.ones((2, 4)), parts[1]])
+    np.testing.assert_array_equal(mixed.matrix(), want)
+    assert mixed.matrix().dtype == np.float64
+    # acc + aᵀ·g over the appended parts, and nothing appended leaves acc as it is.
+    g = Rows()
+    for p in parts[:5]:
+        g.append(p[:, :2])
+    acc = np.ones((4, 2), np.float32)
+    want = 1 + (2 * np.concatenate(parts[:5])).T @ np.concatenate([p[:, :2] for p in parts[:5]])
+    np.testing.assert_allclose(fold_matmuls(acc, again, g) - want, 0, atol=1e-5)
+    empty = np.zeros((4, 2), np.float32)
+    assert fold_matmuls(empty, Rows(), Rows()) is empty
+    # Memory given back is reused by the next loop, which sees only its own rows.
+    third = Rows()
+    for p in parts[5:8]:
+        third.append(p)
+    np.testing.assert_array_equal(third.matrix(), np.concatenate(parts[5:8]))

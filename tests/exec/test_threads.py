@@ -17,7 +17,14 @@ def test_small_products_run_in_one_call_and_large_ones_split():
     assert threads.gemm_pieces(64, 784, 128) == (0, 1)  # the Figure 1 MLP's first layer
     assert threads.gemm_pieces(1, 64, 4096) == (0, 1)  # too little work
     assert threads.gemm_pieces(2048, 512, 512) == (0, threads.MAX_PIECES)
+    assert threads.gemm_pieces(256, 1024, 128) == (0, 256 // threads.MIN_ROWS)
+    # b larger than a: column blocks, each packing all of a (the smaller operand), as in the
+    # LSTM's folded weight gradient [1024, 3200] x [3200, 2048]; but rows where the columns
+    # would give fewer pieces.
+    assert threads.gemm_pieces(1024, 3200, 2048) == (1, threads.MAX_PIECES)
+    assert threads.gemm_pieces(256, 512, 1024) == (1, threads.MAX_PIECES)
     assert threads.gemm_pieces(256, 512, 512) == (0, 256 // threads.MIN_ROWS)
+    assert threads.gemm_pieces(512, 256, 768) == (0, threads.MAX_PIECES)
     # The LSTM's gate product (batch 64): too few rows, so column blocks.
     assert threads.gemm_pieces(64, 1024, 2048) == (1, threads.MAX_PIECES)
     # Its gradient loop's [64, 2048] x [2048, 512]: column pieces of at least MIN_COLS.

@@ -36,9 +36,16 @@ def _lstm_block_cell_grad(op, *grads):
     # x and h_prev each get their own product with their rows of w (views, no copy): inside an
     # RNN's gradient loop only h_prev's is needed at each step, and x's — unused where x is
     # no variable's function (a placeholder's sequence) — is pruned instead of computed.
-    input_size = array_ops.shape(x)[1:2]
-    w_x = slice_ops.slice(w, [0, 0], reshape_ops.concat([input_size, [-1]], 0))
-    w_h = slice_ops.slice(w, reshape_ops.concat([input_size, [0]], 0), [-1, -1])
+    # A known input size makes each a single Slice with constant bounds (inside a loop, no
+    # shape arithmetic at every step).
+    n_in = x.shape.with_rank(2)[1]
+    if n_in is not None:
+        w_x = slice_ops.slice(w, [0, 0], [n_in, -1])
+        w_h = slice_ops.slice(w, [n_in, 0], [-1, -1])
+    else:
+        input_size = array_ops.shape(x)[1:2]
+        w_x = slice_ops.slice(w, [0, 0], reshape_ops.concat([input_size, [-1]], 0))
+        w_h = slice_ops.slice(w, reshape_ops.concat([input_size, [0]], 0), [-1, -1])
     x_grad = _op("MatMul", [dicfo, w_x], {"transpose_a": False, "transpose_b": True})
     h_prev_grad = _op("MatMul", [dicfo, w_h], {"transpose_a": False, "transpose_b": True})
     w_grad = _op("MatMul", [xh, dicfo], {"transpose_a": True, "transpose_b": False})

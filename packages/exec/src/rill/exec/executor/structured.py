@@ -27,6 +27,8 @@ import time
 
 from rill.exec.context import OpKernelContext
 from rill.exec.executor.common import KernelTable, owned, readonly, run_error
+from rill.exec.executor.fold import Rows
+from rill.exec.executor.fold import fold_matmuls as _fold_matmuls
 from rill.graph.errors import InvalidArgumentError
 
 __all__ = ["StructuredPartition", "Unsupported"]
@@ -418,8 +420,9 @@ class StructuredPartition:
         self._emit(indent, f"{fid} = f'{{{parent_fid}}}/{_escape(lp.name)}@{{{parent_it}}}'", None)
         self._emit(indent, f"{it_var} = 0", None)
         deferred = [(a, mm, m) for a, (mm, m) in self.deferred.items() if m in lp.merges]
+        rows = self._bind(Rows)
         for add_id, _, _ in deferred:
-            self._emit(indent, f"_da{add_id} = [] ; _dg{add_id} = []", None)
+            self._emit(indent, f"_da{add_id} = {rows}() ; _dg{add_id} = {rows}()", None)
         self._emit(indent, "while True:", None)
         # A loop that never ends (its condition says so) stops at the step's deadline.
         self._emit(indent + 1, "if _st.deadline is not None: _st.check_cancelled()", None)
@@ -575,46 +578,6 @@ def _accumulate(acc, x):
         np.add(acc, x, out=acc)
         return acc
     return np.add(acc, x)
-
-
-def _fold_matmuls(acc, a_list, g_list):
-    """acc + Σ aᵢᵀ·gᵢ as one GEMM: [a₀; a₁; …]ᵀ · [g₀; g₁; …] (the same sum, reassociated).
-
-    Float products go through rill.exec.threads.matmul (fixed blocks over the intra-op threads:
-    the same bits on any thread count); the stacked operands live in reused scratch memory."""
-    import numpy as np
-
-    from rill.exec import threads
-
-    if not a_list:
-        return acc
-    a, g = _stacked(a_list, "fold_a"), _stacked(g_list, "fold_g")
-    if a.ndim == g.ndim == 2 and a.dtype == g.dtype and a.dtype in (np.float32, np.float64):
-        total = threads.matmul(a.T, g)
-    else:
-        total = np.matmul(a.T, g)
-    return _accumulate(acc, total.astype(acc.dtype, copy=False))
-
-
-def _stacked(parts, slot):
-    """The matrices of `parts` one below the other, in this thread's scratch slot `slot` where
-    they are numpy matrices of one dtype and width (a fresh array otherwise)."""
-    import numpy as np
-
-    from rill.exec.kernels.intra_op import scratch
-
-    if len(parts) == 1:
-        return parts[0]
-    first = parts[0]
-    if not all(
-        isinstance(p, np.ndarray) and p.ndim == 2 and p.dtype == first.dtype
-        and p.shape[1] == first.shape[1]
-        for p in parts
-    ):  # fmt: skip
-        return np.concatenate(parts)
-    rows = sum(p.shape[0] for p in parts)
-    out = scratch(slot, rows * first.shape[1], first.dtype).reshape(rows, first.shape[1])
-    return np.concatenate(parts, out=out)
 
 
 class _Dead:

@@ -93,9 +93,11 @@ def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peeph
     """The gate nonlinearities and state update of one LSTM step, over rows [lo, hi); `gates`
     holds the four gates' products, [4, batch, n].
 
-    Row by row in stages over the units, each a loop the compiler vectorizes: the
-    pre-activations (storage-type arithmetic), then the exps in float64 (exp64_rows), then the
-    gates and the new state; the operations and their order are exp64/sigmoid64/tanh64's."""
+    Row by row in stages over the units: the pre-activations (storage-type arithmetic), the
+    exps in float64 (exp64_rows), then the gates and the new state; the operations and their
+    order are exp64/sigmoid64/tanh64's. Each stage is a short loop over one row's views that
+    reads and writes few arrays, so that the compiler vectorizes every one of them (with many
+    arrays in one loop it cannot rule out their overlap and leaves the loop scalar)."""
     n = cs_prev.shape[1]
     arg = np.empty(3 * n, np.float64)
     ex = np.empty(3 * n, np.float64)
@@ -103,54 +105,59 @@ def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peeph
     arg2 = np.empty(2 * n, np.float64)
     ex2 = np.empty(2 * n, np.float64)
     bits2 = np.empty(2 * n, np.int64)
+    bi, bc, bf, bo = b[:n], b[n : 2 * n], b[2 * n : 3 * n], b[3 * n :]
     for r in range(lo, hi):
         gi, gc, gf, go = gates[0, r], gates[1, r], gates[2, r], gates[3, r]
         cp = cs_prev[r]
+        ir, cir, fr, csr, orow, cor, hr = i[r], ci[r], f[r], cs[r], o[r], co[r], h[r]
+        if peephole:
+            for j in range(n):
+                arg[j] = -np.float64((gi[j] + bi[j]) + cp[j] * wci[j])  # sigmoid: exp(-x)
+            for j in range(n):
+                arg[2 * n + j] = -np.float64(((gf[j] + bf[j]) + forget_bias) + cp[j] * wcf[j])
+        else:
+            for j in range(n):
+                arg[j] = -np.float64(gi[j] + bi[j])
+            for j in range(n):
+                arg[2 * n + j] = -np.float64((gf[j] + bf[j]) + forget_bias)
         for j in range(n):
-            c0 = cp[j]
-            pi = gi[j] + b[j]
-            pf = gf[j] + b[2 * n + j] + forget_bias
-            if peephole:
-                pi = pi + c0 * wci[j]
-                pf = pf + c0 * wcf[j]
-            pc = np.float64(gc[j] + b[n + j])
-            arg[j] = -np.float64(pi)  # sigmoid: exp(-x)
+            pc = np.float64(gc[j] + bc[j])
             arg[n + j] = min(2.0 * abs(pc), 700.0)  # tanh: exp(min(2|x|, 700))
-            arg[2 * n + j] = -np.float64(pf)
         exp64_rows(arg, ex, bits)
         for j in range(n):
-            c0 = cp[j]
-            ig = np.float32(1.0 / (1.0 + ex[j]))
-            pc = np.float64(gc[j] + b[n + j])
+            ir[j] = np.float32(1.0 / (1.0 + ex[j]))
+        for j in range(n):
+            fr[j] = np.float32(1.0 / (1.0 + ex[2 * n + j]))
+        for j in range(n):
+            pc = np.float64(gc[j] + bc[j])
             t = 1.0 - 2.0 / (ex[n + j] + 1.0)
             t = t if pc >= 0 else -t
             t = pc if not abs(pc) >= 1e-4 else t  # small or NaN: x itself
-            cig = np.float32(t)
-            fg = np.float32(1.0 / (1.0 + ex[2 * n + j]))
-            c = cig * ig + c0 * fg
-            if cell_clip > 0:
-                c = min(max(c, -cell_clip), cell_clip)
-            po = go[j] + b[3 * n + j]
-            if peephole:
-                po = po + c * wco[j]
-            i[r, j] = ig
-            ci[r, j] = cig
-            f[r, j] = fg
-            cs[r, j] = c
-            arg2[j] = -np.float64(po)
-            c64 = np.float64(c)
-            arg2[n + j] = min(2.0 * abs(c64), 700.0)
+            cir[j] = np.float32(t)
+        for j in range(n):
+            csr[j] = cir[j] * ir[j] + cp[j] * fr[j]
+        if cell_clip > 0:
+            for j in range(n):
+                csr[j] = min(max(csr[j], -cell_clip), cell_clip)
+        if peephole:
+            for j in range(n):
+                arg2[j] = -np.float64((go[j] + bo[j]) + csr[j] * wco[j])
+        else:
+            for j in range(n):
+                arg2[j] = -np.float64(go[j] + bo[j])
+        for j in range(n):
+            arg2[n + j] = min(2.0 * abs(np.float64(csr[j])), 700.0)
         exp64_rows(arg2, ex2, bits2)
         for j in range(n):
-            og = np.float32(1.0 / (1.0 + ex2[j]))
-            c64 = np.float64(cs[r, j])
+            orow[j] = np.float32(1.0 / (1.0 + ex2[j]))
+        for j in range(n):
+            c64 = np.float64(csr[j])
             t = 1.0 - 2.0 / (ex2[n + j] + 1.0)
             t = t if c64 >= 0 else -t
             t = c64 if not abs(c64) >= 1e-4 else t
-            cog = np.float32(t)
-            o[r, j] = og
-            co[r, j] = cog
-            h[r, j] = cog * og
+            cor[j] = np.float32(t)
+        for j in range(n):
+            hr[j] = cor[j] * orow[j]
 
 
 @_jit

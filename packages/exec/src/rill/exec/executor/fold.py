@@ -1,0 +1,133 @@
+"""A loop's folded weight gradient (see structured.py): the per-iteration operands of a MatMul
+whose product is summed over the iterations are kept one below the other as the loop runs, and
+the sum Σ aᵢᵀ·gᵢ is one GEMM after the loop.
+
+Each operand is copied into the stacked matrix when its iteration makes it, while it is still
+in cache, and is then free: no list of per-iteration arrays outlives its iteration, and no
+second pass over memory stacks them after the loop (on the LSTM 512×64×50 step, 39 MB a step).
+The stacked matrices' memory is reused from step to step.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+__all__ = ["Rows", "fold_matmuls"]
+
+# Free stacked matrices by (dtype, width), the largest last; at most _KEEP of each.
+_free: dict[tuple, list[np.ndarray]] = {}
+_free_lock = threading.Lock()
+_KEEP = 1
+# The rows the last loop stacked, by (dtype, width): the next loop's first guess, so that from
+# the second step on a loop stacks into a matrix of its own size (no growing, no slack).
+_last_rows: dict[tuple, int] = {}
+
+
+def _take(dtype: np.dtype, width: int, rows: int) -> np.ndarray:
+    """A free [>= rows, width] matrix of dtype: a kept one when it is large enough and at most a
+    quarter larger, else a new one of `rows` rows (a kept one much too large is dropped)."""
+    with _free_lock:
+        kept = _free.get((dtype, width))
+        if kept and kept[-1].shape[0] >= rows:
+            buf = kept.pop()
+            if buf.shape[0] <= rows + rows // 4:
+                return buf
+    return np.empty((rows, width), dtype)
+
+
+def _give(buf: np.ndarray) -> None:
+    """Keeps buf for a later loop (the largest _KEEP of its kind)."""
+    with _free_lock:
+        kept = _free.setdefault((buf.dtype, buf.shape[1]), [])
+        kept.append(buf)
+        kept.sort(key=len)
+        del kept[:-_KEEP]
+
+
+class Rows:
+    """The matrices appended to it, one below the other.
+
+    Numeric 2-D arrays of one dtype and width are copied as they come into a matrix sized from
+    the last loop's rows (a loop that outgrows it goes on in a further chunk, and the chunks are
+    concatenated once, when the matrix is asked for); anything else (another shape or type)
+    turns it into a plain list of the parts. The same values either way."""
+
+    __slots__ = ("buf", "used", "total", "full", "parts", "count")
+
+    def __init__(self):
+        self.buf = None  # the current chunk (rows in use: self.used)
+        self.used = 0
+        self.total = 0  # rows stacked in all chunks
+        self.full = []  # the earlier chunks, filled
+        self.parts = None  # the list form, once a part does not fit the matrix
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def append(self, p) -> None:
+        self.count += 1
+        if self.parts is None and self._fits(p):
+            rows = p.shape[0]
+            if self.buf is None:
+                guess = _last_rows.get((p.dtype, p.shape[1]), 16 * rows)
+                self.buf = _take(p.dtype, p.shape[1], max(rows, guess))
+            elif self.used + rows > self.buf.shape[0]:
+                self.full.append(self.buf[: self.used])
+                self.buf = np.empty((max(rows, self.total), p.shape[1]), p.dtype)
+                self.used = 0
+            self.buf[self.used : self.used + rows] = p
+            self.used += rows
+            self.total += rows
+            return
+        if self.parts is None:
+            # The chunks are this object's own (none goes back to the pool now): views serve.
+            self.parts = self._chunks()
+            self.buf, self.full = None, []
+        self.parts.append(p)
+
+    def _fits(self, p) -> bool:
+        if type(p) is not np.ndarray or p.ndim != 2 or p.dtype.kind not in "fc":
+            return False
+        return self.buf is None or (p.dtype == self.buf.dtype and p.shape[1] == self.buf.shape[1])
+
+    def _chunks(self) -> list:
+        return self.full + [self.buf[: self.used]] if self.buf is not None else []
+
+    def matrix(self):
+        """The parts one below the other (a view of memory that release() gives back)."""
+        parts = self.parts if self.parts is not None else self._chunks()
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def release(self) -> None:
+        """Gives the stacked matrix's memory back for a later loop (after matrix() is used); a
+        loop that needed several chunks gives none back, and the next one takes its size."""
+        if self.buf is not None:
+            _last_rows[(self.buf.dtype, self.buf.shape[1])] = self.total
+            if not self.full:
+                _give(self.buf)
+        self.buf, self.full, self.used, self.total = None, [], 0, 0
+
+
+def fold_matmuls(acc, a_rows: Rows, g_rows: Rows):
+    """acc + Σ aᵢᵀ·gᵢ as one GEMM: [a₀; a₁; …]ᵀ · [g₀; g₁; …] (the same sum, reassociated).
+
+    Float products go through rill.exec.threads.matmul (fixed blocks over the intra-op threads:
+    the same bits on any thread count)."""
+    from rill.exec import threads
+    from rill.exec.executor.structured import _accumulate
+
+    if not len(a_rows):
+        return acc
+    try:
+        a, g = a_rows.matrix(), g_rows.matrix()
+        if a.ndim == g.ndim == 2 and a.dtype == g.dtype and a.dtype in (np.float32, np.float64):
+            total = threads.matmul(a.T, g)
+        else:
+            total = np.matmul(a.T, g)
+    finally:
+        a_rows.release()
+        g_rows.release()
+    return _accumulate(acc, total.astype(acc.dtype, copy=False))

@@ -113,6 +113,8 @@ class _Builder:
         self.const_at: dict[int, int] = {}  # tensor index → its offset (untransformed copy)
         self.size = 0
         self.rows: list[int] = []
+        self.scratch = 0  # floats of the largest convolution's gathered rows
+        self.scratch_users: list[int] = []  # the rows' last parameter: the scratch offset
 
     def const(self, a: np.ndarray) -> int:
         a = np.ascontiguousarray(a, np.float32).ravel()
@@ -228,8 +230,10 @@ class _Builder:
             return
         wo = self.const(wv.transpose(1, 2, 3, 0))
         pt, pl = _pad(h, kh, sh, dh, oh), _pad(w_, kw, sw, dw, ow)
+        self.scratch = max(self.scratch, nb * oh * ow * kh * kw * ci)
         self.emit(OP_CONV, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co, kh, kw,
-                            sh, sw, dh, dw, pt, pl, act])  # fmt: skip
+                            sh, sw, dh, dw, pt, pl, act, -1])  # fmt: skip
+        self.scratch_users.append(len(self.rows) - 1)
 
     def _depthwise_conv_2d(self, op, ins, outs, o, act) -> None:
         x, w, y = ins[0], ins[1], outs[0]
@@ -298,6 +302,8 @@ class _Builder:
     def _batch_matmul(self, op, ins, outs, o, act) -> None:
         a, b, y = ins[0], ins[1], outs[0]
         sa, sb, sy = self.shape(a), self.shape(b), self.shape(y)
+        if len(sy) < 2:
+            raise _Unsupported("rank")
         if len(sa) < 2 or len(sb) < 2:
             raise _Unsupported("rank")
         adj_x, adj_y = bool(getattr(o, "adj_x", False)), bool(getattr(o, "adj_y", False))
@@ -312,12 +318,8 @@ class _Builder:
                 raise _Unsupported("broadcast batch")
         if sy[-2:] != (ra, cb):
             raise _Unsupported("shapes")
-        xb = 0 if na == 1 else sa[-1] * sa[-2]
-        yb = 0 if nbt == 1 else sb[-1] * sb[-2]
-        xr, xk = (1, sa[-1]) if adj_x else (sa[-1], 1)
-        yk, yc = (1, sb[-1]) if adj_y else (sb[-1], 1)
-        self.emit(OP_BMM, [self.at(a), self.at(b), self.at(y), batch, ra, ka, cb, xb, xr, xk,
-                           yb, yk, yc])  # fmt: skip
+        self.emit(OP_BMM, [self.at(a), self.at(b), self.at(y), na, sa[-2], sa[-1], nbt, sb[-2],
+                           sb[-1], adj_x, adj_y, batch, ra, ka, cb])  # fmt: skip
 
     def _pool(self, kind, ins, outs, o, act) -> None:
         nb, h, w_, c = self.shape(ins[0])
@@ -359,6 +361,10 @@ def build(sg, plan, alias: dict[int, int]) -> Program | None:
         return None
     if not ran:
         return None
+    if b.scratch:
+        at = b.const(np.zeros(b.scratch, np.float32))
+        for r in b.scratch_users:
+            b.rows[r] = at
     consts = np.concatenate(b.consts) if b.consts else np.zeros(0, np.float32)
     return Program(np.array(b.rows, np.int64), consts, ran, loops)
 

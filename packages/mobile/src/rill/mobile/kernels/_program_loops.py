@@ -49,105 +49,114 @@ def _act_range(m, o, n, act):  # pragma: no cover - compiled
         y[i] = v
 
 
+# Views are made once per kernel: a view made inside a loop costs two atomic reference-count
+# updates, more than the arithmetic of a small row. Indices are loop counters from 0 (or
+# unsigned), so LLVM drops numba's negative-index wrap-around and vectorises.
+
+
+@_jit
+def _gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
+    """y = x @ w (+ b): rows two at a time and depth four at a time, so each pass over an
+    output row does eight multiply-adds per load and store of it (LLVM vectorises over j)."""
+    rows, k_ = x.shape
+    n_ = w.shape[1]
+    k4 = k_ // 4 * 4
+    for r in range(0, rows - 1, 2):
+        s = r + 1
+        for j in range(n_):
+            v = b[j] if hasb else np.float32(0.0)
+            y[r, j] = v
+            y[s, j] = v
+        for k in range(0, k4, 4):
+            a0, a1, a2, a3 = x[r, k], x[r, k + 1], x[r, k + 2], x[r, k + 3]
+            c0, c1, c2, c3 = x[s, k], x[s, k + 1], x[s, k + 2], x[s, k + 3]
+            for j in range(n_):
+                v0, v1, v2, v3 = w[k, j], w[k + 1, j], w[k + 2, j], w[k + 3, j]
+                y[r, j] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3
+                y[s, j] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3
+        for k in range(k4, k_):
+            a0, c0 = x[r, k], x[s, k]
+            for j in range(n_):
+                y[r, j] += a0 * w[k, j]
+                y[s, j] += c0 * w[k, j]
+    if rows % 2:
+        r = rows - 1
+        for j in range(n_):
+            y[r, j] = b[j] if hasb else np.float32(0.0)
+        for k in range(k_):
+            a0 = x[r, k]
+            for j in range(n_):
+                y[r, j] += a0 * w[k, j]
+
+
 @_jit
 def gemm(m, p):  # pragma: no cover - compiled
     """y[r, :] = x[r, :] @ w + bias, then the activation; w is [K, N] (row k holds every output
-    channel's weight for input k). Rows go four at a time so each weight row is loaded once for
-    four outputs."""
+    channel's weight for input k). p: x, w, bias (-1: none), y, rows, K, N, activation."""
     xo, wo, bo, yo, rows, k_, n_, act = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
     x = m[xo : xo + rows * k_].reshape((rows, k_))
     w = m[wo : wo + k_ * n_].reshape((k_, n_))
     y = m[yo : yo + rows * n_].reshape((rows, n_))
-    r = 0
-    while r + 4 <= rows:
-        y0, y1, y2, y3 = y[r], y[r + 1], y[r + 2], y[r + 3]
-        if bo >= 0:
-            b = m[bo : bo + n_]
-            for j in range(n_):
-                y0[j] = b[j]
-                y1[j] = b[j]
-                y2[j] = b[j]
-                y3[j] = b[j]
-        else:
-            for j in range(n_):
-                y0[j] = 0.0
-                y1[j] = 0.0
-                y2[j] = 0.0
-                y3[j] = 0.0
-        x0, x1, x2, x3 = x[r], x[r + 1], x[r + 2], x[r + 3]
-        for k in range(k_):
-            a0, a1, a2, a3 = x0[k], x1[k], x2[k], x3[k]
-            wk = w[k]
-            for j in range(n_):
-                wv = wk[j]
-                y0[j] += a0 * wv
-                y1[j] += a1 * wv
-                y2[j] += a2 * wv
-                y3[j] += a3 * wv
-        r += 4
-    while r < rows:
-        yr, xr = y[r], x[r]
-        for j in range(n_):
-            yr[j] = m[bo + j] if bo >= 0 else 0.0
-        for k in range(k_):
-            a, wk = xr[k], w[k]
-            for j in range(n_):
-                yr[j] += a * wk[j]
-        r += 1
+    b = m[bo : bo + n_] if bo >= 0 else m[0:n_]
+    _gemm2d(x, w, b, bo >= 0, y)
     _act_range(m, yo, rows * n_, act)
 
 
 @_jit
 def conv(m, p):  # pragma: no cover - compiled
-    """A direct NHWC convolution; w is [KH, KW, CI, CO]. p: x, w, bias (-1: none), y, batch,
-    H, W, CI, OH, OW, CO, KH, KW, stride h/w, dilation h/w, pad top/left, activation."""
+    """An NHWC convolution as a product: each output cell's receptive field is gathered into a
+    row of the scratch area (zeros for padding), then rows @ w; w is [KH·KW·CI, CO].
+    p: x, w, bias (-1: none), y, batch, H, W, CI, OH, OW, CO, KH, KW, stride h/w,
+    dilation h/w, pad top/left, activation, scratch."""
     xo, wo, bo, yo = p[0], p[1], p[2], p[3]
     nb, h, w_, ci, oh, ow, co = p[4], p[5], p[6], p[7], p[8], p[9], p[10]
-    kh, kw, sh, sw, dh, dw, pt, pl, act = p[11], p[12], p[13], p[14], p[15], p[16], p[17], \
-        p[18], p[19]  # fmt: skip
-    x = m[xo : xo + nb * h * w_ * ci].reshape((nb, h, w_, ci))
-    w = m[wo : wo + kh * kw * ci * co].reshape((kh, kw, ci, co))
-    y = m[yo : yo + nb * oh * ow * co].reshape((nb, oh, ow, co))
+    kh, kw, sh, sw, dh, dw, pt, pl, act, so = p[11], p[12], p[13], p[14], p[15], p[16], \
+        p[17], p[18], p[19], p[20]  # fmt: skip
+    depth = kh * kw * ci
+    rows = nb * oh * ow
+    x = m[xo : xo + nb * h * w_ * ci].reshape((nb * h * w_, ci))
+    cols = m[so : so + rows * depth].reshape((rows * kh * kw, ci))
     for b in range(nb):
         for oy in range(oh):
             for ox in range(ow):
-                yr = y[b, oy, ox]
-                for j in range(co):
-                    yr[j] = m[bo + j] if bo >= 0 else 0.0
+                r = ((b * oh + oy) * ow + ox) * kh * kw
                 for ky in range(kh):
                     iy = oy * sh - pt + ky * dh
-                    if iy < 0 or iy >= h:
-                        continue
                     for kx in range(kw):
                         ix = ox * sw - pl + kx * dw
-                        if ix < 0 or ix >= w_:
-                            continue
-                        xr = x[b, iy, ix]
-                        wk = w[ky, kx]
-                        for c in range(ci):
-                            a, wr = xr[c], wk[c]
-                            for j in range(co):
-                                yr[j] += a * wr[j]
-    _act_range(m, yo, nb * oh * ow * co, act)
+                        q = r + ky * kw + kx
+                        if iy < 0 or iy >= h or ix < 0 or ix >= w_:
+                            for c in range(ci):
+                                cols[q, c] = 0.0
+                        else:
+                            src = (b * h + iy) * w_ + ix
+                            for c in range(ci):
+                                cols[q, c] = x[src, c]
+    w = m[wo : wo + depth * co].reshape((depth, co))
+    y = m[yo : yo + rows * co].reshape((rows, co))
+    bias = m[bo : bo + co] if bo >= 0 else m[0:co]
+    _gemm2d(m[so : so + rows * depth].reshape((rows, depth)), w, bias, bo >= 0, y)
+    _act_range(m, yo, rows * co, act)
 
 
 @_jit
 def depthwise(m, p):  # pragma: no cover - compiled
-    """A depthwise NHWC convolution; w is [KH, KW, CO] (CO = CI · multiplier). p as conv's,
-    then the multiplier before the activation."""
+    """A depthwise NHWC convolution; w is [KH, KW, CO] (CO = CI · multiplier). p: x, w,
+    bias (-1: none), y, batch, H, W, CI, OH, OW, CO, KH, KW, stride h/w, dilation h/w,
+    pad top/left, the multiplier, activation."""
     xo, wo, bo, yo = p[0], p[1], p[2], p[3]
     nb, h, w_, ci, oh, ow, co = p[4], p[5], p[6], p[7], p[8], p[9], p[10]
     kh, kw, sh, sw, dh, dw, pt, pl, mult, act = p[11], p[12], p[13], p[14], p[15], p[16], \
         p[17], p[18], p[19], p[20]  # fmt: skip
-    x = m[xo : xo + nb * h * w_ * ci].reshape((nb, h, w_, ci))
-    w = m[wo : wo + kh * kw * co].reshape((kh, kw, co))
-    y = m[yo : yo + nb * oh * ow * co].reshape((nb, oh, ow, co))
+    x = m[xo : xo + nb * h * w_ * ci].reshape((nb * h * w_, ci))
+    w = m[wo : wo + kh * kw * co].reshape((kh * kw, co))
+    y = m[yo : yo + nb * oh * ow * co].reshape((nb * oh * ow, co))
     for b in range(nb):
         for oy in range(oh):
             for ox in range(ow):
-                yr = y[b, oy, ox]
+                r = (b * oh + oy) * ow + ox
                 for j in range(co):
-                    yr[j] = m[bo + j] if bo >= 0 else 0.0
+                    y[r, j] = m[bo + j] if bo >= 0 else np.float32(0.0)
                 for ky in range(kh):
                     iy = oy * sh - pt + ky * dh
                     if iy < 0 or iy >= h:
@@ -156,13 +165,13 @@ def depthwise(m, p):  # pragma: no cover - compiled
                         ix = ox * sw - pl + kx * dw
                         if ix < 0 or ix >= w_:
                             continue
-                        xr, wk = x[b, iy, ix], w[ky, kx]
+                        src, q = (b * h + iy) * w_ + ix, ky * kw + kx
                         if mult == 1:
                             for j in range(co):
-                                yr[j] += xr[j] * wk[j]
+                                y[r, j] += x[src, j] * w[q, j]
                         else:
                             for j in range(co):
-                                yr[j] += xr[j // mult] * wk[j]
+                                y[r, j] += x[src, j // mult] * w[q, j]
     _act_range(m, yo, nb * oh * ow * co, act)
 
 
@@ -188,38 +197,39 @@ def _binary1(op, a, b):  # pragma: no cover - compiled
 def binary(m, p):  # pragma: no cover - compiled
     """y = a (op) b with numpy broadcasting over 4 dimensions (stride 0 on a broadcast one).
     p: a, b, y, op, activation, the 4 output dimensions, a's 4 strides, b's 4 strides."""
-    ao, bo, yo, op, act = p[0], p[1], p[2], p[3], p[4]
-    d0, d1, d2, d3 = p[5], p[6], p[7], p[8]
-    sa0, sa1, sa2, sa3, sb0, sb1, sb2, sb3 = p[9], p[10], p[11], p[12], p[13], p[14], p[15], \
-        p[16]  # fmt: skip
+    u = np.uint64
+    ao, bo, yo, op, act = u(p[0]), u(p[1]), u(p[2]), p[3], p[4]
+    d0, d1, d2, d3 = u(p[5]), u(p[6]), u(p[7]), u(p[8])
+    sa0, sa1, sa2, sa3 = u(p[9]), u(p[10]), u(p[11]), u(p[12])
+    sb0, sb1, sb2, sb3 = u(p[13]), u(p[14]), u(p[15]), u(p[16])
     y = yo
     for i0 in range(d0):
         for i1 in range(d1):
             for i2 in range(d2):
                 a = ao + i0 * sa0 + i1 * sa1 + i2 * sa2
                 b = bo + i0 * sb0 + i1 * sb1 + i2 * sb2
-                if sa3 == 1 and sb3 == 1:
-                    if op == ADD:
-                        for j in range(d3):
-                            m[y + j] = m[a + j] + m[b + j]
-                    elif op == MUL:
-                        for j in range(d3):
-                            m[y + j] = m[a + j] * m[b + j]
-                    else:
-                        for j in range(d3):
-                            m[y + j] = _binary1(op, m[a + j], m[b + j])
+                if sa3 == 1 and sb3 == 1 and op == ADD:
+                    for j in range(d3):
+                        m[y + j] = m[a + j] + m[b + j]
+                elif sa3 == 1 and sb3 == 1 and op == MUL:
+                    for j in range(d3):
+                        m[y + j] = m[a + j] * m[b + j]
+                elif sa3 == 1 and sb3 == 1:
+                    for j in range(d3):
+                        m[y + j] = _binary1(op, m[a + j], m[b + j])
                 else:
                     for j in range(d3):
                         m[y + j] = _binary1(op, m[a + j * sa3], m[b + j * sb3])
                 y += d3
-    _act_range(m, yo, d0 * d1 * d2 * d3, act)
+    _act_range(m, p[2], p[5] * p[6] * p[7] * p[8], act)
 
 
 @_jit
 def _gelu(v, approximate):  # pragma: no cover - compiled
     x = np.float64(v)
     if approximate:
-        return np.float32(0.5 * x * (1.0 + math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))))
+        t = math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))
+        return np.float32(0.5 * x * (1.0 + t))
     return np.float32(0.5 * x * (1.0 + math.erf(x * 0.7071067811865476)))
 
 
@@ -227,8 +237,9 @@ def _gelu(v, approximate):  # pragma: no cover - compiled
 def unary(m, p):  # pragma: no cover - compiled
     """y = f(x) elementwise. p: x, y, count, the operation."""
     xo, yo, n, op = p[0], p[1], p[2], p[3]
+    x, y = m[xo : xo + n], m[yo : yo + n]
     for i in range(n):
-        v = m[xo + i]
+        v = x[i]
         if op == NEG:
             r = -v
         elif op == RSQRT:
@@ -257,7 +268,7 @@ def unary(m, p):  # pragma: no cover - compiled
             r = _gelu(v, False)
         else:
             r = _gelu(v, True)
-        m[yo + i] = r
+        y[i] = r
 
 
 @_jit
@@ -265,23 +276,23 @@ def mean(m, p):  # pragma: no cover - compiled
     """y[o, i] = mean over r of x[o, r, i]. p: x, y, outer, reduced, inner."""
     xo, yo, outer, red, inner = p[0], p[1], p[2], p[3], p[4]
     inv = np.float32(red)
+    x = m[xo : xo + outer * red * inner].reshape((outer * red, inner))
+    y = m[yo : yo + outer * inner].reshape((outer, inner))
     for o in range(outer):
-        y = yo + o * inner
         if inner == 1:
             s = np.float32(0.0)
-            x = xo + o * red
             for r in range(red):
-                s += m[x + r]
-            m[y] = s / inv
+                s += x[o * red + r, 0]
+            y[o, 0] = s / inv
             continue
         for i in range(inner):
-            m[y + i] = 0.0
+            y[o, i] = 0.0
         for r in range(red):
-            x = xo + (o * red + r) * inner
+            q = o * red + r
             for i in range(inner):
-                m[y + i] += m[x + i]
+                y[o, i] += x[q, i]
         for i in range(inner):
-            m[y + i] = m[y + i] / inv
+            y[o, i] = y[o, i] / inv
 
 
 @_jit
@@ -290,29 +301,31 @@ def softmax(m, p):  # pragma: no cover - compiled
     offset of beta in m."""
     xo, yo, rows, depth = p[0], p[1], p[2], p[3]
     beta = m[p[4]]
+    x = m[xo : xo + rows * depth].reshape((rows, depth))
+    y = m[yo : yo + rows * depth].reshape((rows, depth))
     for r in range(rows):
-        x, y = xo + r * depth, yo + r * depth
-        top = m[x]
+        top = x[r, 0]
         for j in range(1, depth):
-            v = m[x + j]
+            v = x[r, j]
             if v > top or v != v:
                 top = v
         s = np.float32(0.0)
         for j in range(depth):
-            e = np.exp((m[x + j] - top) * beta)
-            m[y + j] = e
+            e = np.exp((x[r, j] - top) * beta)
+            y[r, j] = e
             s += e
         for j in range(depth):
-            m[y + j] = m[y + j] / s
+            y[r, j] = y[r, j] / s
 
 
 @_jit
 def transpose(m, p):  # pragma: no cover - compiled
     """y (contiguous, 4 dimensions) = x read with the strides of the permuted axes.
     p: x, y, the 4 output dimensions, x's stride for each."""
-    xo, yo = p[0], p[1]
-    d0, d1, d2, d3, s0, s1, s2, s3 = p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]
-    y = yo
+    u = np.uint64
+    xo, y = u(p[0]), u(p[1])
+    d0, d1, d2, d3, s0, s1, s2, s3 = u(p[2]), u(p[3]), u(p[4]), u(p[5]), u(p[6]), u(p[7]), \
+        u(p[8]), u(p[9])  # fmt: skip
     for i0 in range(d0):
         for i1 in range(d1):
             for i2 in range(d2):
@@ -324,25 +337,35 @@ def transpose(m, p):  # pragma: no cover - compiled
 
 @_jit
 def bmm(m, p):  # pragma: no cover - compiled
-    """z[b] = x[b] @ y[b] with strided operands (adjoints and broadcast batches are strides).
-    p: x, y, z, batches, rows, depth, columns, x's batch/row/depth strides, y's
-    batch/depth/column strides."""
-    xo, yo, zo, nb, rows, depth, cols = p[0], p[1], p[2], p[3], p[4], p[5], p[6]
-    xb, xr, xk, yb, yk, yc = p[7], p[8], p[9], p[10], p[11], p[12]
+    """z[b] = x[b]' @ y[b]' (' : transposed where adj_x / adj_y), a batch of 1 broadcast.
+    p: x, y, z, x's batches/rows/columns as stored, y's likewise, adj_x, adj_y, batches,
+    rows, depth, columns."""
+    xo, yo, zo, xn, xa, xc, yn, ya, yc = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]
+    adj_x, adj_y, nb, rows, depth, cols = p[9], p[10], p[11], p[12], p[13], p[14]
+    x = m[xo : xo + xn * xa * xc].reshape((xn, xa, xc))
+    y = m[yo : yo + yn * ya * yc].reshape((yn, ya, yc))
+    z = m[zo : zo + nb * rows * cols].reshape((nb, rows, cols))
     for b in range(nb):
+        bx = 0 if xn == 1 else b
+        by = 0 if yn == 1 else b
         for i in range(rows):
-            z = zo + (b * rows + i) * cols
-            for j in range(cols):
-                m[z + j] = 0.0
-            for k in range(depth):
-                a = m[xo + b * xb + i * xr + k * xk]
-                y = yo + b * yb + k * yk
-                if yc == 1:
+            if adj_y:
+                for j in range(cols):
+                    s = np.float32(0.0)
+                    if adj_x:
+                        for k in range(depth):
+                            s += x[bx, k, i] * y[by, j, k]
+                    else:
+                        for k in range(depth):
+                            s += x[bx, i, k] * y[by, j, k]
+                    z[b, i, j] = s
+            else:
+                for j in range(cols):
+                    z[b, i, j] = 0.0
+                for k in range(depth):
+                    a = x[bx, k, i] if adj_x else x[bx, i, k]
                     for j in range(cols):
-                        m[z + j] += a * m[y + j]
-                else:
-                    for j in range(cols):
-                        m[z + j] += a * m[y + j * yc]
+                        z[b, i, j] += a * y[by, k, j]
 
 
 @_jit
@@ -352,6 +375,8 @@ def pool(m, p):  # pragma: no cover - compiled
     activation."""
     xo, yo, nb, h, w_, c, oh, ow = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
     kh, kw, sh, sw, pt, pl, kind, act = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    x = m[xo : xo + nb * h * w_ * c].reshape((nb * h * w_, c))
+    y = m[yo : yo + nb * oh * ow * c].reshape((nb * oh * ow, c))
     for b in range(nb):
         for oy in range(oh):
             y0 = max(0, oy * sh - pt)
@@ -359,24 +384,24 @@ def pool(m, p):  # pragma: no cover - compiled
             for ox in range(ow):
                 x0 = max(0, ox * sw - pl)
                 x1 = min(w_, ox * sw - pl + kw)
-                y = yo + ((b * oh + oy) * ow + ox) * c
+                r = (b * oh + oy) * ow + ox
                 for j in range(c):
-                    m[y + j] = 0.0 if kind == 0 else -np.inf
+                    y[r, j] = 0.0 if kind == 0 else -np.inf
                 for iy in range(y0, y1):
                     for ix in range(x0, x1):
-                        x = xo + ((b * h + iy) * w_ + ix) * c
+                        q = (b * h + iy) * w_ + ix
                         if kind == 0:
                             for j in range(c):
-                                m[y + j] += m[x + j]
+                                y[r, j] += x[q, j]
                         else:
                             for j in range(c):
-                                v = m[x + j]
-                                if v > m[y + j] or v != v:
-                                    m[y + j] = v
+                                v = x[q, j]
+                                if v > y[r, j] or v != v:
+                                    y[r, j] = v
                 if kind == 0:
                     cnt = np.float32(max(1, (y1 - y0) * (x1 - x0)))
                     for j in range(c):
-                        m[y + j] = m[y + j] / cnt
+                        y[r, j] = y[r, j] / cnt
     _act_range(m, yo, nb * oh * ow * c, act)
 
 

@@ -114,24 +114,36 @@ def conv(m, p):  # pragma: no cover - compiled
         p[17], p[18], p[19], p[20]  # fmt: skip
     depth = kh * kw * ci
     rows = nb * oh * ow
-    x = m[xo : xo + nb * h * w_ * ci].reshape((nb * h * w_, ci))
-    cols = m[so : so + rows * depth].reshape((rows * kh * kw, ci))
+    u = np.uint64
+    cols = m[so : so + rows * depth]
+    span = kw * ci  # one window row: contiguous in the input when no column is padding
     for b in range(nb):
         for oy in range(oh):
             for ox in range(ow):
-                r = ((b * oh + oy) * ow + ox) * kh * kw
+                r = u(((b * oh + oy) * ow + ox) * depth)
+                ix0 = ox * sw - pl
+                inside = ix0 >= 0 and ix0 + (kw - 1) * dw < w_ and dw == 1
                 for ky in range(kh):
                     iy = oy * sh - pt + ky * dh
-                    for kx in range(kw):
-                        ix = ox * sw - pl + kx * dw
-                        q = r + ky * kw + kx
-                        if iy < 0 or iy >= h or ix < 0 or ix >= w_:
-                            for c in range(ci):
-                                cols[q, c] = 0.0
-                        else:
-                            src = (b * h + iy) * w_ + ix
-                            for c in range(ci):
-                                cols[q, c] = x[src, c]
+                    q = r + u(ky * span)
+                    if iy < 0 or iy >= h:
+                        for c in range(u(span)):
+                            cols[q + c] = 0.0
+                    elif inside:
+                        src = u(xo + ((b * h + iy) * w_ + ix0) * ci)
+                        for c in range(u(span)):
+                            cols[q + c] = m[src + c]
+                    else:
+                        for kx in range(kw):
+                            ix = ix0 + kx * dw
+                            at = q + u(kx * ci)
+                            if ix < 0 or ix >= w_:
+                                for c in range(u(ci)):
+                                    cols[at + c] = 0.0
+                            else:
+                                src = u(xo + ((b * h + iy) * w_ + ix) * ci)
+                                for c in range(u(ci)):
+                                    cols[at + c] = m[src + c]
     w = m[wo : wo + depth * co].reshape((depth, co))
     y = m[yo : yo + rows * co].reshape((rows, co))
     bias = m[bo : bo + co] if bo >= 0 else m[0:co]
@@ -151,12 +163,30 @@ def depthwise(m, p):  # pragma: no cover - compiled
     x = m[xo : xo + nb * h * w_ * ci].reshape((nb * h * w_, ci))
     w = m[wo : wo + kh * kw * co].reshape((kh * kw, co))
     y = m[yo : yo + nb * oh * ow * co].reshape((nb * oh * ow, co))
+    hasb = bo >= 0
+    bias = m[bo : bo + co] if hasb else m[0:co]
     for b in range(nb):
         for oy in range(oh):
             for ox in range(ow):
                 r = (b * oh + oy) * ow + ox
+                iy, ix = oy * sh - pt, ox * sw - pl
+                if (kh == 3 and kw == 3 and mult == 1 and iy >= 0 and iy + 2 * dh < h
+                        and ix >= 0 and ix + 2 * dw < w_):  # fmt: skip
+                    # A 3x3 window inside the input: nine taps in one pass over the row.
+                    s0 = (b * h + iy) * w_ + ix
+                    s1, s2 = s0 + dw, s0 + 2 * dw
+                    s3, s4, s5 = s0 + dh * w_, s1 + dh * w_, s2 + dh * w_
+                    s6, s7, s8 = s3 + dh * w_, s4 + dh * w_, s5 + dh * w_
+                    for j in range(co):
+                        v = bias[j] if hasb else np.float32(0.0)
+                        y[r, j] = (v + x[s0, j] * w[0, j] + x[s1, j] * w[1, j]
+                                   + x[s2, j] * w[2, j] + x[s3, j] * w[3, j]
+                                   + x[s4, j] * w[4, j] + x[s5, j] * w[5, j]
+                                   + x[s6, j] * w[6, j] + x[s7, j] * w[7, j]
+                                   + x[s8, j] * w[8, j])  # fmt: skip
+                    continue
                 for j in range(co):
-                    y[r, j] = m[bo + j] if bo >= 0 else np.float32(0.0)
+                    y[r, j] = bias[j] if hasb else np.float32(0.0)
                 for ky in range(kh):
                     iy = oy * sh - pt + ky * dh
                     if iy < 0 or iy >= h:
@@ -217,6 +247,14 @@ def binary(m, p):  # pragma: no cover - compiled
                 elif sa3 == 1 and sb3 == 1:
                     for j in range(d3):
                         m[y + j] = _binary1(op, m[a + j], m[b + j])
+                elif sa3 == 1 and sb3 == 0:
+                    bs = m[b]
+                    for j in range(d3):
+                        m[y + j] = _binary1(op, m[a + j], bs)
+                elif sa3 == 0 and sb3 == 1:
+                    as_ = m[a]
+                    for j in range(d3):
+                        m[y + j] = _binary1(op, as_, m[b + j])
                 else:
                     for j in range(d3):
                         m[y + j] = _binary1(op, m[a + j * sa3], m[b + j * sb3])

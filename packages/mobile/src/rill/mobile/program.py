@@ -32,7 +32,7 @@ _enabled = os.environ.get("RILL_JIT_PROGRAM", "1").strip().lower() not in ("0", 
                                                                              "no")  # fmt: skip
 
 _UNARY = {"NEG": 0, "RSQRT": 1, "SQRT": 2, "EXP": 3, "ABS": 4, "SQUARE": 5, "TANH": 6,
-          "LOGISTIC": 7, "RELU": 8, "RELU6": 9, "RELU_N1_TO_1": 10, "LOG": 13}  # fmt: skip
+          "LOGISTIC": 7, "RELU": 8, "RELU6": 9, "LOG": 13}  # fmt: skip
 _BINARY = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "SQUARED_DIFFERENCE": 4, "MAXIMUM": 5,
            "MINIMUM": 6}  # fmt: skip
 _COPY = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"}

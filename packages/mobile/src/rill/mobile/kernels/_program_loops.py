@@ -23,7 +23,7 @@ _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy"
 # Binary operations.
 ADD, SUB, MUL, DIV, SQDIFF, MAXIMUM, MINIMUM = range(7)
 # Unary operations.
-(NEG, RSQRT, SQRT, EXP, ABS, SQUARE, TANH, LOGISTIC, RELU, RELU6, RELU_N1_TO_1, GELU,
+(NEG, RSQRT, SQRT, EXP, ABS, SQUARE, TANH, LOGISTIC, RELU, RELU6, _UNUSED, GELU,
  GELU_TANH, LOG) = range(14)  # fmt: skip
 # Operator codes of a program row.
 OP_GEMM, OP_CONV, OP_DW, OP_BINARY, OP_UNARY, OP_MEAN, OP_SOFTMAX, OP_TRANSPOSE, OP_BMM, \
@@ -300,8 +300,6 @@ def unary(m, p):  # pragma: no cover - compiled
             r = np.float32(0.0) if v < 0 else v
         elif op == RELU6:
             r = np.float32(0.0) if v < 0 else (np.float32(6.0) if v > 6 else v)
-        elif op == RELU_N1_TO_1:
-            r = np.float32(-1.0) if v < -1 else (np.float32(1.0) if v > 1 else v)
         elif op == GELU:
             r = _gelu(v, False)
         else:

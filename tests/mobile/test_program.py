@@ -227,7 +227,9 @@ def test_transpose(shape, perm):
 
 @pytest.mark.parametrize("adj_x", [False, True])
 @pytest.mark.parametrize("adj_y", [False, True])
-@pytest.mark.parametrize("batch_a,batch_b", [((2,), (2,)), ((1, 2), (1, 2)), ((3,), ()), ((), (3,))])
+@pytest.mark.parametrize(
+    "batch_a,batch_b", [((2,), (2,)), ((1, 2), (1, 2)), ((3,), ()), ((), (3,))]
+)
 def test_batch_matmul(adj_x, adj_y, batch_a, batch_b):
     r, k, c = 5, 7, 6
     a = (*batch_a, *((k, r) if adj_x else (r, k)))

@@ -148,8 +148,9 @@ class _Builder:
         if key not in self.plan.offsets:
             raise _Unsupported(f"tensor #{i} has no arena bytes")
         off = self.plan.offsets[key]
-        if off % 4:
-            raise _Unsupported("misaligned tensor")
+        size = int(np.prod(self.shape(i), dtype=np.int64)) * 4
+        if off % 4 or off + size > self.plan.arena_size:  # the kernels do not check bounds
+            raise _Unsupported(f"tensor #{i} is not a whole float32 run of the arena")
         return off // 4
 
     def weight(self, i: int) -> np.ndarray:

@@ -399,6 +399,9 @@ def bmm(m, p):  # pragma: no cover - compiled
     for b in range(nb):
         bx = 0 if xn == 1 else b
         by = 0 if yn == 1 else b
+        if not adj_x and not adj_y:
+            _gemm2d(x[bx], y[by], m[0:cols], False, z[b])
+            continue
         for i in range(rows):
             if adj_y:
                 for j in range(cols):

@@ -56,6 +56,9 @@ def set_enabled(on: bool) -> bool:
     return old
 
 
+_ready = False
+
+
 class _Unsupported(Exception):
     pass
 
@@ -63,10 +66,14 @@ class _Unsupported(Exception):
 def _loops():
     if jit.loops() is None:  # numba missing or compiled loops off
         return None
+    global _ready
     try:
         from rill.mobile.kernels import _program_loops
     except ImportError:  # pragma: no cover - numba present but unusable
         return None
+    if not _ready:  # compile (or load from numba's cache) now, in allocate, not in invoke
+        _program_loops.run(np.zeros(0, np.int64), np.zeros(1, np.float32))
+        _ready = True
     return _program_loops
 
 

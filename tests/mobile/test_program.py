@@ -118,6 +118,9 @@ def test_conv2d(n, h, w, ci, co, kh, kw, s, d, pad, act, bias):
         (1, 7, 8, 3, 2, 3, 1, 1, SAME, 0),  # a channel multiplier
         (1, 9, 9, 4, 1, 3, 1, 2, SAME, 2),  # dilation
         (1, 6, 5, 6, 1, 5, 2, 1, SAME, 3),  # a 5x5 window
+        (2, 7, 9, 8, 1, 5, 1, 1, SAME, 0),  # row passes, 5 taps a row, no bias below
+        (1, 5, 4, 40, 1, 3, 1, 1, SAME, 1),  # 40 channels: per pixel
+        (1, 3, 3, 4, 1, 3, 1, 1, SAME, 0),  # no column without padding
     ],
 )
 def test_depthwise(n, h, w, ci, mult, k, s, d, pad, act):
@@ -125,7 +128,7 @@ def test_depthwise(n, h, w, ci, mult, k, s, d, pad, act):
     oh, ow = _out(n, h, w, k, s, d, pad), _out(n, w, h, k, s, d, pad)
     opts = {"padding": pad, "stride_h": s, "stride_w": s, "depth_multiplier": mult,
             "dilation_h_factor": d, "dilation_w_factor": d, "fused_activation_function": act}  # fmt: skip
-    _single("DEPTHWISE_CONV_2D", [fp(n, h, w, ci), _w(1, k, k, co), _w(co)],
+    _single("DEPTHWISE_CONV_2D", [fp(n, h, w, ci), _w(1, k, k, co), _w(co) if n == 1 else None],
             [fp(n, oh, ow, co)], opts)  # fmt: skip
 
 

@@ -16,6 +16,8 @@ import math
 import numba
 import numpy as np
 
+from rill.mobile.kernels._program_gemm import gemm2d as _gemm2d
+
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
                   fastmath={"reassoc", "contract"})  # fmt: skip
 
@@ -52,56 +54,6 @@ def _act_range(m, o, n, act):  # pragma: no cover - compiled
 # Views are made once per kernel: a view made inside a loop costs two atomic reference-count
 # updates, more than the arithmetic of a small row. Indices are loop counters from 0 (or
 # unsigned), so LLVM drops numba's negative-index wrap-around and vectorises.
-
-
-@_jit
-def _gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
-    """y = x @ w (+ b): rows four at a time and depth four at a time, so each pass over the
-    output rows does sixteen multiply-adds per load and store of each (LLVM vectorises over j)."""
-    rows, k_ = x.shape
-    n_ = w.shape[1]
-    k4 = k_ // 4 * 4
-    r4 = rows // 4 * 4
-    for r in range(0, r4, 4):
-        r1, r2, r3 = r + 1, r + 2, r + 3
-        for j in range(n_):
-            v = b[j] if hasb else np.float32(0.0)
-            y[r, j] = v
-            y[r1, j] = v
-            y[r2, j] = v
-            y[r3, j] = v
-        for k in range(0, k4, 4):
-            k1, k2, k3 = k + 1, k + 2, k + 3
-            a0, a1, a2, a3 = x[r, k], x[r, k1], x[r, k2], x[r, k3]
-            c0, c1, c2, c3 = x[r1, k], x[r1, k1], x[r1, k2], x[r1, k3]
-            d0, d1, d2, d3 = x[r2, k], x[r2, k1], x[r2, k2], x[r2, k3]
-            e0, e1, e2, e3 = x[r3, k], x[r3, k1], x[r3, k2], x[r3, k3]
-            for j in range(n_):
-                v0, v1, v2, v3 = w[k, j], w[k1, j], w[k2, j], w[k3, j]
-                y[r, j] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3
-                y[r1, j] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3
-                y[r2, j] += d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3
-                y[r3, j] += e0 * v0 + e1 * v1 + e2 * v2 + e3 * v3
-        for k in range(k4, k_):
-            a0, c0, d0, e0 = x[r, k], x[r1, k], x[r2, k], x[r3, k]
-            for j in range(n_):
-                v0 = w[k, j]
-                y[r, j] += a0 * v0
-                y[r1, j] += c0 * v0
-                y[r2, j] += d0 * v0
-                y[r3, j] += e0 * v0
-    for r in range(r4, rows):
-        for j in range(n_):
-            y[r, j] = b[j] if hasb else np.float32(0.0)
-        for k in range(0, k4, 4):
-            k1, k2, k3 = k + 1, k + 2, k + 3
-            a0, a1, a2, a3 = x[r, k], x[r, k1], x[r, k2], x[r, k3]
-            for j in range(n_):
-                y[r, j] += a0 * w[k, j] + a1 * w[k1, j] + a2 * w[k2, j] + a3 * w[k3, j]
-        for k in range(k4, k_):
-            a0 = x[r, k]
-            for j in range(n_):
-                y[r, j] += a0 * w[k, j]
 
 
 @_jit

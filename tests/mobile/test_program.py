@@ -142,6 +142,25 @@ def test_fully_connected(bias, act, shape, keep):
             version=5 if keep else 1)  # fmt: skip
 
 
+@pytest.mark.parametrize("rows", [1, 3, 4, 5, 9])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 16, 24, 31, 40])
+def test_product_tiles_and_their_edges(rows, n):
+    """The product's 4x16 and 4x8 register tiles, the single-row tiles and the last N % 8
+    columns, on every split of rows and output channels."""
+    k = 13
+    _single("FULLY_CONNECTED", [fp(rows, k), _w(n, k), _w(n)], [fp(rows, n)],
+            {"fused_activation_function": 0})  # fmt: skip
+
+
+def test_product_tiles_carry_nan_and_infinities():
+    x = RNG.standard_normal((6, 12)).astype(np.float32)
+    x[0, 3], x[2, 0], x[5, 11] = np.nan, np.inf, -np.inf
+    got = _single("FULLY_CONNECTED", [fp(6, 12), _w(24, 12), _w(24)], [fp(6, 24)],
+                  {"fused_activation_function": 0}, feeds=[x])  # fmt: skip
+    assert np.isnan(got[0][0]).all() and not np.isfinite(got[0][2]).any()
+    assert np.isfinite(got[0][[1, 3, 4]]).all()
+
+
 # -- elementwise ------------------------------------------------------------------------------------
 
 

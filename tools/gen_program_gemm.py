@@ -7,15 +7,17 @@ from pathlib import Path
 def tile(R, W):
     L = []
     L.append("@_jit")
-    L.append(f"def _tile{R}x{W}(x, w, y, r, j0, k_):  # pragma: no cover - compiled")
+    L.append(f"def _tile{R}x{W}(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled")
     L.append(
-        f'    """y[r : r + {R}, j0 : j0 + {W}] += x[r : r + {R}] @ w[:, j0 : j0 + {W}], the sums held in'
+        f'    """y[r : r + {R}, j0 : j0 + {W}] = x[r : r + {R}] @ w[:, j0 : j0 + {W}] (+ b), the sums held'
     )
-    L.append(f'    {R * W} locals."""')
+    L.append(f'    in {R * W} locals."""')
     L.append("    r, j0, k_ = _u(r), _u(j0), _u(k_)")
-    for i in range(R):
+    for j in range(W):
+        L.append(f"    s0_{j} = b[j0 + _u({j})] if hasb else np.float32(0.0)")
+    for i in range(1, R):
         for j in range(W):
-            L.append(f"    s{i}_{j} = y[r + _u({i}), j0 + _u({j})]")
+            L.append(f"    s{i}_{j} = s0_{j}")
     L.append("    for k in range(k_):")
     for i in range(R):
         L.append(f"        a{i} = x[r + _u({i}), k]")
@@ -58,24 +60,23 @@ def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
     """y = x @ w (+ b): x [rows, K], w [K, N], y [rows, N], all C-contiguous."""
     rows, k_ = x.shape
     n_ = w.shape[1]
-    for r in range(rows):
-        for j in range(n_):
-            y[r, j] = b[j] if hasb else np.float32(0.0)
     n16 = n_ // 16 * 16
     n8 = n16 + (n_ - n16) // 8 * 8
     r4 = rows // 4 * 4
     for r in range(0, r4, 4):
         for j0 in range(0, n16, 16):
-            _tile4x16(x, w, y, r, j0, k_)
+            _tile4x16(x, w, b, hasb, y, r, j0, k_)
         if n8 > n16:
-            _tile4x8(x, w, y, r, n16, k_)
+            _tile4x8(x, w, b, hasb, y, r, n16, k_)
     for r in range(r4, rows):
         for j0 in range(0, n16, 16):
-            _tile1x16(x, w, y, r, j0, k_)
+            _tile1x16(x, w, b, hasb, y, r, j0, k_)
         if n8 > n16:
-            _tile1x8(x, w, y, r, n16, k_)
+            _tile1x8(x, w, b, hasb, y, r, n16, k_)
     if n8 < n_:  # the last N % 8 columns
         for r in range(rows):
+            for j in range(n8, n_):
+                y[r, j] = b[j] if hasb else np.float32(0.0)
             for k in range(k_):
                 a = x[r, k]
                 for j in range(n8, n_):

@@ -20,74 +20,74 @@ _u = np.uint64
 
 
 @_jit
-def _tile4x16(x, w, y, r, j0, k_):  # pragma: no cover - compiled
-    """y[r : r + 4, j0 : j0 + 16] += x[r : r + 4] @ w[:, j0 : j0 + 16], the sums held in
-    64 locals."""
+def _tile4x16(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
+    """y[r : r + 4, j0 : j0 + 16] = x[r : r + 4] @ w[:, j0 : j0 + 16] (+ b), the sums held
+    in 64 locals."""
     r, j0, k_ = _u(r), _u(j0), _u(k_)
-    s0_0 = y[r + _u(0), j0 + _u(0)]
-    s0_1 = y[r + _u(0), j0 + _u(1)]
-    s0_2 = y[r + _u(0), j0 + _u(2)]
-    s0_3 = y[r + _u(0), j0 + _u(3)]
-    s0_4 = y[r + _u(0), j0 + _u(4)]
-    s0_5 = y[r + _u(0), j0 + _u(5)]
-    s0_6 = y[r + _u(0), j0 + _u(6)]
-    s0_7 = y[r + _u(0), j0 + _u(7)]
-    s0_8 = y[r + _u(0), j0 + _u(8)]
-    s0_9 = y[r + _u(0), j0 + _u(9)]
-    s0_10 = y[r + _u(0), j0 + _u(10)]
-    s0_11 = y[r + _u(0), j0 + _u(11)]
-    s0_12 = y[r + _u(0), j0 + _u(12)]
-    s0_13 = y[r + _u(0), j0 + _u(13)]
-    s0_14 = y[r + _u(0), j0 + _u(14)]
-    s0_15 = y[r + _u(0), j0 + _u(15)]
-    s1_0 = y[r + _u(1), j0 + _u(0)]
-    s1_1 = y[r + _u(1), j0 + _u(1)]
-    s1_2 = y[r + _u(1), j0 + _u(2)]
-    s1_3 = y[r + _u(1), j0 + _u(3)]
-    s1_4 = y[r + _u(1), j0 + _u(4)]
-    s1_5 = y[r + _u(1), j0 + _u(5)]
-    s1_6 = y[r + _u(1), j0 + _u(6)]
-    s1_7 = y[r + _u(1), j0 + _u(7)]
-    s1_8 = y[r + _u(1), j0 + _u(8)]
-    s1_9 = y[r + _u(1), j0 + _u(9)]
-    s1_10 = y[r + _u(1), j0 + _u(10)]
-    s1_11 = y[r + _u(1), j0 + _u(11)]
-    s1_12 = y[r + _u(1), j0 + _u(12)]
-    s1_13 = y[r + _u(1), j0 + _u(13)]
-    s1_14 = y[r + _u(1), j0 + _u(14)]
-    s1_15 = y[r + _u(1), j0 + _u(15)]
-    s2_0 = y[r + _u(2), j0 + _u(0)]
-    s2_1 = y[r + _u(2), j0 + _u(1)]
-    s2_2 = y[r + _u(2), j0 + _u(2)]
-    s2_3 = y[r + _u(2), j0 + _u(3)]
-    s2_4 = y[r + _u(2), j0 + _u(4)]
-    s2_5 = y[r + _u(2), j0 + _u(5)]
-    s2_6 = y[r + _u(2), j0 + _u(6)]
-    s2_7 = y[r + _u(2), j0 + _u(7)]
-    s2_8 = y[r + _u(2), j0 + _u(8)]
-    s2_9 = y[r + _u(2), j0 + _u(9)]
-    s2_10 = y[r + _u(2), j0 + _u(10)]
-    s2_11 = y[r + _u(2), j0 + _u(11)]
-    s2_12 = y[r + _u(2), j0 + _u(12)]
-    s2_13 = y[r + _u(2), j0 + _u(13)]
-    s2_14 = y[r + _u(2), j0 + _u(14)]
-    s2_15 = y[r + _u(2), j0 + _u(15)]
-    s3_0 = y[r + _u(3), j0 + _u(0)]
-    s3_1 = y[r + _u(3), j0 + _u(1)]
-    s3_2 = y[r + _u(3), j0 + _u(2)]
-    s3_3 = y[r + _u(3), j0 + _u(3)]
-    s3_4 = y[r + _u(3), j0 + _u(4)]
-    s3_5 = y[r + _u(3), j0 + _u(5)]
-    s3_6 = y[r + _u(3), j0 + _u(6)]
-    s3_7 = y[r + _u(3), j0 + _u(7)]
-    s3_8 = y[r + _u(3), j0 + _u(8)]
-    s3_9 = y[r + _u(3), j0 + _u(9)]
-    s3_10 = y[r + _u(3), j0 + _u(10)]
-    s3_11 = y[r + _u(3), j0 + _u(11)]
-    s3_12 = y[r + _u(3), j0 + _u(12)]
-    s3_13 = y[r + _u(3), j0 + _u(13)]
-    s3_14 = y[r + _u(3), j0 + _u(14)]
-    s3_15 = y[r + _u(3), j0 + _u(15)]
+    s0_0 = b[j0 + _u(0)] if hasb else np.float32(0.0)
+    s0_1 = b[j0 + _u(1)] if hasb else np.float32(0.0)
+    s0_2 = b[j0 + _u(2)] if hasb else np.float32(0.0)
+    s0_3 = b[j0 + _u(3)] if hasb else np.float32(0.0)
+    s0_4 = b[j0 + _u(4)] if hasb else np.float32(0.0)
+    s0_5 = b[j0 + _u(5)] if hasb else np.float32(0.0)
+    s0_6 = b[j0 + _u(6)] if hasb else np.float32(0.0)
+    s0_7 = b[j0 + _u(7)] if hasb else np.float32(0.0)
+    s0_8 = b[j0 + _u(8)] if hasb else np.float32(0.0)
+    s0_9 = b[j0 + _u(9)] if hasb else np.float32(0.0)
+    s0_10 = b[j0 + _u(10)] if hasb else np.float32(0.0)
+    s0_11 = b[j0 + _u(11)] if hasb else np.float32(0.0)
+    s0_12 = b[j0 + _u(12)] if hasb else np.float32(0.0)
+    s0_13 = b[j0 + _u(13)] if hasb else np.float32(0.0)
+    s0_14 = b[j0 + _u(14)] if hasb else np.float32(0.0)
+    s0_15 = b[j0 + _u(15)] if hasb else np.float32(0.0)
+    s1_0 = s0_0
+    s1_1 = s0_1
+    s1_2 = s0_2
+    s1_3 = s0_3
+    s1_4 = s0_4
+    s1_5 = s0_5
+    s1_6 = s0_6
+    s1_7 = s0_7
+    s1_8 = s0_8
+    s1_9 = s0_9
+    s1_10 = s0_10
+    s1_11 = s0_11
+    s1_12 = s0_12
+    s1_13 = s0_13
+    s1_14 = s0_14
+    s1_15 = s0_15
+    s2_0 = s0_0
+    s2_1 = s0_1
+    s2_2 = s0_2
+    s2_3 = s0_3
+    s2_4 = s0_4
+    s2_5 = s0_5
+    s2_6 = s0_6
+    s2_7 = s0_7
+    s2_8 = s0_8
+    s2_9 = s0_9
+    s2_10 = s0_10
+    s2_11 = s0_11
+    s2_12 = s0_12
+    s2_13 = s0_13
+    s2_14 = s0_14
+    s2_15 = s0_15
+    s3_0 = s0_0
+    s3_1 = s0_1
+    s3_2 = s0_2
+    s3_3 = s0_3
+    s3_4 = s0_4
+    s3_5 = s0_5
+    s3_6 = s0_6
+    s3_7 = s0_7
+    s3_8 = s0_8
+    s3_9 = s0_9
+    s3_10 = s0_10
+    s3_11 = s0_11
+    s3_12 = s0_12
+    s3_13 = s0_13
+    s3_14 = s0_14
+    s3_15 = s0_15
     for k in range(k_):
         a0 = x[r + _u(0), k]
         a1 = x[r + _u(1), k]
@@ -240,42 +240,42 @@ def _tile4x16(x, w, y, r, j0, k_):  # pragma: no cover - compiled
 
 
 @_jit
-def _tile4x8(x, w, y, r, j0, k_):  # pragma: no cover - compiled
-    """y[r : r + 4, j0 : j0 + 8] += x[r : r + 4] @ w[:, j0 : j0 + 8], the sums held in
-    32 locals."""
+def _tile4x8(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
+    """y[r : r + 4, j0 : j0 + 8] = x[r : r + 4] @ w[:, j0 : j0 + 8] (+ b), the sums held
+    in 32 locals."""
     r, j0, k_ = _u(r), _u(j0), _u(k_)
-    s0_0 = y[r + _u(0), j0 + _u(0)]
-    s0_1 = y[r + _u(0), j0 + _u(1)]
-    s0_2 = y[r + _u(0), j0 + _u(2)]
-    s0_3 = y[r + _u(0), j0 + _u(3)]
-    s0_4 = y[r + _u(0), j0 + _u(4)]
-    s0_5 = y[r + _u(0), j0 + _u(5)]
-    s0_6 = y[r + _u(0), j0 + _u(6)]
-    s0_7 = y[r + _u(0), j0 + _u(7)]
-    s1_0 = y[r + _u(1), j0 + _u(0)]
-    s1_1 = y[r + _u(1), j0 + _u(1)]
-    s1_2 = y[r + _u(1), j0 + _u(2)]
-    s1_3 = y[r + _u(1), j0 + _u(3)]
-    s1_4 = y[r + _u(1), j0 + _u(4)]
-    s1_5 = y[r + _u(1), j0 + _u(5)]
-    s1_6 = y[r + _u(1), j0 + _u(6)]
-    s1_7 = y[r + _u(1), j0 + _u(7)]
-    s2_0 = y[r + _u(2), j0 + _u(0)]
-    s2_1 = y[r + _u(2), j0 + _u(1)]
-    s2_2 = y[r + _u(2), j0 + _u(2)]
-    s2_3 = y[r + _u(2), j0 + _u(3)]
-    s2_4 = y[r + _u(2), j0 + _u(4)]
-    s2_5 = y[r + _u(2), j0 + _u(5)]
-    s2_6 = y[r + _u(2), j0 + _u(6)]
-    s2_7 = y[r + _u(2), j0 + _u(7)]
-    s3_0 = y[r + _u(3), j0 + _u(0)]
-    s3_1 = y[r + _u(3), j0 + _u(1)]
-    s3_2 = y[r + _u(3), j0 + _u(2)]
-    s3_3 = y[r + _u(3), j0 + _u(3)]
-    s3_4 = y[r + _u(3), j0 + _u(4)]
-    s3_5 = y[r + _u(3), j0 + _u(5)]
-    s3_6 = y[r + _u(3), j0 + _u(6)]
-    s3_7 = y[r + _u(3), j0 + _u(7)]
+    s0_0 = b[j0 + _u(0)] if hasb else np.float32(0.0)
+    s0_1 = b[j0 + _u(1)] if hasb else np.float32(0.0)
+    s0_2 = b[j0 + _u(2)] if hasb else np.float32(0.0)
+    s0_3 = b[j0 + _u(3)] if hasb else np.float32(0.0)
+    s0_4 = b[j0 + _u(4)] if hasb else np.float32(0.0)
+    s0_5 = b[j0 + _u(5)] if hasb else np.float32(0.0)
+    s0_6 = b[j0 + _u(6)] if hasb else np.float32(0.0)
+    s0_7 = b[j0 + _u(7)] if hasb else np.float32(0.0)
+    s1_0 = s0_0
+    s1_1 = s0_1
+    s1_2 = s0_2
+    s1_3 = s0_3
+    s1_4 = s0_4
+    s1_5 = s0_5
+    s1_6 = s0_6
+    s1_7 = s0_7
+    s2_0 = s0_0
+    s2_1 = s0_1
+    s2_2 = s0_2
+    s2_3 = s0_3
+    s2_4 = s0_4
+    s2_5 = s0_5
+    s2_6 = s0_6
+    s2_7 = s0_7
+    s3_0 = s0_0
+    s3_1 = s0_1
+    s3_2 = s0_2
+    s3_3 = s0_3
+    s3_4 = s0_4
+    s3_5 = s0_5
+    s3_6 = s0_6
+    s3_7 = s0_7
     for k in range(k_):
         a0 = x[r + _u(0), k]
         a1 = x[r + _u(1), k]
@@ -356,26 +356,26 @@ def _tile4x8(x, w, y, r, j0, k_):  # pragma: no cover - compiled
 
 
 @_jit
-def _tile1x16(x, w, y, r, j0, k_):  # pragma: no cover - compiled
-    """y[r : r + 1, j0 : j0 + 16] += x[r : r + 1] @ w[:, j0 : j0 + 16], the sums held in
-    16 locals."""
+def _tile1x16(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
+    """y[r : r + 1, j0 : j0 + 16] = x[r : r + 1] @ w[:, j0 : j0 + 16] (+ b), the sums held
+    in 16 locals."""
     r, j0, k_ = _u(r), _u(j0), _u(k_)
-    s0_0 = y[r + _u(0), j0 + _u(0)]
-    s0_1 = y[r + _u(0), j0 + _u(1)]
-    s0_2 = y[r + _u(0), j0 + _u(2)]
-    s0_3 = y[r + _u(0), j0 + _u(3)]
-    s0_4 = y[r + _u(0), j0 + _u(4)]
-    s0_5 = y[r + _u(0), j0 + _u(5)]
-    s0_6 = y[r + _u(0), j0 + _u(6)]
-    s0_7 = y[r + _u(0), j0 + _u(7)]
-    s0_8 = y[r + _u(0), j0 + _u(8)]
-    s0_9 = y[r + _u(0), j0 + _u(9)]
-    s0_10 = y[r + _u(0), j0 + _u(10)]
-    s0_11 = y[r + _u(0), j0 + _u(11)]
-    s0_12 = y[r + _u(0), j0 + _u(12)]
-    s0_13 = y[r + _u(0), j0 + _u(13)]
-    s0_14 = y[r + _u(0), j0 + _u(14)]
-    s0_15 = y[r + _u(0), j0 + _u(15)]
+    s0_0 = b[j0 + _u(0)] if hasb else np.float32(0.0)
+    s0_1 = b[j0 + _u(1)] if hasb else np.float32(0.0)
+    s0_2 = b[j0 + _u(2)] if hasb else np.float32(0.0)
+    s0_3 = b[j0 + _u(3)] if hasb else np.float32(0.0)
+    s0_4 = b[j0 + _u(4)] if hasb else np.float32(0.0)
+    s0_5 = b[j0 + _u(5)] if hasb else np.float32(0.0)
+    s0_6 = b[j0 + _u(6)] if hasb else np.float32(0.0)
+    s0_7 = b[j0 + _u(7)] if hasb else np.float32(0.0)
+    s0_8 = b[j0 + _u(8)] if hasb else np.float32(0.0)
+    s0_9 = b[j0 + _u(9)] if hasb else np.float32(0.0)
+    s0_10 = b[j0 + _u(10)] if hasb else np.float32(0.0)
+    s0_11 = b[j0 + _u(11)] if hasb else np.float32(0.0)
+    s0_12 = b[j0 + _u(12)] if hasb else np.float32(0.0)
+    s0_13 = b[j0 + _u(13)] if hasb else np.float32(0.0)
+    s0_14 = b[j0 + _u(14)] if hasb else np.float32(0.0)
+    s0_15 = b[j0 + _u(15)] if hasb else np.float32(0.0)
     for k in range(k_):
         a0 = x[r + _u(0), k]
         v0 = w[k, j0 + _u(0)]
@@ -429,18 +429,18 @@ def _tile1x16(x, w, y, r, j0, k_):  # pragma: no cover - compiled
 
 
 @_jit
-def _tile1x8(x, w, y, r, j0, k_):  # pragma: no cover - compiled
-    """y[r : r + 1, j0 : j0 + 8] += x[r : r + 1] @ w[:, j0 : j0 + 8], the sums held in
-    8 locals."""
+def _tile1x8(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
+    """y[r : r + 1, j0 : j0 + 8] = x[r : r + 1] @ w[:, j0 : j0 + 8] (+ b), the sums held
+    in 8 locals."""
     r, j0, k_ = _u(r), _u(j0), _u(k_)
-    s0_0 = y[r + _u(0), j0 + _u(0)]
-    s0_1 = y[r + _u(0), j0 + _u(1)]
-    s0_2 = y[r + _u(0), j0 + _u(2)]
-    s0_3 = y[r + _u(0), j0 + _u(3)]
-    s0_4 = y[r + _u(0), j0 + _u(4)]
-    s0_5 = y[r + _u(0), j0 + _u(5)]
-    s0_6 = y[r + _u(0), j0 + _u(6)]
-    s0_7 = y[r + _u(0), j0 + _u(7)]
+    s0_0 = b[j0 + _u(0)] if hasb else np.float32(0.0)
+    s0_1 = b[j0 + _u(1)] if hasb else np.float32(0.0)
+    s0_2 = b[j0 + _u(2)] if hasb else np.float32(0.0)
+    s0_3 = b[j0 + _u(3)] if hasb else np.float32(0.0)
+    s0_4 = b[j0 + _u(4)] if hasb else np.float32(0.0)
+    s0_5 = b[j0 + _u(5)] if hasb else np.float32(0.0)
+    s0_6 = b[j0 + _u(6)] if hasb else np.float32(0.0)
+    s0_7 = b[j0 + _u(7)] if hasb else np.float32(0.0)
     for k in range(k_):
         a0 = x[r + _u(0), k]
         v0 = w[k, j0 + _u(0)]
@@ -474,24 +474,23 @@ def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
     """y = x @ w (+ b): x [rows, K], w [K, N], y [rows, N], all C-contiguous."""
     rows, k_ = x.shape
     n_ = w.shape[1]
-    for r in range(rows):
-        for j in range(n_):
-            y[r, j] = b[j] if hasb else np.float32(0.0)
     n16 = n_ // 16 * 16
     n8 = n16 + (n_ - n16) // 8 * 8
     r4 = rows // 4 * 4
     for r in range(0, r4, 4):
         for j0 in range(0, n16, 16):
-            _tile4x16(x, w, y, r, j0, k_)
+            _tile4x16(x, w, b, hasb, y, r, j0, k_)
         if n8 > n16:
-            _tile4x8(x, w, y, r, n16, k_)
+            _tile4x8(x, w, b, hasb, y, r, n16, k_)
     for r in range(r4, rows):
         for j0 in range(0, n16, 16):
-            _tile1x16(x, w, y, r, j0, k_)
+            _tile1x16(x, w, b, hasb, y, r, j0, k_)
         if n8 > n16:
-            _tile1x8(x, w, y, r, n16, k_)
+            _tile1x8(x, w, b, hasb, y, r, n16, k_)
     if n8 < n_:  # the last N % 8 columns
         for r in range(rows):
+            for j in range(n8, n_):
+                y[r, j] = b[j] if hasb else np.float32(0.0)
             for k in range(k_):
                 a = x[r, k]
                 for j in range(n8, n_):

@@ -15,9 +15,9 @@ def tile(R, W):
     L.append("    r, j0, k_ = _u(r), _u(j0), _u(k_)")
     for j in range(W):
         L.append(f"    s0_{j} = b[j0 + _u({j})] if hasb else np.float32(0.0)")
-    for i in range(1, R):
+    if R > 1:
         for j in range(W):
-            L.append(f"    s{i}_{j} = s0_{j}")
+            L.append("    " + " = ".join(f"s{i}_{j}" for i in range(1, R)) + f" = s0_{j}")
     L.append("    for k in range(k_):")
     for i in range(R):
         L.append(f"        a{i} = x[r + _u({i}), k]")
@@ -29,6 +29,27 @@ def tile(R, W):
     for i in range(R):
         for j in range(W):
             L.append(f"    y[r + _u({i}), j0 + _u({j})] = s{i}_{j}")
+    return "\n".join(L)
+
+
+def dwtile(W):
+    L = []
+    L.append("@_jit")
+    L.append(f"def _dw3x3x{W}(x, w, b, hasb, y, r, s0, dh, dw, j0):  # pragma: no cover - compiled")
+    L.append(
+        f'    """y[r, j0 : j0 + {W}] = the 3x3 depthwise window at x row s0 (rows dh apart in the'
+    )
+    L.append(f'    window, columns dw apart), the {W} sums held in locals across the nine taps."""')
+    L.append("    r, j0 = _u(r), _u(j0)")
+    for j in range(W):
+        L.append(f"    c{j} = b[j0 + _u({j})] if hasb else np.float32(0.0)")
+    L.append("    for t in range(9):")
+    L.append("        q = _u(s0 + (t // 3) * dh + (t % 3) * dw)")
+    L.append("        tu = _u(t)")
+    for j in range(W):
+        L.append(f"        c{j} += x[q, j0 + _u({j})] * w[tu, j0 + _u({j})]")
+    for j in range(W):
+        L.append(f"    y[r, j0 + _u({j})] = c{j}")
     return "\n".join(L)
 
 
@@ -81,10 +102,29 @@ def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
                 a = x[r, k]
                 for j in range(n8, n_):
                     y[r, j] += a * w[k, j]
+
+
+@_jit
+def depthwise3x3(x, w, b, hasb, y, r, s0, dh, dw, co):  # pragma: no cover - compiled
+    """One output cell of a 3x3 depthwise convolution (multiplier 1) whose window lies inside
+    the input: y[r] from x rows s0 + ky·dh + kx·dw, w [9, CO]."""
+    n16 = co // 16 * 16
+    n8 = n16 + (co - n16) // 8 * 8
+    for j0 in range(0, n16, 16):
+        _dw3x3x16(x, w, b, hasb, y, r, s0, dh, dw, j0)
+    if n8 > n16:
+        _dw3x3x8(x, w, b, hasb, y, r, s0, dh, dw, n16)
+    for j in range(n8, co):
+        v = b[j] if hasb else np.float32(0.0)
+        for t in range(9):
+            v += x[s0 + (t // 3) * dh + (t % 3) * dw, j] * w[t, j]
+        y[r, j] = v
 '''
 out = head
 for R, W in ((4, 16), (4, 8), (1, 16), (1, 8)):
     out += "\n\n" + tile(R, W) + "\n"
+for W in (16, 8):
+    out += "\n\n" + dwtile(W) + "\n"
 out += tail
 Path(__file__).resolve().parents[1].joinpath(
     "packages/mobile/src/rill/mobile/kernels/_program_gemm.py"

@@ -121,6 +121,8 @@ def test_conv2d(n, h, w, ci, co, kh, kw, s, d, pad, act, bias):
         (2, 7, 9, 8, 1, 5, 1, 1, SAME, 0),  # row passes, 5 taps a row, no bias below
         (1, 5, 4, 40, 1, 3, 1, 1, SAME, 1),  # 40 channels: per pixel
         (1, 3, 3, 4, 1, 3, 1, 1, SAME, 0),  # no column without padding
+        (1, 7, 7, 21, 1, 3, 2, 1, SAME, 3),  # interior tiles: 16 channels, then 5 one by one
+        (1, 8, 6, 56, 1, 3, 1, 1, VALID, 0),  # interior tiles: 3 x 16 channels, then 8
     ],
 )
 def test_depthwise(n, h, w, ci, mult, k, s, d, pad, act):

@@ -40,54 +40,22 @@ def _tile4x16(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
     s0_13 = b[j0 + _u(13)] if hasb else np.float32(0.0)
     s0_14 = b[j0 + _u(14)] if hasb else np.float32(0.0)
     s0_15 = b[j0 + _u(15)] if hasb else np.float32(0.0)
-    s1_0 = s0_0
-    s1_1 = s0_1
-    s1_2 = s0_2
-    s1_3 = s0_3
-    s1_4 = s0_4
-    s1_5 = s0_5
-    s1_6 = s0_6
-    s1_7 = s0_7
-    s1_8 = s0_8
-    s1_9 = s0_9
-    s1_10 = s0_10
-    s1_11 = s0_11
-    s1_12 = s0_12
-    s1_13 = s0_13
-    s1_14 = s0_14
-    s1_15 = s0_15
-    s2_0 = s0_0
-    s2_1 = s0_1
-    s2_2 = s0_2
-    s2_3 = s0_3
-    s2_4 = s0_4
-    s2_5 = s0_5
-    s2_6 = s0_6
-    s2_7 = s0_7
-    s2_8 = s0_8
-    s2_9 = s0_9
-    s2_10 = s0_10
-    s2_11 = s0_11
-    s2_12 = s0_12
-    s2_13 = s0_13
-    s2_14 = s0_14
-    s2_15 = s0_15
-    s3_0 = s0_0
-    s3_1 = s0_1
-    s3_2 = s0_2
-    s3_3 = s0_3
-    s3_4 = s0_4
-    s3_5 = s0_5
-    s3_6 = s0_6
-    s3_7 = s0_7
-    s3_8 = s0_8
-    s3_9 = s0_9
-    s3_10 = s0_10
-    s3_11 = s0_11
-    s3_12 = s0_12
-    s3_13 = s0_13
-    s3_14 = s0_14
-    s3_15 = s0_15
+    s1_0 = s2_0 = s3_0 = s0_0
+    s1_1 = s2_1 = s3_1 = s0_1
+    s1_2 = s2_2 = s3_2 = s0_2
+    s1_3 = s2_3 = s3_3 = s0_3
+    s1_4 = s2_4 = s3_4 = s0_4
+    s1_5 = s2_5 = s3_5 = s0_5
+    s1_6 = s2_6 = s3_6 = s0_6
+    s1_7 = s2_7 = s3_7 = s0_7
+    s1_8 = s2_8 = s3_8 = s0_8
+    s1_9 = s2_9 = s3_9 = s0_9
+    s1_10 = s2_10 = s3_10 = s0_10
+    s1_11 = s2_11 = s3_11 = s0_11
+    s1_12 = s2_12 = s3_12 = s0_12
+    s1_13 = s2_13 = s3_13 = s0_13
+    s1_14 = s2_14 = s3_14 = s0_14
+    s1_15 = s2_15 = s3_15 = s0_15
     for k in range(k_):
         a0 = x[r + _u(0), k]
         a1 = x[r + _u(1), k]
@@ -252,30 +220,14 @@ def _tile4x8(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
     s0_5 = b[j0 + _u(5)] if hasb else np.float32(0.0)
     s0_6 = b[j0 + _u(6)] if hasb else np.float32(0.0)
     s0_7 = b[j0 + _u(7)] if hasb else np.float32(0.0)
-    s1_0 = s0_0
-    s1_1 = s0_1
-    s1_2 = s0_2
-    s1_3 = s0_3
-    s1_4 = s0_4
-    s1_5 = s0_5
-    s1_6 = s0_6
-    s1_7 = s0_7
-    s2_0 = s0_0
-    s2_1 = s0_1
-    s2_2 = s0_2
-    s2_3 = s0_3
-    s2_4 = s0_4
-    s2_5 = s0_5
-    s2_6 = s0_6
-    s2_7 = s0_7
-    s3_0 = s0_0
-    s3_1 = s0_1
-    s3_2 = s0_2
-    s3_3 = s0_3
-    s3_4 = s0_4
-    s3_5 = s0_5
-    s3_6 = s0_6
-    s3_7 = s0_7
+    s1_0 = s2_0 = s3_0 = s0_0
+    s1_1 = s2_1 = s3_1 = s0_1
+    s1_2 = s2_2 = s3_2 = s0_2
+    s1_3 = s2_3 = s3_3 = s0_3
+    s1_4 = s2_4 = s3_4 = s0_4
+    s1_5 = s2_5 = s3_5 = s0_5
+    s1_6 = s2_6 = s3_6 = s0_6
+    s1_7 = s2_7 = s3_7 = s0_7
     for k in range(k_):
         a0 = x[r + _u(0), k]
         a1 = x[r + _u(1), k]
@@ -470,6 +422,98 @@ def _tile1x8(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
 
 
 @_jit
+def _dw3x3x16(x, w, b, hasb, y, r, s0, dh, dw, j0):  # pragma: no cover - compiled
+    """y[r, j0 : j0 + 16] = the 3x3 depthwise window at x row s0 (rows dh apart in the
+    window, columns dw apart), the 16 sums held in locals across the nine taps."""
+    r, j0 = _u(r), _u(j0)
+    c0 = b[j0 + _u(0)] if hasb else np.float32(0.0)
+    c1 = b[j0 + _u(1)] if hasb else np.float32(0.0)
+    c2 = b[j0 + _u(2)] if hasb else np.float32(0.0)
+    c3 = b[j0 + _u(3)] if hasb else np.float32(0.0)
+    c4 = b[j0 + _u(4)] if hasb else np.float32(0.0)
+    c5 = b[j0 + _u(5)] if hasb else np.float32(0.0)
+    c6 = b[j0 + _u(6)] if hasb else np.float32(0.0)
+    c7 = b[j0 + _u(7)] if hasb else np.float32(0.0)
+    c8 = b[j0 + _u(8)] if hasb else np.float32(0.0)
+    c9 = b[j0 + _u(9)] if hasb else np.float32(0.0)
+    c10 = b[j0 + _u(10)] if hasb else np.float32(0.0)
+    c11 = b[j0 + _u(11)] if hasb else np.float32(0.0)
+    c12 = b[j0 + _u(12)] if hasb else np.float32(0.0)
+    c13 = b[j0 + _u(13)] if hasb else np.float32(0.0)
+    c14 = b[j0 + _u(14)] if hasb else np.float32(0.0)
+    c15 = b[j0 + _u(15)] if hasb else np.float32(0.0)
+    for t in range(9):
+        q = _u(s0 + (t // 3) * dh + (t % 3) * dw)
+        tu = _u(t)
+        c0 += x[q, j0 + _u(0)] * w[tu, j0 + _u(0)]
+        c1 += x[q, j0 + _u(1)] * w[tu, j0 + _u(1)]
+        c2 += x[q, j0 + _u(2)] * w[tu, j0 + _u(2)]
+        c3 += x[q, j0 + _u(3)] * w[tu, j0 + _u(3)]
+        c4 += x[q, j0 + _u(4)] * w[tu, j0 + _u(4)]
+        c5 += x[q, j0 + _u(5)] * w[tu, j0 + _u(5)]
+        c6 += x[q, j0 + _u(6)] * w[tu, j0 + _u(6)]
+        c7 += x[q, j0 + _u(7)] * w[tu, j0 + _u(7)]
+        c8 += x[q, j0 + _u(8)] * w[tu, j0 + _u(8)]
+        c9 += x[q, j0 + _u(9)] * w[tu, j0 + _u(9)]
+        c10 += x[q, j0 + _u(10)] * w[tu, j0 + _u(10)]
+        c11 += x[q, j0 + _u(11)] * w[tu, j0 + _u(11)]
+        c12 += x[q, j0 + _u(12)] * w[tu, j0 + _u(12)]
+        c13 += x[q, j0 + _u(13)] * w[tu, j0 + _u(13)]
+        c14 += x[q, j0 + _u(14)] * w[tu, j0 + _u(14)]
+        c15 += x[q, j0 + _u(15)] * w[tu, j0 + _u(15)]
+    y[r, j0 + _u(0)] = c0
+    y[r, j0 + _u(1)] = c1
+    y[r, j0 + _u(2)] = c2
+    y[r, j0 + _u(3)] = c3
+    y[r, j0 + _u(4)] = c4
+    y[r, j0 + _u(5)] = c5
+    y[r, j0 + _u(6)] = c6
+    y[r, j0 + _u(7)] = c7
+    y[r, j0 + _u(8)] = c8
+    y[r, j0 + _u(9)] = c9
+    y[r, j0 + _u(10)] = c10
+    y[r, j0 + _u(11)] = c11
+    y[r, j0 + _u(12)] = c12
+    y[r, j0 + _u(13)] = c13
+    y[r, j0 + _u(14)] = c14
+    y[r, j0 + _u(15)] = c15
+
+
+@_jit
+def _dw3x3x8(x, w, b, hasb, y, r, s0, dh, dw, j0):  # pragma: no cover - compiled
+    """y[r, j0 : j0 + 8] = the 3x3 depthwise window at x row s0 (rows dh apart in the
+    window, columns dw apart), the 8 sums held in locals across the nine taps."""
+    r, j0 = _u(r), _u(j0)
+    c0 = b[j0 + _u(0)] if hasb else np.float32(0.0)
+    c1 = b[j0 + _u(1)] if hasb else np.float32(0.0)
+    c2 = b[j0 + _u(2)] if hasb else np.float32(0.0)
+    c3 = b[j0 + _u(3)] if hasb else np.float32(0.0)
+    c4 = b[j0 + _u(4)] if hasb else np.float32(0.0)
+    c5 = b[j0 + _u(5)] if hasb else np.float32(0.0)
+    c6 = b[j0 + _u(6)] if hasb else np.float32(0.0)
+    c7 = b[j0 + _u(7)] if hasb else np.float32(0.0)
+    for t in range(9):
+        q = _u(s0 + (t // 3) * dh + (t % 3) * dw)
+        tu = _u(t)
+        c0 += x[q, j0 + _u(0)] * w[tu, j0 + _u(0)]
+        c1 += x[q, j0 + _u(1)] * w[tu, j0 + _u(1)]
+        c2 += x[q, j0 + _u(2)] * w[tu, j0 + _u(2)]
+        c3 += x[q, j0 + _u(3)] * w[tu, j0 + _u(3)]
+        c4 += x[q, j0 + _u(4)] * w[tu, j0 + _u(4)]
+        c5 += x[q, j0 + _u(5)] * w[tu, j0 + _u(5)]
+        c6 += x[q, j0 + _u(6)] * w[tu, j0 + _u(6)]
+        c7 += x[q, j0 + _u(7)] * w[tu, j0 + _u(7)]
+    y[r, j0 + _u(0)] = c0
+    y[r, j0 + _u(1)] = c1
+    y[r, j0 + _u(2)] = c2
+    y[r, j0 + _u(3)] = c3
+    y[r, j0 + _u(4)] = c4
+    y[r, j0 + _u(5)] = c5
+    y[r, j0 + _u(6)] = c6
+    y[r, j0 + _u(7)] = c7
+
+
+@_jit
 def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
     """y = x @ w (+ b): x [rows, K], w [K, N], y [rows, N], all C-contiguous."""
     rows, k_ = x.shape
@@ -495,3 +539,20 @@ def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
                 a = x[r, k]
                 for j in range(n8, n_):
                     y[r, j] += a * w[k, j]
+
+
+@_jit
+def depthwise3x3(x, w, b, hasb, y, r, s0, dh, dw, co):  # pragma: no cover - compiled
+    """One output cell of a 3x3 depthwise convolution (multiplier 1) whose window lies inside
+    the input: y[r] from x rows s0 + ky·dh + kx·dw, w [9, CO]."""
+    n16 = co // 16 * 16
+    n8 = n16 + (co - n16) // 8 * 8
+    for j0 in range(0, n16, 16):
+        _dw3x3x16(x, w, b, hasb, y, r, s0, dh, dw, j0)
+    if n8 > n16:
+        _dw3x3x8(x, w, b, hasb, y, r, s0, dh, dw, n16)
+    for j in range(n8, co):
+        v = b[j] if hasb else np.float32(0.0)
+        for t in range(9):
+            v += x[s0 + (t // 3) * dh + (t % 3) * dw, j] * w[t, j]
+        y[r, j] = v

@@ -16,6 +16,7 @@ import math
 import numba
 import numpy as np
 
+from rill.mobile.kernels._program_gemm import depthwise3x3 as _depthwise3x3
 from rill.mobile.kernels._program_gemm import gemm2d as _gemm2d
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
@@ -189,16 +190,7 @@ def depthwise(m, p):  # pragma: no cover - compiled
                         and ix >= 0 and ix + 2 * dw < w_):  # fmt: skip
                     # A 3x3 window inside the input: nine taps in one pass over the row.
                     s0 = (b * h + iy) * w_ + ix
-                    s1, s2 = s0 + dw, s0 + 2 * dw
-                    s3, s4, s5 = s0 + dh * w_, s1 + dh * w_, s2 + dh * w_
-                    s6, s7, s8 = s3 + dh * w_, s4 + dh * w_, s5 + dh * w_
-                    for j in range(co):
-                        v = bias[j] if hasb else np.float32(0.0)
-                        y[r, j] = (v + x[s0, j] * w[0, j] + x[s1, j] * w[1, j]
-                                   + x[s2, j] * w[2, j] + x[s3, j] * w[3, j]
-                                   + x[s4, j] * w[4, j] + x[s5, j] * w[5, j]
-                                   + x[s6, j] * w[6, j] + x[s7, j] * w[7, j]
-                                   + x[s8, j] * w[8, j])  # fmt: skip
+                    _depthwise3x3(x, w, bias, hasb, y, r, s0, dh * w_, dw, co)
                     continue
                 for j in range(co):
                     y[r, j] = bias[j] if hasb else np.float32(0.0)

@@ -7,7 +7,9 @@ from pathlib import Path
 def tile(R, W):
     L = []
     L.append("@_jit")
-    L.append(f"def _tile{R}x{W}(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled")
+    L.append(
+        f"def _tile{R}x{W}(x, w, b, hasb, y, r, j0, k_, lo, hi):  # pragma: no cover - compiled"
+    )
     L.append(
         f'    """y[r : r + {R}, j0 : j0 + {W}] = x[r : r + {R}] @ w[:, j0 : j0 + {W}] (+ b), the sums held'
     )
@@ -28,7 +30,7 @@ def tile(R, W):
             L.append(f"        s{i}_{j} += a{i} * v{j}")
     for i in range(R):
         for j in range(W):
-            L.append(f"    y[r + _u({i}), j0 + _u({j})] = s{i}_{j}")
+            L.append(f"    y[r + _u({i}), j0 + _u({j})] = _clamp(s{i}_{j}, lo, hi)")
     return "\n".join(L)
 
 
@@ -72,13 +74,32 @@ import numpy as np
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
                   fastmath={"contract"})  # fmt: skip
 _u = np.uint64
+
+
+@_jit
+def _clamp(v, lo, hi):  # pragma: no cover - compiled
+    """v limited to [lo, hi]; NaN stays NaN."""
+    if v < lo:
+        v = lo
+    if v > hi:
+        v = hi
+    return v
 '''
 
 tail = '''
 
 @_jit
-def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
-    """y = x @ w (+ b): x [rows, K], w [K, N], y [rows, N], all C-contiguous."""
+def gemm2d(x, w, b, hasb, y, act):  # pragma: no cover - compiled
+    """y = act(x @ w (+ b)): x [rows, K], w [K, N], y [rows, N], all C-contiguous; act is the
+    fused activation (0 none, 1 RELU, 2 RELU_N1_TO_1, 3 RELU6), applied as each tile is
+    stored."""
+    lo, hi = np.float32(-np.inf), np.float32(np.inf)
+    if act == 1:
+        lo = np.float32(0.0)
+    elif act == 2:
+        lo, hi = np.float32(-1.0), np.float32(1.0)
+    elif act == 3:
+        lo, hi = np.float32(0.0), np.float32(6.0)
     rows, k_ = x.shape
     n_ = w.shape[1]
     n16 = n_ // 16 * 16
@@ -86,14 +107,14 @@ def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
     r4 = rows // 4 * 4
     for r in range(0, r4, 4):
         for j0 in range(0, n16, 16):
-            _tile4x16(x, w, b, hasb, y, r, j0, k_)
+            _tile4x16(x, w, b, hasb, y, r, j0, k_, lo, hi)
         if n8 > n16:
-            _tile4x8(x, w, b, hasb, y, r, n16, k_)
+            _tile4x8(x, w, b, hasb, y, r, n16, k_, lo, hi)
     for r in range(r4, rows):
         for j0 in range(0, n16, 16):
-            _tile1x16(x, w, b, hasb, y, r, j0, k_)
+            _tile1x16(x, w, b, hasb, y, r, j0, k_, lo, hi)
         if n8 > n16:
-            _tile1x8(x, w, b, hasb, y, r, n16, k_)
+            _tile1x8(x, w, b, hasb, y, r, n16, k_, lo, hi)
     if n8 < n_:  # the last N % 8 columns
         for r in range(rows):
             for j in range(n8, n_):
@@ -102,6 +123,8 @@ def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
                 a = x[r, k]
                 for j in range(n8, n_):
                     y[r, j] += a * w[k, j]
+            for j in range(n8, n_):
+                y[r, j] = _clamp(y[r, j], lo, hi)
 
 
 @_jit

@@ -20,7 +20,17 @@ _u = np.uint64
 
 
 @_jit
-def _tile4x16(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
+def _clamp(v, lo, hi):  # pragma: no cover - compiled
+    """v limited to [lo, hi]; NaN stays NaN."""
+    if v < lo:
+        v = lo
+    if v > hi:
+        v = hi
+    return v
+
+
+@_jit
+def _tile4x16(x, w, b, hasb, y, r, j0, k_, lo, hi):  # pragma: no cover - compiled
     """y[r : r + 4, j0 : j0 + 16] = x[r : r + 4] @ w[:, j0 : j0 + 16] (+ b), the sums held
     in 64 locals."""
     r, j0, k_ = _u(r), _u(j0), _u(k_)
@@ -141,74 +151,74 @@ def _tile4x16(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
         s3_13 += a3 * v13
         s3_14 += a3 * v14
         s3_15 += a3 * v15
-    y[r + _u(0), j0 + _u(0)] = s0_0
-    y[r + _u(0), j0 + _u(1)] = s0_1
-    y[r + _u(0), j0 + _u(2)] = s0_2
-    y[r + _u(0), j0 + _u(3)] = s0_3
-    y[r + _u(0), j0 + _u(4)] = s0_4
-    y[r + _u(0), j0 + _u(5)] = s0_5
-    y[r + _u(0), j0 + _u(6)] = s0_6
-    y[r + _u(0), j0 + _u(7)] = s0_7
-    y[r + _u(0), j0 + _u(8)] = s0_8
-    y[r + _u(0), j0 + _u(9)] = s0_9
-    y[r + _u(0), j0 + _u(10)] = s0_10
-    y[r + _u(0), j0 + _u(11)] = s0_11
-    y[r + _u(0), j0 + _u(12)] = s0_12
-    y[r + _u(0), j0 + _u(13)] = s0_13
-    y[r + _u(0), j0 + _u(14)] = s0_14
-    y[r + _u(0), j0 + _u(15)] = s0_15
-    y[r + _u(1), j0 + _u(0)] = s1_0
-    y[r + _u(1), j0 + _u(1)] = s1_1
-    y[r + _u(1), j0 + _u(2)] = s1_2
-    y[r + _u(1), j0 + _u(3)] = s1_3
-    y[r + _u(1), j0 + _u(4)] = s1_4
-    y[r + _u(1), j0 + _u(5)] = s1_5
-    y[r + _u(1), j0 + _u(6)] = s1_6
-    y[r + _u(1), j0 + _u(7)] = s1_7
-    y[r + _u(1), j0 + _u(8)] = s1_8
-    y[r + _u(1), j0 + _u(9)] = s1_9
-    y[r + _u(1), j0 + _u(10)] = s1_10
-    y[r + _u(1), j0 + _u(11)] = s1_11
-    y[r + _u(1), j0 + _u(12)] = s1_12
-    y[r + _u(1), j0 + _u(13)] = s1_13
-    y[r + _u(1), j0 + _u(14)] = s1_14
-    y[r + _u(1), j0 + _u(15)] = s1_15
-    y[r + _u(2), j0 + _u(0)] = s2_0
-    y[r + _u(2), j0 + _u(1)] = s2_1
-    y[r + _u(2), j0 + _u(2)] = s2_2
-    y[r + _u(2), j0 + _u(3)] = s2_3
-    y[r + _u(2), j0 + _u(4)] = s2_4
-    y[r + _u(2), j0 + _u(5)] = s2_5
-    y[r + _u(2), j0 + _u(6)] = s2_6
-    y[r + _u(2), j0 + _u(7)] = s2_7
-    y[r + _u(2), j0 + _u(8)] = s2_8
-    y[r + _u(2), j0 + _u(9)] = s2_9
-    y[r + _u(2), j0 + _u(10)] = s2_10
-    y[r + _u(2), j0 + _u(11)] = s2_11
-    y[r + _u(2), j0 + _u(12)] = s2_12
-    y[r + _u(2), j0 + _u(13)] = s2_13
-    y[r + _u(2), j0 + _u(14)] = s2_14
-    y[r + _u(2), j0 + _u(15)] = s2_15
-    y[r + _u(3), j0 + _u(0)] = s3_0
-    y[r + _u(3), j0 + _u(1)] = s3_1
-    y[r + _u(3), j0 + _u(2)] = s3_2
-    y[r + _u(3), j0 + _u(3)] = s3_3
-    y[r + _u(3), j0 + _u(4)] = s3_4
-    y[r + _u(3), j0 + _u(5)] = s3_5
-    y[r + _u(3), j0 + _u(6)] = s3_6
-    y[r + _u(3), j0 + _u(7)] = s3_7
-    y[r + _u(3), j0 + _u(8)] = s3_8
-    y[r + _u(3), j0 + _u(9)] = s3_9
-    y[r + _u(3), j0 + _u(10)] = s3_10
-    y[r + _u(3), j0 + _u(11)] = s3_11
-    y[r + _u(3), j0 + _u(12)] = s3_12
-    y[r + _u(3), j0 + _u(13)] = s3_13
-    y[r + _u(3), j0 + _u(14)] = s3_14
-    y[r + _u(3), j0 + _u(15)] = s3_15
+    y[r + _u(0), j0 + _u(0)] = _clamp(s0_0, lo, hi)
+    y[r + _u(0), j0 + _u(1)] = _clamp(s0_1, lo, hi)
+    y[r + _u(0), j0 + _u(2)] = _clamp(s0_2, lo, hi)
+    y[r + _u(0), j0 + _u(3)] = _clamp(s0_3, lo, hi)
+    y[r + _u(0), j0 + _u(4)] = _clamp(s0_4, lo, hi)
+    y[r + _u(0), j0 + _u(5)] = _clamp(s0_5, lo, hi)
+    y[r + _u(0), j0 + _u(6)] = _clamp(s0_6, lo, hi)
+    y[r + _u(0), j0 + _u(7)] = _clamp(s0_7, lo, hi)
+    y[r + _u(0), j0 + _u(8)] = _clamp(s0_8, lo, hi)
+    y[r + _u(0), j0 + _u(9)] = _clamp(s0_9, lo, hi)
+    y[r + _u(0), j0 + _u(10)] = _clamp(s0_10, lo, hi)
+    y[r + _u(0), j0 + _u(11)] = _clamp(s0_11, lo, hi)
+    y[r + _u(0), j0 + _u(12)] = _clamp(s0_12, lo, hi)
+    y[r + _u(0), j0 + _u(13)] = _clamp(s0_13, lo, hi)
+    y[r + _u(0), j0 + _u(14)] = _clamp(s0_14, lo, hi)
+    y[r + _u(0), j0 + _u(15)] = _clamp(s0_15, lo, hi)
+    y[r + _u(1), j0 + _u(0)] = _clamp(s1_0, lo, hi)
+    y[r + _u(1), j0 + _u(1)] = _clamp(s1_1, lo, hi)
+    y[r + _u(1), j0 + _u(2)] = _clamp(s1_2, lo, hi)
+    y[r + _u(1), j0 + _u(3)] = _clamp(s1_3, lo, hi)
+    y[r + _u(1), j0 + _u(4)] = _clamp(s1_4, lo, hi)
+    y[r + _u(1), j0 + _u(5)] = _clamp(s1_5, lo, hi)
+    y[r + _u(1), j0 + _u(6)] = _clamp(s1_6, lo, hi)
+    y[r + _u(1), j0 + _u(7)] = _clamp(s1_7, lo, hi)
+    y[r + _u(1), j0 + _u(8)] = _clamp(s1_8, lo, hi)
+    y[r + _u(1), j0 + _u(9)] = _clamp(s1_9, lo, hi)
+    y[r + _u(1), j0 + _u(10)] = _clamp(s1_10, lo, hi)
+    y[r + _u(1), j0 + _u(11)] = _clamp(s1_11, lo, hi)
+    y[r + _u(1), j0 + _u(12)] = _clamp(s1_12, lo, hi)
+    y[r + _u(1), j0 + _u(13)] = _clamp(s1_13, lo, hi)
+    y[r + _u(1), j0 + _u(14)] = _clamp(s1_14, lo, hi)
+    y[r + _u(1), j0 + _u(15)] = _clamp(s1_15, lo, hi)
+    y[r + _u(2), j0 + _u(0)] = _clamp(s2_0, lo, hi)
+    y[r + _u(2), j0 + _u(1)] = _clamp(s2_1, lo, hi)
+    y[r + _u(2), j0 + _u(2)] = _clamp(s2_2, lo, hi)
+    y[r + _u(2), j0 + _u(3)] = _clamp(s2_3, lo, hi)
+    y[r + _u(2), j0 + _u(4)] = _clamp(s2_4, lo, hi)
+    y[r + _u(2), j0 + _u(5)] = _clamp(s2_5, lo, hi)
+    y[r + _u(2), j0 + _u(6)] = _clamp(s2_6, lo, hi)
+    y[r + _u(2), j0 + _u(7)] = _clamp(s2_7, lo, hi)
+    y[r + _u(2), j0 + _u(8)] = _clamp(s2_8, lo, hi)
+    y[r + _u(2), j0 + _u(9)] = _clamp(s2_9, lo, hi)
+    y[r + _u(2), j0 + _u(10)] = _clamp(s2_10, lo, hi)
+    y[r + _u(2), j0 + _u(11)] = _clamp(s2_11, lo, hi)
+    y[r + _u(2), j0 + _u(12)] = _clamp(s2_12, lo, hi)
+    y[r + _u(2), j0 + _u(13)] = _clamp(s2_13, lo, hi)
+    y[r + _u(2), j0 + _u(14)] = _clamp(s2_14, lo, hi)
+    y[r + _u(2), j0 + _u(15)] = _clamp(s2_15, lo, hi)
+    y[r + _u(3), j0 + _u(0)] = _clamp(s3_0, lo, hi)
+    y[r + _u(3), j0 + _u(1)] = _clamp(s3_1, lo, hi)
+    y[r + _u(3), j0 + _u(2)] = _clamp(s3_2, lo, hi)
+    y[r + _u(3), j0 + _u(3)] = _clamp(s3_3, lo, hi)
+    y[r + _u(3), j0 + _u(4)] = _clamp(s3_4, lo, hi)
+    y[r + _u(3), j0 + _u(5)] = _clamp(s3_5, lo, hi)
+    y[r + _u(3), j0 + _u(6)] = _clamp(s3_6, lo, hi)
+    y[r + _u(3), j0 + _u(7)] = _clamp(s3_7, lo, hi)
+    y[r + _u(3), j0 + _u(8)] = _clamp(s3_8, lo, hi)
+    y[r + _u(3), j0 + _u(9)] = _clamp(s3_9, lo, hi)
+    y[r + _u(3), j0 + _u(10)] = _clamp(s3_10, lo, hi)
+    y[r + _u(3), j0 + _u(11)] = _clamp(s3_11, lo, hi)
+    y[r + _u(3), j0 + _u(12)] = _clamp(s3_12, lo, hi)
+    y[r + _u(3), j0 + _u(13)] = _clamp(s3_13, lo, hi)
+    y[r + _u(3), j0 + _u(14)] = _clamp(s3_14, lo, hi)
+    y[r + _u(3), j0 + _u(15)] = _clamp(s3_15, lo, hi)
 
 
 @_jit
-def _tile4x8(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
+def _tile4x8(x, w, b, hasb, y, r, j0, k_, lo, hi):  # pragma: no cover - compiled
     """y[r : r + 4, j0 : j0 + 8] = x[r : r + 4] @ w[:, j0 : j0 + 8] (+ b), the sums held
     in 32 locals."""
     r, j0, k_ = _u(r), _u(j0), _u(k_)
@@ -273,42 +283,42 @@ def _tile4x8(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
         s3_5 += a3 * v5
         s3_6 += a3 * v6
         s3_7 += a3 * v7
-    y[r + _u(0), j0 + _u(0)] = s0_0
-    y[r + _u(0), j0 + _u(1)] = s0_1
-    y[r + _u(0), j0 + _u(2)] = s0_2
-    y[r + _u(0), j0 + _u(3)] = s0_3
-    y[r + _u(0), j0 + _u(4)] = s0_4
-    y[r + _u(0), j0 + _u(5)] = s0_5
-    y[r + _u(0), j0 + _u(6)] = s0_6
-    y[r + _u(0), j0 + _u(7)] = s0_7
-    y[r + _u(1), j0 + _u(0)] = s1_0
-    y[r + _u(1), j0 + _u(1)] = s1_1
-    y[r + _u(1), j0 + _u(2)] = s1_2
-    y[r + _u(1), j0 + _u(3)] = s1_3
-    y[r + _u(1), j0 + _u(4)] = s1_4
-    y[r + _u(1), j0 + _u(5)] = s1_5
-    y[r + _u(1), j0 + _u(6)] = s1_6
-    y[r + _u(1), j0 + _u(7)] = s1_7
-    y[r + _u(2), j0 + _u(0)] = s2_0
-    y[r + _u(2), j0 + _u(1)] = s2_1
-    y[r + _u(2), j0 + _u(2)] = s2_2
-    y[r + _u(2), j0 + _u(3)] = s2_3
-    y[r + _u(2), j0 + _u(4)] = s2_4
-    y[r + _u(2), j0 + _u(5)] = s2_5
-    y[r + _u(2), j0 + _u(6)] = s2_6
-    y[r + _u(2), j0 + _u(7)] = s2_7
-    y[r + _u(3), j0 + _u(0)] = s3_0
-    y[r + _u(3), j0 + _u(1)] = s3_1
-    y[r + _u(3), j0 + _u(2)] = s3_2
-    y[r + _u(3), j0 + _u(3)] = s3_3
-    y[r + _u(3), j0 + _u(4)] = s3_4
-    y[r + _u(3), j0 + _u(5)] = s3_5
-    y[r + _u(3), j0 + _u(6)] = s3_6
-    y[r + _u(3), j0 + _u(7)] = s3_7
+    y[r + _u(0), j0 + _u(0)] = _clamp(s0_0, lo, hi)
+    y[r + _u(0), j0 + _u(1)] = _clamp(s0_1, lo, hi)
+    y[r + _u(0), j0 + _u(2)] = _clamp(s0_2, lo, hi)
+    y[r + _u(0), j0 + _u(3)] = _clamp(s0_3, lo, hi)
+    y[r + _u(0), j0 + _u(4)] = _clamp(s0_4, lo, hi)
+    y[r + _u(0), j0 + _u(5)] = _clamp(s0_5, lo, hi)
+    y[r + _u(0), j0 + _u(6)] = _clamp(s0_6, lo, hi)
+    y[r + _u(0), j0 + _u(7)] = _clamp(s0_7, lo, hi)
+    y[r + _u(1), j0 + _u(0)] = _clamp(s1_0, lo, hi)
+    y[r + _u(1), j0 + _u(1)] = _clamp(s1_1, lo, hi)
+    y[r + _u(1), j0 + _u(2)] = _clamp(s1_2, lo, hi)
+    y[r + _u(1), j0 + _u(3)] = _clamp(s1_3, lo, hi)
+    y[r + _u(1), j0 + _u(4)] = _clamp(s1_4, lo, hi)
+    y[r + _u(1), j0 + _u(5)] = _clamp(s1_5, lo, hi)
+    y[r + _u(1), j0 + _u(6)] = _clamp(s1_6, lo, hi)
+    y[r + _u(1), j0 + _u(7)] = _clamp(s1_7, lo, hi)
+    y[r + _u(2), j0 + _u(0)] = _clamp(s2_0, lo, hi)
+    y[r + _u(2), j0 + _u(1)] = _clamp(s2_1, lo, hi)
+    y[r + _u(2), j0 + _u(2)] = _clamp(s2_2, lo, hi)
+    y[r + _u(2), j0 + _u(3)] = _clamp(s2_3, lo, hi)
+    y[r + _u(2), j0 + _u(4)] = _clamp(s2_4, lo, hi)
+    y[r + _u(2), j0 + _u(5)] = _clamp(s2_5, lo, hi)
+    y[r + _u(2), j0 + _u(6)] = _clamp(s2_6, lo, hi)
+    y[r + _u(2), j0 + _u(7)] = _clamp(s2_7, lo, hi)
+    y[r + _u(3), j0 + _u(0)] = _clamp(s3_0, lo, hi)
+    y[r + _u(3), j0 + _u(1)] = _clamp(s3_1, lo, hi)
+    y[r + _u(3), j0 + _u(2)] = _clamp(s3_2, lo, hi)
+    y[r + _u(3), j0 + _u(3)] = _clamp(s3_3, lo, hi)
+    y[r + _u(3), j0 + _u(4)] = _clamp(s3_4, lo, hi)
+    y[r + _u(3), j0 + _u(5)] = _clamp(s3_5, lo, hi)
+    y[r + _u(3), j0 + _u(6)] = _clamp(s3_6, lo, hi)
+    y[r + _u(3), j0 + _u(7)] = _clamp(s3_7, lo, hi)
 
 
 @_jit
-def _tile1x16(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
+def _tile1x16(x, w, b, hasb, y, r, j0, k_, lo, hi):  # pragma: no cover - compiled
     """y[r : r + 1, j0 : j0 + 16] = x[r : r + 1] @ w[:, j0 : j0 + 16] (+ b), the sums held
     in 16 locals."""
     r, j0, k_ = _u(r), _u(j0), _u(k_)
@@ -362,26 +372,26 @@ def _tile1x16(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
         s0_13 += a0 * v13
         s0_14 += a0 * v14
         s0_15 += a0 * v15
-    y[r + _u(0), j0 + _u(0)] = s0_0
-    y[r + _u(0), j0 + _u(1)] = s0_1
-    y[r + _u(0), j0 + _u(2)] = s0_2
-    y[r + _u(0), j0 + _u(3)] = s0_3
-    y[r + _u(0), j0 + _u(4)] = s0_4
-    y[r + _u(0), j0 + _u(5)] = s0_5
-    y[r + _u(0), j0 + _u(6)] = s0_6
-    y[r + _u(0), j0 + _u(7)] = s0_7
-    y[r + _u(0), j0 + _u(8)] = s0_8
-    y[r + _u(0), j0 + _u(9)] = s0_9
-    y[r + _u(0), j0 + _u(10)] = s0_10
-    y[r + _u(0), j0 + _u(11)] = s0_11
-    y[r + _u(0), j0 + _u(12)] = s0_12
-    y[r + _u(0), j0 + _u(13)] = s0_13
-    y[r + _u(0), j0 + _u(14)] = s0_14
-    y[r + _u(0), j0 + _u(15)] = s0_15
+    y[r + _u(0), j0 + _u(0)] = _clamp(s0_0, lo, hi)
+    y[r + _u(0), j0 + _u(1)] = _clamp(s0_1, lo, hi)
+    y[r + _u(0), j0 + _u(2)] = _clamp(s0_2, lo, hi)
+    y[r + _u(0), j0 + _u(3)] = _clamp(s0_3, lo, hi)
+    y[r + _u(0), j0 + _u(4)] = _clamp(s0_4, lo, hi)
+    y[r + _u(0), j0 + _u(5)] = _clamp(s0_5, lo, hi)
+    y[r + _u(0), j0 + _u(6)] = _clamp(s0_6, lo, hi)
+    y[r + _u(0), j0 + _u(7)] = _clamp(s0_7, lo, hi)
+    y[r + _u(0), j0 + _u(8)] = _clamp(s0_8, lo, hi)
+    y[r + _u(0), j0 + _u(9)] = _clamp(s0_9, lo, hi)
+    y[r + _u(0), j0 + _u(10)] = _clamp(s0_10, lo, hi)
+    y[r + _u(0), j0 + _u(11)] = _clamp(s0_11, lo, hi)
+    y[r + _u(0), j0 + _u(12)] = _clamp(s0_12, lo, hi)
+    y[r + _u(0), j0 + _u(13)] = _clamp(s0_13, lo, hi)
+    y[r + _u(0), j0 + _u(14)] = _clamp(s0_14, lo, hi)
+    y[r + _u(0), j0 + _u(15)] = _clamp(s0_15, lo, hi)
 
 
 @_jit
-def _tile1x8(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
+def _tile1x8(x, w, b, hasb, y, r, j0, k_, lo, hi):  # pragma: no cover - compiled
     """y[r : r + 1, j0 : j0 + 8] = x[r : r + 1] @ w[:, j0 : j0 + 8] (+ b), the sums held
     in 8 locals."""
     r, j0, k_ = _u(r), _u(j0), _u(k_)
@@ -411,14 +421,14 @@ def _tile1x8(x, w, b, hasb, y, r, j0, k_):  # pragma: no cover - compiled
         s0_5 += a0 * v5
         s0_6 += a0 * v6
         s0_7 += a0 * v7
-    y[r + _u(0), j0 + _u(0)] = s0_0
-    y[r + _u(0), j0 + _u(1)] = s0_1
-    y[r + _u(0), j0 + _u(2)] = s0_2
-    y[r + _u(0), j0 + _u(3)] = s0_3
-    y[r + _u(0), j0 + _u(4)] = s0_4
-    y[r + _u(0), j0 + _u(5)] = s0_5
-    y[r + _u(0), j0 + _u(6)] = s0_6
-    y[r + _u(0), j0 + _u(7)] = s0_7
+    y[r + _u(0), j0 + _u(0)] = _clamp(s0_0, lo, hi)
+    y[r + _u(0), j0 + _u(1)] = _clamp(s0_1, lo, hi)
+    y[r + _u(0), j0 + _u(2)] = _clamp(s0_2, lo, hi)
+    y[r + _u(0), j0 + _u(3)] = _clamp(s0_3, lo, hi)
+    y[r + _u(0), j0 + _u(4)] = _clamp(s0_4, lo, hi)
+    y[r + _u(0), j0 + _u(5)] = _clamp(s0_5, lo, hi)
+    y[r + _u(0), j0 + _u(6)] = _clamp(s0_6, lo, hi)
+    y[r + _u(0), j0 + _u(7)] = _clamp(s0_7, lo, hi)
 
 
 @_jit
@@ -514,8 +524,17 @@ def _dw3x3x8(x, w, b, hasb, y, r, s0, dh, dw, j0):  # pragma: no cover - compile
 
 
 @_jit
-def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
-    """y = x @ w (+ b): x [rows, K], w [K, N], y [rows, N], all C-contiguous."""
+def gemm2d(x, w, b, hasb, y, act):  # pragma: no cover - compiled
+    """y = act(x @ w (+ b)): x [rows, K], w [K, N], y [rows, N], all C-contiguous; act is the
+    fused activation (0 none, 1 RELU, 2 RELU_N1_TO_1, 3 RELU6), applied as each tile is
+    stored."""
+    lo, hi = np.float32(-np.inf), np.float32(np.inf)
+    if act == 1:
+        lo = np.float32(0.0)
+    elif act == 2:
+        lo, hi = np.float32(-1.0), np.float32(1.0)
+    elif act == 3:
+        lo, hi = np.float32(0.0), np.float32(6.0)
     rows, k_ = x.shape
     n_ = w.shape[1]
     n16 = n_ // 16 * 16
@@ -523,14 +542,14 @@ def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
     r4 = rows // 4 * 4
     for r in range(0, r4, 4):
         for j0 in range(0, n16, 16):
-            _tile4x16(x, w, b, hasb, y, r, j0, k_)
+            _tile4x16(x, w, b, hasb, y, r, j0, k_, lo, hi)
         if n8 > n16:
-            _tile4x8(x, w, b, hasb, y, r, n16, k_)
+            _tile4x8(x, w, b, hasb, y, r, n16, k_, lo, hi)
     for r in range(r4, rows):
         for j0 in range(0, n16, 16):
-            _tile1x16(x, w, b, hasb, y, r, j0, k_)
+            _tile1x16(x, w, b, hasb, y, r, j0, k_, lo, hi)
         if n8 > n16:
-            _tile1x8(x, w, b, hasb, y, r, n16, k_)
+            _tile1x8(x, w, b, hasb, y, r, n16, k_, lo, hi)
     if n8 < n_:  # the last N % 8 columns
         for r in range(rows):
             for j in range(n8, n_):
@@ -539,6 +558,8 @@ def gemm2d(x, w, b, hasb, y):  # pragma: no cover - compiled
                 a = x[r, k]
                 for j in range(n8, n_):
                     y[r, j] += a * w[k, j]
+            for j in range(n8, n_):
+                y[r, j] = _clamp(y[r, j], lo, hi)
 
 
 @_jit

@@ -66,8 +66,7 @@ def gemm(m, p):  # pragma: no cover - compiled
     w = m[wo : wo + k_ * n_].reshape((k_, n_))
     y = m[yo : yo + rows * n_].reshape((rows, n_))
     b = m[bo : bo + n_] if bo >= 0 else m[0:n_]
-    _gemm2d(x, w, b, bo >= 0, y)
-    _act_range(m, yo, rows * n_, act)
+    _gemm2d(x, w, b, bo >= 0, y, act)
 
 
 @_jit
@@ -115,8 +114,7 @@ def conv(m, p):  # pragma: no cover - compiled
     w = m[wo : wo + depth * co].reshape((depth, co))
     y = m[yo : yo + rows * co].reshape((rows, co))
     bias = m[bo : bo + co] if bo >= 0 else m[0:co]
-    _gemm2d(m[so : so + rows * depth].reshape((rows, depth)), w, bias, bo >= 0, y)
-    _act_range(m, yo, rows * co, act)
+    _gemm2d(m[so : so + rows * depth].reshape((rows, depth)), w, bias, bo >= 0, y, act)
 
 
 @_jit
@@ -392,7 +390,7 @@ def bmm(m, p):  # pragma: no cover - compiled
         bx = 0 if xn == 1 else b
         by = 0 if yn == 1 else b
         if not adj_x and not adj_y:
-            _gemm2d(x[bx], y[by], m[0:cols], False, z[b])
+            _gemm2d(x[bx], y[by], m[0:cols], False, z[b], 0)
             continue
         for i in range(rows):
             if adj_y:

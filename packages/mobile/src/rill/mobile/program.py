@@ -72,27 +72,9 @@ def _loops():
     except ImportError:  # pragma: no cover - numba present but unusable
         return None
     if not _ready:  # compile (or load from numba's cache) now, in allocate, not in invoke
-        _compile(_program_loops)
+        _program_loops.compile_run()
         _ready = True
     return _program_loops
-
-
-def _compile(loops) -> None:
-    """Compiles the program runner with LLVM's SLP vectoriser on: numba leaves it off by
-    default (numba#8705, a miscompilation), but the register tiles of `_program_gemm` need it
-    to become SIMD code (about 1.5x on MobileNetV2's products, 4x on 8-channel layers). The
-    setting is numba's global one, so it is changed only under numba's compiler lock, for this
-    compile, and put back; the program tests check every kernel against the numpy path."""
-    from numba.core import config
-    from numba.core.compiler_lock import global_compiler_lock
-
-    with global_compiler_lock:
-        old = config.SLP_VECTORIZE
-        config.SLP_VECTORIZE = 1
-        try:
-            loops.run(np.zeros(0, np.int64), np.zeros(1, np.float32))
-        finally:
-            config.SLP_VECTORIZE = old
 
 
 class Program:

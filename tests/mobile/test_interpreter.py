@@ -308,7 +308,10 @@ def test_reshapes_share_their_input_bytes_and_are_skipped(preserve):
         it.set_tensor(0, x)
         it.invoke()
         relu = np.maximum(x, 0).reshape(3, 4)
-        np.testing.assert_array_equal(it.get_tensor(6), np.tanh(relu)[None])
+        if it._main.program is None:
+            np.testing.assert_array_equal(it.get_tensor(6), np.tanh(relu)[None])
+        else:  # a compiled program's tanh (rill.mobile.program) agrees to float rounding
+            np.testing.assert_allclose(it.get_tensor(6), np.tanh(relu)[None], rtol=1e-6)
         np.testing.assert_array_equal(it.get_tensor(7), np.minimum(relu, 6))
     sg = it._main
     if preserve:  # every tensor keeps its own bytes; every operator runs

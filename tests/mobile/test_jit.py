@@ -13,6 +13,7 @@ import pytest
 from mobile.kernel_testing import RNG, fconst, fp, q8, qbias, quant, qweights, sample
 from mobile.tflite_builder import T, rill_run, single_op
 
+from rill.mobile import program
 from rill.mobile.kernels import jit
 from rill.mobile.quant import Requantizer
 
@@ -20,6 +21,15 @@ pytest.importorskip("numba")
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "tflite"
 SAME, VALID = 0, 1
+
+
+@pytest.fixture(autouse=True)
+def _per_operator():
+    """These tests hold the per-operator loops to the numpy path's bits; whole-subgraph
+    programs (tests/mobile/test_program.py) agree to float rounding only, so they stay off."""
+    old = program.set_enabled(False)
+    yield
+    program.set_enabled(old)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from rill.mobile import threads
+from rill.mobile import program, threads
 from rill.mobile.interpreter import Interpreter
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "tflite"
@@ -27,6 +27,15 @@ def _can_use_two() -> bool:
     with threads.blas_limit(2):
         ok = threads.blas_threads() == 2
     return ok
+
+
+@pytest.fixture(autouse=True)
+def _per_operator():
+    """The BLAS bound applies to the per-operator path; a whole-subgraph program
+    (rill.mobile.program) uses no BLAS, so these tests keep programs off."""
+    old = program.set_enabled(False)
+    yield
+    program.set_enabled(old)
 
 
 @pytest.fixture

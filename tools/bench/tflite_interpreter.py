@@ -15,7 +15,10 @@ add up the threads, so the figure is wall time, the median of timed batches. The
 wall-clock median (single-threaded rows) and each side's fastest single invoke (of up to 400
 timed one by one, within about a second). The outputs of rill and LiteRT's
 reference kernels are checked to agree first (int8 exactly). rill runs with its compiled loops
-when numba is installed (`RILL_JIT=0` measures the numpy-only interpreter).
+when numba is installed (`RILL_JIT=0` measures the numpy-only interpreter): a float32 model
+whose every operator has a compiled kernel runs as one whole-subgraph program
+(rill.mobile.program; `RILL_JIT_PROGRAM=0` measures the per-operator path instead), and the note
+says which ran.
 """
 
 from __future__ import annotations
@@ -162,5 +165,6 @@ def run() -> list[Row]:
             rows.append(Row(f"TFLite {label}, batch 1 invoke, {mode}", "ms", rill_ms, peers,
                             note=f"fastest invoke and wall medians (ms): {bests}; load average "
                                  f"{os.getloadavg()[0]:.1f}; rill's BLAS threads {used}; rill arena "
-                                 f"{rill.arena_size} bytes"))  # fmt: skip
+                                 f"{rill.arena_size} bytes; rill ran "
+                                 f"{'one compiled program' if rill._main.program is not None else 'per operator'}"))  # fmt: skip
     return rows

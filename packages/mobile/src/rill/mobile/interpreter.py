@@ -165,6 +165,10 @@ class Interpreter:
     def invoke(self) -> None:
         """Runs the main subgraph on the tensors set with set_tensor."""
         self._require_allocated(self._main)
+        if self._main.program is not None:  # one compiled call: no BLAS, nothing to cancel
+            self._main.invoke()
+            self.cancelled = False
+            return
         try:
             with self.blas_limit(self._main):
                 self._main.invoke()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile import program
 from rill.mobile.errors import InvokeError, ModelFormatError, PrepareError, UnsupportedOperatorError
 from rill.mobile.kernels.base import DynamicShape, Kernel, TensorSpec, lookup
 from rill.mobile.planner import ArenaPlan, Buffer, plan_arena
@@ -56,6 +57,7 @@ class Subgraph:
         self.clobbered: set[int] = set()
         self.aliased: dict[int, int] = {}
         self.run: list = []
+        self.program: program.Program | None = None  # the whole-subgraph program, if compiled
         self.gemm_work: int | None = None  # the largest BLAS product (rill.mobile.threads)
 
     # -- allocate_tensors ------------------------------------------------------------------------
@@ -190,8 +192,10 @@ class Subgraph:
                 buffers.append(Buffer(("s", k, j), nbytes, k, k))
         plan = plan_arena(buffers)
         self.plan, self.buffers = plan, buffers
+        self.program = program.build(self, plan, alias)
         try:
-            self.arena = np.zeros(plan.arena_size, np.uint8)
+            whole = np.zeros(program.arena_bytes(plan, self.program), np.uint8)
+            self.arena = whole[: plan.arena_size]
         except MemoryError:
             big = max(buffers, key=lambda b: b.size)
             raise PrepareError(f"cannot allocate the tensor arena of {plan.arena_size} bytes "
@@ -225,6 +229,8 @@ class Subgraph:
             run_kernels.append(kernel)
         self.run = run
         self.run_kernels = run_kernels
+        if self.program is not None:
+            self.program.attach(whole.view(np.float32))
         self.gemm_work = gemm_work(self)
         self.allocated = True
         self.invoked = False
@@ -268,6 +274,10 @@ class Subgraph:
         return out
 
     def invoke(self) -> None:
+        if self.program is not None:  # one compiled call; it raises nothing and warns of nothing
+            self.program()
+            self.invoked = True
+            return
         # Floating-point warnings are off for the whole run (LiteRT gives inf/NaN silently):
         # one errstate per invoke instead of one per kernel.
         with np.errstate(all="ignore"):
@@ -319,6 +329,7 @@ class Subgraph:
         self.clobbered = set()
         self.aliased = {}
         self.run = []
+        self.program = None
         self.gemm_work = None  # shapes are known only at invoke
         self.allocated = True
         self.invoked = False

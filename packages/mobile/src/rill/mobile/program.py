@@ -1,0 +1,391 @@
+"""A float32 subgraph compiled into one call: the whole-subgraph program.
+
+When numba is installed (the `jit` extra) and compiled loops are on (rill.mobile.kernels.jit),
+allocate_tensors turns a planned float32 subgraph whose every operator has a compiled kernel
+(`SUPPORTED`) into a *program*: an int64 array of rows (operator code, parameter count,
+parameters) that one compiled function (`_program_loops.run`) executes over one flat float32
+array — the tensor arena followed by the program's constants (weights re-laid out for the
+kernels: convolution filters as [KH, KW, CI, CO], fully-connected ones as [K, N]). Invoke is then
+one call, with no per-operator Python and no allocation; LiteRT runs small models in a few
+microseconds, and per-operator numpy calls alone cost more than that.
+
+Any operator outside the compiled set, a non-float32 tensor, a dynamic shape or a subgraph with
+control flow leaves the subgraph on the per-operator path, transparently. The program's float
+arithmetic may reassociate sums and fuse multiply-adds, so it agrees with the per-operator path
+(and LiteRT) to float rounding rather than bit for bit; `set_enabled(False)` or `RILL_JIT=0`
+(which turns every compiled loop off) keeps the per-operator path.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+
+import numpy as np
+
+from rill.mobile.kernels import jit
+
+__all__ = ["Program", "build", "enabled", "set_enabled", "SUPPORTED"]
+
+_F32 = np.dtype(np.float32)
+_enabled = os.environ.get("RILL_JIT_PROGRAM", "1").strip().lower() not in ("0", "false", "off",
+                                                                             "no")  # fmt: skip
+
+_UNARY = {"NEG": 0, "RSQRT": 1, "SQRT": 2, "EXP": 3, "ABS": 4, "SQUARE": 5, "TANH": 6,
+          "LOGISTIC": 7, "RELU": 8, "RELU6": 9, "LOG": 13}  # fmt: skip
+_BINARY = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "SQUARED_DIFFERENCE": 4, "MAXIMUM": 5,
+           "MINIMUM": 6}  # fmt: skip
+_COPY = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"}
+SUPPORTED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MEAN", "SOFTMAX",
+                       "TRANSPOSE", "BATCH_MATMUL", "AVERAGE_POOL_2D", "MAX_POOL_2D", "GELU",
+                       *_UNARY, *_BINARY, *_COPY})  # fmt: skip
+(OP_GEMM, OP_CONV, OP_DW, OP_BINARY, OP_UNARY, OP_MEAN, OP_SOFTMAX, OP_TRANSPOSE, OP_BMM, OP_POOL,
+ OP_COPY) = range(11)  # fmt: skip
+_ACTS = (0, 1, 2, 3)  # NONE, RELU, RELU_N1_TO_1, RELU6
+
+
+def enabled() -> bool:
+    """Whether allocate_tensors builds programs (needs the compiled loops on as well)."""
+    return _enabled and jit.enabled()
+
+
+def set_enabled(on: bool) -> bool:
+    """Turns whole-subgraph programs on or off (tests, benchmarks); returns the old setting."""
+    global _enabled
+    old, _enabled = _enabled, bool(on)
+    return old
+
+
+_ready = False
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _loops():
+    if jit.loops() is None:  # numba missing or compiled loops off
+        return None
+    global _ready
+    try:
+        from rill.mobile.kernels import _program_loops
+    except ImportError:  # pragma: no cover - numba present but unusable
+        return None
+    if not _ready:  # compile (or load from numba's cache) now, in allocate, not in invoke
+        _program_loops.compile_run()
+        _ready = True
+    return _program_loops
+
+
+class Program:
+    """One subgraph's program: `prog` (int64 rows), `m` (float32: the arena's bytes, then the
+    constants) and `ops` (the operator indices it runs, in order)."""
+
+    def __init__(self, prog: np.ndarray, constants: np.ndarray, ops: list[int], loops):
+        self.prog, self.constants, self.ops, self._run = prog, constants, ops, loops.run
+        self.m: np.ndarray | None = None
+
+    def attach(self, m: np.ndarray) -> None:
+        """Binds the float32 array that holds the arena and, after it, the constants."""
+        m[m.size - self.constants.size :] = self.constants
+        self.m = m
+
+    def __call__(self) -> None:
+        self._run(self.prog, self.m)
+
+
+def _pad4(shape) -> list[int]:
+    shape = [int(d) for d in shape]
+    if len(shape) > 4:
+        raise _Unsupported("more than 4 dimensions")
+    return [1] * (4 - len(shape)) + shape
+
+
+def _strides(shape) -> list[int]:
+    out, s = [], 1
+    for d in reversed(shape):
+        out.append(s)
+        s *= d
+    return out[::-1]
+
+
+def _pad(size, kernel, stride, dilation, out) -> int:
+    return max(((out - 1) * stride + (kernel - 1) * dilation + 1 - size) // 2, 0)
+
+
+class _Builder:
+    def __init__(self, sg, plan, alias, base: int):
+        self.sg, self.plan, self.alias, self.base = sg, plan, alias, base  # base: in floats
+        self.consts: list[np.ndarray] = []
+        self.const_at: dict[int, int] = {}  # tensor index → its offset (untransformed copy)
+        self.size = 0
+        self.rows: list[int] = []
+        self.scratch = 0  # floats of the largest convolution's gathered rows
+        self.scratch_users: list[int] = []  # the rows' last parameter: the scratch offset
+
+    def const(self, a: np.ndarray) -> int:
+        a = np.ascontiguousarray(a, np.float32).ravel()
+        off = self.base + self.size
+        self.consts.append(a)
+        pad = (-a.size) % 16  # 64-byte alignment for every constant
+        if pad:
+            self.consts.append(np.zeros(pad, np.float32))
+        self.size += a.size + pad
+        return off
+
+    def value(self, i: int) -> np.ndarray | None:
+        return self.sg._value(i)
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.sg.shapes[i])
+
+    def at(self, i: int) -> int:
+        """The float offset of tensor i in m: in the arena, or a constant copied after it."""
+        t = self.sg.tensors[i]
+        if t.dtype != _F32:
+            raise _Unsupported(f"tensor #{i} is {t.type_name}")
+        v = self.value(i)
+        if v is not None:
+            if v.dtype != _F32:
+                raise _Unsupported(f"constant #{i} is {v.dtype}")
+            if i not in self.const_at:
+                self.const_at[i] = self.const(v)
+            return self.const_at[i]
+        key = ("t", self.alias.get(i, i))
+        if key not in self.plan.offsets:
+            raise _Unsupported(f"tensor #{i} has no arena bytes")
+        off = self.plan.offsets[key]
+        size = int(np.prod(self.shape(i), dtype=np.int64)) * 4
+        if off % 4 or off + size > self.plan.arena_size:  # the kernels do not check bounds
+            raise _Unsupported(f"tensor #{i} is not a whole float32 run of the arena")
+        return off // 4
+
+    def weight(self, i: int) -> np.ndarray:
+        v = self.value(i)
+        if v is None or v.dtype != _F32 or self.sg.tensors[i].dtype != _F32:
+            raise _Unsupported(f"weights #{i} are not constant float32")
+        return v
+
+    def emit(self, code: int, params) -> None:
+        params = [int(v) for v in params]
+        self.rows += [code, len(params), *params]
+
+    # -- operators -------------------------------------------------------------------------------
+
+    def op(self, op) -> None:
+        name = op.name
+        o = types.SimpleNamespace(**op.options) if isinstance(op.options, dict) else op.options
+        ins, outs = list(op.inputs), list(op.outputs)
+        if name not in SUPPORTED:
+            raise _Unsupported(name)
+        act = int(getattr(o, "fused_activation_function", 0) or 0) if o is not None else 0
+        if act not in _ACTS:
+            raise _Unsupported(f"fused activation {act}")
+        handler = getattr(self, "_" + name.lower(), None)
+        if handler is not None:
+            handler(op, ins, outs, o, act)
+        else:
+            self._generic(name, ins, outs, o, act)
+
+    def _generic(self, name, ins, outs, o, act) -> None:
+        y = outs[0]
+        if name in _COPY:
+            self.emit(OP_COPY, [self.at(ins[0]), self.at(y), int(np.prod(self.shape(y)))])
+        elif name in _UNARY:
+            n = int(np.prod(self.shape(y)))
+            if self.shape(ins[0]) != self.shape(y):
+                raise _Unsupported("shape change")
+            self.emit(OP_UNARY, [self.at(ins[0]), self.at(y), n, _UNARY[name]])
+        elif name in _BINARY:
+            self._binary(_BINARY[name], ins, y, act)
+        else:  # pragma: no cover - SUPPORTED and the handlers agree
+            raise _Unsupported(name)
+
+    def _gelu(self, op, ins, outs, o, act) -> None:
+        code = 12 if (o is not None and getattr(o, "approximate", False)) else 11
+        n = int(np.prod(self.shape(outs[0])))
+        self.emit(OP_UNARY, [self.at(ins[0]), self.at(outs[0]), n, code])
+
+    def _binary(self, code, ins, y, act) -> None:
+        out = _pad4(self.shape(y))
+        strides = []
+        for i in ins[:2]:
+            s = _pad4(self.shape(i))
+            st = _strides(s)
+            for d in range(4):
+                if s[d] != out[d]:
+                    if s[d] != 1:
+                        raise _Unsupported("broadcast")
+                    st[d] = 0
+            strides += st
+        self.emit(OP_BINARY, [self.at(ins[0]), self.at(ins[1]), self.at(y), code, act, *out,
+                              *strides])  # fmt: skip
+
+    def _conv_2d(self, op, ins, outs, o, act) -> None:
+        x, w, y = ins[0], ins[1], outs[0]
+        b = ins[2] if len(ins) > 2 else -1
+        nb, h, w_, ci = self.shape(x)
+        _, oh, ow, co = self.shape(y)
+        wv = self.weight(w)
+        co_w, kh, kw, ci_w = wv.shape
+        if ci_w != ci or co_w != co:
+            raise _Unsupported("grouped convolution")
+        sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
+        bo = self.const(self.weight(b)) if b >= 0 else -1
+        if kh == kw == 1 and sh == sw == 1 and oh == h and ow == w_:
+            wo = self.const(wv.reshape(co, ci).T)
+            self.emit(OP_GEMM, [self.at(x), wo, bo, self.at(y), nb * h * w_, ci, co, act])
+            return
+        wo = self.const(wv.transpose(1, 2, 3, 0))
+        pt, pl = _pad(h, kh, sh, dh, oh), _pad(w_, kw, sw, dw, ow)
+        self.scratch = max(self.scratch, nb * oh * ow * kh * kw * ci)
+        self.emit(OP_CONV, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co, kh, kw,
+                            sh, sw, dh, dw, pt, pl, act, -1])  # fmt: skip
+        self.scratch_users.append(len(self.rows) - 1)
+
+    def _depthwise_conv_2d(self, op, ins, outs, o, act) -> None:
+        x, w, y = ins[0], ins[1], outs[0]
+        b = ins[2] if len(ins) > 2 else -1
+        nb, h, w_, ci = self.shape(x)
+        _, oh, ow, co = self.shape(y)
+        wv = self.weight(w)
+        _, kh, kw, co_w = wv.shape
+        if co_w != co or co % ci:
+            raise _Unsupported("depthwise channels")
+        sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
+        bo = self.const(self.weight(b)) if b >= 0 else -1
+        wo = self.const(wv.reshape(kh, kw, co))
+        pt, pl = _pad(h, kh, sh, dh, oh), _pad(w_, kw, sw, dw, ow)
+        wto = bto = -1
+        # Few channels: whole-row passes over tiled weights and bias beat a short loop per
+        # pixel (measured on MobileNetV2: 48x48x16 ~30% faster; at 96+ channels slower).
+        if sh == sw == dh == dw == 1 and co == ci and co < 32:
+            wto = self.const(np.tile(wv.reshape(kh * kw, 1, co), (1, ow, 1)))
+            if b >= 0:
+                bto = self.const(np.tile(self.weight(b), ow))
+        self.emit(OP_DW, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co, kh, kw,
+                          sh, sw, dh, dw, pt, pl, co // ci, act, wto, bto])  # fmt: skip
+
+    def _fully_connected(self, op, ins, outs, o, act) -> None:
+        if o is not None and getattr(o, "weights_format", 0):
+            raise _Unsupported("shuffled weights")
+        x, w, y = ins[0], ins[1], outs[0]
+        b = ins[2] if len(ins) > 2 else -1
+        wv = self.weight(w)
+        n, k = wv.shape
+        size = int(np.prod(self.shape(x)))
+        if size % k or int(np.prod(self.shape(y))) != size // k * n:
+            raise _Unsupported("shapes")
+        bo = self.const(self.weight(b)) if b >= 0 else -1
+        self.emit(OP_GEMM, [self.at(x), self.const(wv.T), bo, self.at(y), size // k, k, n, act])
+
+    def _mean(self, op, ins, outs, o, act) -> None:
+        shape = self.shape(ins[0])
+        axes = self.value(ins[1])
+        if axes is None:
+            raise _Unsupported("axes")
+        axes = sorted({int(a) % len(shape) for a in np.ravel(axes)}) if shape else []
+        if not axes or axes != list(range(axes[0], axes[-1] + 1)):
+            raise _Unsupported("axes not adjacent")
+        outer = int(np.prod(shape[: axes[0]]))
+        red = int(np.prod(shape[axes[0] : axes[-1] + 1]))
+        inner = int(np.prod(shape[axes[-1] + 1 :]))
+        if red == 0:
+            raise _Unsupported("empty mean")
+        self.emit(OP_MEAN, [self.at(ins[0]), self.at(outs[0]), outer, red, inner])
+
+    def _softmax(self, op, ins, outs, o, act) -> None:
+        shape = self.shape(ins[0])
+        if not shape or shape[-1] == 0:
+            raise _Unsupported("softmax shape")
+        beta = self.const(np.array([o.beta], np.float32))
+        self.emit(OP_SOFTMAX, [self.at(ins[0]), self.at(outs[0]),
+                               int(np.prod(shape[:-1])), shape[-1], beta])  # fmt: skip
+
+    def _transpose(self, op, ins, outs, o, act) -> None:
+        shape = self.shape(ins[0])
+        perm = self.value(ins[1])
+        if perm is None or len(shape) > 4:
+            raise _Unsupported("perm")
+        perm = [int(p) % len(shape) for p in np.ravel(perm)] if shape else []
+        st = _strides(shape)
+        out = [shape[p] for p in perm]
+        pad = 4 - len(out)
+        self.emit(OP_TRANSPOSE, [self.at(ins[0]), self.at(outs[0]), *([1] * pad + out),
+                                 *([0] * pad + [st[p] for p in perm])])  # fmt: skip
+
+    def _batch_matmul(self, op, ins, outs, o, act) -> None:
+        a, b, y = ins[0], ins[1], outs[0]
+        sa, sb, sy = self.shape(a), self.shape(b), self.shape(y)
+        if len(sy) < 2:
+            raise _Unsupported("rank")
+        if len(sa) < 2 or len(sb) < 2:
+            raise _Unsupported("rank")
+        adj_x, adj_y = bool(getattr(o, "adj_x", False)), bool(getattr(o, "adj_y", False))
+        ra, ka = (sa[-1], sa[-2]) if adj_x else (sa[-2], sa[-1])
+        kb, cb = (sb[-1], sb[-2]) if adj_y else (sb[-2], sb[-1])
+        if ka != kb:
+            raise _Unsupported("depth")
+        batch = int(np.prod(sy[:-2]))
+        na, nbt = int(np.prod(sa[:-2])), int(np.prod(sb[:-2]))
+        for s, n in ((sa, na), (sb, nbt)):
+            if n != 1 and _pad4(s[:-2]) != _pad4(sy[:-2]):
+                raise _Unsupported("broadcast batch")
+        if sy[-2:] != (ra, cb):
+            raise _Unsupported("shapes")
+        self.emit(OP_BMM, [self.at(a), self.at(b), self.at(y), na, sa[-2], sa[-1], nbt, sb[-2],
+                           sb[-1], adj_x, adj_y, batch, ra, ka, cb])  # fmt: skip
+
+    def _pool(self, kind, ins, outs, o, act) -> None:
+        nb, h, w_, c = self.shape(ins[0])
+        _, oh, ow, _ = self.shape(outs[0])
+        kh, kw, sh, sw = o.filter_height, o.filter_width, o.stride_h, o.stride_w
+        pt, pl = _pad(h, kh, sh, 1, oh), _pad(w_, kw, sw, 1, ow)
+        self.emit(OP_POOL, [self.at(ins[0]), self.at(outs[0]), nb, h, w_, c, oh, ow, kh, kw, sh,
+                            sw, pt, pl, kind, act])  # fmt: skip
+
+    def _average_pool_2d(self, op, ins, outs, o, act) -> None:
+        self._pool(0, ins, outs, o, act)
+
+    def _max_pool_2d(self, op, ins, outs, o, act) -> None:
+        self._pool(1, ins, outs, o, act)
+
+
+def build(sg, plan, alias: dict[int, int]) -> Program | None:
+    """The program of a planned subgraph (`Subgraph.allocate`, after plan_arena), or None when
+    programs are off or some operator or tensor is outside the compiled set."""
+    if not enabled() or sg.dynamic:
+        return None
+    loops = _loops()
+    if loops is None:
+        return None
+    base = -(-plan.arena_size // 64) * 16  # floats: the constants start 64-byte aligned
+    b = _Builder(sg, plan, alias, base)
+    ran = []
+    try:
+        for k, op in enumerate(sg.sg.operators):
+            if k in sg.folded_ops or (op.outputs and op.outputs[0] in alias):
+                continue
+            if any(sg.tensors[i].is_variable for i in (*op.inputs, *op.outputs) if i >= 0):
+                raise _Unsupported("variable")
+            b.op(op)
+            ran.append(k)
+    except _Unsupported:
+        return None
+    except (AttributeError, TypeError, ValueError):  # options this builder does not read
+        return None
+    if not ran:
+        return None
+    if b.scratch:
+        at = b.const(np.zeros(b.scratch, np.float32))
+        for r in b.scratch_users:
+            b.rows[r] = at
+    consts = np.concatenate(b.consts) if b.consts else np.zeros(0, np.float32)
+    return Program(np.array(b.rows, np.int64), consts, ran, loops)
+
+
+def arena_bytes(plan, program: Program | None) -> int:
+    """The bytes to allocate for the arena: the plan's, then the program's constants."""
+    if program is None:
+        return plan.arena_size
+    return -(-plan.arena_size // 64) * 64 + program.constants.size * 4

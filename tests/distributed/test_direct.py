@@ -140,6 +140,23 @@ def test_stop_closes_the_direct_port_and_a_caller_then_reports_the_task_unavaila
             sess.run(out, {x: 1.0}, options=rg_options(5000))
 
 
+def test_a_direct_port_that_cannot_be_reached_leaves_the_steps_on_grpc():
+    # Between hosts a firewall may pass only the gRPC ports: the tasks still announce their
+    # direct ports, but nobody listens there. The first call of each caller finds that out
+    # before sending anything and makes the same call over gRPC, as do the later ones.
+    g, v, x, out, init = _graph()
+    ps, worker = _tasks()
+    with ps, worker:
+        ps._direct.stop(grace=0)
+        worker._direct.stop(grace=0)
+        with Session(worker.target, graph=g) as sess:
+            sess.run(init)
+            got = [sess.run(out, {x: 2.0}) for _ in range(3)]
+            assert worker._master._direct_at[ps.target[len("grpc://") :]] is None
+            np.testing.assert_array_equal(sess.run(v), [27.0, 54.0])
+    np.testing.assert_array_equal(got[0], [3.0, 6.0])
+
+
 def rg_options(ms: int):
     from rill.exec.proto import config_pb2
 

@@ -132,6 +132,14 @@ class GrpcSession(SessionBase):
             payload = [req.SerializeToString(), *parts] if parts else req.SerializeToString()
             raw = self._direct.call(self._direct_at, direct.RUN_STEP, payload, timeout,
                                     "the master", self._address)  # fmt: skip
+        except direct.ConnectFailed:
+            # The master's direct port cannot be reached (a firewall may pass only its gRPC
+            # port): this step and the later ones go over gRPC; nothing was sent.
+            self._direct.close()
+            self._direct = False
+            if parts:
+                req.MergeFromString(b"".join(bytes(b) for b in parts))
+            return self._rpc("RunStep", req, master_pb2.RunStepResponse, timeout_ms)
         except UnavailableError:
             self._direct.close()
             self._direct = False  # the master went away: gRPC (with its retries) from now on

@@ -32,7 +32,14 @@ from rill.graph.errors import (
     UnavailableError,
 )
 
-__all__ = ["DirectClient", "DirectServer", "RUN_GRAPH", "RUN_STEP", "enabled"]
+__all__ = [
+    "ConnectFailed",
+    "DirectClient",
+    "DirectServer",
+    "RUN_GRAPH",
+    "RUN_STEP",
+    "enabled",
+]
 
 RUN_GRAPH = 1
 RUN_STEP = 2
@@ -40,6 +47,14 @@ _REQ = struct.Struct("<QBd")
 _RESP = struct.Struct("<QB")
 MAX_MESSAGE = 2**31 - 1  # protobuf's own limit on one message
 _NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+# A new connection waits at most this long: a port a firewall drops (only the gRPC port may be
+# open between hosts) costs this once, then the caller uses gRPC for that task.
+CONNECT_TIMEOUT_S = 3.0
+
+
+class ConnectFailed(UnavailableError):
+    """No connection to a direct port could be made: nothing of the call was sent, so the
+    caller may make it over gRPC instead."""
 
 
 def enabled() -> bool:
@@ -289,8 +304,13 @@ class DirectClient:
                 self._busy.add(sock)
                 return sock
         host, port = _split_address(address)
-        t = self.connect_timeout_s if timeout is None else min(timeout, self.connect_timeout_s)
-        sock = socket.create_connection((host, int(port)), timeout=t)
+        t = min(self.connect_timeout_s, CONNECT_TIMEOUT_S)
+        if timeout is not None:
+            t = min(t, timeout)
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=t)
+        except OSError as e:
+            raise ConnectFailed(f"cannot connect to direct port {address}: {e}") from None
         sock.setsockopt(*_NODELAY)
         with self._lock:
             if self._closed:
@@ -305,9 +325,8 @@ class DirectClient:
         "host:port") to `payload` (bytes, or a list of buffers sent one after the other), or
         the callee's error; a connection or a deadline that fails is
         UnavailableError or DeadlineExceededError naming the task `who` and its `address`."""
-        sock = None
+        sock = self._take(direct_address, timeout)  # ConnectFailed: nothing was sent
         try:
-            sock = self._take(direct_address, timeout)
             sock.settimeout(timeout)
             n = (
                 sum(memoryview(b).nbytes for b in payload)

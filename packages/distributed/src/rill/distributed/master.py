@@ -101,6 +101,18 @@ class Master:
         payload = [req.SerializeToString(), *parts] if parts else req.SerializeToString()
         try:
             raw = self._direct.call(at, direct.RUN_GRAPH, payload, timeout, who, address)
+        except direct.ConnectFailed:
+            # The direct port cannot be reached (a firewall may pass only the gRPC port): this
+            # call and the later ones go over gRPC.
+            self._direct_at[address] = None
+            if parts:
+                req.MergeFromString(b"".join(bytes(b) for b in parts))
+            fn = self.server._channels.unary(address, WORKER_SERVICE, "RunGraph",
+                                             worker_pb2.RunGraphResponse)  # fmt: skip
+            try:
+                return fn(req, timeout=timeout)
+            except grpc.RpcError as e:
+                raise error_from_rpc(e, who, address) from None
         except UnavailableError:
             # The task failed or restarted (its direct port is a new one): gRPC from now on.
             self._direct_at.pop(address, None)

@@ -19,7 +19,11 @@ from rill.graph.graph_def import graph_to_graph_def
 
 
 def _port_free(port: int) -> bool:
+    """Whether a new server could listen on `port`. SO_REUSEADDR, as every server sets it
+    (grpc too): a connection the stopped server closed may leave the port in TIME_WAIT for a
+    minute, which is no listener; a socket still listening there fails the bind."""
     s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.bind(("localhost", port))
         return True

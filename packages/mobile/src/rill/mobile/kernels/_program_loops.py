@@ -319,27 +319,28 @@ def _exp(v):  # pragma: no cover - compiled
 def _gelu_erf(x):  # pragma: no cover - compiled
     """GELU, x/2 · (1 + erf(x/√2)), for a float64 x, as x/2 · erfc(-x/√2) (no cancellation for
     negative x: the result keeps its relative accuracy down to float32's smallest values).
-    erfc(a) for a = |x|/√2 <= 10 is t · exp(-a² + P(t)), t = 2 / (2 + a), P a degree-12
-    polynomial least-squares fitted here (Chebyshev nodes, float64 math.erfc) to relative error
-    below 2e-10 on [0, 10]; erfc(a) is taken as 0 beyond (below 2.1e-45); NaN stays NaN."""
+    erfc(a) for a = |x|/√2 <= 10.5 is t · exp(-a² + P(t)), t = 2 / (2 + a), P a degree-12
+    polynomial (tools/fit_erfc.py: a least-squares fit at Chebyshev nodes to float64
+    math.erfc) with relative error below 2e-10 there; beyond, erfc(a) < 1e-49 and GELU rounds
+    to ±0 in float32, so erfc is taken as 0; NaN stays NaN."""
     z = x * 0.7071067811865476
     a = abs(z)
     t = 2.0 / (2.0 + a)
-    p = 0.18645887445711037
-    p = p * t - 1.3770010802971446
-    p = p * t + 4.406174069026956
-    p = p * t - 7.894989030759179
-    p = p * t + 8.553257669180915
-    p = p * t - 5.764039639750146
-    p = p * t + 2.668632370419139
-    p = p * t - 1.0742109522321672
-    p = p * t + 0.13567266727095517
-    p = p * t + 0.04685894844705756
-    p = p * t + 0.37894246012841376
-    p = p * t + 0.9997486149885689
-    p = p * t - 1.2655049707035642
+    p = 0.18581161730970863
+    p = p * t - 1.3723492748916413
+    p = p * t + 4.391175681170659
+    p = p * t - 7.866346679298776
+    p = p * t + 8.517234533608635
+    p = p * t - 5.732661159526002
+    p = p * t + 2.6492571575561894
+    p = p * t - 1.065682370777576
+    p = p * t + 0.13302166924929354
+    p = p * t + 0.0474253748966975
+    p = p * t + 0.3788636296665922
+    p = p * t + 0.9997550215902586
+    p = p * t - 1.2655052003816867
     e = t * _exp(p - a * a)
-    if not a <= 10.0:
+    if not a <= 10.5:
         e = 0.0
     one_plus_erf = e if z < 0.0 else 2.0 - e
     return 0.5 * x * one_plus_erf

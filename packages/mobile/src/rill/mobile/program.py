@@ -40,7 +40,10 @@ SUPPORTED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MEAN"
                        "TRANSPOSE", "BATCH_MATMUL", "AVERAGE_POOL_2D", "MAX_POOL_2D", "GELU",
                        *_UNARY, *_BINARY, *_COPY})  # fmt: skip
 (OP_GEMM, OP_CONV, OP_DW, OP_BINARY, OP_UNARY, OP_MEAN, OP_SOFTMAX, OP_TRANSPOSE, OP_BMM, OP_POOL,
- OP_COPY) = range(11)  # fmt: skip
+ OP_COPY, OP_CONV_TAPS) = range(12)  # fmt: skip
+# Input channels up to which a convolution runs tap by tap (kernels._program_loops.conv_taps)
+# rather than as gathered windows times the weights.
+TAPS_MAX_CI = 2
 _ACTS = (0, 1, 2, 3)  # NONE, RELU, RELU_N1_TO_1, RELU6
 
 
@@ -238,6 +241,10 @@ class _Builder:
             return
         wo = self.const(wv.transpose(1, 2, 3, 0))
         pt, pl = _pad(h, kh, sh, dh, oh), _pad(w_, kw, sw, dw, ow)
+        if ci <= TAPS_MAX_CI and co % 8 == 0:
+            self.emit(OP_CONV_TAPS, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co,
+                                     kh, kw, sh, sw, dh, dw, pt, pl, act])  # fmt: skip
+            return
         self.scratch = max(self.scratch, nb * oh * ow * kh * kw * ci)
         self.emit(OP_CONV, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co, kh, kw,
                             sh, sw, dh, dw, pt, pl, act, -1])  # fmt: skip

@@ -1,5 +1,5 @@
-"""Fits the polynomial of the whole-subgraph programs' GELU (rill.mobile.kernels._program_loops
-._gelu_erf): erfc(a) = t · exp(-a² + P(t)) with t = 2 / (2 + a) on 0 <= a <= 10.5, P of degree
+"""Fits the polynomial of the whole-subgraph programs' GELU (rill.mobile.kernels._program_math
+.gelu_erf): erfc(a) = t · exp(-a² + P(t)) with t = 2 / (2 + a) on 0 <= a <= 10.5, P of degree
 12, least squares at Chebyshev nodes against float64 math.erfc. Prints P's coefficients (lowest
 degree first) and its largest relative error on a fine grid: python tools/fit_erfc.py"""
 

@@ -1,4 +1,4 @@
-"""The program's own exp and GELU (rill.mobile.kernels._program_loops: range reduction and
+"""The program's own exp and GELU (rill.mobile.kernels._program_math: range reduction and
 polynomials, no libm call, so the loops vectorise) against float64 references over float32's
 whole range: large |x|, ±inf, NaN, -0, subnormal inputs and outputs; SOFTMAX rows of many
 lengths. The float32 results must be within a few units in the last place of the correctly

@@ -135,7 +135,9 @@ def test_which_convolutions_run_tap_by_tap(ci, co, code):
         (1, 7, 8, 3, 2, 3, 1, 1, SAME, 0),  # a channel multiplier
         (1, 9, 9, 4, 1, 3, 1, 2, SAME, 2),  # dilation
         (1, 6, 5, 6, 1, 5, 2, 1, SAME, 3),  # a 5x5 window
-        (2, 7, 9, 8, 1, 5, 1, 1, SAME, 0),  # row passes, 5 taps a row, no bias below
+        (2, 7, 9, 8, 1, 5, 1, 1, SAME, 0),  # 5 taps a row, no bias below
+        (1, 5, 14, 16, 1, 3, 1, 1, SAME, 3),  # row passes (12+ columns, < 32 channels)
+        (2, 4, 13, 8, 1, 5, 1, 1, SAME, 0),  # row passes, 5 taps a row, no bias below
         (1, 5, 4, 40, 1, 3, 1, 1, SAME, 1),  # 40 channels: per pixel
         (1, 3, 3, 4, 1, 3, 1, 1, SAME, 0),  # no column without padding
         (1, 7, 7, 21, 1, 3, 2, 1, SAME, 3),  # interior tiles: 16 channels, then 5 one by one

@@ -99,6 +99,11 @@ def _out(n, h, w, k, s, d, pad):
         (1, 8, 9, 4, 6, 3, 3, 1, 2, SAME, 2, True),  # dilation
         (2, 8, 7, 2, 5, 3, 2, 2, 1, VALID, 1, True),
         (1, 4, 4, 3, 4, 1, 1, 2, 1, VALID, 0, True),  # 1x1 with a stride: gathered
+        # few input channels, a multiple of 8 output channels: tap by tap, no gathered windows
+        (1, 12, 9, 1, 8, 5, 3, 2, 1, SAME, 3, True),  # blocks of 8 channels
+        (2, 9, 11, 2, 32, 3, 4, 1, 2, SAME, 2, False),  # blocks of 16, dilation, no bias
+        (1, 10, 7, 1, 24, 4, 2, 3, 1, VALID, 0, True),  # 3 blocks of 8, stride 3
+        (1, 3, 3, 2, 16, 5, 5, 1, 1, SAME, 1, True),  # windows wider than the input
     ],
 )
 def test_conv2d(n, h, w, ci, co, kh, kw, s, d, pad, act, bias):
@@ -107,6 +112,18 @@ def test_conv2d(n, h, w, ci, co, kh, kw, s, d, pad, act, bias):
     opts = {"padding": pad, "stride_h": s, "stride_w": s, "dilation_h_factor": d,
             "dilation_w_factor": d, "fused_activation_function": act}  # fmt: skip
     _single("CONV_2D", ins, [fp(n, oh, ow, co)], opts)
+
+
+@pytest.mark.parametrize("ci,co,code", [(1, 16, program.OP_CONV_TAPS), (2, 8, program.OP_CONV_TAPS),
+                                         (3, 16, program.OP_CONV), (1, 12, program.OP_CONV)])  # fmt: skip
+def test_which_convolutions_run_tap_by_tap(ci, co, code):
+    opts = {"padding": SAME, "stride_h": 2, "stride_w": 2, "fused_activation_function": 1}
+    model = single_op(
+        "CONV_2D", [fp(1, 9, 6, ci), _w(co, 4, 3, ci), _w(co)], [fp(1, 5, 3, co)], opts
+    )
+    it = Interpreter(model_content=model)
+    it.allocate_tensors()
+    assert it._main.program.prog[0] == code
 
 
 @pytest.mark.parametrize(
@@ -118,7 +135,9 @@ def test_conv2d(n, h, w, ci, co, kh, kw, s, d, pad, act, bias):
         (1, 7, 8, 3, 2, 3, 1, 1, SAME, 0),  # a channel multiplier
         (1, 9, 9, 4, 1, 3, 1, 2, SAME, 2),  # dilation
         (1, 6, 5, 6, 1, 5, 2, 1, SAME, 3),  # a 5x5 window
-        (2, 7, 9, 8, 1, 5, 1, 1, SAME, 0),  # row passes, 5 taps a row, no bias below
+        (2, 7, 9, 8, 1, 5, 1, 1, SAME, 0),  # 5 taps a row, no bias below
+        (1, 5, 14, 16, 1, 3, 1, 1, SAME, 3),  # row passes (12+ columns, < 32 channels)
+        (2, 4, 13, 8, 1, 5, 1, 1, SAME, 0),  # row passes, 5 taps a row, no bias below
         (1, 5, 4, 40, 1, 3, 1, 1, SAME, 1),  # 40 channels: per pixel
         (1, 3, 3, 4, 1, 3, 1, 1, SAME, 0),  # no column without padding
         (1, 7, 7, 21, 1, 3, 2, 1, SAME, 3),  # interior tiles: 16 channels, then 5 one by one

@@ -18,6 +18,8 @@ import numpy as np
 
 from rill.mobile.kernels._program_gemm import depthwise3x3 as _depthwise3x3
 from rill.mobile.kernels._program_gemm import gemm2d as _gemm2d
+from rill.mobile.kernels._program_math import exp as _exp
+from rill.mobile.kernels._program_math import gelu_erf as _gelu_erf
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
                   fastmath={"reassoc", "contract"})  # fmt: skip
@@ -30,7 +32,7 @@ ADD, SUB, MUL, DIV, SQDIFF, MAXIMUM, MINIMUM = range(7)
  GELU_TANH, LOG) = range(14)  # fmt: skip
 # Operator codes of a program row.
 OP_GEMM, OP_CONV, OP_DW, OP_BINARY, OP_UNARY, OP_MEAN, OP_SOFTMAX, OP_TRANSPOSE, OP_BMM, \
-    OP_POOL, OP_COPY = range(11)  # fmt: skip
+    OP_POOL, OP_COPY, OP_CONV_TAPS = range(12)  # fmt: skip
 
 
 @_jit
@@ -115,6 +117,112 @@ def conv(m, p):  # pragma: no cover - compiled
     y = m[yo : yo + rows * co].reshape((rows, co))
     bias = m[bo : bo + co] if bo >= 0 else m[0:co]
     _gemm2d(m[so : so + rows * depth].reshape((rows, depth)), w, bias, bo >= 0, y, act)
+
+
+@_jit
+def _taps_range(o_n, s, pad, k_off, n):  # pragma: no cover - compiled
+    """The outputs o in [lo, hi) whose input o·s − pad + k_off lies in [0, n)."""
+    lo = pad - k_off
+    lo = 0 if lo <= 0 else (lo + s - 1) // s
+    hi = n - 1 + pad - k_off
+    hi = 0 if hi < 0 else min(o_n, hi // s + 1)
+    return lo, hi
+
+
+@_jit
+def conv_taps(m, p):  # pragma: no cover - compiled
+    """An NHWC convolution with few input channels and a multiple of 8 output channels, tap by
+    tap, without gathering windows: y starts from the bias; for each tap (ky, kx, c) every
+    output whose input lies inside (a rectangle, found once per tap) takes x · w[tap, :] in
+    blocks of 16 or 8 channels (constant-length loops LLVM turns into one SIMD multiply-add).
+    Each output's updates are independent, so they run at the machine's throughput, not at its
+    multiply-add latency. Sums run in the gathered product's order (bias, then the taps).
+    p: as `conv`'s, without the scratch."""
+    xo, wo, bo, yo = p[0], p[1], p[2], p[3]
+    nb, h, w_, ci, oh, ow, co = p[4], p[5], p[6], p[7], p[8], p[9], p[10]
+    kh, kw, sh, sw, dh, dw, pt, pl, act = p[11], p[12], p[13], p[14], p[15], p[16], p[17], \
+        p[18], p[19]  # fmt: skip
+    rows = nb * oh * ow
+    x = m[xo : xo + nb * h * w_ * ci]
+    w = m[wo : wo + kh * kw * ci * co]
+    y = m[yo : yo + rows * co]
+    for r in range(rows):
+        for j in range(co):
+            y[r * co + j] = m[bo + j] if bo >= 0 else np.float32(0.0)
+    u = np.uint64
+    wide = co % 16 == 0
+    for b in range(nb):
+        for ky in range(kh):
+            oy0, oy1 = _taps_range(oh, sh, pt, ky * dh, h)
+            for kx in range(kw):
+                ox0, ox1 = _taps_range(ow, sw, pl, kx * dw, w_)
+                for c in range(ci):
+                    wr = u(((ky * kw + kx) * ci + c) * co)
+                    if wide:
+                        for j0 in range(u(0), u(co), u(16)):
+                            w0 = w[wr + j0 + u(0)]
+                            w1 = w[wr + j0 + u(1)]
+                            w2 = w[wr + j0 + u(2)]
+                            w3 = w[wr + j0 + u(3)]
+                            w4 = w[wr + j0 + u(4)]
+                            w5 = w[wr + j0 + u(5)]
+                            w6 = w[wr + j0 + u(6)]
+                            w7 = w[wr + j0 + u(7)]
+                            w8 = w[wr + j0 + u(8)]
+                            w9 = w[wr + j0 + u(9)]
+                            w10 = w[wr + j0 + u(10)]
+                            w11 = w[wr + j0 + u(11)]
+                            w12 = w[wr + j0 + u(12)]
+                            w13 = w[wr + j0 + u(13)]
+                            w14 = w[wr + j0 + u(14)]
+                            w15 = w[wr + j0 + u(15)]
+                            for ox in range(ox0, ox1):
+                                xr = ((b * h - pt + ky * dh) * w_ + ox * sw - pl + kx * dw) * ci + c
+                                yr = (b * oh * ow + ox) * co
+                                for oy in range(oy0, oy1):
+                                    v = x[u(xr + oy * sh * w_ * ci)]
+                                    q = u(yr + oy * ow * co) + j0
+                                    y[q + u(0)] += v * w0
+                                    y[q + u(1)] += v * w1
+                                    y[q + u(2)] += v * w2
+                                    y[q + u(3)] += v * w3
+                                    y[q + u(4)] += v * w4
+                                    y[q + u(5)] += v * w5
+                                    y[q + u(6)] += v * w6
+                                    y[q + u(7)] += v * w7
+                                    y[q + u(8)] += v * w8
+                                    y[q + u(9)] += v * w9
+                                    y[q + u(10)] += v * w10
+                                    y[q + u(11)] += v * w11
+                                    y[q + u(12)] += v * w12
+                                    y[q + u(13)] += v * w13
+                                    y[q + u(14)] += v * w14
+                                    y[q + u(15)] += v * w15
+                    else:
+                        for j0 in range(u(0), u(co), u(8)):
+                            w0 = w[wr + j0 + u(0)]
+                            w1 = w[wr + j0 + u(1)]
+                            w2 = w[wr + j0 + u(2)]
+                            w3 = w[wr + j0 + u(3)]
+                            w4 = w[wr + j0 + u(4)]
+                            w5 = w[wr + j0 + u(5)]
+                            w6 = w[wr + j0 + u(6)]
+                            w7 = w[wr + j0 + u(7)]
+                            for ox in range(ox0, ox1):
+                                xr = ((b * h - pt + ky * dh) * w_ + ox * sw - pl + kx * dw) * ci + c
+                                yr = (b * oh * ow + ox) * co
+                                for oy in range(oy0, oy1):
+                                    v = x[u(xr + oy * sh * w_ * ci)]
+                                    q = u(yr + oy * ow * co) + j0
+                                    y[q + u(0)] += v * w0
+                                    y[q + u(1)] += v * w1
+                                    y[q + u(2)] += v * w2
+                                    y[q + u(3)] += v * w3
+                                    y[q + u(4)] += v * w4
+                                    y[q + u(5)] += v * w5
+                                    y[q + u(6)] += v * w6
+                                    y[q + u(7)] += v * w7
+    _act_range(m, yo, rows * co, act)
 
 
 @_jit
@@ -268,19 +376,24 @@ def binary(m, p):  # pragma: no cover - compiled
 
 
 @_jit
-def _gelu(v, approximate):  # pragma: no cover - compiled
-    x = np.float64(v)
-    if approximate:
-        t = math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))
-        return np.float32(0.5 * x * (1.0 + t))
-    return np.float32(0.5 * x * (1.0 + math.erf(x * 0.7071067811865476)))
-
-
-@_jit
 def unary(m, p):  # pragma: no cover - compiled
-    """y = f(x) elementwise. p: x, y, count, the operation."""
+    """y = f(x) elementwise. p: x, y, count, the operation. The operations whose loops call no
+    libm function (exp, logistic, GELU and the simple ones) run as loops of their own, which
+    LLVM vectorises."""
     xo, yo, n, op = p[0], p[1], p[2], p[3]
     x, y = m[xo : xo + n], m[yo : yo + n]
+    if op == EXP:
+        for i in range(n):
+            y[i] = np.float32(_exp(np.float64(x[i])))
+        return
+    if op == LOGISTIC:
+        for i in range(n):
+            y[i] = np.float32(1.0 / (1.0 + _exp(-np.float64(x[i]))))
+        return
+    if op == GELU:
+        for i in range(n):
+            y[i] = np.float32(_gelu_erf(np.float64(x[i])))
+        return
     for i in range(n):
         v = x[i]
         if op == NEG:
@@ -289,8 +402,6 @@ def unary(m, p):  # pragma: no cover - compiled
             r = np.float32(1.0) / np.sqrt(v)
         elif op == SQRT:
             r = np.sqrt(v)
-        elif op == EXP:
-            r = np.exp(v)
         elif op == LOG:
             r = np.log(v)
         elif op == ABS:
@@ -299,16 +410,14 @@ def unary(m, p):  # pragma: no cover - compiled
             r = v * v
         elif op == TANH:
             r = np.tanh(v)
-        elif op == LOGISTIC:
-            r = np.float32(1.0 / (1.0 + math.exp(-np.float64(v))))
         elif op == RELU:
             r = np.float32(0.0) if v < 0 else v
         elif op == RELU6:
             r = np.float32(0.0) if v < 0 else (np.float32(6.0) if v > 6 else v)
-        elif op == GELU:
-            r = _gelu(v, False)
-        else:
-            r = _gelu(v, True)
+        else:  # GELU_TANH
+            w = np.float64(v)
+            th = math.tanh(0.7978845608028654 * (w + 0.044715 * w * w * w))
+            r = np.float32(0.5 * w * (1.0 + th))
         y[i] = r
 
 
@@ -352,7 +461,7 @@ def softmax(m, p):  # pragma: no cover - compiled
                 top = v
         s = np.float32(0.0)
         for j in range(depth):
-            e = np.exp((x[r, j] - top) * beta)
+            e = np.float32(_exp(np.float64((x[r, j] - top) * beta)))
             y[r, j] = e
             s += e
         for j in range(depth):
@@ -476,6 +585,8 @@ def run(prog, m):  # pragma: no cover - compiled
             bmm(m, p)
         elif code == OP_POOL:
             pool(m, p)
+        elif code == OP_CONV_TAPS:
+            conv_taps(m, p)
         else:
             for i in range(p[2]):
                 m[p[1] + i] = m[p[0] + i]

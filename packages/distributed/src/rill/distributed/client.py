@@ -137,8 +137,7 @@ class GrpcSession(SessionBase):
             # port): this step and the later ones go over gRPC; nothing was sent.
             self._direct.close()
             self._direct = False
-            if parts:
-                req.MergeFromString(b"".join(bytes(b) for b in parts))
+            direct.merge_parts(req, parts)
             return self._rpc("RunStep", req, master_pb2.RunStepResponse, timeout_ms)
         except UnavailableError:
             self._direct.close()

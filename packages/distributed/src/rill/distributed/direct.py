@@ -39,6 +39,7 @@ __all__ = [
     "RUN_GRAPH",
     "RUN_STEP",
     "enabled",
+    "merge_parts",
 ]
 
 RUN_GRAPH = 1
@@ -60,6 +61,13 @@ class ConnectFailed(UnavailableError):
 def enabled() -> bool:
     """Whether this process offers the direct transport (RILL_DIRECT_RPC, default on)."""
     return os.environ.get("RILL_DIRECT_RPC", "1").strip().lower() not in ("0", "false", "off")
+
+
+def merge_parts(msg, parts) -> None:
+    """Puts values encoded by tensor_parts into `msg` itself, for a call that goes over gRPC
+    after all (the encoded parts are fields of the message)."""
+    if parts:
+        msg.MergeFromString(b"".join(bytes(b) for b in parts))
 
 
 def _read(sock, n: int):

@@ -92,10 +92,14 @@ class Master:
         if at is not None:
             return self._rpc_pool.submit(self._run_graph_direct, at, req, timeout,
                                          who or address, address, parts)  # fmt: skip
-        if parts:  # the task lost its direct transport meanwhile: the values go in the request
-            req.MergeFromString(b"".join(bytes(b) for b in parts))
-        fn = self.server._channels.unary(address, WORKER_SERVICE, method, resp_cls)
+        fn = self._grpc(address, method, resp_cls, req, parts)
         return self._rpc_pool.submit(fn, req, timeout=timeout, wait_for_ready=wait_for_ready)
+
+    def _grpc(self, address, method, resp_cls, req, parts=None):
+        """The gRPC callable of `method` at `address`; values encoded for the direct transport
+        (`parts`: the task lost it, or never offered it) go into `req` first."""
+        direct.merge_parts(req, parts)
+        return self.server._channels.unary(address, WORKER_SERVICE, method, resp_cls)
 
     def _run_graph_direct(self, at, req, timeout, who, address, parts=None):
         payload = [req.SerializeToString(), *parts] if parts else req.SerializeToString()
@@ -105,10 +109,7 @@ class Master:
             # The direct port cannot be reached (a firewall may pass only the gRPC port): this
             # call and the later ones go over gRPC.
             self._direct_at[address] = None
-            if parts:
-                req.MergeFromString(b"".join(bytes(b) for b in parts))
-            fn = self.server._channels.unary(address, WORKER_SERVICE, "RunGraph",
-                                             worker_pb2.RunGraphResponse)  # fmt: skip
+            fn = self._grpc(address, "RunGraph", worker_pb2.RunGraphResponse, req, parts)
             try:
                 return fn(req, timeout=timeout)
             except grpc.RpcError as e:
@@ -351,10 +352,7 @@ class Master:
                 abort_all(_task_error(resp, tp))
                 return None
             return resp
-        if parts:  # the task lost its direct transport meanwhile: the values go in the request
-            req.MergeFromString(b"".join(bytes(b) for b in parts))
-        fn = self.server._channels.unary(tp.address, WORKER_SERVICE, "RunGraph",
-                                         worker_pb2.RunGraphResponse)  # fmt: skip
+        fn = self._grpc(tp.address, "RunGraph", worker_pb2.RunGraphResponse, req, parts)
         try:
             resp = fn(req, timeout=timeout)
         except grpc.RpcError as e:

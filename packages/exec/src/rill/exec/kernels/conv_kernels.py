@@ -15,7 +15,10 @@ patch building makes anyway does the transpose) and spend their time in large GE
   matmul), each slab added into the strided window of the input it came from (col2im).
 
 Stride-1 convolutions with an even output width (the usual case) take the widened-patch path
-instead (conv_wide): less copying, wider GEMMs, and an input gradient without col2im.
+instead (conv_wide): less copying, wider GEMMs, and an input gradient without col2im. With the
+compiled loops on, a filter matrix of few rows (a first layer: few channels and taps) takes the
+direct loops of conv_direct (forward and filter gradient), and 3×3 and 5×5 stride-1 ones of
+enough channels the Winograd paths of conv_winograd.
 
 The blocks are fixed by the shapes and shared out over the intra-op threads
 (`intra_op.parallel_blocks`; rill.exec.threads decides how many): each block's copy and product
@@ -45,6 +48,7 @@ from rill.exec.kernels.conv_common import (  # noqa: F401 - re-exported for the 
     _taps,
     _Window,
 )
+from rill.exec.kernels.conv_direct import direct_backprop_filter, direct_forward, direct_ok
 from rill.exec.kernels.conv_wide import (
     _wide_backprop_filter,
     _wide_backprop_input,
@@ -181,6 +185,8 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
         if epilogue is not None:
             epilogue(flat)
         return out
+    if direct_ok(win, kh, kw, c, o, n, oh, ow, x.dtype) and w.dtype == x.dtype:
+        return direct_forward(x, w, win, oh, ow, pads, epilogue, out)
     tile = winograd_tile(win, kh, kw, c, o, n, oh, ow, pads, x.dtype)
     if tile:
         return winograd_forward(x, w, oh, ow, pads, tile, epilogue)
@@ -209,6 +215,8 @@ def _conv_backprop_filter(x, dy, kh, kw, win: _Window, pads):
     k = kh * kw * c
     if x.size == 0 or dy.size == 0 or k == 0:
         return np.zeros((kh, kw, c, o), x.dtype)
+    if direct_ok(win, kh, kw, c, o, n, oh, ow, x.dtype) and dy.dtype == x.dtype:
+        return direct_backprop_filter(x, dy, kh, kw, win, pads)
     tile = winograd_tile(win, kh, kw, c, o, n, oh, ow, pads, x.dtype)
     if tile:
         return winograd_backprop_filter(x, dy, kh, pads, tile)

@@ -62,6 +62,39 @@ def test_bias_add_and_grad_of_large_channels_last_tensors(layout):
     np.testing.assert_allclose(grad, x.astype(np.float64).sum(axis=(0, 1, 2)), rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_bias_grad_of_a_large_gradient_sums_fixed_blocks_on_any_thread_count(monkeypatch, dtype):
+    """Blocks of rows fixed by the shape, summed in order: the same bits on 1 and 3 threads."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op, nn_kernels
+
+    x = (RNG.standard_normal((40, 28, 28, 32)) * 100).astype(dtype)  # 1 M elements
+    calls = []
+    real = intra_op.parallel_for
+
+    def watch(n, fn, *args, **kwargs):
+        calls.append(n)
+        return real(n, fn, *args, **kwargs)
+
+    monkeypatch.setattr(nn_kernels, "parallel_for", watch)
+    monkeypatch.setattr(intra_op, "_THREADS", 3)
+    monkeypatch.setattr(threads, "_BUDGET", 3)
+    got = []
+    for free in (1, 3):
+        monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+        (g,) = run_op("BiasAddGrad", [x])
+        got.append(g)
+    assert calls == [3, 3]  # a block of rows per 2^18 elements (at most _SUM_BLOCKS)
+    np.testing.assert_array_equal(got[0], got[1])
+    rows = x.reshape(-1, nn_kernels._row_length(x.shape))
+    bounds = [len(rows) * i // calls[0] for i in range(calls[0] + 1)]
+    want = rows[bounds[0] : bounds[1]].sum(axis=0, dtype=dtype)
+    for b in range(1, calls[0]):
+        want = want + rows[bounds[b] : bounds[b + 1]].sum(axis=0, dtype=dtype)
+    np.testing.assert_array_equal(got[0], want.reshape(-1, 32).sum(axis=0, dtype=dtype))
+    np.testing.assert_allclose(got[0], x.astype(np.float64).sum(axis=(0, 1, 2)), rtol=1e-5)
+
+
 def test_bias_add_integers_wrap_and_keep_their_dtype():
     x = np.full((300, 2), 100, np.int8)
     (y,) = run_op("BiasAdd", [x, np.array([100, 1], np.int8)])

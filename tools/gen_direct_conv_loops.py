@@ -2,8 +2,9 @@
 loops of conv_direct (a few input channels and filter taps, so a GEMM of a short inner
 dimension), written out so that each output pixel's or each filter tap's channels are named
 scalars the compiler keeps in vector registers. Run it after changing the loop shapes:
-`.venv/bin/python tools/gen_direct_conv_loops.py`, (the module is not reformatted: its
-assignments of a pass's channels are one line each)."""
+`.venv/bin/python tools/gen_direct_conv_loops.py` (the module is left unformatted: each
+assignment to a pass's channels is one line; tests/exec/test_conv_direct.py checks that the
+module is what this writes)."""
 
 from __future__ import annotations
 
@@ -174,13 +175,18 @@ def _filter_block(q: int) -> list[str]:
     ]
 
 
-def main() -> None:
+def source() -> str:
+    """The module's text."""
     lines = [HEAD.rstrip("\n"), "# fmt: off"]
     for q in CHANNELS:
         lines += _forward(q, PIXELS)
     for q in CHANNELS:
         lines += _filter(q, TAPS) + _filter(q, 1) + _filter_block(q)
-    OUT.write_text("\n".join(lines + ["# fmt: on"]) + "\n")
+    return "\n".join(lines + ["# fmt: on"]) + "\n"
+
+
+def main() -> None:
+    OUT.write_text(source())
     print(f"wrote {OUT}")
 
 

@@ -174,3 +174,21 @@ def test_fused_conv_epilogue_on_direct_blocks(small, act):
     (yb,) = run_op("BiasAdd", [y, bias], dict(data_format="NHWC"))
     (want,) = run_op(act, [yb], {})
     np.testing.assert_array_equal(got, want)
+
+
+def test_the_written_out_loops_are_the_generators():
+    import pathlib
+
+    from tools.gen_direct_conv_loops import OUT, source
+
+    assert pathlib.Path(OUT).read_text() == source()
+
+
+def test_compiling_the_loops_leaves_numba_settings_as_they_were(small):
+    import numba
+
+    before = numba.config.SLP_VECTORIZE
+    x = RNG.standard_normal((1, 6, 6, 1)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 1, 16)).astype(np.float32)
+    forward_and_filter(x, w)
+    assert small.calls and before == numba.config.SLP_VECTORIZE

@@ -83,12 +83,14 @@ def _compiled(name: str, args: tuple):
     from numba.core.compiler_lock import global_compiler_lock
 
     with _compile_lock, global_compiler_lock:
-        old = numba.config.SLP_VECTORIZE
-        numba.config.SLP_VECTORIZE = 1
+        old = getattr(numba.config, "SLP_VECTORIZE", None)
+        if old is not None:  # (a numba without the setting compiles them as they are)
+            numba.config.SLP_VECTORIZE = 1
         try:
             fn.compile(sig)
         finally:
-            numba.config.SLP_VECTORIZE = old
+            if old is not None:
+                numba.config.SLP_VECTORIZE = old
     _ready.add(key)
     return fn
 

@@ -15,13 +15,39 @@ threads; multiply-adds may be fused.
 
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
+from numba.core.compiler_lock import global_compiler_lock
 
 _jit = numba.njit(
     nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"contract"}
 )
 U = np.uint64
+_lock = threading.Lock()
+_ready: set = set()
+
+
+def compiled(name: str, args: tuple):
+    """The loop `name` compiled for `args`' types with the superword-level vectorizer on (or
+    loaded from numba's cache, where an earlier process compiled it so), under numba's compiler
+    lock so that no other compilation sees the setting; a numba without it compiles as it is."""
+    fn = globals()[name]
+    sig = tuple(numba.typeof(a) for a in args)
+    if (name, sig) in _ready:
+        return fn
+    with _lock, global_compiler_lock:
+        old = getattr(numba.config, "SLP_VECTORIZE", None)
+        if old is not None:
+            numba.config.SLP_VECTORIZE = 1
+        try:
+            fn.compile(sig)
+        finally:
+            if old is not None:
+                numba.config.SLP_VECTORIZE = old
+    _ready.add((name, sig))
+    return fn
 # fmt: off
 
 

@@ -18,13 +18,12 @@ differ from the GEMM paths by rounding only (multiply-adds may be fused).
 
 The loops' channels are named scalars; the compiler packs them into vector registers only with
 its superword-level vectorizer, which numba leaves off by default, so the loops are compiled
-here with it on (`_compiled`), under numba's compiler lock.
+with it on (`_direct_conv_loops.compiled`), under numba's compiler lock.
 """
 
 from __future__ import annotations
 
 import importlib
-import threading
 
 import numpy as np
 
@@ -65,34 +64,10 @@ def direct_ok(win: _Window, kh: int, kw: int, c: int, o: int, n: int, oh: int, o
     return _loops() is not None
 
 
-_compile_lock = threading.Lock()
-_ready: set = set()
-
-
 def _compiled(name: str, args: tuple):
     """The loop `name` of _direct_conv_loops, compiled for `args`' types with the superword-level
-    vectorizer on (or loaded from numba's cache, where an earlier process compiled it so)."""
-    loops = _loops()
-    fn = getattr(loops, name)
-    import numba
-
-    sig = tuple(numba.typeof(a) for a in args)
-    key = (name, sig)
-    if key in _ready:
-        return fn
-    from numba.core.compiler_lock import global_compiler_lock
-
-    with _compile_lock, global_compiler_lock:
-        old = getattr(numba.config, "SLP_VECTORIZE", None)
-        if old is not None:  # (a numba without the setting compiles them as they are)
-            numba.config.SLP_VECTORIZE = 1
-        try:
-            fn.compile(sig)
-        finally:
-            if old is not None:
-                numba.config.SLP_VECTORIZE = old
-    _ready.add(key)
-    return fn
+    vectorizer on (`_direct_conv_loops.compiled`)."""
+    return _loops().compiled(name, args)
 
 
 class _Geometry:

@@ -157,6 +157,9 @@ def test_the_cnn_first_convolution_takes_the_direct_loops():
     win = _Window([1, 1, 1, 1], [1, 1, 1, 1], "SAME", [], "NHWC")
     assert conv_direct.direct_ok(win, 5, 5, 1, 32, 64, 28, 28, np.float32)
     assert not conv_direct.direct_ok(win, 5, 5, 32, 64, 64, 14, 14, np.float32)
+    # 16 blocks of 4 images (5 a block would make 13: uneven on two or four threads)
+    blocks = conv_direct._even_blocks(64, 28, 28 * 32, 4)
+    assert blocks == [(n0, n0 + 4, 0, 28) for n0 in range(0, 64, 4)]
 
 
 @pytest.mark.parametrize("act", ["Relu", "Relu6", "Elu"])

@@ -197,3 +197,16 @@ def test_fused_conv_epilogue_on_winograd_blocks(small):
     want = np.maximum(y + bias, 0)
     assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
     assert (got >= 0).all() and (got == 0).any()
+
+
+def test_blocks_of_whole_images_come_in_a_multiple_of_four_where_they_can():
+    from rill.exec.kernels.conv_common import balanced_step
+
+    # The MNIST CNN's second convolution: 5 images a block would make 13 blocks (two threads
+    # taking them in turn: 7 and 6); 4 make 16.
+    tiles = conv_winograd._Tiles(64, 14, 14, 4, 8, 32 + 64, 4)
+    assert len(tiles.blocks) == 16 and tiles.blocks[1] == (64, 128)
+    assert balanced_step(64, 5) == 4
+    assert balanced_step(13, 5) == 4  # 4 blocks: 4, 4, 4, 1
+    assert balanced_step(50, 5) == 5  # none down to half of 5 gives a multiple of 4
+    assert balanced_step(3, 5) == 5 and balanced_step(4, 1) == 1  # one block; four of one

@@ -28,7 +28,7 @@ import importlib
 import numpy as np
 
 from rill.exec.kernels import jit
-from rill.exec.kernels.conv_common import _blocks, _padded, _pads_used, _Window
+from rill.exec.kernels.conv_common import _blocks, _padded, _pads_used, _Window, balanced_step
 from rill.exec.kernels.intra_op import parallel_blocks
 
 _enabled = [True]
@@ -70,6 +70,16 @@ def _compiled(name: str, args: tuple):
     return _loops().compiled(name, args)
 
 
+def _even_blocks(n, oh, row_elems, itemsize):
+    """_blocks of about _BLOCK_BYTES, whole images in a multiple of 4 blocks where that can be
+    (conv_common.balanced_step), so that the threads taking them finish together."""
+    blocks = _blocks(n, oh, row_elems, itemsize, _BLOCK_BYTES)
+    if len(blocks) < 2 or blocks[0][3] - blocks[0][2] != oh:
+        return blocks
+    step = balanced_step(n, blocks[0][1] - blocks[0][0])
+    return [(n0, min(n, n0 + step), 0, oh) for n0 in range(0, n, step)]
+
+
 class _Geometry:
     """The padded input as a flat array and the offsets the loops index it with."""
 
@@ -99,7 +109,7 @@ def direct_forward(x, w, win: _Window, oh, ow, pads, epilogue=None, out=None) ->
     flat = out.reshape(-1)
     q = 32 if o % 32 == 0 else 16
     zero = x.dtype.type(0)
-    blocks = _blocks(n, oh, ow * o, x.itemsize, _BLOCK_BYTES)
+    blocks = _even_blocks(n, oh, ow * o, x.itemsize)
     args = (geo.xp, wf, geo.offs, flat, zero, oh, ow, geo.rs, geo.cs, o, geo.img, 0, 0, 0, 0, 0)
     loop = _compiled(f"forward_q{q}", args)
     rows = out.reshape(-1, o)
@@ -126,7 +136,7 @@ def direct_backprop_filter(x, dy, kh, kw, win: _Window, pads) -> np.ndarray:
     dyf = np.ascontiguousarray(dy).reshape(-1)
     q = 32 if o % 32 == 0 else 16
     zero = x.dtype.type(0)
-    blocks = _blocks(n, oh, ow * o, x.itemsize, _BLOCK_BYTES)
+    blocks = _even_blocks(n, oh, ow * o, x.itemsize)
     parts = np.empty((len(blocks), k * o), x.dtype)
     args = (geo.xp, dyf, geo.offs, parts[0], zero, oh, ow, geo.rs, geo.cs, o, geo.img, 0, 0, 0, 0)
     loop = _compiled(f"filter_block_q{q}", args)

@@ -31,6 +31,7 @@ import importlib
 import numpy as np
 
 from rill.exec.kernels import jit
+from rill.exec.kernels.conv_common import balanced_step
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
 
 __all__ = ["winograd_tile", "winograd_tile_nchw", "winograd_forward", "winograd_forward_nchw",
@@ -174,7 +175,7 @@ class _Tiles:
         if self.tpi <= most:
             step = max(1, most // self.tpi)
             count = -(-n // step)
-            step = -(-n // count)
+            step = balanced_step(n, -(-n // count))
             self.blocks = [(b * self.tpi, min(n, b + step) * self.tpi)
                            for b in range(0, n, step)]  # fmt: skip
         else:

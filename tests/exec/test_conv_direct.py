@@ -195,3 +195,27 @@ def test_compiling_the_loops_leaves_numba_settings_as_they_were(small):
     w = RNG.standard_normal((3, 3, 1, 16)).astype(np.float32)
     forward_and_filter(x, w)
     assert small.calls and before == numba.config.SLP_VECTORIZE
+
+
+def test_channels_first_and_grouped_convolutions_take_views_through_the_loops(small):
+    # NCHW: the filter gradient reads channels-last views of x and dy; groups: slices of x.
+    x = RNG.standard_normal((2, 1, 9, 10)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 1, 16)).astype(np.float32)
+    attrs = dict(strides=[1] * 4, padding="SAME", data_format="NCHW")
+    dy = RNG.standard_normal((2, 16, 9, 10)).astype(np.float32)
+    (dw,) = run_op("Conv2DBackpropFilter", [x, np.array(w.shape, np.int32), dy], attrs)
+    assert small.calls == ["filter_block_q16"]
+    old = conv_direct.set_enabled(False)
+    try:
+        (want,) = run_op("Conv2DBackpropFilter", [x.astype(np.float64), np.array(w.shape, np.int32),
+                                                  dy.astype(np.float64)], attrs)  # fmt: skip
+    finally:
+        conv_direct.set_enabled(old)
+    assert np.abs(dw - want).max() <= 1e-5 * np.abs(want).max()
+    # Two groups of one input channel each, 16 outputs per group.
+    xg = RNG.standard_normal((2, 8, 8, 2)).astype(np.float32)
+    wg = RNG.standard_normal((3, 3, 1, 32)).astype(np.float32)
+    small.calls.clear()
+    got = forward_and_filter(xg, wg)
+    assert small.calls == ["forward_q16", "forward_q16", "filter_block_q16", "filter_block_q16"]
+    close(got, reference(xg, wg), np.float32)

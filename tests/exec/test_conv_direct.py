@@ -81,8 +81,9 @@ GEOMETRIES = [
 ]
 
 
+# float64 compiles every loop a second time (tens of seconds on a busy machine, once per cache).
 @pytest.mark.parametrize("geom", GEOMETRIES, ids=str)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 def test_direct_loops_match_the_gemm_paths(small, geom, dtype):
     xs, ws, *rest = geom
     x = RNG.standard_normal(xs).astype(dtype)

@@ -42,7 +42,7 @@ bench: sync
 	$(RUN) python -m tools.bench $(BENCH)
 
 coverage: sync
-	$(RUN) python -m tools.coverage
+	$(RUN) python -m tools.op_coverage
 
 protos: sync
 	$(RUN) python -m tools.gen_protos

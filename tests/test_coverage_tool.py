@@ -1,4 +1,4 @@
-"""tools/coverage.py: one row per declared op, a column per rule registry."""
+"""tools/op_coverage.py: one row per declared op, a column per rule registry."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from rill.graph.op_def import RuleRegistry  # noqa: E402
-from tools import coverage  # noqa: E402
+from tools import op_coverage as coverage  # noqa: E402
 
 TITLES = ["shape fn", "CPU kernel", "GPU kernel", "gradient", "ONNX", "TFLite"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "tools.coverage", *args],
+        [sys.executable, "-m", "tools.op_coverage", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

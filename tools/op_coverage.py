@@ -1,8 +1,8 @@
 """The op coverage table: for every declared op, which rules the other packages attach to it.
 
-    python -m tools.coverage              # plain text table      (make coverage)
-    python -m tools.coverage --markdown   # a Markdown table
-    python -m tools.coverage MatMul Conv2D
+    python -m tools.op_coverage              # plain text table      (make coverage)
+    python -m tools.op_coverage --markdown   # a Markdown table
+    python -m tools.op_coverage MatMul Conv2D
 
 Columns: shape fn (in the declaration), CPU kernel, GPU kernel (rill.exec), gradient
 (rill.autodiff), ONNX (rill.graph.onnx), TFLite (rill.mobile). Each column reads the rule registry

@@ -203,7 +203,7 @@ def _filter_block(q: int) -> list[str]:
 
 def source() -> str:
     """The module's text."""
-    lines = [HEAD.rstrip("\n"), "# fmt: off"]
+    lines = [HEAD.rstrip("\n"), "", "", "# fmt: off"]
     for q in CHANNELS:
         lines += _forward(q, PIXELS)
     for q in CHANNELS:

@@ -48,6 +48,8 @@ def compiled(name: str, args: tuple):
                 numba.config.SLP_VECTORIZE = old
     _ready.add((name, sig))
     return fn
+
+
 # fmt: off
 
 

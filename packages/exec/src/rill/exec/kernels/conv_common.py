@@ -127,13 +127,19 @@ def _padded(x: np.ndarray, h_pad, w_pad, channels_first: bool = False) -> np.nda
         view = xp.transpose(0, 2, 3, 1)  # the same memory indexed as NHWC
     else:
         xp = view = scratch("pad", n * hp * wp * c, x.dtype).reshape(n, hp, wp, c)
+    _pad_into(x, h_pad, w_pad, view)
+    return xp
+
+
+def _pad_into(x: np.ndarray, h_pad, w_pad, view: np.ndarray) -> None:
+    """Writes x [n, h, w, c] zero-padded by h_pad and w_pad into view [n, h', w', c]."""
+    h, w = x.shape[1:3]
     top, left = h_pad[0], w_pad[0]
     view[:, :top] = 0
     view[:, top + h :] = 0
     view[:, top : top + h, :left] = 0
     view[:, top : top + h, left + w :] = 0
     view[:, top : top + h, left : left + w] = x
-    return xp
 
 
 def _pads_used(h, w, kh, kw, oh, ow, win, pads):

@@ -28,8 +28,15 @@ import importlib
 import numpy as np
 
 from rill.exec.kernels import jit
-from rill.exec.kernels.conv_common import _blocks, _padded, _pads_used, _Window, balanced_step
-from rill.exec.kernels.intra_op import parallel_blocks
+from rill.exec.kernels.conv_common import (
+    _blocks,
+    _pad_into,
+    _padded,
+    _pads_used,
+    _Window,
+    balanced_step,
+)
+from rill.exec.kernels.intra_op import parallel_blocks, scratch
 
 _enabled = [True]
 # At most this many filter-matrix rows (kh·kw·c): past that the GEMM path's inner dimension is
@@ -66,8 +73,24 @@ def direct_ok(win: _Window, kh: int, kw: int, c: int, o: int, n: int, oh: int, o
 
 def _compiled(name: str, args: tuple):
     """The loop `name` of _direct_conv_loops, compiled for `args`' types with the superword-level
-    vectorizer on (`_direct_conv_loops.compiled`)."""
-    return _loops().compiled(name, args)
+    vectorizer on (`_direct_conv_loops.compiled`). Looked up by a key of the arguments' dtypes,
+    dimensions and layouts: numba's typeof over the 16 arguments cost 40-130 µs a call, run
+    before the kernel's threads start."""
+    key = (name, *map(_arg_key, args))
+    fn = _ready.get(key)
+    if fn is None:
+        fn = _ready[key] = _loops().compiled(name, args)
+    return fn
+
+
+_ready: dict = {}
+
+
+def _arg_key(a):
+    if isinstance(a, np.ndarray):
+        f = a.flags
+        return (a.dtype, a.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+    return type(a)
 
 
 def _even_blocks(n, oh, row_elems, itemsize):
@@ -80,20 +103,38 @@ def _even_blocks(n, oh, row_elems, itemsize):
     return [(n0, min(n, n0 + step), 0, oh) for n0 in range(0, n, step)]
 
 
-class _Geometry:
-    """The padded input as a flat array and the offsets the loops index it with."""
+def _by_image(blocks, oh: int) -> bool:
+    """Whether every block is whole images (each can pad its own: no two share one)."""
+    return all(b[2] == 0 and b[3] == oh for b in blocks)
 
-    def __init__(self, x, kh, kw, win: _Window, oh, ow, pads):
+
+class _Geometry:
+    """The padded input as a flat array and the offsets the loops index it with.
+
+    Where the blocks are whole images (`by_image`), each block pads its own images (`pad`, in
+    the block's thread) instead of the caller padding all of them before the threads start."""
+
+    def __init__(self, x, kh, kw, win: _Window, oh, ow, pads, by_image: bool = False):
         n, h, wd, c = x.shape
         (sh, sw), (dh, dw) = win.strides, win.dilations
         hp, wp = _pads_used(h, wd, kh, kw, oh, ow, win, pads)
-        xp = np.ascontiguousarray(_padded(x, hp, wp))
-        _, hh, ww, _ = xp.shape
-        self.xp = xp.reshape(-1)
+        self.x, self.hp, self.wp = x, hp, wp
+        hh, ww = h + hp[0] + hp[1], wd + wp[0] + wp[1]
+        self.lazy = by_image and (any(hp) or any(wp) or not x.flags.c_contiguous)
+        if self.lazy:
+            self.xp4 = scratch("pad", n * hh * ww * c, x.dtype).reshape(n, hh, ww, c)
+            self.xp = self.xp4.reshape(-1)
+        else:
+            self.xp = np.ascontiguousarray(_padded(x, hp, wp)).reshape(-1)
         self.img, self.rs, self.cs = hh * ww * c, sh * ww * c, sw * c
         taps = [(i * dh * ww + j * dw) * c + ci for i in range(kh) for j in range(kw)
                 for ci in range(c)]  # fmt: skip
         self.offs = np.array(taps, np.uint64)
+
+    def pad(self, n0: int, n1: int) -> None:
+        """Writes images [n0, n1) of the padded input (when the blocks pad their own)."""
+        if self.lazy:
+            _pad_into(self.x[n0:n1], self.hp, self.wp, self.xp4[n0:n1])
 
 
 def direct_forward(x, w, win: _Window, oh, ow, pads, epilogue=None, out=None) -> np.ndarray:
@@ -104,18 +145,19 @@ def direct_forward(x, w, win: _Window, oh, ow, pads, epilogue=None, out=None) ->
     kh, kw, c, o = w.shape
     if out is None:
         out = np.empty((n, oh, ow, o), x.dtype)
-    geo = _Geometry(x, kh, kw, win, oh, ow, pads)
+    blocks = _even_blocks(n, oh, ow * o, x.itemsize)
+    geo = _Geometry(x, kh, kw, win, oh, ow, pads, _by_image(blocks, oh))
     wf = np.ascontiguousarray(w).reshape(-1)
     flat = out.reshape(-1)
     q = 32 if o % 32 == 0 else 16
     zero = x.dtype.type(0)
-    blocks = _even_blocks(n, oh, ow * o, x.itemsize)
     args = (geo.xp, wf, geo.offs, flat, zero, oh, ow, geo.rs, geo.cs, o, geo.img, 0, 0, 0, 0, 0)
     loop = _compiled(f"forward_q{q}", args)
     rows = out.reshape(-1, o)
 
     def one(i):
         n0, n1, y0, y1 = blocks[i]
+        geo.pad(n0, n1)
         for q0 in range(0, o, q):
             loop(geo.xp, wf, geo.offs, flat, zero, oh, ow, geo.rs, geo.cs, o, geo.img, q0,
                  n0, n1, y0, y1)  # fmt: skip
@@ -132,17 +174,18 @@ def direct_backprop_filter(x, dy, kh, kw, win: _Window, pads) -> np.ndarray:
     n, _, _, c = x.shape
     _, oh, ow, o = dy.shape
     k = kh * kw * c
-    geo = _Geometry(x, kh, kw, win, oh, ow, pads)
+    blocks = _even_blocks(n, oh, ow * o, x.itemsize)
+    geo = _Geometry(x, kh, kw, win, oh, ow, pads, _by_image(blocks, oh))
     dyf = np.ascontiguousarray(dy).reshape(-1)
     q = 32 if o % 32 == 0 else 16
     zero = x.dtype.type(0)
-    blocks = _even_blocks(n, oh, ow * o, x.itemsize)
     parts = np.empty((len(blocks), k * o), x.dtype)
     args = (geo.xp, dyf, geo.offs, parts[0], zero, oh, ow, geo.rs, geo.cs, o, geo.img, 0, 0, 0, 0)
     loop = _compiled(f"filter_block_q{q}", args)
 
     def one(i):
         n0, n1, y0, y1 = blocks[i]
+        geo.pad(n0, n1)
         loop(geo.xp, dyf, geo.offs, parts[i], zero, oh, ow, geo.rs, geo.cs, o, geo.img,
              n0, n1, y0, y1)  # fmt: skip
 

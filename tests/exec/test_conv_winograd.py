@@ -210,3 +210,28 @@ def test_blocks_of_whole_images_come_in_a_multiple_of_four_where_they_can():
     assert balanced_step(13, 5) == 4  # 4 blocks: 4, 4, 4, 1
     assert balanced_step(50, 5) == 5  # none down to half of 5 gives a multiple of 4
     assert balanced_step(3, 5) == 5 and balanced_step(4, 1) == 1  # one block; four of one
+
+
+def test_filter_transforms_in_pieces_of_channels_keep_the_bits(small):
+    # The filter's transform (forward, input gradient) and the filter gradient's last transform
+    # are made in pieces of input channels over the threads: the same bits as in one piece, on
+    # any number of threads.
+    x = RNG.standard_normal((3, 12, 12, 6)).astype(np.float32)
+    w = RNG.standard_normal((5, 5, 6, 5)).astype(np.float32)
+    small.setattr(conv_winograd, "_MIN_TILES", 1)
+    small.setattr(threads, "GEMM_GRAIN", 1)
+    small.setattr(intra_op, "_THREADS", 3)
+    small.setattr(threads, "_BUDGET", 3)
+    small.setattr(conv_winograd, "_MIN_FILTER_SPLIT", 1 << 30)
+    small.setattr(threads, "cores_free", lambda: 1)
+    whole = conv_three(x, w, "SAME")
+    u = conv_winograd._filter_tiles(w, 4, np.float32)
+    small.setattr(conv_winograd, "_MIN_FILTER_SPLIT", 1)
+    for free in (1, 3):
+        small.setattr(threads, "cores_free", lambda free=free: free)
+        got = conv_three(x, w, "SAME")
+        for a, b in zip(got, whole):
+            assert np.array_equal(a, b)
+        pieces = conv_winograd._filter_tiles(w, 4, np.float32, work=1 << 30)
+        assert np.array_equal(pieces, u)
+    close(whole, x, w, "SAME")

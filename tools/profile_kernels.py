@@ -4,6 +4,11 @@ python -m tools.profile_kernels [--threads 1] [--cpu]
                                            # the CNN train step of tools/bench/cnn_train.py,
                                            # per kernel; --threads 1 --cpu: the one-thread
                                            # CPU time of the step and of each kernel
+python -m tools.profile_kernels --serial  # the CNN step on one thread: per kernel, its thread's
+                                           # CPU time and the part outside intra-op parallel
+                                           # regions (parallel_for / parallel_blocks), which a
+                                           # second thread cannot share (measured by the thread's
+                                           # own clock, so it holds on a loaded machine)
 python -m tools.profile_kernels --tf      # TensorFlow's per-op times in the same CNN step (one
                                            # thread, its step-stats trace, in RILL_PEER_PYTHON):
                                            # traced wall times scaled to the step's CPU time, so
@@ -90,6 +95,79 @@ def main(steps: int = 10, threads: int | None = None) -> None:
     print(f"step {step_ms:.2f} ms, kernels {sum(STATS.values()) / steps * 1e3:.2f} ms")
     for name, total in STATS.most_common(20):
         print(f"{total / steps * 1e3:8.2f} ms  {name}")
+
+
+def main_serial(steps: int) -> None:
+    """Per kernel of the CNN step (one thread): CPU time, and the part outside intra-op regions."""
+    import rill.exec.kernels.intra_op as intra_op
+
+    current: list = [None]
+    inside: collections.Counter = collections.Counter()
+    total: collections.Counter = collections.Counter()
+
+    def watch(orig):
+        def watched(*args, **kwargs):
+            t0 = time.thread_time()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                if current[0] is not None:
+                    inside[current[0]] += time.thread_time() - t0
+
+        return watched
+
+    # The kernel modules bind the helpers by name: patch every binding of the originals.
+    originals = {f: watch(f) for f in (intra_op.parallel_for, intra_op.parallel_blocks)}
+    from rill.exec import ConfigProto, Session  # imports the kernel modules
+    from tools.bench.cnn_train import BATCH, build_rill
+
+    for mod in [m for n, m in sys.modules.items() if n.startswith("rill.exec")]:
+        for name in ("parallel_for", "parallel_blocks"):
+            f = getattr(mod, name, None)
+            if f in originals:
+                setattr(mod, name, originals[f])
+
+    def timed_get(self, node):
+        k = _orig_get(self, node)
+        if id(k) in _seen:
+            return k
+        f, name = k.compute, f"{node.type}:{node.name}"
+
+        def timed(*args):
+            current[0] = name
+            t0 = time.thread_time()
+            try:
+                return f(*args)
+            finally:
+                total[name] += time.thread_time() - t0
+                current[0] = None
+
+        k.compute = timed
+        _seen.add(id(k))
+        return k
+
+    common.KernelTable.get = timed_get
+    g, x, y, loss, train, init = build_rill()
+    rng = np.random.default_rng(0)
+    feed = {
+        x: rng.random((BATCH, 28, 28, 1), dtype=np.float32),
+        y: np.eye(10, dtype=np.float32)[rng.integers(0, 10, BATCH)],
+    }
+    one = ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+    sess = Session(graph=g, config=one)
+    sess.run(init)
+    for _ in range(3):
+        sess.run(train, feed)
+    inside.clear()
+    total.clear()
+    for _ in range(steps):
+        sess.run(train, feed)
+    all_ms = sum(total.values()) / steps * 1e3
+    serial_ms = (sum(total.values()) - sum(inside.values())) / steps * 1e3
+    print(f"kernels {all_ms:.2f} ms CPU on one thread, {serial_ms:.2f} ms of it serial")
+    print("     cpu   serial  kernel")
+    for name, t in total.most_common(20):
+        print(f"{t / steps * 1e3:8.2f} {(t - inside[name]) / steps * 1e3:8.2f}  {name}")
 
 
 _TF_TRACE = """
@@ -242,6 +320,7 @@ if __name__ == "__main__":
     ap.add_argument("--onnx", help="profile the inference of this ONNX model instead")
     ap.add_argument("--lstm", action="store_true", help="profile the LSTM train step instead")
     ap.add_argument("--tf", action="store_true", help="TensorFlow's per-op CNN step profile")
+    ap.add_argument("--serial", action="store_true", help="each CNN kernel's serial CPU time")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
@@ -250,6 +329,8 @@ if __name__ == "__main__":
         CLOCK[0] = time.process_time
     if a.tf:
         main_tf()
+    elif a.serial:
+        main_serial(a.steps if a.steps != 5 else 20)
     elif a.lstm:
         main_lstm(a.steps if a.steps != 5 else 3, a.threads)
     elif a.onnx:

@@ -272,14 +272,16 @@ def _forward(x, w, oh, ow, pads, m, out, epilogue=None, u=None) -> np.ndarray:
         u = scratch("wino_u", a * a * c * o, dt).reshape(a * a, c, o)
         u = _filter_tiles(w, m, dt, u, n * -(-oh // m) * -(-ow // m) * a * a * c * o)
     tiles = _Tiles(n, oh, ow, m, a, c + o, dt.itemsize)
+    input_tiles = getattr(loops, f"input_tiles_{a}")
+    output_tiles = getattr(loops, f"output_tiles_{a}_{m}")
 
     def one(i):
         t0, t1 = tiles.blocks[i]
         v = _tile_buffer("wino_v", a * a, t1 - t0, c, dt)
-        getattr(loops, f"input_tiles_{a}")(x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v)
+        input_tiles(x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v)
         mm = _tile_buffer("wino_m", a * a, t1 - t0, o, dt)
         np.matmul(v[:, : t1 - t0], u, out=mm[:, : t1 - t0])
-        getattr(loops, f"output_tiles_{a}_{m}")(mm, oh, ow, tiles.tw, tiles.tpi, t0, t1, out)
+        output_tiles(mm, oh, ow, tiles.tw, tiles.tpi, t0, t1, out)
         if epilogue is not None:
             epilogue(tiles.out_rows(out, t0, t1))
 
@@ -310,6 +312,8 @@ def winograd_backprop_filter(x, dy, r, pads, m) -> np.ndarray:
     tiles = _Tiles(n, oh, ow, m, a, c + o, dt.itemsize)
     groups = groups_of(len(tiles.blocks))
     # The calling thread's scratch memory, written by whichever threads run the groups.
+    input_tiles = getattr(loops, f"input_tiles_{a}")
+    gradient_tiles = getattr(loops, f"gradient_tiles_{a}_{m}")
     parts = scratch("wino_parts", len(groups) * a * a * c * o, dt).reshape(len(groups), a * a, c, o)
 
     def one(k):
@@ -317,11 +321,9 @@ def winograd_backprop_filter(x, dy, r, pads, m) -> np.ndarray:
         for i in groups[k]:
             t0, t1 = tiles.blocks[i]
             v = _tile_buffer("wino_v", a * a, t1 - t0, c, dt)
-            getattr(loops, f"input_tiles_{a}")(
-                x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v
-            )
+            input_tiles(x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v)
             z = _tile_buffer("wino_m", a * a, t1 - t0, o, dt)
-            getattr(loops, f"gradient_tiles_{a}_{m}")(dy, tiles.tw, tiles.tpi, t0, t1, z)
+            gradient_tiles(dy, tiles.tw, tiles.tpi, t0, t1, z)
             if tmp is None:
                 np.matmul(v[:, : t1 - t0].transpose(0, 2, 1), z[:, : t1 - t0], out=acc)
                 tmp = scratch("wino_du", acc.size, dt).reshape(acc.shape)

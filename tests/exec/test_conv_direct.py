@@ -133,9 +133,10 @@ def test_without_the_compiled_loops_the_gemm_paths_run(small):
     close(on, reference(x, w), np.float32)
 
 
-@pytest.mark.parametrize("block_bytes", [1, 3000, 1 << 30])
+@pytest.mark.parametrize("block_bytes", [1, 3000, 40000, 1 << 30])
 def test_blocks_and_threads_keep_the_bits(small, block_bytes):
-    # 1 byte: blocks of one output row of one image; 3000: a few rows; 1 GiB: one block
+    # 1 byte: blocks of one output row of one image; 3000: a few rows; 40000: two whole images
+    # (each block pads its own images, in its thread); 1 GiB: one block
     x = RNG.standard_normal((5, 12, 13, 1)).astype(np.float32)
     w = RNG.standard_normal((5, 5, 1, 32)).astype(np.float32)
     small.setattr(conv_direct, "_BLOCK_BYTES", block_bytes)
@@ -149,6 +150,10 @@ def test_blocks_and_threads_keep_the_bits(small, block_bytes):
     for a, b in zip(*results):
         assert np.array_equal(a, b)
     close(results[0], reference(x, w), np.float32)
+    blocks = conv_direct._even_blocks(5, 12, 13 * 32, 4)
+    assert conv_direct._by_image(blocks, 12) == (block_bytes in (40000, 1 << 30))
+    if block_bytes == 40000:
+        assert len(blocks) == 3
 
 
 def test_the_cnn_first_convolution_takes_the_direct_loops():

@@ -126,19 +126,21 @@ def test_parallel_blocks_runs_every_block_once(monkeypatch):
 
 def test_a_worker_that_has_not_started_is_not_waited_for(monkeypatch):
     """With every pool worker held by other work, the caller does all the pieces itself and
-    returns: the queued worker task is cancelled (waiting for it would hang here)."""
+    returns: its queued hand-off is withdrawn (waiting for it would hang here)."""
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     monkeypatch.setattr(thread_policy, "_BUDGET", 2)
-    pool = intra_op._get_pool()
+    pool = intra_op._pool
     go, started = threading.Event(), threading.Semaphore(0)
 
-    def hold():
+    def hold(lo, hi):
         started.release()
-        go.wait(60)
+        assert go.wait(60)
 
-    holders = [pool.submit(hold) for _ in range(pool._max_workers)]
+    workers = max(1, len(pool.workers))
+    holder = intra_op._Job(hold, list(range(workers + 1)), workers, np.geterr())
+    pool.post(holder, workers)  # one piece per worker, each held until `go`
     try:
-        for _ in holders:
+        for _ in range(workers):
             assert started.acquire(timeout=60)
         done, pieces = threading.Event(), []
 
@@ -149,8 +151,9 @@ def test_a_worker_that_has_not_started_is_not_waited_for(monkeypatch):
         t = threading.Thread(target=call)
         t.start()
         assert done.wait(60)
+        t.join(60)
         assert sorted(pieces) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+        assert not pool.queue  # the hand-off no worker reached was taken back
     finally:
         go.set()
-        for h in holders:
-            h.result(timeout=60)
+        assert holder.done.wait(60)

@@ -37,6 +37,7 @@ def test_batch_matmul_keeps_numpy_bits_on_any_thread_count(monkeypatch, dtype, x
     b = np.swapaxes(y, -1, -2) if adj[1] else y
     want = np.matmul(a, b)
     monkeypatch.setattr(threads, "GEMM_GRAIN", 1)
+    monkeypatch.setattr(threads, "SPLIT_GRAIN", 1)
     monkeypatch.setattr(intra_op, "_THREADS", 4)
     monkeypatch.setattr(threads, "_BUDGET", 4)
     groups = []

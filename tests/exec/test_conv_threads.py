@@ -72,6 +72,7 @@ def test_convolutions_keep_their_bits_on_any_number_of_threads(monkeypatch, geom
     w = RNG.standard_normal(ws).astype(dtype)
     # Tiny blocks (several per kernel) and no size floor, so these small convolutions split.
     monkeypatch.setattr(threads, "GEMM_GRAIN", 1)
+    monkeypatch.setattr(threads, "SPLIT_GRAIN", 1)
     monkeypatch.setattr(conv_kernels, "_BLOCK_BYTES", 512)
     monkeypatch.setattr(conv_kernels, "_SMALL_BLOCK_BYTES", 512)
     monkeypatch.setattr(conv_wide, "_BLOCK_BYTES", 512)
@@ -101,6 +102,7 @@ def test_convolutions_keep_their_bits_on_any_number_of_threads(monkeypatch, geom
 
 def test_blocks_of_a_convolution_run_on_several_threads(monkeypatch):
     monkeypatch.setattr(threads, "GEMM_GRAIN", 1)
+    monkeypatch.setattr(threads, "SPLIT_GRAIN", 1)
     monkeypatch.setattr(conv_wide, "_BLOCK_BYTES", 512)
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     monkeypatch.setattr(threads, "_BUDGET", 2)

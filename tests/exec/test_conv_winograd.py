@@ -168,6 +168,7 @@ def test_blocks_and_threads_keep_the_bits(small, block_bytes):
     small.setattr(conv_winograd, "_BLOCK_BYTES", block_bytes)
     small.setattr(conv_winograd, "_MIN_TILES", 1)
     small.setattr(threads, "GEMM_GRAIN", 1)
+    small.setattr(threads, "SPLIT_GRAIN", 1)
     small.setattr(intra_op, "_THREADS", 3)
     small.setattr(threads, "_BUDGET", 3)
     results = []

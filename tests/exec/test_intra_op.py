@@ -109,8 +109,8 @@ def test_groups_of_are_contiguous_even_and_fixed_by_the_count():
 def test_parallel_blocks_runs_every_block_once(monkeypatch):
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     monkeypatch.setattr(thread_policy, "_BUDGET", 2)
-    for work, count in [(thread_policy.GEMM_GRAIN - 1, 5), (thread_policy.GEMM_GRAIN, 5),
-                        (thread_policy.GEMM_GRAIN, 1), (thread_policy.GEMM_GRAIN, 0)]:  # fmt: skip
+    for work, count in [(thread_policy.SPLIT_GRAIN - 1, 5), (thread_policy.SPLIT_GRAIN, 5),
+                        (thread_policy.SPLIT_GRAIN, 1), (thread_policy.SPLIT_GRAIN, 0)]:  # fmt: skip
         hits = np.zeros(count, np.int64)
         callers = set()
 
@@ -120,7 +120,7 @@ def test_parallel_blocks_runs_every_block_once(monkeypatch):
 
         intra_op.parallel_blocks(count, one, work)
         assert (hits == 1).all()
-        if work < thread_policy.GEMM_GRAIN or count <= 1:
+        if work < thread_policy.SPLIT_GRAIN or count <= 1:
             assert callers <= {threading.get_ident()}  # too small to split: on the caller
 
 

@@ -37,7 +37,9 @@ def test_small_products_run_in_one_call_and_large_ones_split():
 
 def test_threads_for_respects_size_bound_and_free_cores():
     big = 64 * threads.GEMM_GRAIN
-    assert threads.threads_for(threads.GEMM_GRAIN - 1, 8, limit=8, free=8) == 1
+    assert threads.SPLIT_GRAIN <= threads.GEMM_GRAIN  # a split product always gets its threads
+    assert threads.threads_for(threads.SPLIT_GRAIN, 8, limit=8, free=8) == 8
+    assert threads.threads_for(threads.SPLIT_GRAIN - 1, 8, limit=8, free=8) == 1
     assert threads.threads_for(big, 1, limit=8, free=8) == 1
     assert threads.threads_for(big, 8, limit=8, free=8) == 8
     assert threads.threads_for(big, 8, limit=2, free=8) == 2  # intra_op_parallelism_threads

@@ -58,13 +58,21 @@ __all__ = [
     "blas_check",
 ]
 
-# A product of fewer multiply-adds than this per piece runs as one call: splitting it costs a
-# thread hand-off (tens of µs) for less work than that (8 M multiply-adds: about 0.2 ms on one
-# core).
-GEMM_GRAIN = 1 << 23
+# A product of fewer multiply-adds than twice this runs as one call, and a split one has at
+# least this many per piece (4 M multiply-adds: about 0.1 ms on one core, against a thread
+# hand-off of about 10 µs). A GPT-2-like block's [64, 256] x [256, 768] (12.6 M) splits in two
+# column pieces; the Figure 1 MLP's products (at most 6.4 M) stay one call.
+GEMM_GRAIN = 1 << 22
 # At most this many pieces per product, and at least this many rows per piece (fewer rows make
 # the BLAS kernel itself slower). Each piece repacks the other operand: on the CNN's dense
 # layer ([64, 3136] x [3136, 1024]) 8 column pieces cost 17% over one call, 4 pieces 8%.
+# A kernel of fewer multiply-adds than this runs on one thread (threads_for): a hand-off to a
+# pool thread costs about 10 µs on a quiet machine (intra_op's pool), 2 M multiply-adds about
+# 50-80 µs on one core, so at half of that on each of two threads the split still pays. The
+# mid-size layers of batch-1 inference (a Winograd 3×3 layer of ResNet-18½: 7 M multiply-adds
+# in 0.7 ms with its tile transforms) are above it; the Figure 1 MLP's products (0.4-6 M, each
+# under 0.2 ms) stay single-threaded within a step either way, as they are one piece.
+SPLIT_GRAIN = 1 << 21
 MAX_PIECES = 4
 MIN_ROWS = 64
 # At least this many columns per piece where a product is split by columns (too few rows): a
@@ -222,9 +230,9 @@ class limits:
 
 
 def threads_for(work: int, pieces: int, limit: int | None = None, free: int | None = None) -> int:
-    """Threads for a kernel of `work` multiply-adds split in `pieces`: one below GEMM_GRAIN,
+    """Threads for a kernel of `work` multiply-adds split in `pieces`: one below SPLIT_GRAIN,
     else as many as there are pieces, within the intra-op bound and the cores free."""
-    if pieces <= 1 or work < GEMM_GRAIN:
+    if pieces <= 1 or work < SPLIT_GRAIN:
         return 1
     limit = intra_op_limit() if limit is None else limit
     free = cores_free() if free is None else free

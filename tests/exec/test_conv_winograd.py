@@ -174,6 +174,7 @@ def test_blocks_and_threads_keep_the_bits(small, block_bytes):
     results = []
     for free in (1, 3):
         small.setattr(threads, "cores_free", lambda free=free: free)
+        small.setattr(threads, "cores_idle", lambda free=free: free)
         results.append(conv_three(x, w, "SAME"))
     for a, b in zip(*results):
         assert np.array_equal(a, b)

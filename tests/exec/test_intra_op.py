@@ -16,6 +16,7 @@ from rill.exec.kernels import intra_op
 def _two_cores_free(monkeypatch):
     # The split is what these tests exercise: do not let a busy test machine turn it off.
     monkeypatch.setattr(thread_policy, "cores_free", lambda: 2)
+    monkeypatch.setattr(thread_policy, "cores_idle", lambda: 2)
 
 
 def test_scratch_is_reused_per_thread_and_slot():
@@ -157,3 +158,29 @@ def test_a_worker_that_has_not_started_is_not_waited_for(monkeypatch):
     finally:
         go.set()
         assert holder.done.wait(60)
+
+
+def test_concurrent_callers_share_the_pool_and_each_covers_its_items_once(monkeypatch):
+    """Several threads (inter-op threads, sessions side by side) call parallel_for at once:
+    each call's pieces run exactly once, whichever threads take them."""
+    monkeypatch.setattr(intra_op, "_THREADS", 3)
+    monkeypatch.setattr(thread_policy, "_BUDGET", 3)
+    monkeypatch.setattr(thread_policy, "cores_idle", lambda: 3)
+    hits = np.zeros((4, 60), np.int64)
+    errors = []
+
+    def caller(row):
+        try:
+            for _ in range(50):
+                intra_op.parallel_for(60, lambda lo, hi: hits[row, lo:hi].__iadd__(1),
+                                      pieces_per_thread=4)  # fmt: skip
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=caller, args=(r,)) for r in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not errors and not any(t.is_alive() for t in ts)
+    assert (hits == 50).all()

@@ -145,6 +145,7 @@ def test_folded_weight_gradient_of_a_loop_matmul(monkeypatch):
     got = []
     for free in (1, 2, 1):
         monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+        monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
         with Session(graph=g) as s:
             s.run(init)
             got.append(s.run(dw, feed))

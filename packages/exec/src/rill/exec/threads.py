@@ -48,6 +48,7 @@ __all__ = [
     "cgroup_cpu_quota",
     "cores_free",
     "cores_idle",
+    "cores_for",
     "intra_op_limit",
     "limits",
     "gemm_pieces",
@@ -73,6 +74,9 @@ GEMM_GRAIN = 1 << 22
 # in 0.7 ms with its tile transforms) are above it; the Figure 1 MLP's products (0.4-6 M, each
 # under 0.2 ms) stay single-threaded within a step either way, as they are one piece.
 SPLIT_GRAIN = 1 << 21
+# From this many multiply-adds (about 1.5 ms on one core) a kernel also splits onto a core
+# another task is busy on (cores_free); below it only onto an idle one (cores_idle).
+COARSE_GRAIN = 1 << 26
 MAX_PIECES = 4
 MIN_ROWS = 64
 # At least this many columns per piece where a product is split by columns (too few rows): a
@@ -229,13 +233,26 @@ class limits:
         _tls.intra = self.n
 
 
+def cores_for(work: int | None) -> int:
+    """The cores a kernel of `work` multiply-adds (None: unknown, a memory-bound loop) may
+    split over now: cores_free() from COARSE_GRAIN up, else cores_idle().
+
+    A fine-grained kernel (well under a millisecond a piece) splits only onto cores no other
+    task is using: beside a busy process its second thread is scheduled late, and the caller
+    waits for the piece that thread took (two compiled loops on two threads beside one busy
+    process here took as long as on one; a 0.1-0.7 ms depthwise layer ran 10-60% slower split
+    in two). A coarse one takes the share of a busy core it gets (see cores_free)."""
+    return cores_free() if work is not None and work >= COARSE_GRAIN else cores_idle()
+
+
 def threads_for(work: int, pieces: int, limit: int | None = None, free: int | None = None) -> int:
     """Threads for a kernel of `work` multiply-adds split in `pieces`: one below SPLIT_GRAIN,
-    else as many as there are pieces, within the intra-op bound and the cores free."""
+    else as many as there are pieces, within the intra-op bound and the cores it may use now
+    (cores_for; `free` overrides)."""
     if pieces <= 1 or work < SPLIT_GRAIN:
         return 1
     limit = intra_op_limit() if limit is None else limit
-    free = cores_free() if free is None else free
+    free = cores_for(work) if free is None else free
     return max(1, min(pieces, limit, free))
 
 

@@ -126,8 +126,11 @@ def parallel_for(
 ) -> None:
     """Runs fn(lo, hi) over contiguous pieces of range(n) on up to _THREADS threads (the
     caller's included), each piece at least `grain` items; returns when every piece is done.
-    The threads are also bounded by `max_threads`, the step's intra-op bound
-    (ConfigProto.intra_op_parallelism_threads) and the cores free now.
+    The threads are also bounded by the step's intra-op bound
+    (ConfigProto.intra_op_parallelism_threads) and by `max_threads` where given (the count
+    rill.exec.threads.threads_for chose for the kernel's work and the load), else by the
+    cores idle now (a loop of unknown work is taken to be fine-grained: rill.exec.threads.
+    cores_for).
 
     With pieces_per_thread > 1 the threads take pieces from a shared counter, so a thread that
     shares its core with another busy thread simply does fewer of them; a worker that has not
@@ -138,8 +141,10 @@ def parallel_for(
     """
     threads = min(_THREADS, n // max(grain, 1))
     if threads > 1 and not getattr(_tls, "worker", False):
-        threads = min(threads, _policy.intra_op_limit(), _policy.cores_free())
-        if max_threads is not None:
+        threads = min(threads, _policy.intra_op_limit())
+        if max_threads is None:  # a loop of unknown work: only onto idle cores
+            threads = min(threads, _policy.cores_for(None))
+        else:  # a bound from threads_for, which weighed the work against the load
             threads = min(threads, max_threads)
     if threads <= 1 or getattr(_tls, "worker", False):
         if n > 0:

@@ -29,10 +29,21 @@ def test_small_products_run_in_one_call_and_large_ones_split():
     assert threads.gemm_pieces(64, 1024, 2048) == (1, threads.MAX_PIECES)
     # Its gradient loop's [64, 2048] x [2048, 512]: column pieces of at least MIN_COLS.
     assert threads.gemm_pieces(64, 2048, 512) == (1, 512 // threads.MIN_COLS)
-    for shape in [(100, 100, 100), (130, 1000, 1000), (5000, 64, 64), (64, 64, 5000)]:
+    # Too few columns for pieces of MIN_COLS: two halves of at least NARROW_COLS.
+    assert threads.gemm_pieces(64, 1024, 256) == (1, 2)
+    assert threads.gemm_pieces(64, 4096, 200) == (0, 1)  # halves narrower than NARROW_COLS
+    for shape in [
+        (100, 100, 100),
+        (130, 1000, 1000),
+        (5000, 64, 64),
+        (64, 64, 5000),
+        (64, 3000, 300),
+        (100, 2000, 256),
+    ]:
         axis, p = threads.gemm_pieces(*shape)
         assert 1 <= p <= threads.MAX_PIECES
-        assert p == 1 or shape[2 * axis] // p >= (threads.MIN_ROWS, threads.MIN_COLS)[axis]
+        least = (threads.MIN_ROWS, threads.MIN_COLS if p > 2 else threads.NARROW_COLS)[axis]
+        assert p == 1 or shape[2 * axis] // p >= least
 
 
 def test_threads_for_respects_size_bound_and_free_cores():

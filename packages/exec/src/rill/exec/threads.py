@@ -15,14 +15,18 @@ one host, two rill processes side by side) every GEMM-bound step collapses. rill
 - splits a large product itself (`matmul`) into pieces whose boundaries depend on the shapes
   only, and runs the pieces on its intra-op threads (`intra_op.parallel_for`), which take pieces
   from a shared counter: a thread whose core is busy simply does fewer of them;
-- asks for no more threads than the **cores free** now (`cores_free()`, from the runnable tasks
-  in /proc/loadavg, sampled at most every 50 ms: the threads that would each still get at least
-  half a core from the scheduler beside the host's other runnable tasks), and no more than the
-  session's `ConfigProto.intra_op_parallelism_threads` (`intra_op_limit()`). Beside one busy
-  process on two cores a second thread still gets two thirds of a core, and since rill's threads
-  never spin (a thread that is descheduled just takes fewer pieces; one that has not started
-  when the pieces run out is cancelled), using it beats running alone, as TensorFlow's pools do;
-  on a machine busier than that, extra threads would mostly wait.
+- splits a kernel only from SPLIT_GRAIN multiply-adds, and a fine-grained one (below
+  COARSE_GRAIN, or a loop whose work is not counted) only onto idle cores (`cores_for`);
+- for a coarse kernel asks for no more threads than the **cores free** now (`cores_free()`,
+  from the runnable tasks in /proc/loadavg, sampled at most every 50 ms: the threads that would
+  each still get at least half a core from the scheduler beside the host's other runnable
+  tasks), and no more than the session's `ConfigProto.intra_op_parallelism_threads`
+  (`intra_op_limit()`). Beside one busy process on two cores a second thread still gets two
+  thirds of a core, and since rill's threads never spin (a thread that is descheduled just takes
+  fewer pieces; one that has not started when the pieces run out is withdrawn), using it beats
+  running alone for a kernel of milliseconds, as TensorFlow's pools do; on a machine busier
+  than that, extra threads would mostly wait. For a kernel of a fraction of a millisecond the
+  piece a late-scheduled thread took holds the caller up more than the thread gives.
 
 Because a piece is always one single-threaded BLAS call over the same rows, the result of
 `matmul` is the same bits whatever the thread count, the load or the ConfigProto.

@@ -37,6 +37,7 @@ def test_batch_matmul_keeps_numpy_bits_on_any_thread_count(monkeypatch, dtype, x
     b = np.swapaxes(y, -1, -2) if adj[1] else y
     want = np.matmul(a, b)
     monkeypatch.setattr(threads, "GEMM_GRAIN", 1)
+    monkeypatch.setattr(threads, "SPLIT_GRAIN", 1)
     monkeypatch.setattr(intra_op, "_THREADS", 4)
     monkeypatch.setattr(threads, "_BUDGET", 4)
     groups = []
@@ -49,7 +50,48 @@ def test_batch_matmul_keeps_numpy_bits_on_any_thread_count(monkeypatch, dtype, x
     monkeypatch.setattr(matmul_kernels, "parallel_blocks", watch)
     for free in (1, 2, 4):
         monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+        monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
         got = _bmm(x, y, *adj)
         assert got.dtype == dtype and np.array_equal(got, want)
     # Same batch dims: split in groups; a broadcast batch: numpy's own matmul.
     assert bool(groups) == (xs[:-2] == ys[:-2])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs, n", [((1, 197, 48), 160), ((3, 50, 24), 96), ((2, 3, 30, 16), 70), ((1, 64, 32), 600)],
+                         ids=str)  # fmt: skip
+def test_a_stack_times_one_matrix_splits_with_the_same_bits_on_any_thread_count(
+    monkeypatch, dtype, xs, n
+):
+    """x [..., m, k] @ w [k, n] (an imported Linear layer) is one [rows, k] x [k, n] product
+    through threads.matmul: fixed pieces on however many threads are free."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal((xs[-1], n)).astype(dtype)
+    monkeypatch.setattr(threads, "GEMM_GRAIN", 1 << 10)  # several pieces at these sizes
+    monkeypatch.setattr(threads, "SPLIT_GRAIN", 1)
+    monkeypatch.setattr(intra_op, "_THREADS", 4)
+    monkeypatch.setattr(threads, "_BUDGET", 4)
+    rows = int(np.prod(xs[:-1]))
+    assert threads.gemm_pieces(rows, xs[-1], n)[1] > 1
+    used = []
+    real = intra_op.parallel_for
+
+    def watch(count, fn, grain=1, pieces_per_thread=1, max_threads=None):
+        used.append(max_threads)
+        return real(count, fn, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(intra_op, "parallel_for", watch)
+    results = []
+    for free in (1, 2, 4):
+        monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+        monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
+        used.clear()
+        got = _bmm(x, w)
+        assert used and max(used) == min(free, threads.gemm_pieces(rows, xs[-1], n)[1])
+        assert got.shape == (*xs[:-1], n) and got.dtype == dtype
+        results.append(got)
+    for got in results[1:]:
+        assert np.array_equal(got, results[0])
+    np.testing.assert_allclose(results[0], np.matmul(x, w), rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)  # fmt: skip

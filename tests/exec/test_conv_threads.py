@@ -72,6 +72,7 @@ def test_convolutions_keep_their_bits_on_any_number_of_threads(monkeypatch, geom
     w = RNG.standard_normal(ws).astype(dtype)
     # Tiny blocks (several per kernel) and no size floor, so these small convolutions split.
     monkeypatch.setattr(threads, "GEMM_GRAIN", 1)
+    monkeypatch.setattr(threads, "SPLIT_GRAIN", 1)
     monkeypatch.setattr(conv_kernels, "_BLOCK_BYTES", 512)
     monkeypatch.setattr(conv_kernels, "_SMALL_BLOCK_BYTES", 512)
     monkeypatch.setattr(conv_wide, "_BLOCK_BYTES", 512)
@@ -88,6 +89,7 @@ def test_convolutions_keep_their_bits_on_any_number_of_threads(monkeypatch, geom
     results = []
     for free in (1, 2, 4):
         monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+        monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
         split.clear()
         results.append(conv_three(x, w, strides, padding))
         if free == 1:
@@ -101,10 +103,12 @@ def test_convolutions_keep_their_bits_on_any_number_of_threads(monkeypatch, geom
 
 def test_blocks_of_a_convolution_run_on_several_threads(monkeypatch):
     monkeypatch.setattr(threads, "GEMM_GRAIN", 1)
+    monkeypatch.setattr(threads, "SPLIT_GRAIN", 1)
     monkeypatch.setattr(conv_wide, "_BLOCK_BYTES", 512)
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     monkeypatch.setattr(threads, "_BUDGET", 2)
     monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
     meet = _MeetAnotherThread(conv_wide._WidePatches.block)
     monkeypatch.setattr(conv_wide._WidePatches, "block", lambda self, i: meet(self, i))
     x = RNG.standard_normal((4, 6, 8, 5)).astype(np.float32)
@@ -113,5 +117,6 @@ def test_blocks_of_a_convolution_run_on_several_threads(monkeypatch):
     (y,) = run_op("Conv2D", [x, w], attrs)
     assert meet.met.is_set() and len(meet.threads) == 2
     monkeypatch.setattr(threads, "cores_free", lambda: 1)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 1)
     (y1,) = run_op("Conv2D", [x, w], attrs)
     assert np.array_equal(y, y1)

@@ -168,11 +168,13 @@ def test_blocks_and_threads_keep_the_bits(small, block_bytes):
     small.setattr(conv_winograd, "_BLOCK_BYTES", block_bytes)
     small.setattr(conv_winograd, "_MIN_TILES", 1)
     small.setattr(threads, "GEMM_GRAIN", 1)
+    small.setattr(threads, "SPLIT_GRAIN", 1)
     small.setattr(intra_op, "_THREADS", 3)
     small.setattr(threads, "_BUDGET", 3)
     results = []
     for free in (1, 3):
         small.setattr(threads, "cores_free", lambda free=free: free)
+        small.setattr(threads, "cores_idle", lambda free=free: free)
         results.append(conv_three(x, w, "SAME"))
     for a, b in zip(*results):
         assert np.array_equal(a, b)

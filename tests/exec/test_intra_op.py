@@ -16,6 +16,7 @@ from rill.exec.kernels import intra_op
 def _two_cores_free(monkeypatch):
     # The split is what these tests exercise: do not let a busy test machine turn it off.
     monkeypatch.setattr(thread_policy, "cores_free", lambda: 2)
+    monkeypatch.setattr(thread_policy, "cores_idle", lambda: 2)
 
 
 def test_scratch_is_reused_per_thread_and_slot():
@@ -109,8 +110,8 @@ def test_groups_of_are_contiguous_even_and_fixed_by_the_count():
 def test_parallel_blocks_runs_every_block_once(monkeypatch):
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     monkeypatch.setattr(thread_policy, "_BUDGET", 2)
-    for work, count in [(thread_policy.GEMM_GRAIN - 1, 5), (thread_policy.GEMM_GRAIN, 5),
-                        (thread_policy.GEMM_GRAIN, 1), (thread_policy.GEMM_GRAIN, 0)]:  # fmt: skip
+    for work, count in [(thread_policy.SPLIT_GRAIN - 1, 5), (thread_policy.SPLIT_GRAIN, 5),
+                        (thread_policy.SPLIT_GRAIN, 1), (thread_policy.SPLIT_GRAIN, 0)]:  # fmt: skip
         hits = np.zeros(count, np.int64)
         callers = set()
 
@@ -120,25 +121,27 @@ def test_parallel_blocks_runs_every_block_once(monkeypatch):
 
         intra_op.parallel_blocks(count, one, work)
         assert (hits == 1).all()
-        if work < thread_policy.GEMM_GRAIN or count <= 1:
+        if work < thread_policy.SPLIT_GRAIN or count <= 1:
             assert callers <= {threading.get_ident()}  # too small to split: on the caller
 
 
 def test_a_worker_that_has_not_started_is_not_waited_for(monkeypatch):
     """With every pool worker held by other work, the caller does all the pieces itself and
-    returns: the queued worker task is cancelled (waiting for it would hang here)."""
+    returns: its queued hand-off is withdrawn (waiting for it would hang here)."""
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     monkeypatch.setattr(thread_policy, "_BUDGET", 2)
-    pool = intra_op._get_pool()
+    pool = intra_op._pool
     go, started = threading.Event(), threading.Semaphore(0)
 
-    def hold():
+    def hold(lo, hi):
         started.release()
-        go.wait(60)
+        assert go.wait(60)
 
-    holders = [pool.submit(hold) for _ in range(pool._max_workers)]
+    workers = max(1, len(pool.workers))
+    holder = intra_op._Job(hold, list(range(workers + 1)), workers, np.geterr())
+    pool.post(holder, workers)  # one piece per worker, each held until `go`
     try:
-        for _ in holders:
+        for _ in range(workers):
             assert started.acquire(timeout=60)
         done, pieces = threading.Event(), []
 
@@ -149,8 +152,35 @@ def test_a_worker_that_has_not_started_is_not_waited_for(monkeypatch):
         t = threading.Thread(target=call)
         t.start()
         assert done.wait(60)
+        t.join(60)
         assert sorted(pieces) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+        assert not pool.queue  # the hand-off no worker reached was taken back
     finally:
         go.set()
-        for h in holders:
-            h.result(timeout=60)
+        assert holder.done.wait(60)
+
+
+def test_concurrent_callers_share_the_pool_and_each_covers_its_items_once(monkeypatch):
+    """Several threads (inter-op threads, sessions side by side) call parallel_for at once:
+    each call's pieces run exactly once, whichever threads take them."""
+    monkeypatch.setattr(intra_op, "_THREADS", 3)
+    monkeypatch.setattr(thread_policy, "_BUDGET", 3)
+    monkeypatch.setattr(thread_policy, "cores_idle", lambda: 3)
+    hits = np.zeros((4, 60), np.int64)
+    errors = []
+
+    def caller(row):
+        try:
+            for _ in range(50):
+                intra_op.parallel_for(60, lambda lo, hi: hits[row, lo:hi].__iadd__(1),
+                                      pieces_per_thread=4)  # fmt: skip
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=caller, args=(r,)) for r in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not errors and not any(t.is_alive() for t in ts)
+    assert (hits == 50).all()

@@ -192,6 +192,7 @@ def test_forward_rows_split_over_threads_keep_their_bits(monkeypatch):
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     monkeypatch.setattr(threads, "_BUDGET", 2)
     monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
     vals = _values(5)
     for forget_bias, clip, peep in CASES:
         calls.clear()
@@ -222,6 +223,7 @@ def test_gate_products_have_the_same_bits_on_any_thread_count(monkeypatch):
     with threads.blas_owned():
         for free in (1, 2, 4):
             monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+            monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
             results.append(rnn_kernels._gate_products(xh, w, 256))
         want = np.stack([xh @ w[:, k * 256 : (k + 1) * 256] for k in range(4)])
     for r in results:

@@ -125,6 +125,7 @@ def test_folded_weight_gradient_of_a_loop_matmul(monkeypatch):
 
     monkeypatch.setattr(structured, "_fold_matmuls", watch)
     monkeypatch.setattr(threads, "GEMM_GRAIN", 1)
+    monkeypatch.setattr(threads, "SPLIT_GRAIN", 1)
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     monkeypatch.setattr(threads, "_BUDGET", 2)
     rng = np.random.default_rng(3)
@@ -144,6 +145,7 @@ def test_folded_weight_gradient_of_a_loop_matmul(monkeypatch):
     got = []
     for free in (1, 2, 1):
         monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+        monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
         with Session(graph=g) as s:
             s.run(init)
             got.append(s.run(dw, feed))

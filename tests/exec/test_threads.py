@@ -29,15 +29,28 @@ def test_small_products_run_in_one_call_and_large_ones_split():
     assert threads.gemm_pieces(64, 1024, 2048) == (1, threads.MAX_PIECES)
     # Its gradient loop's [64, 2048] x [2048, 512]: column pieces of at least MIN_COLS.
     assert threads.gemm_pieces(64, 2048, 512) == (1, 512 // threads.MIN_COLS)
-    for shape in [(100, 100, 100), (130, 1000, 1000), (5000, 64, 64), (64, 64, 5000)]:
+    # Too few columns for pieces of MIN_COLS: two halves of at least NARROW_COLS.
+    assert threads.gemm_pieces(64, 1024, 256) == (1, 2)
+    assert threads.gemm_pieces(64, 4096, 200) == (0, 1)  # halves narrower than NARROW_COLS
+    for shape in [
+        (100, 100, 100),
+        (130, 1000, 1000),
+        (5000, 64, 64),
+        (64, 64, 5000),
+        (64, 3000, 300),
+        (100, 2000, 256),
+    ]:
         axis, p = threads.gemm_pieces(*shape)
         assert 1 <= p <= threads.MAX_PIECES
-        assert p == 1 or shape[2 * axis] // p >= (threads.MIN_ROWS, threads.MIN_COLS)[axis]
+        least = (threads.MIN_ROWS, threads.MIN_COLS if p > 2 else threads.NARROW_COLS)[axis]
+        assert p == 1 or shape[2 * axis] // p >= least
 
 
 def test_threads_for_respects_size_bound_and_free_cores():
     big = 64 * threads.GEMM_GRAIN
-    assert threads.threads_for(threads.GEMM_GRAIN - 1, 8, limit=8, free=8) == 1
+    assert threads.SPLIT_GRAIN <= threads.GEMM_GRAIN  # a split product always gets its threads
+    assert threads.threads_for(threads.SPLIT_GRAIN, 8, limit=8, free=8) == 8
+    assert threads.threads_for(threads.SPLIT_GRAIN - 1, 8, limit=8, free=8) == 1
     assert threads.threads_for(big, 1, limit=8, free=8) == 1
     assert threads.threads_for(big, 8, limit=8, free=8) == 8
     assert threads.threads_for(big, 8, limit=2, free=8) == 2  # intra_op_parallelism_threads
@@ -164,6 +177,7 @@ def test_matmul_gives_the_same_bits_whatever_the_thread_count(monkeypatch):
         with threads.blas_owned():
             for free in (1, 2, 4):
                 monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+                monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
                 calls = _watch_gemm(monkeypatch)
                 results.append(threads.matmul(a, b))
                 assert sum(size for _, size, _ in calls) == m * n
@@ -194,6 +208,7 @@ def test_a_transposed_right_operand_is_multiplied_row_major_with_the_same_bits(m
     with threads.blas_owned():
         for free in (1, 2, 4):
             monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+            monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
             monkeypatch.setattr(threads, "_gemm", gemm)
             results.append(threads.matmul(a, w.T))
     assert seen and all(seen)
@@ -310,3 +325,28 @@ def test_results_are_identical_under_every_thread_bound(monkeypatch):
     for res in results[1:]:
         for a, b in zip(results[0], res):
             assert np.array_equal(a, b)
+
+
+def test_fine_kernels_split_only_onto_idle_cores_and_coarse_ones_beside_a_busy_task(monkeypatch):
+    # One other task busy on a 2-core host: a core is free for half its time, none is idle.
+    monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 1)
+    fine, coarse = threads.SPLIT_GRAIN, threads.COARSE_GRAIN
+    assert threads.cores_for(None) == 1 and threads.cores_for(fine) == 1
+    assert threads.cores_for(coarse) == 2
+    assert threads.threads_for(fine, 4, limit=4) == 1
+    assert threads.threads_for(coarse, 4, limit=4) == 2
+    assert threads.threads_for(coarse, 4, limit=1) == 1  # intra_op_parallelism_threads = 1
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)  # a quiet host: both split
+    assert threads.threads_for(fine, 4, limit=4) == 2
+    assert threads.threads_for(fine - 1, 4, limit=4) == 1  # too small to split at all
+
+
+def test_a_loop_of_unknown_work_runs_on_the_caller_when_no_core_is_idle(monkeypatch):
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 1)
+    callers = set()
+    intra_op.parallel_for(8, lambda lo, hi: callers.add(threading.get_ident()))
+    assert callers == {threading.get_ident()}

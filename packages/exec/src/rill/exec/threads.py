@@ -15,14 +15,18 @@ one host, two rill processes side by side) every GEMM-bound step collapses. rill
 - splits a large product itself (`matmul`) into pieces whose boundaries depend on the shapes
   only, and runs the pieces on its intra-op threads (`intra_op.parallel_for`), which take pieces
   from a shared counter: a thread whose core is busy simply does fewer of them;
-- asks for no more threads than the **cores free** now (`cores_free()`, from the runnable tasks
-  in /proc/loadavg, sampled at most every 50 ms: the threads that would each still get at least
-  half a core from the scheduler beside the host's other runnable tasks), and no more than the
-  session's `ConfigProto.intra_op_parallelism_threads` (`intra_op_limit()`). Beside one busy
-  process on two cores a second thread still gets two thirds of a core, and since rill's threads
-  never spin (a thread that is descheduled just takes fewer pieces; one that has not started
-  when the pieces run out is cancelled), using it beats running alone, as TensorFlow's pools do;
-  on a machine busier than that, extra threads would mostly wait.
+- splits a kernel only from SPLIT_GRAIN multiply-adds, and a fine-grained one (below
+  COARSE_GRAIN, or a loop whose work is not counted) only onto idle cores (`cores_for`);
+- for a coarse kernel asks for no more threads than the **cores free** now (`cores_free()`,
+  from the runnable tasks in /proc/loadavg, sampled at most every 50 ms: the threads that would
+  each still get at least half a core from the scheduler beside the host's other runnable
+  tasks), and no more than the session's `ConfigProto.intra_op_parallelism_threads`
+  (`intra_op_limit()`). Beside one busy process on two cores a second thread still gets two
+  thirds of a core, and since rill's threads never spin (a thread that is descheduled just takes
+  fewer pieces; one that has not started when the pieces run out is withdrawn), using it beats
+  running alone for a kernel of milliseconds, as TensorFlow's pools do; on a machine busier
+  than that, extra threads would mostly wait. For a kernel of a fraction of a millisecond the
+  piece a late-scheduled thread took holds the caller up more than the thread gives.
 
 Because a piece is always one single-threaded BLAS call over the same rows, the result of
 `matmul` is the same bits whatever the thread count, the load or the ConfigProto.
@@ -48,6 +52,7 @@ __all__ = [
     "cgroup_cpu_quota",
     "cores_free",
     "cores_idle",
+    "cores_for",
     "intra_op_limit",
     "limits",
     "gemm_pieces",
@@ -58,13 +63,24 @@ __all__ = [
     "blas_check",
 ]
 
-# A product of fewer multiply-adds than this per piece runs as one call: splitting it costs a
-# thread hand-off (tens of µs) for less work than that (8 M multiply-adds: about 0.2 ms on one
-# core).
-GEMM_GRAIN = 1 << 23
+# A product of fewer multiply-adds than twice this runs as one call, and a split one has at
+# least this many per piece (4 M multiply-adds: about 0.1 ms on one core, against a thread
+# hand-off of about 10 µs). A GPT-2-like block's [64, 256] x [256, 768] (12.6 M) splits in two
+# column pieces; the Figure 1 MLP's products (at most 6.4 M) stay one call.
+GEMM_GRAIN = 1 << 22
 # At most this many pieces per product, and at least this many rows per piece (fewer rows make
 # the BLAS kernel itself slower). Each piece repacks the other operand: on the CNN's dense
 # layer ([64, 3136] x [3136, 1024]) 8 column pieces cost 17% over one call, 4 pieces 8%.
+# A kernel of fewer multiply-adds than this runs on one thread (threads_for): a hand-off to a
+# pool thread costs about 10 µs on a quiet machine (intra_op's pool), 2 M multiply-adds about
+# 50-80 µs on one core, so at half of that on each of two threads the split still pays. The
+# mid-size layers of batch-1 inference (a Winograd 3×3 layer of ResNet-18½: 7 M multiply-adds
+# in 0.7 ms with its tile transforms) are above it; the Figure 1 MLP's products (0.4-6 M, each
+# under 0.2 ms) stay single-threaded within a step either way, as they are one piece.
+SPLIT_GRAIN = 1 << 21
+# From this many multiply-adds (about 1.5 ms on one core) a kernel also splits onto a core
+# another task is busy on (cores_free); below it only onto an idle one (cores_idle).
+COARSE_GRAIN = 1 << 26
 MAX_PIECES = 4
 MIN_ROWS = 64
 # At least this many columns per piece where a product is split by columns (too few rows): a
@@ -72,6 +88,10 @@ MIN_ROWS = 64
 # slower per multiply-add the thinner it is. The LSTM gradient loop's [64, 2048] x [2048, 512]
 # costs about 1.1 ms in one call, 1.15 ms in 2 pieces of 256 columns, 1.3-1.45 ms in 4 of 128.
 MIN_COLS = 256
+# Where that leaves one piece, two halves of at least this many columns: [64, 1024] x
+# [1024, 256] (a GPT-2-like MLP's second product at batch 1) costs 3% more CPU in two
+# column pieces of 128 than in one call, against 20-25% more in two row pieces of 32.
+NARROW_COLS = 128
 
 
 def core_budget() -> int:
@@ -221,13 +241,26 @@ class limits:
         _tls.intra = self.n
 
 
+def cores_for(work: int | None) -> int:
+    """The cores a kernel of `work` multiply-adds (None: unknown, a memory-bound loop) may
+    split over now: cores_free() from COARSE_GRAIN up, else cores_idle().
+
+    A fine-grained kernel (well under a millisecond a piece) splits only onto cores no other
+    task is using: beside a busy process its second thread is scheduled late, and the caller
+    waits for the piece that thread took (two compiled loops on two threads beside one busy
+    process here took as long as on one; a 0.1-0.7 ms depthwise layer ran 10-60% slower split
+    in two). A coarse one takes the share of a busy core it gets (see cores_free)."""
+    return cores_free() if work is not None and work >= COARSE_GRAIN else cores_idle()
+
+
 def threads_for(work: int, pieces: int, limit: int | None = None, free: int | None = None) -> int:
-    """Threads for a kernel of `work` multiply-adds split in `pieces`: one below GEMM_GRAIN,
-    else as many as there are pieces, within the intra-op bound and the cores free."""
-    if pieces <= 1 or work < GEMM_GRAIN:
+    """Threads for a kernel of `work` multiply-adds split in `pieces`: one below SPLIT_GRAIN,
+    else as many as there are pieces, within the intra-op bound and the cores it may use now
+    (cores_for; `free` overrides)."""
+    if pieces <= 1 or work < SPLIT_GRAIN:
         return 1
     limit = intra_op_limit() if limit is None else limit
-    free = cores_free() if free is None else free
+    free = cores_for(work) if free is None else free
     return max(1, min(pieces, limit, free))
 
 
@@ -246,11 +279,20 @@ def gemm_pieces(m: int, k: int, n: int) -> tuple[int, int]:
     # [1024, 3200] x [3200, 2048] costs about 80 ms in one call, 83 in 4 column pieces, 95 in 4
     # row pieces (one thread).
     most = min(MAX_PIECES, work // GEMM_GRAIN)
-    by_rows = min(most, m // MIN_ROWS) if m >= 2 * MIN_ROWS else 0
-    by_cols = min(most, n // MIN_COLS)
+    # A power of two: 3 pieces on 2 threads leave one thread idle a third of the time (ViT's
+    # [197, 768] x [768, 192] ran 1.5x faster on 2 threads in 3 pieces, about 2x in 2).
+    by_rows = _pow2(min(most, m // MIN_ROWS)) if m >= 2 * MIN_ROWS else 0
+    by_cols = _pow2(min(most, n // MIN_COLS))
+    if by_cols < 2 <= most and n >= 2 * NARROW_COLS:
+        by_cols = 2  # two halves of NARROW_COLS or more (a GPT-2 MLP's [64, 1024] x [1024, 256])
     if by_rows and not (n > m and by_cols >= by_rows):
         return (0, by_rows) if by_rows > 1 else (0, 1)
     return (1, by_cols) if by_cols > 1 else (0, 1)
+
+
+def _pow2(p: int) -> int:
+    """The largest power of two <= p (0 for 0)."""
+    return 1 << (p.bit_length() - 1) if p > 0 else 0
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

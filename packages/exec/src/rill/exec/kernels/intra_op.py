@@ -8,9 +8,10 @@ and the step's intra-op bound allow (`rill.exec.threads`).
 
 from __future__ import annotations
 
+import collections
 import itertools
+import os
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -38,22 +39,86 @@ def scratch(slot: str, n: int, dtype) -> np.ndarray:
 # The most threads parallel_for splits work over: the process's core budget (module-level so that
 # tests and benchmarks can change it).
 _THREADS = _policy.core_budget()
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
 
-def _worker_init() -> None:
-    _tls.worker = True
+class _Job:
+    """One parallel_for call: its pieces, taken from a shared counter by the caller and by the
+    pool workers that reach it; `done` is set when the last piece has finished."""
+
+    __slots__ = ("fn", "bounds", "pieces", "claim", "finish", "done", "err", "error")
+
+    def __init__(self, fn, bounds, pieces, err):
+        self.fn, self.bounds, self.pieces, self.err = fn, bounds, pieces, err
+        # next() on an itertools.count is one atomic step under the GIL: a piece is claimed,
+        # and counted finished, exactly once whichever thread gets there.
+        self.claim = itertools.count()
+        self.finish = itertools.count()
+        self.done = threading.Event()
+        self.error = None
+
+    def take(self) -> None:
+        bounds, fn, pieces = self.bounds, self.fn, self.pieces
+        for k in self.claim:
+            if k >= pieces:
+                return
+            try:
+                fn(bounds[k], bounds[k + 1])
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                if self.error is None:
+                    self.error = e
+            finally:
+                if next(self.finish) == pieces - 1:
+                    self.done.set()
 
 
-def _get_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max(1, _THREADS - 1), thread_name_prefix="rill-intra-op", initializer=_worker_init
-            )
-        return _pool
+class _Pool:
+    """The intra-op worker threads (daemons, started as needed up to _THREADS - 1). A call
+    queues its job once per helper it wants; a worker takes a job from the queue and its pieces
+    from the job's counter. Unlike a general executor there is no future per task: a hand-off
+    is one queue append and one notify (about 10 µs to a sleeping worker here, against 15-30
+    for concurrent.futures), and a job the caller finished before a worker reached it is simply
+    taken off the queue."""
+
+    def __init__(self):
+        self.cv = threading.Condition(threading.Lock())
+        self.queue: collections.deque = collections.deque()
+        self.workers: list[threading.Thread] = []
+        self.pid = os.getpid()
+
+    def post(self, job: _Job, helpers: int) -> None:
+        with self.cv:
+            if self.pid != os.getpid():  # a forked child has none of the parent's threads
+                self.workers, self.pid = [], os.getpid()
+                self.queue.clear()
+            while len(self.workers) < helpers:
+                t = threading.Thread(target=self._work, name=f"rill-intra-op-{len(self.workers)}",
+                                     daemon=True)  # fmt: skip
+                self.workers.append(t)
+                t.start()
+            self.queue.extend(itertools.repeat(job, helpers))
+            self.cv.notify(helpers)
+
+    def withdraw(self, job: _Job) -> None:
+        """Takes the job's entries no worker has reached off the queue (cancelled: the caller
+        never waits for a worker that has not started, whatever the machine's load)."""
+        with self.cv:
+            if job in self.queue:
+                self.queue = collections.deque(j for j in self.queue if j is not job)
+
+    def _work(self) -> None:
+        _tls.worker = True
+        cv = self.cv
+        while True:
+            with cv:
+                while not self.queue:
+                    cv.wait()
+                job = self.queue.popleft()
+            if np.geterr() != job.err:
+                np.seterr(**job.err)  # the caller's numpy error state, for its pieces
+            job.take()
+
+
+_pool = _Pool()
 
 
 def parallel_for(
@@ -61,20 +126,25 @@ def parallel_for(
 ) -> None:
     """Runs fn(lo, hi) over contiguous pieces of range(n) on up to _THREADS threads (the
     caller's included), each piece at least `grain` items; returns when every piece is done.
-    The threads are also bounded by `max_threads`, the step's intra-op bound
-    (ConfigProto.intra_op_parallelism_threads) and the cores free now.
+    The threads are also bounded by the step's intra-op bound
+    (ConfigProto.intra_op_parallelism_threads) and by `max_threads` where given (the count
+    rill.exec.threads.threads_for chose for the kernel's work and the load), else by the
+    cores idle now (a loop of unknown work is taken to be fine-grained: rill.exec.threads.
+    cores_for).
 
     With pieces_per_thread > 1 the threads take pieces from a shared counter, so a thread that
-    shares its core with another busy thread simply does fewer of them. (OpenBLAS's idle workers
-    spin for about 0.1 s after each GEMM, so inside a training step the second core is rarely
-    free: the split pays off only for loops with more work per byte than a copy.) Pieces must touch disjoint memory. Workers run under the
-    caller's numpy error state (steps run with errors ignored, as TensorFlow's kernels are
-    silent). A call from a worker runs inline, so nested use never waits on the pool it uses.
+    shares its core with another busy thread simply does fewer of them; a worker that has not
+    started when the caller has done the rest is withdrawn, never waited for. Pieces must touch
+    disjoint memory. Workers run under the caller's numpy error state (steps run with errors
+    ignored, as TensorFlow's kernels are silent). A call from a worker runs inline, so nested
+    use never waits on the pool it uses.
     """
     threads = min(_THREADS, n // max(grain, 1))
     if threads > 1 and not getattr(_tls, "worker", False):
-        threads = min(threads, _policy.intra_op_limit(), _policy.cores_free())
-        if max_threads is not None:
+        threads = min(threads, _policy.intra_op_limit())
+        if max_threads is None:  # a loop of unknown work: only onto idle cores
+            threads = min(threads, _policy.cores_for(None))
+        else:  # a bound from threads_for, which weighed the work against the load
             threads = min(threads, max_threads)
     if threads <= 1 or getattr(_tls, "worker", False):
         if n > 0:
@@ -82,30 +152,16 @@ def parallel_for(
         return
     pieces = min(threads * pieces_per_thread, n // max(grain, 1))
     bounds = [n * k // pieces for k in range(pieces + 1)]
-    counter = itertools.count()
-    err = np.geterr()
-
-    def run():
-        for k in counter:
-            if k >= pieces:
-                return
-            fn(bounds[k], bounds[k + 1])
-
-    def run_in_worker():
-        with np.errstate(**err):
-            run()
-
-    pool = _get_pool()
-    futures = [pool.submit(run_in_worker) for _ in range(threads - 1)]
+    job = _Job(fn, bounds, pieces, np.geterr())
+    _pool.post(job, threads - 1)
     try:
-        run()
+        job.take()
     finally:
-        # A worker that has not started by now finds no piece left: cancel it rather than wait
-        # for a busy machine to schedule it (only the pieces in flight are waited for).
-        futures = [f for f in futures if not f.cancel()]
-        wait(futures)
-    for f in futures:
-        f.result()
+        _pool.withdraw(job)
+        # Only the pieces in flight on workers are waited for.
+        job.done.wait()
+    if job.error is not None:
+        raise job.error
 
 
 def parallel_blocks(count: int, fn, work: int) -> None:

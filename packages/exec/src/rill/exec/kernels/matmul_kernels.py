@@ -61,6 +61,16 @@ def _batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out.reshape(*batch_shape, m, n)
 
 
+def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a [..., m, k] @ b [k, n] (a stack times one matrix: the Linear layers of imported
+    transformers) as one [rows, k] x [k, n] product through rill.exec.threads.matmul, which
+    splits it in fixed blocks over the intra-op threads (numpy's own loop multiplies the stack
+    one matrix at a time on one thread)."""
+    k, n = b.shape
+    rows = a.reshape(-1, k)
+    return threads.matmul(rows, b).reshape(*a.shape[:-1], n)
+
+
 @register_kernel("BatchMatMulV2", devices=("CPU", "GPU"), expensive=True)
 def batch_matmul_v2(adj_x, adj_y, T, xp):
     mm, want, cplx = xp.matmul, T.np, T.is_complex
@@ -73,6 +83,8 @@ def batch_matmul_v2(adj_x, adj_y, T, xp):
                 and a.shape[-1] == b.shape[-2]
             ):
                 return _batched(a, b)
+            if a.ndim >= 3 and b.ndim == 2 and a.shape[-1] == b.shape[0]:
+                return _rows_times_matrix(a, b)
             return np.matmul(a, b)
 
     def compute(x, y):

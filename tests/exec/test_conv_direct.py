@@ -16,6 +16,9 @@ from rill.exec.kernels import conv_direct, intra_op, jit
 from rill.exec.kernels import fused_kernels as fk
 from rill.exec.testing import run_kernel
 
+# Under RILL_JIT=0 the compiled loops these cases run are off.
+needs_jit = pytest.mark.skipif(not jit.enabled(), reason="RILL_JIT=0 turns the compiled loops off")
+
 pytest.importorskip("numba")
 
 RNG = np.random.default_rng(2122)
@@ -82,6 +85,7 @@ GEOMETRIES = [
 
 
 # float64 compiles every loop a second time (tens of seconds on a busy machine, once per cache).
+@needs_jit
 @pytest.mark.parametrize("geom", GEOMETRIES, ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 def test_direct_loops_match_the_gemm_paths(small, geom, dtype):
@@ -113,6 +117,7 @@ def test_other_filters_keep_the_gemm_paths(small, ws):
         assert np.array_equal(a, b)
 
 
+@needs_jit
 def test_without_the_compiled_loops_the_gemm_paths_run(small):
     x = RNG.standard_normal((2, 10, 10, 1)).astype(np.float32)
     w = RNG.standard_normal((5, 5, 1, 32)).astype(np.float32)
@@ -156,6 +161,7 @@ def test_blocks_and_threads_keep_the_bits(small, block_bytes):
         assert len(blocks) == 3
 
 
+@needs_jit
 def test_the_cnn_first_convolution_takes_the_direct_loops():
     # The MNIST CNN's first convolution at its own size (no monkeypatching).
     from rill.exec.kernels.conv_common import _Window
@@ -168,6 +174,7 @@ def test_the_cnn_first_convolution_takes_the_direct_loops():
     assert blocks == [(n0, n0 + 4, 0, 28) for n0 in range(0, 64, 4)]
 
 
+@needs_jit
 @pytest.mark.parametrize("act", ["Relu", "Relu6", "Elu"])
 def test_fused_conv_epilogue_on_direct_blocks(small, act):
     small.setattr(conv_direct, "_BLOCK_BYTES", 1)  # an epilogue per output row
@@ -193,6 +200,7 @@ def test_the_written_out_loops_are_the_generators():
     assert pathlib.Path(OUT).read_text() == source()
 
 
+@needs_jit
 def test_compiling_the_loops_leaves_numba_settings_as_they_were(small):
     import numba
 
@@ -203,6 +211,7 @@ def test_compiling_the_loops_leaves_numba_settings_as_they_were(small):
     assert small.calls and before == numba.config.SLP_VECTORIZE
 
 
+@needs_jit
 def test_channels_first_and_grouped_convolutions_take_views_through_the_loops(small):
     # NCHW: the filter gradient reads channels-last views of x and dy; groups: slices of x.
     x = RNG.standard_normal((2, 1, 9, 10)).astype(np.float32)

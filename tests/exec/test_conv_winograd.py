@@ -15,6 +15,9 @@ from rill.exec.kernels import conv_winograd, intra_op, jit
 from rill.exec.kernels import fused_kernels as fk
 from rill.exec.testing import run_kernel
 
+# Under RILL_JIT=0 the compiled loops these cases run are off.
+needs_jit = pytest.mark.skipif(not jit.enabled(), reason="RILL_JIT=0 turns the compiled loops off")
+
 pytest.importorskip("numba")
 
 RNG = np.random.default_rng(2121)
@@ -65,6 +68,7 @@ def small(monkeypatch):
     return monkeypatch
 
 
+@needs_jit
 @pytest.mark.parametrize("m, r", conv_winograd._TILE_SETS)
 def test_written_out_transforms_match_the_cook_toom_matrices(m, r):
     loops = conv_winograd._loops()
@@ -129,6 +133,7 @@ def test_2x2_tiles_of_a_5x5_filter(small, geom):
     close(conv_three(x, w, padding), x, w, padding)
 
 
+@needs_jit
 def test_explicit_padding_beyond_the_window_keeps_the_gemm_paths(small):
     from rill.exec.kernels.conv_common import _Window
 
@@ -137,6 +142,7 @@ def test_explicit_padding_beyond_the_window_keeps_the_gemm_paths(small):
     assert conv_winograd.winograd_tile(win, 3, 3, 8, 8, 2, 20, 10, (2, 1), np.float32) == 4
 
 
+@needs_jit
 def test_the_cnn_convolution_takes_winograd_and_matches():
     # The MNIST CNN's second convolution, at its own size (no monkeypatching).
     x = RNG.standard_normal((8, 14, 14, 32)).astype(np.float32)

@@ -187,6 +187,38 @@ def test_blocks_and_threads_keep_the_bits(small, block_bytes):
     close(results[0], x, w, "SAME")
 
 
+@pytest.mark.parametrize(
+    "n, side, blocks", [(1, 56, 4), (1, 28, 2), (1, 14, 1), (2, 28, 4), (3, 20, 6), (64, 14, 8)]
+)
+def test_a_small_batch_splits_into_blocks_of_tile_rows(n, side, blocks):
+    # batch-1 inference: two or four blocks of at least _SPLIT_TILES tiles share one image
+    tiles = conv_winograd._Tiles(n, side, side, 2, 4, 64, 4)
+    assert len(tiles.blocks) == blocks
+    assert tiles.blocks[0][0] == 0 and tiles.blocks[-1][1] == n * tiles.tpi
+    assert all(a[1] == b[0] for a, b in zip(tiles.blocks, tiles.blocks[1:]))
+    if len(tiles.blocks) > 1:
+        assert min(t1 - t0 for t0, t1 in tiles.blocks) >= min(conv_winograd._SPLIT_TILES, tiles.tw)
+
+
+def test_one_image_in_tile_row_blocks_keeps_the_bits_on_any_thread_count(small):
+    x = RNG.standard_normal((1, 34, 31, 3)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    small.setattr(conv_winograd, "_SPLIT_TILES", 16)
+    assert len(conv_winograd._Tiles(1, 34, 31, 2, 4, 7, 4).blocks) == 4
+    small.setattr(threads, "GEMM_GRAIN", 1)
+    small.setattr(threads, "SPLIT_GRAIN", 1)
+    small.setattr(intra_op, "_THREADS", 3)
+    small.setattr(threads, "_BUDGET", 3)
+    results = []
+    for free in (1, 3):
+        small.setattr(threads, "cores_free", lambda free=free: free)
+        small.setattr(threads, "cores_idle", lambda free=free: free)
+        results.append(conv_three(x, w, "SAME"))
+    for a, b in zip(*results):
+        assert np.array_equal(a, b)
+    close(results[0], x, w, "SAME")
+
+
 def test_many_channels_still_make_blocks_of_many_tiles():
     tiles = conv_winograd._Tiles(4, 14, 14, 4, 8, 1024, 4)  # 256 KiB per tile
     assert len(tiles.blocks) == 2 and tiles.blocks[0] == (0, 32)

@@ -52,6 +52,8 @@ _MIN_CHANNELS = 16
 # input transform, the GEMMs and the output transform.
 _BLOCK_BYTES = 2 << 20
 _MIN_TILES = 32
+# The fewest tiles in a block made only so that threads can share a small batch.
+_SPLIT_TILES = 64
 # The fewest output tiles (all images) of a channels-first Winograd convolution: making the
 # filter's transform, or with it held (winograd_nchw). At 4 tiles of 256 channels (ResNet-18 ½'s
 # last stage at batch 1) the GEMM path was faster even so, at 16 of 128 channels Winograd.
@@ -184,11 +186,27 @@ class _Tiles:
                            for b in range(0, n, step)]  # fmt: skip
         else:
             rows = max(1, most // self.tw)
-            self.blocks = [
-                (b * self.tpi + r * self.tw, b * self.tpi + min(self.th, r + rows) * self.tw)
-                for b in range(n)
-                for r in range(0, self.th, rows)
-            ]
+            self.blocks = self._row_blocks(n, rows)
+        # Too few images for two or four blocks (batch-1 inference) of _SPLIT_TILES tiles or more:
+        # blocks of tile rows (of about _MIN_TILES tiles or more), so that threads share an image.
+        total = n * self.tpi
+        want = 4 if total >= 4 * _SPLIT_TILES else 2 if total >= 2 * _SPLIT_TILES else 1
+        if len(self.blocks) < want:
+            if n >= want:
+                step = -(-n // want)
+                self.blocks = [
+                    (b * self.tpi, min(n, b + step) * self.tpi) for b in range(0, n, step)
+                ]
+            else:
+                per_image = min(-(-want // n), max(1, self.tpi // _MIN_TILES))
+                self.blocks = self._row_blocks(n, -(-self.th // per_image))
+
+    def _row_blocks(self, n, rows):
+        return [
+            (b * self.tpi + r * self.tw, b * self.tpi + min(self.th, r + rows) * self.tw)
+            for b in range(n)
+            for r in range(0, self.th, rows)
+        ]
 
     def out_rows(self, out: np.ndarray, t0: int, t1: int) -> np.ndarray:
         """The [rows, channels] view of out that tiles [t0, t1) write (for an epilogue)."""

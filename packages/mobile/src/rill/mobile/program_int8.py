@@ -83,6 +83,10 @@ class _Builder:
         self.tsize = 1
         self.x_need = self.y_need = self.g_need = 0
         self.fix: list[tuple[int, str]] = []  # (row position, area) to patch with an offset
+        # (position of the last requant row's parameters, its output tensor): the next
+        # convolution reading that tensor takes its centered floats from the requant instead of
+        # a load.
+        self.last: tuple[int, int] | None = None
 
     # -- constants and areas -----------------------------------------------------------------
 
@@ -156,6 +160,7 @@ class _Builder:
                 raise _Unsupported("broadcast")
             self.emit(self.loops.OP_PAIR, [self.byte_at(a), self.byte_at(b), self.byte_at(y), n,
                                            self.table(kernel.pair)])  # fmt: skip
+            self.last = None
         else:
             raise _Unsupported(name)
 
@@ -194,9 +199,15 @@ class _Builder:
         if stage.compiled is None:
             raise _Unsupported("output stage")
         nx = n * h * w_ * ci
+        xq, yo = self.byte_at(xi), self.byte_at(yi)
         self.x_need = max(self.x_need, nx)
         self.y_need = max(self.y_need, rows * co)
-        self.emit(self.loops.OP_LOAD, [self.byte_at(xi), 0, nx, x.zero_point], [(1, "x")])
+        if self.last is not None and self.last[1] == xi:  # the previous requant writes it
+            at = self.last[0]
+            self.rows[at + 10], self.rows[at + 11] = 0, x.zero_point
+            self.fix.append((at + 10, "x"))
+        else:
+            self.emit(self.loops.OP_LOAD, [xq, 0, nx, x.zero_point], [(1, "x")])
         if depthwise:
             mult = co // ci
             wo = self.fconst(wv.reshape(kh, kw, co))
@@ -223,17 +234,24 @@ class _Builder:
                 self.g_need = max(self.g_need, rows * kh * kw * ci)
                 self.emit(self.loops.OP_CONV, [0, wo, -1, 0, *geo, 0],
                           [(0, "x"), (1, "c"), (3, "y"), (20, "g")])  # fmt: skip
-        yo = self.byte_at(yi)
+        # Per-channel constants tiled to a span of at least 64 values (whole rows).
+        span = co * max(1, -(-64 // co))
+        reps = span // co
+
+        def tiled(v):
+            return np.tile(np.asarray(v), reps)
+
         if stage.cfold is not None:
             fold, offset, step, threshold, correct = stage.cfold
-            do = self.dconst(np.concatenate([bias.astype(np.float64), fold, offset, step,
-                                             [threshold]]))  # fmt: skip
-            self.emit(self.loops.OP_REQUANT, [0, yo, rows, co, 1, do, int(correct), lo, hi, -1],
-                      [(0, "y")])  # fmt: skip
+            do = self.dconst(np.concatenate([tiled(bias.astype(np.float64)), tiled(fold),
+                                             tiled(offset), tiled(step), [threshold]]))  # fmt: skip
+            params = [0, yo, rows * co, span, 1, do, int(correct), lo, hi, -1, -1, 0]
         else:
             m0, right, add, negfix = stage.consts
-            io = self.iconst(np.concatenate([bias, m0, right, add, negfix]))
-            self.emit(self.loops.OP_REQUANT, [0, yo, rows, co, 0, 0, 0, lo, hi, io], [(0, "y")])
+            io = self.iconst(np.concatenate([tiled(v) for v in (bias, m0, right, add, negfix)]))
+            params = [0, yo, rows * co, span, 0, 0, 0, lo, hi, io, -1, 0]
+        self.emit(self.loops.OP_REQUANT, params, [(0, "y")])
+        self.last = (len(self.rows) - len(params), yi)
 
     def finish(self, q, ops) -> FusedRun:
         def up(v):
@@ -280,12 +298,19 @@ def fuse(sg, run: list, run_kernels: list) -> tuple[list, list]:
         saved = (len(builder.rows), len(builder.fix), builder.fsize, len(builder.fconsts),
                  builder.dsize, len(builder.dconsts), builder.isize, len(builder.iconsts),
                  builder.tsize, len(builder.tables), builder.x_need, builder.y_need,
-                 builder.g_need)  # fmt: skip
+                 builder.g_need, builder.last)  # fmt: skip
+        patched = (
+            None
+            if builder.last is None
+            else list(builder.rows[builder.last[0] + 10 : builder.last[0] + 12])
+        )
         try:
             builder.op(kernel, kernel.op)
         except (_Unsupported, AttributeError, TypeError, ValueError, KeyError):
             (nr, nf, builder.fsize, nfc, builder.dsize, ndc, builder.isize, nic, builder.tsize,
-             nt, builder.x_need, builder.y_need, builder.g_need) = saved  # fmt: skip
+             nt, builder.x_need, builder.y_need, builder.g_need, builder.last) = saved  # fmt: skip
+            if patched is not None:
+                builder.rows[builder.last[0] + 10 : builder.last[0] + 12] = patched
             del builder.rows[nr:], builder.fix[nf:], builder.fconsts[nfc:]
             del builder.dconsts[ndc:], builder.iconsts[nic:], builder.tables[nt:]
             close()

@@ -53,44 +53,56 @@ def load(m, q, p):  # pragma: no cover - compiled
 
 @_jit
 def requant(m, q, d, ic, p):  # pragma: no cover - compiled
-    """q[qo + r·C + c] = stage(acc[r, c] + bias[c]) for the exact float32 accumulators acc at mo.
-    p: mo, qo, rows, C, folded, do (d: bias, fold, offset, step, each [C], then the negative
-    tie threshold), correct, lo, hi, io (ic: bias, m0, right, add, negfix, each [C]; -1 when
-    folded)."""
-    mo, qo, rows, c, folded, do = p[0], p[1], p[2], p[3], p[4], p[5]
-    correct, lo, hi, io = p[6], p[7], p[8], p[9]
-    acc = m[mo : mo + rows * c]
-    out = q[qo : qo + rows * c]
+    """q[qo + i] = stage(acc[i] + bias[c]) (c = i mod C) for the exact float32 accumulators acc
+    at mo, rows · C of them; when xo >= 0 also m[xo + i] = q[qo + i] − zx (the next operator's
+    centered input, so that it needs no load). The per-channel constants are stored tiled to a
+    span L (a multiple of C of at least 64 values), so each inner loop is long and contiguous.
+    p: mo, qo, n (rows · C), L, folded, do (d: bias, fold, offset, step, each [L], then the
+    negative-tie threshold), correct, lo, hi, io (ic: bias, m0, right, add, negfix, each [L];
+    -1 when folded), xo, zx."""
+    u = np.uint64
+    mo, qo, n, span, folded, do = p[0], p[1], p[2], p[3], p[4], p[5]
+    correct, lo, hi, io, xo, zx = p[6], p[7], p[8], p[9], p[10], np.float32(p[11])
+    acc = m[mo : mo + n]
+    out = q[qo : qo + n]
+    nxt = m[xo : xo + n] if xo >= 0 else m[0:0]
     if folded:
-        bias, fold = d[do : do + c], d[do + c : do + 2 * c]
-        off, step = d[do + 2 * c : do + 3 * c], d[do + 3 * c : do + 4 * c]
-        threshold = d[do + 4 * c]
+        bias, fold = d[do : do + span], d[do + span : do + 2 * span]
+        off, step = d[do + 2 * span : do + 3 * span], d[do + 3 * span : do + 4 * span]
+        threshold = d[do + 4 * span]
         flo, fhi = np.float64(lo), np.float64(hi)
-        # As _loops.requant_folded_bias, operation for operation.
-        if correct:
-            for r in range(rows):
-                a, o = acc[r * c : r * c + c], out[r * c : r * c + c]
-                for j in range(c):
-                    v = (np.float64(a[j]) + bias[j]) * fold[j] + off[j]
+        for s in range(0, n, span):
+            e = u(min(span, n - s))
+            s = u(s)
+            # As _loops.requant_folded_bias, operation for operation.
+            if correct:
+                for j in range(e):
+                    v = (np.float64(acc[s + j]) + bias[j]) * fold[j] + off[j]
                     t = min(max(v * -2147483648.0 + threshold, 0.0), step[j])
                     v = min(max(np.floor(v - t), flo), fhi)
-                    o[j] = np.int8(np.int32(v))
-        else:
-            for r in range(rows):
-                a, o = acc[r * c : r * c + c], out[r * c : r * c + c]
-                for j in range(c):
-                    v = min(max(np.floor((np.float64(a[j]) + bias[j]) * fold[j] + off[j]), flo),
-                            fhi)  # fmt: skip
-                    o[j] = np.int8(np.int32(v))
+                    out[s + j] = np.int8(np.int32(v))
+            else:
+                for j in range(e):
+                    v = np.floor((np.float64(acc[s + j]) + bias[j]) * fold[j] + off[j])
+                    v = min(max(v, flo), fhi)
+                    out[s + j] = np.int8(np.int32(v))
+            if xo >= 0:
+                for j in range(e):
+                    nxt[s + j] = np.float32(out[s + j]) - zx
         return
-    bias, m0 = ic[io : io + c], ic[io + c : io + 2 * c]
-    right, add, negfix = ic[io + 2 * c : io + 3 * c], ic[io + 3 * c : io + 4 * c], \
-        ic[io + 4 * c : io + 5 * c]  # fmt: skip
-    for r in range(rows):
-        a, o = acc[r * c : r * c + c], out[r * c : r * c + c]
-        for j in range(c):
-            v = _requant(np.int64(a[j]) + bias[j], m0[j], right[j], add[j], negfix[j], lo, hi)
-            o[j] = np.int8(v)
+    bias, m0 = ic[io : io + span], ic[io + span : io + 2 * span]
+    right, add = ic[io + 2 * span : io + 3 * span], ic[io + 3 * span : io + 4 * span]
+    negfix = ic[io + 4 * span : io + 5 * span]
+    for s in range(0, n, span):
+        e = u(min(span, n - s))
+        s = u(s)
+        for j in range(e):
+            v = _requant(np.int64(acc[s + j]) + bias[j], m0[j], right[j], add[j], negfix[j],
+                         lo, hi)  # fmt: skip
+            out[s + j] = np.int8(v)
+        if xo >= 0:
+            for j in range(e):
+                nxt[s + j] = np.float32(out[s + j]) - zx
 
 
 @_jit

@@ -14,8 +14,8 @@ import sys
 import numpy as np
 import pytest
 from mobile.kernel_testing import RNG, q8, qbias, quant, qweights, sample
-from mobile.tflite_builder import build, litert_run, single_op
 from mobile.tflite_builder import Op as BOp
+from mobile.tflite_builder import build, litert_run, single_op
 
 from rill.mobile import program
 from rill.mobile.interpreter import Interpreter

@@ -56,7 +56,7 @@ def requant(m, q, d, ic, p):  # pragma: no cover - compiled
     """q[qo + i] = stage(acc[i] + bias[c]) (c = i mod C) for the exact float32 accumulators acc
     at mo, rows · C of them; when xo >= 0 also m[xo + i] = q[qo + i] − zx (the next operator's
     centered input, so that it needs no load). The per-channel constants are stored tiled to a
-    span L (a multiple of C of at least 64 values), so each inner loop is long and contiguous.
+    span L (a multiple of C of at least 512 values), so each inner loop is long and contiguous.
     p: mo, qo, n (rows · C), L, folded, do (d: bias, fold, offset, step, each [L], then the
     negative-tie threshold), correct, lo, hi, io (ic: bias, m0, right, add, negfix, each [L];
     -1 when folded), xo, zx."""

@@ -36,7 +36,8 @@ from rill.mobile.kernels._program_loops import (
 )
 
 # No fast-math: the output stage's float64 operations must round exactly as common.OutputStage's.
-_jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
+# No reference counting of views (see kernels._program_loops).
+_jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy", _nrt=False)
 
 OP_LOAD, OP_REQUANT, OP_PAIR = 20, 21, 22
 

@@ -244,8 +244,9 @@ class _Builder:
 
         if stage.cfold is not None:
             fold, offset, step, threshold, correct = stage.cfold
-            do = self.dconst(np.concatenate([tiled(bias.astype(np.float64)), tiled(fold),
-                                             tiled(offset), tiled(step), [threshold]]))  # fmt: skip
+            c0 = bias.astype(np.float64) * fold + offset  # exact: see _program_int8.requant
+            do = self.dconst(np.concatenate([tiled(c0), tiled(fold), tiled(step),
+                                             [threshold]]))  # fmt: skip
             params = [0, yo, rows * co, span, 1, do, int(correct), lo, hi, -1, -1, 0]
         else:
             m0, right, add, negfix = stage.consts

@@ -58,9 +58,14 @@ def requant(m, q, d, ic, p):  # pragma: no cover - compiled
     at mo, rows · C of them; when xo >= 0 also m[xo + i] = q[qo + i] − zx (the next operator's
     centered input, so that it needs no load). The per-channel constants are stored tiled to a
     span L (a multiple of C of at least 512 values), so each inner loop is long and contiguous.
-    p: mo, qo, n (rows · C), L, folded, do (d: bias, fold, offset, step, each [L], then the
-    negative-tie threshold), correct, lo, hi, io (ic: bias, m0, right, add, negfix, each [L];
-    -1 when folded), xo, zx."""
+    p: mo, qo, n (rows · C), L, folded, do (d: bias · fold + offset, fold, step, each [L],
+    then the negative-tie threshold), correct, lo, hi, io (ic: bias, m0, right, add, negfix,
+    each [L]; -1 when folded), xo, zx.
+
+    Folded, P = acc · fold + (bias · fold + offset) is _loops.requant_folded_bias's
+    (acc + bias) · fold + offset: every term and sum is a multiple of the unit 2^-(31 + r)
+    below 2^53 units (OutputStage checks that bound with |acc| + |bias|), so both are the exact
+    P and have the same floor."""
     u = np.uint64
     mo, qo, n, span, folded, do = p[0], p[1], p[2], p[3], p[4], p[5]
     correct, lo, hi, io, xo, zx = p[6], p[7], p[8], p[9], p[10], np.float32(p[11])
@@ -68,28 +73,24 @@ def requant(m, q, d, ic, p):  # pragma: no cover - compiled
     out = q[qo : qo + n]
     nxt = m[xo : xo + n] if xo >= 0 else m[0:0]
     if folded:
-        bias, fold = d[do : do + span], d[do + span : do + 2 * span]
-        off, step = d[do + 2 * span : do + 3 * span], d[do + 3 * span : do + 4 * span]
-        threshold = d[do + 4 * span]
+        c0, fold = d[do : do + span], d[do + span : do + 2 * span]
+        step = d[do + 2 * span : do + 3 * span]
+        threshold = d[do + 3 * span]
         flo, fhi = np.float64(lo), np.float64(hi)
         for s in range(0, n, span):
             e = u(min(span, n - s))
             s = u(s)
-            # As _loops.requant_folded_bias, operation for operation.
-            if correct:
-                for j in range(e):
-                    v = (np.float64(acc[s + j]) + bias[j]) * fold[j] + off[j]
-                    t = min(max(v * -2147483648.0 + threshold, 0.0), step[j])
-                    v = min(max(np.floor(v - t), flo), fhi)
-                    out[s + j] = np.int8(np.int32(v))
-            else:
-                for j in range(e):
-                    v = np.floor((np.float64(acc[s + j]) + bias[j]) * fold[j] + off[j])
-                    v = min(max(v, flo), fhi)
-                    out[s + j] = np.int8(np.int32(v))
-            if xo >= 0:
-                for j in range(e):
-                    nxt[s + j] = np.float32(out[s + j]) - zx
+            for j in range(e):
+                v = np.float64(acc[s + j]) * fold[j] + c0[j]
+                if correct:  # _loops.requant_folded_bias's negative-tie correction
+                    v = v - min(max(v * -2147483648.0 + threshold, 0.0), step[j])
+                v = np.floor(v)
+                v = v if v > flo else flo
+                v = v if v < fhi else fhi
+                f = np.float32(v)  # an integer in [lo, hi]: exact
+                out[s + j] = np.int8(np.int32(f))
+                if xo >= 0:
+                    nxt[s + j] = f - zx
         return
     bias, m0 = ic[io : io + span], ic[io + span : io + 2 * span]
     right, add = ic[io + 2 * span : io + 3 * span], ic[io + 3 * span : io + 4 * span]

@@ -215,9 +215,13 @@ class _Builder:
             if sh == sw == dh == dw == 1 and co == ci and co < 32 and ow >= 12:
                 wto = self.fconst(np.tile(wv.reshape(kh * kw, 1, co).astype(np.float32),
                                           (1, ow, 1)))  # fmt: skip
+            padded = program.depthwise_padded(h, w_, co, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
             params = [0, wo, -1, 0, n, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl,
-                      mult, 0, wto, bto]  # fmt: skip
+                      mult, 0, wto, bto, 0 if padded else -1]  # fmt: skip
             fix = [(0, "x"), (1, "c"), (3, "y")] + ([(21, "c")] if wto >= 0 else [])
+            if padded:  # the padded input goes to the gather area
+                self.g_need = max(self.g_need, n * padded * ci)
+                fix.append((23, "g"))
             self.emit(self.loops.OP_DW, params, fix)
         elif kh == kw == 1 and sh == sw == 1 and oh == h and ow == w_:
             wo = self.fconst(wv.reshape(co, ci).T)

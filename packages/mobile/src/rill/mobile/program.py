@@ -60,6 +60,7 @@ def set_enabled(on: bool) -> bool:
 
 
 _ready = False
+_failed = False  # the program kernels could not be imported or compiled: never try again
 
 
 class _Unsupported(Exception):
@@ -69,14 +70,23 @@ class _Unsupported(Exception):
 def _loops():
     if jit.loops() is None:  # numba missing or compiled loops off
         return None
-    global _ready
-    try:
-        from rill.mobile.kernels import _program_loops
-    except ImportError:  # pragma: no cover - numba present but unusable
+    global _ready, _failed
+    if _failed:
         return None
     if not _ready:  # compile (or load from numba's cache) now, in allocate, not in invoke
-        _program_loops.compile_run()
+        # Any failure leaves every subgraph on the per-operator path: a numba that lacks an
+        # option the kernels pass (`_nrt`, an internal one), rejects one (KeyError,
+        # TypeError) or cannot compile them (numba's own errors) must not fail allocate_tensors.
+        try:
+            from rill.mobile.kernels import _program_loops
+
+            _program_loops.compile_run()
+        except Exception:  # noqa: BLE001 - see above
+            _failed = True
+            return None
         _ready = True
+    from rill.mobile.kernels import _program_loops
+
     return _program_loops
 
 

@@ -28,6 +28,7 @@ __all__ = ["FusedRun", "fuse"]
 
 _I8 = np.dtype(np.int8)
 _ready = False
+_failed = False  # the kernels could not be imported or compiled: never try again
 
 
 class _Unsupported(Exception):
@@ -46,14 +47,21 @@ def _loops():
 
     if jit.loops() is None:
         return None
-    global _ready
-    try:
-        from rill.mobile.kernels import _program_int8
-    except ImportError:  # pragma: no cover - numba present but unusable
+    global _ready, _failed
+    if _failed:
         return None
     if not _ready:  # compile (or load from numba's cache) in allocate, not in invoke
-        _program_int8.compile_run()
+        # Any failure (as program._loops says) leaves the operators on their own.
+        try:
+            from rill.mobile.kernels import _program_int8
+
+            _program_int8.compile_run()
+        except Exception:  # noqa: BLE001 - see above
+            _failed = True
+            return None
         _ready = True
+    from rill.mobile.kernels import _program_int8
+
     return _program_int8
 
 

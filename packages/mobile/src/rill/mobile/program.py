@@ -92,10 +92,11 @@ def _loops():
 
 class Program:
     """One subgraph's program: `prog` (int64 rows), `m` (float32: the arena's bytes, then the
-    constants) and `ops` (the operator indices it runs, in order)."""
+    constants) and `ops` (the operator indices it runs, in order). Calling it, or `run(prog, m)`
+    (the compiled function itself, which Interpreter.invoke calls directly), runs it."""
 
     def __init__(self, prog: np.ndarray, constants: np.ndarray, ops: list[int], loops):
-        self.prog, self.constants, self.ops, self._run = prog, constants, ops, loops.run
+        self.prog, self.constants, self.ops, self.run = prog, constants, ops, loops.run
         self.m: np.ndarray | None = None
 
     def attach(self, m: np.ndarray) -> None:
@@ -104,7 +105,7 @@ class Program:
         self.m = m
 
     def __call__(self) -> None:
-        self._run(self.prog, self.m)
+        self.run(self.prog, self.m)
 
 
 def _pad4(shape) -> list[int]:

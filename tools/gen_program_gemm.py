@@ -72,7 +72,7 @@ import numba
 import numpy as np
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
-                  fastmath={"contract"})  # fmt: skip
+                  fastmath={"contract"}, _nrt=False)  # fmt: skip
 _u = np.uint64
 
 

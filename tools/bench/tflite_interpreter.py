@@ -17,8 +17,9 @@ timed one by one, within about a second). The outputs of rill and LiteRT's
 reference kernels are checked to agree first (int8 exactly). rill runs with its compiled loops
 when numba is installed (`RILL_JIT=0` measures the numpy-only interpreter): a float32 model
 whose every operator has a compiled kernel runs as one whole-subgraph program
-(rill.mobile.program; `RILL_JIT_PROGRAM=0` measures the per-operator path instead), and the note
-says which ran.
+(rill.mobile.program), and runs of int8 convolutions and additions run as fused compiled calls
+(rill.mobile.program_int8); `RILL_JIT_PROGRAM=0` measures the per-operator path instead, and the
+note says which ran.
 """
 
 from __future__ import annotations
@@ -118,6 +119,21 @@ def _invoke_ms(interp, x, best: dict, key: str, cpu: bool) -> float:
     return _cpu_ms(interp.invoke)
 
 
+def _how(sg) -> str:
+    """How rill ran the model: one program, fused int8 runs among per-operator kernels, or
+    per operator."""
+    if sg.program is not None:
+        return "one compiled program"
+    fused = [f for f in sg.run if hasattr(f, "ops")]  # rill.mobile.program_int8.FusedRun
+    if fused:
+        n = sum(len(f.ops) for f in fused)
+        return (
+            f"{n} of {n + len(sg.run) - len(fused)} operators in {len(fused)} fused int8 "
+            f"run{'s' if len(fused) > 1 else ''}, the rest per operator"
+        )
+    return "per operator"
+
+
 def run() -> list[Row]:
     from rill.mobile.interpreter import Interpreter
 
@@ -166,5 +182,5 @@ def run() -> list[Row]:
                             note=f"fastest invoke and wall medians (ms): {bests}; load average "
                                  f"{os.getloadavg()[0]:.1f}; rill's BLAS threads {used}; rill arena "
                                  f"{rill.arena_size} bytes; rill ran "
-                                 f"{'one compiled program' if rill._main.program is not None else 'per operator'}"))  # fmt: skip
+                                 f"{_how(rill._main)}"))  # fmt: skip
     return rows

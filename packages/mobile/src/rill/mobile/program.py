@@ -60,6 +60,7 @@ def set_enabled(on: bool) -> bool:
 
 
 _ready = False
+_failed = False  # the program kernels could not be imported or compiled: never try again
 
 
 class _Unsupported(Exception):
@@ -69,23 +70,33 @@ class _Unsupported(Exception):
 def _loops():
     if jit.loops() is None:  # numba missing or compiled loops off
         return None
-    global _ready
-    try:
-        from rill.mobile.kernels import _program_loops
-    except ImportError:  # pragma: no cover - numba present but unusable
+    global _ready, _failed
+    if _failed:
         return None
     if not _ready:  # compile (or load from numba's cache) now, in allocate, not in invoke
-        _program_loops.compile_run()
+        # Any failure leaves every subgraph on the per-operator path: a numba that lacks an
+        # option the kernels pass (`_nrt`, an internal one), rejects one (KeyError,
+        # TypeError) or cannot compile them (numba's own errors) must not fail allocate_tensors.
+        try:
+            from rill.mobile.kernels import _program_loops
+
+            _program_loops.compile_run()
+        except Exception:  # noqa: BLE001 - see above
+            _failed = True
+            return None
         _ready = True
+    from rill.mobile.kernels import _program_loops
+
     return _program_loops
 
 
 class Program:
     """One subgraph's program: `prog` (int64 rows), `m` (float32: the arena's bytes, then the
-    constants) and `ops` (the operator indices it runs, in order)."""
+    constants) and `ops` (the operator indices it runs, in order). Calling it, or `run(prog, m)`
+    (the compiled function itself, which Interpreter.invoke calls directly), runs it."""
 
     def __init__(self, prog: np.ndarray, constants: np.ndarray, ops: list[int], loops):
-        self.prog, self.constants, self.ops, self._run = prog, constants, ops, loops.run
+        self.prog, self.constants, self.ops, self.run = prog, constants, ops, loops.run
         self.m: np.ndarray | None = None
 
     def attach(self, m: np.ndarray) -> None:
@@ -94,7 +105,7 @@ class Program:
         self.m = m
 
     def __call__(self) -> None:
-        self._run(self.prog, self.m)
+        self.run(self.prog, self.m)
 
 
 def _pad4(shape) -> list[int]:
@@ -110,6 +121,26 @@ def _strides(shape) -> list[int]:
         out.append(s)
         s *= d
     return out[::-1]
+
+
+# A depthwise input with padding is first copied, padded, to the scratch area
+# (kernels._program_loops.depthwise) when an output side is below DW_PAD_BELOW and it has at
+# most DW_PAD_CHANNELS channels: then many windows reach outside and the per-tap loop over few
+# channels is slow (the keyword-spotting CNN's 25x5x16 and x32 layers: ~3.3 -> 2.4 and
+# ~4.1 -> 3.4 us). With many channels that loop is long vectors and the copy costs more
+# (MobileNetV2's 6x6 and 3x3 layers: ~3% slower padded).
+DW_PAD_BELOW, DW_PAD_CHANNELS = 12, 32
+
+
+def depthwise_padded(h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl) -> int:
+    """The cells (rows × columns) of a depthwise input's padded copy, or 0 for no copy: when
+    every window lies inside the input, or outside the cases above."""
+    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    if pt == 0 and pl == 0 and hp <= h and wp <= w:
+        return 0
+    if min(oh, ow) >= DW_PAD_BELOW or c > DW_PAD_CHANNELS:
+        return 0
+    return hp * wp
 
 
 def _pad(size, kernel, stride, dilation, out) -> int:
@@ -272,8 +303,12 @@ class _Builder:
             wto = self.const(np.tile(wv.reshape(kh * kw, 1, co), (1, ow, 1)))
             if b >= 0:
                 bto = self.const(np.tile(self.weight(b), ow))
+        padded = depthwise_padded(h, w_, co, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
         self.emit(OP_DW, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co, kh, kw,
-                          sh, sw, dh, dw, pt, pl, co // ci, act, wto, bto])  # fmt: skip
+                          sh, sw, dh, dw, pt, pl, co // ci, act, wto, bto, -1])  # fmt: skip
+        if padded:  # the input's padded copy goes to the scratch area
+            self.scratch = max(self.scratch, nb * padded * ci)
+            self.scratch_users.append(len(self.rows) - 1)
 
     def _fully_connected(self, op, ins, outs, o, act) -> None:
         if o is not None and getattr(o, "weights_format", 0):

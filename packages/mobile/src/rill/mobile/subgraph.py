@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rill.mobile import program
+from rill.mobile import program, program_int8
 from rill.mobile.errors import InvokeError, ModelFormatError, PrepareError, UnsupportedOperatorError
 from rill.mobile.kernels.base import DynamicShape, Kernel, TensorSpec, lookup
 from rill.mobile.planner import ArenaPlan, Buffer, plan_arena
@@ -227,10 +227,12 @@ class Subgraph:
             scr = [view(("s", k, j), shape, dtype) for j, (shape, dtype) in enumerate(scratch[k])]
             run.append(kernel.bind(ins, outs, scr))
             run_kernels.append(kernel)
-        self.run = run
-        self.run_kernels = run_kernels
         if self.program is not None:
             self.program.attach(whole.view(np.float32))
+        else:  # runs of int8 convolutions and additions as one compiled call each
+            run, run_kernels = program_int8.fuse(self, run, run_kernels)
+        self.run = run
+        self.run_kernels = run_kernels
         self.gemm_work = gemm_work(self)
         self.allocated = True
         self.invoked = False

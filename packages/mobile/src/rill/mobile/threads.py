@@ -73,12 +73,14 @@ def cores_idle() -> int:
 
 def gemm_work(sg) -> int | None:
     """Multiply-adds of the subgraph's largest BLAS product (after allocate; None where shapes
-    are only known at invoke): CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, TRANSPOSE_CONV."""
+    are only known at invoke): CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, TRANSPOSE_CONV. The
+    operators of fused int8 runs (rill.mobile.program_int8) make no BLAS call: not counted."""
     if getattr(sg, "dynamic", False):
         return None
+    fused = {k for f in getattr(sg, "run", ()) for k in getattr(f, "ops", ())}
     best = 0
     for k, op in enumerate(sg.sg.operators):
-        if k in sg.folded_ops or not op.outputs:
+        if k in sg.folded_ops or not op.outputs or k in fused:
             continue
         if op.name in ("CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL"):
             out = sg.shapes[op.outputs[0]]

@@ -16,13 +16,16 @@ import math
 import numba
 import numpy as np
 
-from rill.mobile.kernels._program_gemm import depthwise3x3 as _depthwise3x3
+from rill.mobile.kernels._program_dw import depthwise_raw as _depthwise_raw
 from rill.mobile.kernels._program_gemm import gemm2d as _gemm2d
 from rill.mobile.kernels._program_math import exp as _exp
 from rill.mobile.kernels._program_math import gelu_erf as _gelu_erf
 
+# _nrt=False: no reference counting of the array views the kernels make (the arrays belong to
+# the caller for the whole call and nothing here allocates): a view costs two atomic updates
+# otherwise, about 100 ns a program row, more than the arithmetic of a small operator.
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
-                  fastmath={"reassoc", "contract"})  # fmt: skip
+                  fastmath={"reassoc", "contract"}, _nrt=False)  # fmt: skip
 
 # Fused activations (TFLite's ActivationFunctionType): 0 none, 1 RELU, 2 RELU_N1_TO_1, 3 RELU6.
 # Binary operations.
@@ -226,96 +229,11 @@ def conv_taps(m, p):  # pragma: no cover - compiled
 
 
 @_jit
-def _depthwise_rows(m, p):  # pragma: no cover - compiled
-    """Stride 1, no dilation, multiplier 1: the inside of an output row is one contiguous run
-    of (columns · channels) values, and so is each window tap's input run; the weights and bias
-    are stored tiled along a row, so each window row is one long vectorised pass. Returns the
-    columns it did; those whose window reaches into padding are left to the per-pixel loop."""
-    xo, bo, yo = p[0], p[2], p[3]
-    nb, h, w_, ci, oh, ow, co = p[4], p[5], p[6], p[7], p[8], p[9], p[10]
-    kh, kw, pt, pl, wto, bto = p[11], p[12], p[17], p[18], p[21], p[22]
-    lo = min(max(0, pl), ow)
-    hi = max(min(ow, w_ - kw + 1 + pl), lo)
-    n = (hi - lo) * co
-    if n == 0:
-        return lo, hi
-    x = m[xo : xo + nb * h * w_ * ci].reshape((nb * h, w_ * ci))
-    y = m[yo : yo + nb * oh * ow * co].reshape((nb * oh, ow * co))
-    wt = m[wto : wto + kh * kw * ow * co].reshape((kh * kw, ow * co))
-    bt = m[bto : bto + ow * co] if bo >= 0 else m[0 : ow * co]
-    for b in range(nb):
-        for oy in range(oh):
-            yr = y[b * oh + oy, lo * co : hi * co]
-            for i in range(n):
-                yr[i] = bt[i] if bo >= 0 else np.float32(0.0)
-            for ky in range(kh):
-                iy = oy - pt + ky
-                if iy < 0 or iy >= h:
-                    continue
-                xr = x[b * h + iy, (lo - pl) * co :]
-                q = ky * kw
-                if kw == 3:
-                    x1, x2 = xr[co:], xr[2 * co :]
-                    w0, w1, w2 = wt[q], wt[q + 1], wt[q + 2]
-                    for i in range(n):
-                        yr[i] += xr[i] * w0[i] + x1[i] * w1[i] + x2[i] * w2[i]
-                else:
-                    for kx in range(kw):
-                        xk, wk = xr[kx * co :], wt[q + kx]
-                        for i in range(n):
-                            yr[i] += xk[i] * wk[i]
-    return lo, hi
-
-
-@_jit
 def depthwise(m, p):  # pragma: no cover - compiled
-    """A depthwise NHWC convolution; w is [KH, KW, CO] (CO = CI · multiplier). p: x, w,
-    bias (-1: none), y, batch, H, W, CI, OH, OW, CO, KH, KW, stride h/w, dilation h/w,
-    pad top/left, the multiplier, activation, then the offsets of the weights and bias tiled
-    along an output row (-1: none; `_depthwise_rows`)."""
-    xo, wo, bo, yo = p[0], p[1], p[2], p[3]
-    nb, h, w_, ci, oh, ow, co = p[4], p[5], p[6], p[7], p[8], p[9], p[10]
-    kh, kw, sh, sw, dh, dw, pt, pl, mult, act = p[11], p[12], p[13], p[14], p[15], p[16], \
-        p[17], p[18], p[19], p[20]  # fmt: skip
-    x = m[xo : xo + nb * h * w_ * ci].reshape((nb * h * w_, ci))
-    w = m[wo : wo + kh * kw * co].reshape((kh * kw, co))
-    y = m[yo : yo + nb * oh * ow * co].reshape((nb * oh * ow, co))
-    hasb = bo >= 0
-    bias = m[bo : bo + co] if hasb else m[0:co]
-    lo, hi = 0, 0  # the columns the row passes did
-    if p[21] >= 0:
-        lo, hi = _depthwise_rows(m, p)
-    for b in range(nb):
-        for oy in range(oh):
-            for ox in range(ow):
-                if lo <= ox < hi:
-                    continue
-                r = (b * oh + oy) * ow + ox
-                iy, ix = oy * sh - pt, ox * sw - pl
-                if (kh == 3 and kw == 3 and mult == 1 and iy >= 0 and iy + 2 * dh < h
-                        and ix >= 0 and ix + 2 * dw < w_):  # fmt: skip
-                    # A 3x3 window inside the input: nine taps in one pass over the row.
-                    s0 = (b * h + iy) * w_ + ix
-                    _depthwise3x3(x, w, bias, hasb, y, r, s0, dh * w_, dw, co)
-                    continue
-                for j in range(co):
-                    y[r, j] = bias[j] if hasb else np.float32(0.0)
-                for ky in range(kh):
-                    iy = oy * sh - pt + ky * dh
-                    if iy < 0 or iy >= h:
-                        continue
-                    for kx in range(kw):
-                        ix = ox * sw - pl + kx * dw
-                        if ix < 0 or ix >= w_:
-                            continue
-                        src, q = (b * h + iy) * w_ + ix, ky * kw + kx
-                        if mult == 1:
-                            for j in range(co):
-                                y[r, j] += x[src, j] * w[q, j]
-                        else:
-                            for j in range(co):
-                                y[r, j] += x[src, j // mult] * w[q, j]
-    _act_range(m, yo, nb * oh * ow * co, act)
+    """DEPTHWISE_CONV_2D (kernels._program_dw.depthwise_raw), then its fused activation.
+    p: see depthwise_raw."""
+    _depthwise_raw(m, p)
+    _act_range(m, p[3], p[4] * p[8] * p[9] * p[10], p[20])
 
 
 @_jit

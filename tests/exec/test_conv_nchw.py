@@ -174,22 +174,3 @@ def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
     nan = np.isnan(b)
     np.testing.assert_array_equal(np.isnan(a), nan)
     np.testing.assert_array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
-
-
-def test_fused_nchw_conv_in_output_bands_matches_conv2d():
-    # 64 output channels: conv_nchw's bands hold at most _OUT_BAND output elements, so each
-    # image's output comes in several row bands (the stems of SqueezeNet and ResNet).
-    import rill.exec.kernels.conv_nchw as conv_nchw
-
-    x = RNG.standard_normal((2, 3, 70, 66)).astype(np.float32)
-    w = RNG.standard_normal((3, 3, 3, 64)).astype(np.float32)
-    bias = RNG.standard_normal(64).astype(np.float32)
-    ow = 33
-    rows = conv_nchw._OUT_BAND // 64 // ow
-    assert rows < 35  # bands of fewer rows than the output's 35
-    k = fused_conv2d([1, 1, 2, 2], "EXPLICIT", [0, 0, 0, 0, 1, 1, 1, 1], "NCHW", [1, 1, 1, 1],
-                     ["BiasAdd", "Relu"], 1, 0.2, "HWIO", 0)  # fmt: skip
-    got = k(x, w, bias)
-    want = _nhwc_reference(x, w, bias, (2, 2), "EXPLICIT", (1, 1, 1, 1), (1, 1), "Relu")
-    assert got.shape == (2, 64, 35, ow)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)

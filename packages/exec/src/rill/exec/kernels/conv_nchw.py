@@ -41,7 +41,12 @@ _CROP_WIDTH = 8
 def _loops():
     if jit.loops() is None:
         return None
-    return importlib.import_module("rill.exec.kernels._conv_loops")
+    if not _LOOPS:  # looked up once (an import per call costs about a microsecond)
+        _LOOPS.append(importlib.import_module("rill.exec.kernels._conv_loops"))
+    return _LOOPS[0]
+
+
+_LOOPS: list = []
 
 
 def usable(x: np.ndarray, w: np.ndarray) -> bool:

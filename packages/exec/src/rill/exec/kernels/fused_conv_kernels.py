@@ -38,10 +38,17 @@ EXTRA_ACTIVATIONS = frozenset({"Sigmoid", "Swish", "HardSigmoid", "HardSwish"})
 
 
 def _loops():
-    """The compiled loops, or None where the numpy code runs."""
+    """The compiled loops, or None where the numpy code runs (the module is looked up once:
+    an import per call cost about a microsecond, noticeable on the many small kernels of a
+    batch-1 inference)."""
     if jit.loops() is None:
         return None
-    return importlib.import_module("rill.exec.kernels._conv_loops")
+    if not _LOOPS:
+        _LOOPS.append(importlib.import_module("rill.exec.kernels._conv_loops"))
+    return _LOOPS[0]
+
+
+_LOOPS: list = []
 
 
 def _sigmoid_into(a: np.ndarray, t: np.ndarray) -> None:

@@ -18,6 +18,7 @@ from rill.graph.errors import InvalidArgumentError
 
 # Rows per piece of a split trailing-axes sum: at least this many values per piece.
 _ROWS_GRAIN = 1 << 15
+_LOOPS: list = []
 
 
 def _dims(shape) -> str:
@@ -83,7 +84,9 @@ def _trailing(xp, x, axes, mean: bool):
         or jit.loops() is None
     ):
         return None
-    loops = importlib.import_module("rill.exec.kernels._reduce_loops")
+    if not _LOOPS:  # looked up once (an import per call costs about a microsecond)
+        _LOOPS.append(importlib.import_module("rill.exec.kernels._reduce_loops"))
+    loops = _LOOPS[0]
     inner = _count(x, axes)
     if inner > loops.MAX_ROW:
         return None

@@ -1,8 +1,8 @@
 """Sum and Mean over a C-contiguous array's trailing axes of at most 128 values (a global
-average pool of small planes) run compiled row loops (_reduce_loops) that repeat numpy's
-pairwise summation: the results must be numpy's bit for bit, with RILL_JIT=0 as the reference
-(signed zeros, NaN, infinities, every row length from 1 to 128, keep_dims), and every other
-case must still take numpy's path."""
+average pool of small planes) run compiled row loops (_loops.row_sums and row_means) that
+repeat numpy's pairwise summation: the results must be numpy's bit for bit, with RILL_JIT=0 as
+the reference (signed zeros, NaN, infinities, every row length from 1 to 128, keep_dims), and
+every other case must still take numpy's path."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_global_pools_with_special_values_are_numpys_bits(shape, axes, keep, fn,
 def test_the_loops_run_only_where_they_apply():
     # Longer rows, leading axes, another layout, integers: numpy's own path (no compiled call).
     called = []
-    loops = pytest.importorskip("rill.exec.kernels._reduce_loops")
+    loops = pytest.importorskip("rill.exec.kernels._loops")
     if jit.loops() is None:
         pytest.skip("compiled loops are off")
     orig = loops.row_means

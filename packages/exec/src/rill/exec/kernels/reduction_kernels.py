@@ -7,8 +7,6 @@ InvalidArgumentError, and an empty axis list reduces nothing.
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
@@ -18,7 +16,6 @@ from rill.graph.errors import InvalidArgumentError
 
 # Rows per piece of a split trailing-axes sum: at least this many values per piece.
 _ROWS_GRAIN = 1 << 15
-_LOOPS: list = []
 
 
 def _dims(shape) -> str:
@@ -71,7 +68,7 @@ def _reduction(reduce):
 
 def _trailing(xp, x, axes, mean: bool):
     """Sum (or Mean) of a C-contiguous float32/float64 array over its last len(axes) axes,
-    together at most _reduce_loops.MAX_ROW values (a global average pool of small planes), with
+    together at most _loops.ROW_SUMS_MAX values (a global average pool of small planes), with
     the compiled row loops (numpy's pairwise sums: the same bits without its call per row),
     reshaped without the reduced axes; None where they do not apply."""
     if (
@@ -84,11 +81,9 @@ def _trailing(xp, x, axes, mean: bool):
         or jit.loops() is None
     ):
         return None
-    if not _LOOPS:  # looked up once (an import per call costs about a microsecond)
-        _LOOPS.append(importlib.import_module("rill.exec.kernels._reduce_loops"))
-    loops = _LOOPS[0]
+    loops = jit.loops()
     inner = _count(x, axes)
-    if inner > loops.MAX_ROW:
+    if inner > loops.ROW_SUMS_MAX:
         return None
     rows = x.reshape(x.size // inner, inner)
     out = np.empty(rows.shape[0], x.dtype)

@@ -3,7 +3,9 @@ pooling of pool_kernels (import those modules).
 
 The epilogue and depthwise loops do the same operations in the same order as the unfused
 kernels' numpy code, so the two give bit-identical results: no fast-math, no fused multiply-add
-(max_pool_nchw says where it differs; conv_nchw's loops only copy). Arrays are C-contiguous and
+(max_pool_nchw says where it differs; conv_nchw's loops only copy). The float32 Sigmoid and
+Swish (sigmoid32 and the loops after it) are the exception: their own exp, within a stated
+bound of the exact value rather than numpy's bits. Arrays are C-contiguous and
 channels-first (NCHW); most loops work on [lo, hi) of the flattened (image, channel) planes.
 """
 
@@ -11,6 +13,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from rill.exec.kernels._depthwise_loops import chan_3x3, chan_5x5, taps_3x3, taps_5x5
 
@@ -186,6 +191,96 @@ def sigmoid_tail(planes, t, swish, lo, hi):  # pragma: no cover - compiled
             s = one / (src[o] + one)
             v = row[o]
             row[o] = (v if v != v else v * s) if swish else s
+
+
+# The float32 Sigmoid / Swish: fused multiply-adds allowed (contract), nothing else of fast-math
+# (NaN and the infinities stay IEEE's).
+_fjit = numba.njit(
+    nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"contract"}
+)
+
+
+@intrinsic
+def _pow2(typingctx, n):
+    """2**n as a float32 for a float32 n holding an integer in [-126, 127], from its bits (no
+    libm call, so that the loops calling it vectorize)."""
+    if n != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        k = builder.add(builder.fptosi(args[0], i32), ir.Constant(i32, 127))
+        return builder.bitcast(builder.shl(k, ir.Constant(i32, 23)), ir.FloatType())
+
+    return types.float32(types.float32), codegen
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
+def sigmoid32(x, swish):  # pragma: no cover - compiled
+    """1 / (1 + exp(-x)) (or x times it, for Swish) for a float32 x, within 4 ulp of the exact
+    value over float32's whole range, subnormal results included (tests/exec/
+    test_sigmoid32.py checks it against float64); NaN stays the same NaN. Branch-free, so that
+    the loops calling it vectorize: e = exp(-|x|) = 2**n · exp(r) with n = round(-|x|/ln 2)
+    and r = -|x| - n·ln 2 in two parts (Cody and Waite; ln 2's first part has 12 bits, so n
+    times it is exact), exp(r) by its Taylor series to r**7/7! (|r| <= ln 2 / 2: the first
+    term left out is below 1.2e-8 relative), 2**n as 2**a · 2**b, each built from its bits
+    (n reaches -174 where float32 has no exponent for it). Sigmoid is 1 / (1 + e) for x >= 0
+    and e / (1 + e) for x < 0, the 2**b factor applied last so that a subnormal result is
+    rounded once. -|x| is clamped at -120; below, x < -120 gives (-)0 (the exact values round
+    to it), and x = -inf NaN in Swish, as -inf · 0 does in the unfused chain."""
+    f = np.float32
+    a = -np.abs(x)
+    far = a < f(-120.0)
+    a = a if a > f(-120.0) else f(-120.0)  # a NaN becomes -120 here, and x at the end
+    n = np.floor(a * f(1.4426950408889634) + f(0.5))
+    r = a - n * f(0.693359375)
+    r = r - n * f(-2.1219444e-4)
+    q = f(1.0 / 5040.0)
+    q = q * r + f(1.0 / 720.0)
+    q = q * r + f(1.0 / 120.0)
+    q = q * r + f(1.0 / 24.0)
+    q = q * r + f(1.0 / 6.0)
+    q = q * r + f(0.5)
+    q = q * r + f(1.0)
+    q = q * r + f(1.0)
+    na = np.floor(n * f(0.5))
+    pb = _pow2(n - na)
+    ea = q * _pow2(na)
+    den = f(1.0) + ea * pb
+    neg = x < f(0.0)
+    num = ea if neg else f(1.0)
+    scale = (f(0.0) if far else pb) if neg else f(1.0)  # x < -120: the value rounds to 0
+    if swish:
+        num = x * num
+    res = (num / den) * scale
+    return x if x != x else res
+
+
+@_fjit
+def sigmoid32_flat(a, swish, lo, hi):  # pragma: no cover - compiled
+    """a[lo:hi] = sigmoid32(a[lo:hi]) (Swish's value when swish), a 1-D float32 array, in place
+    (one array read and written at the same index: separate input and output arrays would need
+    LLVM's overlap check, which sends an in-place call to the scalar loop, 8x slower)."""
+    v = a[lo:hi]
+    for o in range(v.shape[0]):  # from 0: no negative-index select, no gather
+        v[o] = sigmoid32(v[o], swish)
+
+
+@_fjit
+def sigmoid32_planes(planes, bias, swish, lo, hi):  # pragma: no cover - compiled
+    """planes [n·C, h·w] float32 in place, rows [lo, hi): + bias[row % C] (none when bias is
+    empty), then sigmoid32 (Swish's value when swish): one pass."""
+    c = bias.shape[0]
+    zero = np.float32(0)
+    for r in range(lo, hi):
+        row = planes[r]
+        bq = bias[r % c] if c > 0 else zero
+        if c > 0:
+            for o in range(row.shape[0]):
+                row[o] = sigmoid32(row[o] + bq, swish)
+        else:
+            for o in range(row.shape[0]):
+                row[o] = sigmoid32(row[o], swish)
 
 
 @_jit

@@ -7,9 +7,11 @@ An NCHW depthwise convolution with float32/float64 data runs as one compiled loo
 (image, channel) plane (`_conv_loops`, numba): each output row is summed in a small buffer,
 tap by tap in the numpy kernel's order, and gets its bias and activation while in cache — no
 window copies, no temporaries. The epilogues are compiled loops too: bias, Relu, Relu6,
-HardSigmoid and HardSwish in one pass; Sigmoid and Swish in two passes around numpy's exp (the
-Sigmoid kernel's), on cache-sized pieces. Everything is bit-identical to the unfused chain, and
-without numba (RILL_JIT=0) the kernels run the unfused ops' code. (conv_nchw's sums run in
+HardSigmoid and HardSwish in one pass; float64 Sigmoid and Swish in two passes around numpy's exp
+(the Sigmoid kernel's), on cache-sized pieces. Everything is bit-identical to the unfused chain
+except the float32 Sigmoid and Swish, one compiled pass with their own exp (within 4 ulp of the
+exact value: _conv_loops.sigmoid32); without numba (RILL_JIT=0) the kernels run the unfused
+ops' code. (conv_nchw's sums run in
 another order than Conv2D's: see there.)
 """
 
@@ -70,7 +72,8 @@ def _hard_sigmoid_into(a: np.ndarray, t: np.ndarray) -> None:
 
 def extra_activation(name: str):
     """fn(piece) applying activation `name` in place to a contiguous float32/float64 array, with
-    the unfused chain's operations; None for a name not in EXTRA_ACTIVATIONS."""
+    the unfused chain's operations (float32 Sigmoid and Swish: _conv_loops.sigmoid32, where
+    numba runs); None for a name not in EXTRA_ACTIVATIONS."""
     if name not in EXTRA_ACTIVATIONS:
         return None
 
@@ -79,6 +82,16 @@ def extra_activation(name: str):
             raise InvalidArgumentError(
                 f"the fused activation {name} takes float32 or float64, got {a.dtype}"
             )
+        loops = _loops()
+        if (
+            loops is not None
+            and name in _EXP_CODES
+            and a.dtype == np.float32
+            and a.flags.c_contiguous
+        ):
+            flat = a.reshape(-1)
+            loops.sigmoid32_flat(flat, _EXP_CODES[name], 0, flat.size)
+            return
         t = scratch("fused_activation", a.size, a.dtype).reshape(a.shape)
         if name in ("Sigmoid", "Swish"):
             _sigmoid_into(a, t)
@@ -112,7 +125,12 @@ def _check_bias(bias: np.ndarray, out_shape, axis: int, op: str) -> None:
 
 def _exp_activation(loops, planes, bias, swish: bool, r0: int, r1: int) -> None:
     """Sigmoid or Swish (after + bias, when bias has elements) on rows [r0, r1) of planes, in
-    place: two compiled passes around numpy's exp on a scratch copy, all in cache."""
+    place. float32: one compiled pass with its own exp (_conv_loops.sigmoid32, within 4 ulp of
+    the exact value, not numpy's bits); float64: two compiled passes around numpy's exp on a
+    scratch copy, all in cache (the unfused kernels' bits)."""
+    if planes.dtype == np.float32:
+        loops.sigmoid32_planes(planes, bias, swish, r0, r1)
+        return
     t = scratch("fused_activation", (r1 - r0) * planes.shape[1], planes.dtype)
     t = t.reshape(r1 - r0, planes.shape[1])
     loops.sigmoid_head(planes, bias, t, r0, r1)

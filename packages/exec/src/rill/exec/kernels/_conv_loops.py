@@ -268,19 +268,21 @@ def sigmoid32_flat(a, swish, lo, hi):  # pragma: no cover - compiled
 
 @_fjit
 def sigmoid32_planes(planes, bias, swish, lo, hi):  # pragma: no cover - compiled
-    """planes [n·C, h·w] float32 in place, rows [lo, hi): + bias[row % C] (none when bias is
-    empty), then sigmoid32 (Swish's value when swish): one pass."""
+    """planes [n·C, h·w] float32 (C-contiguous) in place, rows [lo, hi): + bias[row % C] (none
+    when bias is empty), then sigmoid32 (Swish's value when swish) over the rows as one run:
+    a loop per row would leave each short row's tail (up to 31 values of a 7×7 plane) to the
+    scalar loop, several times slower."""
     c = bias.shape[0]
-    zero = np.float32(0)
-    for r in range(lo, hi):
-        row = planes[r]
-        bq = bias[r % c] if c > 0 else zero
-        if c > 0:
+    if c > 0:
+        for r in range(lo, hi):
+            row = planes[r]
+            bq = bias[r % c]
             for o in range(row.shape[0]):
-                row[o] = sigmoid32(row[o] + bq, swish)
-        else:
-            for o in range(row.shape[0]):
-                row[o] = sigmoid32(row[o], swish)
+                row[o] = row[o] + bq
+    w = planes.shape[1]
+    v = planes.reshape(-1)[lo * w : hi * w]
+    for o in range(v.shape[0]):
+        v[o] = sigmoid32(v[o], swish)
 
 
 @_jit

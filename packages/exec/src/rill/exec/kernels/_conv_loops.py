@@ -201,15 +201,16 @@ _fjit = numba.njit(
 
 
 @intrinsic
-def _pow2(typingctx, n):
-    """2**n as a float32 for a float32 n holding an integer in [-126, 127], from its bits (no
-    libm call, so that the loops calling it vectorize)."""
-    if n != types.float32:
+def _pow2_magic(typingctx, j):
+    """2**n as a float32 for j = 1.5·2**23 + n, n an integer in [-126, 127]: n is in the low
+    bits of j's pattern, and (bits + 127) << 23 drops the rest (no conversion, no libm call,
+    so that the loops calling it vectorize)."""
+    if j != types.float32:
         return None
 
     def codegen(context, builder, sig, args):
         i32 = ir.IntType(32)
-        k = builder.add(builder.fptosi(args[0], i32), ir.Constant(i32, 127))
+        k = builder.add(builder.bitcast(args[0], i32), ir.Constant(i32, 127))
         return builder.bitcast(builder.shl(k, ir.Constant(i32, 23)), ir.FloatType())
 
     return types.float32(types.float32), codegen
@@ -221,18 +222,21 @@ def sigmoid32(x, swish):  # pragma: no cover - compiled
     value over float32's whole range, subnormal results included (tests/exec/
     test_sigmoid32.py checks it against float64); NaN stays the same NaN. Branch-free, so that
     the loops calling it vectorize: e = exp(-|x|) = 2**n · exp(r) with n = round(-|x|/ln 2)
-    and r = -|x| - n·ln 2 in two parts (Cody and Waite; ln 2's first part has 12 bits, so n
-    times it is exact), exp(r) by its Taylor series to r**7/7! (|r| <= ln 2 / 2: the first
-    term left out is below 1.2e-8 relative), 2**n as 2**a · 2**b, each built from its bits
-    (n reaches -174 where float32 has no exponent for it). Sigmoid is 1 / (1 + e) for x >= 0
-    and e / (1 + e) for x < 0, the 2**b factor applied last so that a subnormal result is
-    rounded once. -|x| is clamped at -120; below, x < -120 gives (-)0 (the exact values round
-    to it), and x = -inf NaN in Swish, as -inf · 0 does in the unfused chain."""
+    (rounded by adding 1.5·2**23, which leaves n in the low bits) and r = -|x| - n·ln 2 in two
+    parts (Cody and Waite; ln 2's first part has 12 bits, so n times it is exact), exp(r) by
+    its Taylor series to r**7/7! (|r| <= ln 2 / 2: the first term left out is below 1.2e-8
+    relative), 2**n from its bits, as 2**(n + 64) · 2**-64 below n = -64 (n reaches -174,
+    where float32 has no exponent). Sigmoid is 1 / (1 + e) for x >= 0 and e / (1 + e) for
+    x < 0, the 2**-64 applied last so that a subnormal result is rounded once. -|x| is clamped
+    at -120; below, x < -120 gives (-)0 (the exact values round to it), and x = -inf NaN in
+    Swish, as -inf · 0 does in the unfused chain."""
     f = np.float32
+    magic = f(12582912.0)  # 1.5·2**23
     a = -np.abs(x)
     far = a < f(-120.0)
     a = a if a > f(-120.0) else f(-120.0)  # a NaN becomes -120 here, and x at the end
-    n = np.floor(a * f(1.4426950408889634) + f(0.5))
+    j = a * f(1.4426950408889634) + magic
+    n = j - magic
     r = a - n * f(0.693359375)
     r = r - n * f(-2.1219444e-4)
     q = f(1.0 / 5040.0)
@@ -243,13 +247,13 @@ def sigmoid32(x, swish):  # pragma: no cover - compiled
     q = q * r + f(0.5)
     q = q * r + f(1.0)
     q = q * r + f(1.0)
-    na = np.floor(n * f(0.5))
-    pb = _pow2(n - na)
-    ea = q * _pow2(na)
-    den = f(1.0) + ea * pb
+    low = n < f(-64.0)
+    ea = q * _pow2_magic(j + (f(64.0) if low else f(0.0)))
+    sc = f(5.421010862427522e-20) if low else f(1.0)  # 2**-64
+    den = f(1.0) + ea * sc
     neg = x < f(0.0)
     num = ea if neg else f(1.0)
-    scale = (f(0.0) if far else pb) if neg else f(1.0)  # x < -120: the value rounds to 0
+    scale = (f(0.0) if far else sc) if neg else f(1.0)  # x < -120: the value rounds to 0
     if swish:
         num = x * num
     res = (num / den) * scale

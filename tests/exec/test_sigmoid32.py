@@ -153,3 +153,17 @@ def test_the_loop_vectorizes():
     ir = fn.inspect_llvm(sig)
     assert re.search(r"fdiv[\w ]*<(4|8|16) x float>", ir)  # the division on vectors
     assert "gather" not in ir and "scatter" not in ir  # contiguous vector loads and stores
+
+
+@pytest.mark.parametrize("swish", [False, True], ids=["Sigmoid", "Swish"])
+def test_span_activates_one_band_of_one_image(swish):
+    # conv_nchw's bands: elements [lo, hi) of every channel plane of image b, nothing else.
+    rng = np.random.default_rng(11)
+    out = (rng.standard_normal((2, 3, 4, 5)) * 30).astype(np.float32)
+    before = out.copy()
+    _loops().sigmoid32_span(out, 1, swish, 5, 15)
+    flat, ref = out.reshape(2, 3, 20), before.reshape(2, 3, 20)
+    assert ulp_error(flat[1, :, 5:15], _exact(ref[1, :, 5:15], swish)).max() <= BOUND_ULP
+    np.testing.assert_array_equal(flat[0], ref[0])
+    np.testing.assert_array_equal(flat[1, :, :5], ref[1, :, :5])
+    np.testing.assert_array_equal(flat[1, :, 15:], ref[1, :, 15:])

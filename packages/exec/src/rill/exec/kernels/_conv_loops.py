@@ -289,6 +289,18 @@ def sigmoid32_planes(planes, bias, swish, lo, hi):  # pragma: no cover - compile
         v[o] = sigmoid32(v[o], swish)
 
 
+@_fjit
+def sigmoid32_span(out, b, swish, lo, hi):  # pragma: no cover - compiled
+    """out[b, oc] (float32 [n, C, h, w], read flat) elements [lo, hi) of every channel oc, in
+    place: sigmoid32 (Swish's value when swish), on a band conv_nchw's product wrote."""
+    _, co, oh, ow = out.shape
+    flat = out.reshape(out.shape[0], co, oh * ow)
+    for oc in range(co):
+        v = flat[b, oc, lo:hi]
+        for o in range(v.shape[0]):
+            v[o] = sigmoid32(v[o], swish)
+
+
 @_jit
 def _max(a, v):  # pragma: no cover - compiled
     """numpy's maximum(a, v): a NaN in either gives that NaN (a's first), a tie gives v; two

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
@@ -209,9 +208,10 @@ def _pow2_magic(typingctx, j):
         return None
 
     def codegen(context, builder, sig, args):
-        i32 = ir.IntType(32)
-        k = builder.add(builder.bitcast(args[0], i32), ir.Constant(i32, 127))
-        return builder.bitcast(builder.shl(k, ir.Constant(i32, 23)), ir.FloatType())
+        i32 = context.get_value_type(types.int32)
+        k = builder.add(builder.bitcast(args[0], i32), context.get_constant(types.int32, 127))
+        k = builder.shl(k, context.get_constant(types.int32, 23))
+        return builder.bitcast(k, context.get_value_type(types.float32))
 
     return types.float32(types.float32), codegen
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sigmoid_bound import assert_sigmoid_close
 
 import rill.exec.kernels.intra_op as intra_op
 from rill.exec.kernels import jit
@@ -169,6 +170,9 @@ def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
             jit.set_enabled(old)
     a, b = results
     assert a.shape == b.shape and a.shape[2] * a.shape[3] <= 64
+    if act == "Swish":  # float32: sigmoid32's own exp, a stated bound
+        assert_sigmoid_close(a, b)
+        return
     # The same bits, except which sign a NaN keeps where two NaNs meet in a sum (the
     # plane-by-plane loop and numpy differ there too).
     nan = np.isnan(b)

@@ -25,6 +25,7 @@ import numpy as np
 
 from rill.exec.kernels import jit
 from rill.exec.kernels.intra_op import parallel_blocks, parallel_for, scratch
+from rill.graph.errors import InvalidArgumentError
 
 __all__ = ["nchw_conv"]
 
@@ -41,7 +42,12 @@ _CROP_WIDTH = 8
 def _loops():
     if jit.loops() is None:
         return None
-    return importlib.import_module("rill.exec.kernels._conv_loops")
+    if not _LOOPS:  # looked up once (an import per call costs about a microsecond)
+        _LOOPS.append(importlib.import_module("rill.exec.kernels._conv_loops"))
+    return _LOOPS[0]
+
+
+_LOOPS: list = []
 
 
 def usable(x: np.ndarray, w: np.ndarray) -> bool:
@@ -56,11 +62,17 @@ def usable(x: np.ndarray, w: np.ndarray) -> bool:
     )
 
 
-def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) -> np.ndarray:
+def nchw_conv(
+    x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int, swish=None
+) -> np.ndarray:
     """x [n, c, h, w] ⋆ w [kh, kw, c, o] → [n, o, oh, ow] under window `win` (a conv_common
     _Window), then + bias (when it has elements) and the compiled activation `code`
-    (_conv_loops' epilogue: 0 none, 1 Relu, 2 Relu6, 3 HardSigmoid, 4 HardSwish)."""
+    (_conv_loops' epilogue: 0 none, 1 Relu, 2 Relu6, 3 HardSigmoid, 4 HardSwish); or, for
+    float32 with `swish` False or True (code 0), Sigmoid or Swish (_conv_loops.sigmoid32), each
+    band's while it is in cache."""
     loops = _loops()
+    if swish is not None and x.dtype != np.float32:
+        raise InvalidArgumentError(f"the compiled Sigmoid / Swish takes float32, got {x.dtype}")
     n, c, h, wd = x.shape
     kh, kw, _, o = w.shape
     oh, ow, (top, left) = win.resolve(h, wd, kh, kw)
@@ -74,8 +86,10 @@ def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) ->
     (sh, sw), (dh, dw) = win.strides, win.dilations
     if k == 0:
         out[...] = 0
-        if bias.size:
-            planes = out.reshape(n * o, oh * ow)
+        planes = out.reshape(n * o, oh * ow)
+        if swish is not None:
+            loops.sigmoid32_planes(planes, bias, swish, 0, n * o)
+        elif bias.size:
             loops.bias_activation_planes(planes, bias, code, 0, n * o)
         return out
     work = n * oh * ow * k * o
@@ -85,7 +99,9 @@ def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) ->
 
         def one_image(i):
             np.matmul(wm, xs[i], out=planes[i])
-            if bias.size:
+            if swish is not None:
+                loops.sigmoid32_planes(planes[i], bias, swish, 0, o)
+            elif bias.size:
                 loops.bias_activation_planes(planes[i], bias, code, 0, o)
 
         parallel_blocks(n, one_image, work)
@@ -115,6 +131,8 @@ def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) ->
             e = scratch("nchw_product", o * length, x.dtype).reshape(o, length)
             np.matmul(wm, p, out=e)
             loops.conv_crop(e, out, i, bias, code, r0, r1, wq)
+            if swish is not None:
+                loops.sigmoid32_span(out, i, swish, r0 * ow, r1 * ow)
             return
         # Patches at the output width: the product is the output band, written in place.
         length = (r1 - r0) * ow
@@ -123,6 +141,8 @@ def nchw_conv(x: np.ndarray, w: np.ndarray, win, bias: np.ndarray, code: int) ->
         np.matmul(wm, p, out=flat[i, :, r0 * ow : r1 * ow])
         if bias.size:
             loops.bias_activation_span(out, i, bias, code, r0 * ow, r1 * ow)
+        if swish is not None:
+            loops.sigmoid32_span(out, i, swish, r0 * ow, r1 * ow)
 
     parallel_blocks(len(bands), one_band, work)
     return out

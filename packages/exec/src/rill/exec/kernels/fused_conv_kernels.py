@@ -7,9 +7,11 @@ An NCHW depthwise convolution with float32/float64 data runs as one compiled loo
 (image, channel) plane (`_conv_loops`, numba): each output row is summed in a small buffer,
 tap by tap in the numpy kernel's order, and gets its bias and activation while in cache — no
 window copies, no temporaries. The epilogues are compiled loops too: bias, Relu, Relu6,
-HardSigmoid and HardSwish in one pass; Sigmoid and Swish in two passes around numpy's exp (the
-Sigmoid kernel's), on cache-sized pieces. Everything is bit-identical to the unfused chain, and
-without numba (RILL_JIT=0) the kernels run the unfused ops' code. (conv_nchw's sums run in
+HardSigmoid and HardSwish in one pass; float64 Sigmoid and Swish in two passes around numpy's exp
+(the Sigmoid kernel's), on cache-sized pieces. Everything is bit-identical to the unfused chain
+except the float32 Sigmoid and Swish, one compiled pass with their own exp (within 4 ulp of the
+exact value: _conv_loops.sigmoid32); without numba (RILL_JIT=0) the kernels run the unfused
+ops' code. (conv_nchw's sums run in
 another order than Conv2D's: see there.)
 """
 
@@ -38,10 +40,17 @@ EXTRA_ACTIVATIONS = frozenset({"Sigmoid", "Swish", "HardSigmoid", "HardSwish"})
 
 
 def _loops():
-    """The compiled loops, or None where the numpy code runs."""
+    """The compiled loops, or None where the numpy code runs (the module is looked up once:
+    an import per call cost about a microsecond, noticeable on the many small kernels of a
+    batch-1 inference)."""
     if jit.loops() is None:
         return None
-    return importlib.import_module("rill.exec.kernels._conv_loops")
+    if not _LOOPS:
+        _LOOPS.append(importlib.import_module("rill.exec.kernels._conv_loops"))
+    return _LOOPS[0]
+
+
+_LOOPS: list = []
 
 
 def _sigmoid_into(a: np.ndarray, t: np.ndarray) -> None:
@@ -63,7 +72,8 @@ def _hard_sigmoid_into(a: np.ndarray, t: np.ndarray) -> None:
 
 def extra_activation(name: str):
     """fn(piece) applying activation `name` in place to a contiguous float32/float64 array, with
-    the unfused chain's operations; None for a name not in EXTRA_ACTIVATIONS."""
+    the unfused chain's operations (float32 Sigmoid and Swish: _conv_loops.sigmoid32, where
+    numba runs); None for a name not in EXTRA_ACTIVATIONS."""
     if name not in EXTRA_ACTIVATIONS:
         return None
 
@@ -72,6 +82,16 @@ def extra_activation(name: str):
             raise InvalidArgumentError(
                 f"the fused activation {name} takes float32 or float64, got {a.dtype}"
             )
+        loops = _loops()
+        if (
+            loops is not None
+            and name in _EXP_CODES
+            and a.dtype == np.float32
+            and a.flags.c_contiguous
+        ):
+            flat = a.reshape(-1)
+            loops.sigmoid32_flat(flat, _EXP_CODES[name], 0, flat.size)
+            return
         t = scratch("fused_activation", a.size, a.dtype).reshape(a.shape)
         if name in ("Sigmoid", "Swish"):
             _sigmoid_into(a, t)
@@ -105,7 +125,12 @@ def _check_bias(bias: np.ndarray, out_shape, axis: int, op: str) -> None:
 
 def _exp_activation(loops, planes, bias, swish: bool, r0: int, r1: int) -> None:
     """Sigmoid or Swish (after + bias, when bias has elements) on rows [r0, r1) of planes, in
-    place: two compiled passes around numpy's exp on a scratch copy, all in cache."""
+    place. float32: one compiled pass with its own exp (_conv_loops.sigmoid32, within 4 ulp of
+    the exact value, not numpy's bits); float64: two compiled passes around numpy's exp on a
+    scratch copy, all in cache (the unfused kernels' bits)."""
+    if planes.dtype == np.float32:
+        loops.sigmoid32_planes(planes, bias, swish, r0, r1)
+        return
     t = scratch("fused_activation", (r1 - r0) * planes.shape[1], planes.dtype)
     t = t.reshape(r1 - r0, planes.shape[1])
     loops.sigmoid_head(planes, bias, t, r0, r1)
@@ -214,6 +239,8 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
             return plain(x, w, bias)
         if bias.ndim != 1 or bias.shape[0] != w.shape[3]:
             _check_bias(bias, (x.shape[0], w.shape[3]), 1, op)
+        if exp_swish is not None and x.dtype == np.float32:  # the bands activate themselves
+            return conv_nchw.nchw_conv(x, w, win, bias, 0, exp_swish)
         out = conv_nchw.nchw_conv(x, w, win, bias, code or 0)
         if code is None and out.size:
             planes = out.reshape(-1, out.shape[2] * out.shape[3])

@@ -10,7 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels import jit
+from rill.exec.kernels.intra_op import parallel_for
 from rill.graph.errors import InvalidArgumentError
+
+# Rows per piece of a split trailing-axes sum: at least this many values per piece.
+_ROWS_GRAIN = 1 << 15
 
 
 def _dims(shape) -> str:
@@ -61,7 +66,37 @@ def _reduction(reduce):
     return factory
 
 
+def _trailing(xp, x, axes, mean: bool):
+    """Sum (or Mean) of a C-contiguous float32/float64 array over its last len(axes) axes,
+    together at most _loops.ROW_SUMS_MAX values (a global average pool of small planes), with
+    the compiled row loops (numpy's pairwise sums: the same bits without its call per row),
+    reshaped without the reduced axes; None where they do not apply."""
+    if (
+        xp is not np
+        or not axes
+        or x.dtype not in jit.FLOATS
+        or not x.flags.c_contiguous
+        or x.size == 0
+        or sorted(axes) != list(range(x.ndim - len(axes), x.ndim))
+        or jit.loops() is None
+    ):
+        return None
+    loops = jit.loops()
+    inner = _count(x, axes)
+    if inner > loops.ROW_SUMS_MAX:
+        return None
+    rows = x.reshape(x.size // inner, inner)
+    out = np.empty(rows.shape[0], x.dtype)
+    fn = loops.row_means if mean else loops.row_sums
+    parallel_for(rows.shape[0], lambda lo, hi: fn(rows, out, lo, hi),
+                 grain=max(1, _ROWS_GRAIN // inner))  # fmt: skip
+    return out.reshape(x.shape[: x.ndim - len(axes)])
+
+
 def _sum(xp, x, axes, keep):
+    got = _trailing(xp, x, axes, mean=False)
+    if got is not None:
+        return got.reshape(got.shape + (1,) * len(axes)) if keep else got
     return xp.sum(x, axis=axes, dtype=x.dtype, keepdims=keep)
 
 
@@ -89,6 +124,9 @@ def _mean(xp, x, axes, keep):
         if kind == "i":
             q = q + ((s < 0) & (s % wide(n) != 0)).astype(wide)
         return q.astype(x.dtype)
+    got = _trailing(xp, x, axes, mean=True) if kind == "f" else None
+    if got is not None:
+        return got.reshape(got.shape + (1,) * len(axes)) if keep else got
     s = _sum(xp, x, axes, keep)  # in the input's own type: a float16 sum may overflow, as in TF
     if n == 0:
         # TensorFlow's mean of nothing: NaN for real floats, 0 for complex.

@@ -19,7 +19,8 @@ ops share a device whose type has a kernel for the fused op, the dtype is a floa
 intermediate is another op's control input (control inputs of the chain's ops move to the
 fused node). The fused node takes the last op's name (what consumers and
 traces see) and the first op's source (what errors point at). Fused kernels compute exactly what
-the chain computes, so results are identical.
+the chain computes, so results are identical; except a float32 Sigmoid or Swish epilogue with
+the compiled loops, within 4 ulp of the exact value (rill.exec.kernels._conv_loops.sigmoid32).
 """
 
 from __future__ import annotations

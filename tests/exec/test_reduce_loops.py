@@ -1,0 +1,107 @@
+"""Sum and Mean over a C-contiguous array's trailing axes of at most 128 values (a global
+average pool of small planes) run compiled row loops (_loops.row_sums and row_means) that
+repeat numpy's pairwise summation: the results must be numpy's bit for bit, with RILL_JIT=0 as
+the reference (signed zeros, NaN, infinities, every row length from 1 to 128, keep_dims), and
+every other case must still take numpy's path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rill.exec.kernels import jit, reduction_kernels
+
+RNG = np.random.default_rng(77)
+
+
+def _both(fn, x, axes, keep):
+    old = jit.set_enabled(True)
+    try:
+        with np.errstate(all="ignore"):  # inf - inf in the sums
+            compiled = fn(np, x, axes, keep)
+            jit.set_enabled(False)
+            reference = fn(np, x, axes, keep)
+    finally:
+        jit.set_enabled(old)
+    return compiled, reference
+
+
+def _assert_same_bits(a, b):
+    assert a.shape == b.shape and a.dtype == b.dtype
+    nan = np.isnan(b)
+    np.testing.assert_array_equal(np.isnan(a), nan)
+    np.testing.assert_array_equal(a[~nan].view(np.uint8), b[~nan].view(np.uint8))
+    np.testing.assert_array_equal(np.signbit(a[~nan]), np.signbit(b[~nan]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fn", [reduction_kernels._mean, reduction_kernels._sum])
+def test_every_row_length_is_numpys_pairwise_sum(fn, dtype):
+    for n in range(1, 129):
+        x = (RNG.standard_normal((3, n)) * RNG.uniform(0.1, 1e4)).astype(dtype)
+        got, want = _both(fn, x, (1,), False)
+        _assert_same_bits(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fn", [reduction_kernels._mean, reduction_kernels._sum])
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize(
+    "shape, axes",
+    [((2, 576, 7, 7), (2, 3)), ((1, 96, 3, 5), (3, 2)), ((4, 2, 3, 4), (1, 2, 3)), ((5, 8), (1,)),
+     ((3, 1, 1), (1, 2)), ((2, 3, 11, 11), (2, 3))],
+)  # fmt: skip
+def test_global_pools_with_special_values_are_numpys_bits(shape, axes, keep, fn, dtype):
+    x = (RNG.standard_normal(shape) * 50).astype(dtype)
+    flat = x.reshape(-1)
+    flat[RNG.choice(flat.size, flat.size // 3, replace=False)] = -0.0
+    flat[RNG.choice(flat.size, max(1, flat.size // 50), replace=False)] = np.inf
+    flat[RNG.choice(flat.size, max(1, flat.size // 60), replace=False)] = -np.inf
+    flat[RNG.choice(flat.size, max(1, flat.size // 70), replace=False)] = np.nan
+    x[0, 0] = -0.0  # a row of -0 only
+    got, want = _both(fn, x, axes, keep)
+    _assert_same_bits(got, want)
+
+
+def test_the_loops_run_only_where_they_apply():
+    # Longer rows, leading axes, another layout, integers: numpy's own path (no compiled call).
+    called = []
+    loops = pytest.importorskip("rill.exec.kernels._loops")
+    if jit.loops() is None:
+        pytest.skip("compiled loops are off")
+    orig = loops.row_means
+    loops.row_means = lambda *a: called.append(1) or orig(*a)
+    try:
+        x = RNG.standard_normal((2, 3, 12, 12)).astype(np.float32)
+        reduction_kernels._mean(np, x, (2, 3), True)  # 144 values a row: numpy
+        reduction_kernels._mean(np, x[:, :, :5, :5].copy(), (0, 1), False)  # leading axes
+        reduction_kernels._mean(np, x[:, :, :5, :5], (2, 3), False)  # not contiguous
+        reduction_kernels._mean(np, np.ones((2, 3, 4), np.int32), (2,), False)
+        assert called == []
+        got = reduction_kernels._mean(np, x[:, :, :5, :5].copy(), (2, 3), False)
+        assert called == [1] and got.shape == (2, 3)
+        np.testing.assert_allclose(got, x[:, :, :5, :5].mean(axis=(2, 3)), rtol=1e-6)
+    finally:
+        loops.row_means = orig
+
+
+def test_the_mean_of_a_graph_uses_the_loops_and_keeps_errors():
+    import rill.graph as rg
+    from rill.exec import Session
+    from rill.graph.errors import InvalidArgumentError
+    from rill.graph.ops.reduction_ops import reduce_mean
+
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None, 4, 3, 3], name="x")
+        m = reduce_mean(x, axis=[2, 3], keepdims=True)
+        axes = rg.placeholder(rg.int32, [2], name="axes")
+        fed = reduce_mean(x, axis=axes)
+    sess = Session(graph=g)
+    v = RNG.standard_normal((2, 4, 3, 3)).astype(np.float32)
+    got = sess.run(m, {x: v})
+    _assert_same_bits(got, np.true_divide(np.sum(v, axis=(2, 3), dtype=np.float32,
+                                                 keepdims=True), np.float32(9)))  # fmt: skip
+    _assert_same_bits(sess.run(fed, {x: v, axes: np.array([3, 2], np.int32)}), got[:, :, 0, 0])
+    with pytest.raises(InvalidArgumentError, match="duplicate"):
+        sess.run(fed, {x: v, axes: np.array([2, 2], np.int32)})

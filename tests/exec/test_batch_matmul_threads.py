@@ -70,6 +70,7 @@ def test_a_stack_times_one_matrix_splits_with_the_same_bits_on_any_thread_count(
     w = rng.standard_normal((xs[-1], n)).astype(dtype)
     monkeypatch.setattr(threads, "GEMM_GRAIN", 1 << 10)  # several pieces at these sizes
     monkeypatch.setattr(threads, "SPLIT_GRAIN", 1)
+    monkeypatch.setattr(threads, "COARSE_GRAIN", 1)
     monkeypatch.setattr(intra_op, "_THREADS", 4)
     monkeypatch.setattr(threads, "_BUDGET", 4)
     rows = int(np.prod(xs[:-1]))
@@ -95,3 +96,21 @@ def test_a_stack_times_one_matrix_splits_with_the_same_bits_on_any_thread_count(
         assert np.array_equal(got, results[0])
     np.testing.assert_allclose(results[0], np.matmul(x, w), rtol=1e-5 if dtype == np.float32 else 1e-12,
                                atol=1e-5 if dtype == np.float32 else 1e-12)  # fmt: skip
+
+
+def test_a_small_stack_times_one_matrix_is_numpys_own_product(monkeypatch):
+    """Below COARSE_GRAIN multiply-adds the stack goes to numpy as it is: pieces would cost
+    more CPU than a second thread wins back (a GPT-2-like block at batch 1)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 64, 256)).astype(np.float32)
+    w = rng.standard_normal((256, 1024)).astype(np.float32)
+    assert threads.COARSE_GRAIN > 64 * 256 * 1024
+    assert threads.gemm_pieces(64, 256, 1024)[1] > 1  # threads.matmul would split it
+    monkeypatch.setattr(intra_op, "_THREADS", 4)
+    monkeypatch.setattr(threads, "_BUDGET", 4)
+    monkeypatch.setattr(threads, "cores_free", lambda: 4)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 4)
+    calls = []
+    monkeypatch.setattr(threads, "matmul", lambda *a, **k: calls.append(a))
+    got = _bmm(x, w)
+    assert not calls and np.array_equal(got, np.matmul(x, w))

@@ -65,8 +65,13 @@ def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a [..., m, k] @ b [k, n] (a stack times one matrix: the Linear layers of imported
     transformers) as one [rows, k] x [k, n] product through rill.exec.threads.matmul, which
     splits it in fixed blocks over the intra-op threads (numpy's own loop multiplies the stack
-    one matrix at a time on one thread)."""
+    one matrix at a time on one thread). Below rill.exec.threads.COARSE_GRAIN multiply-adds the
+    stack goes to numpy as it is: pieces of these products cost 10-30% more CPU than one call
+    (a GPT-2-like block at batch 1, [64, 256] x [256, 1024]: 312 µs in one call, 404 in four
+    column pieces), which a second thread does not win back on a batch-1 transformer."""
     k, n = b.shape
+    if a.size // k * k * n < threads.COARSE_GRAIN:
+        return np.matmul(a, b)
     rows = a.reshape(-1, k)
     return threads.matmul(rows, b).reshape(*a.shape[:-1], n)
 

@@ -9,6 +9,10 @@ python -m tools.profile_kernels --serial  # the CNN step on one thread: per kern
                                            # regions (parallel_for / parallel_blocks), which a
                                            # second thread cannot share (measured by the thread's
                                            # own clock, so it holds on a loaded machine)
+python -m tools.profile_kernels --repeat   # the CNN step on one thread: each pure kernel's thread
+                                           # CPU time in the step, then run again at once on the
+                                           # same inputs (in cache): what the step's cache misses
+                                           # cost each kernel, which isolated benchmarks miss
 python -m tools.profile_kernels --tf      # TensorFlow's per-op times in the same CNN step (one
                                            # thread, its step-stats trace, in RILL_PEER_PYTHON):
                                            # traced wall times scaled to the step's CPU time, so
@@ -95,6 +99,65 @@ def main(steps: int = 10, threads: int | None = None) -> None:
     print(f"step {step_ms:.2f} ms, kernels {sum(STATS.values()) / steps * 1e3:.2f} ms")
     for name, total in STATS.most_common(20):
         print(f"{total / steps * 1e3:8.2f} ms  {name}")
+
+
+# Kernels without side effects, which --repeat may run a second time.
+_PURE = ("Conv2D", "MatMul", "BiasAddGrad", "MaxPool", "ReluGrad", "SoftmaxCrossEntropy")
+
+
+def main_repeat(steps: int) -> None:
+    """Per pure kernel of the CNN step (one thread): its thread CPU time in the step, and again
+    when run a second time at once on the same inputs, which are then in cache."""
+    first: collections.Counter = collections.Counter()
+    again: collections.Counter = collections.Counter()
+    seen: set = set()
+
+    def repeat_get(self, node):
+        k = _orig_get(self, node)
+        if id(k) in seen or not any(p in node.type for p in _PURE):
+            return k
+        f, name = k.compute, f"{node.type}:{node.name}"
+
+        def timed(*args):
+            t0 = time.thread_time()
+            out = f(*args)
+            t1 = time.thread_time()
+            f(*args)
+            first[name] += t1 - t0
+            again[name] += time.thread_time() - t1
+            return out
+
+        k.compute = timed
+        seen.add(id(k))
+        return k
+
+    common.KernelTable.get = repeat_get
+    from rill.exec import ConfigProto, Session
+    from tools.bench.cnn_train import BATCH, build_rill
+
+    g, x, y, loss, train, init = build_rill()
+    rng = np.random.default_rng(0)
+    feed = {
+        x: rng.random((BATCH, 28, 28, 1), dtype=np.float32),
+        y: np.eye(10, dtype=np.float32)[rng.integers(0, 10, BATCH)],
+    }
+    config = ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+    sess = Session(graph=g, config=config)
+    sess.run(init)
+    for _ in range(3):
+        sess.run(train, feed)
+    first.clear()
+    again.clear()
+    for _ in range(steps):
+        sess.run(train, feed)
+    ms = 1e3 / steps
+    print(
+        f"pure kernels: {sum(first.values()) * ms:.2f} ms in the step, "
+        f"{sum(again.values()) * ms:.2f} ms run again at once (one thread, CPU)"
+    )
+    print("  in step   again  kernel")
+    for name, t in first.most_common(16):
+        print(f"{t * ms:8.2f} {again[name] * ms:7.2f}  {name}")
 
 
 def main_serial(steps: int) -> None:
@@ -321,6 +384,7 @@ if __name__ == "__main__":
     ap.add_argument("--lstm", action="store_true", help="profile the LSTM train step instead")
     ap.add_argument("--tf", action="store_true", help="TensorFlow's per-op CNN step profile")
     ap.add_argument("--serial", action="store_true", help="each CNN kernel's serial CPU time")
+    ap.add_argument("--repeat", action="store_true", help="CNN kernels in the step vs in cache")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
@@ -329,6 +393,8 @@ if __name__ == "__main__":
         CLOCK[0] = time.process_time
     if a.tf:
         main_tf()
+    elif a.repeat:
+        main_repeat(a.steps if a.steps != 5 else 10)
     elif a.serial:
         main_serial(a.steps if a.steps != 5 else 20)
     elif a.lstm:

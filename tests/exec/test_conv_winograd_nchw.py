@@ -194,3 +194,63 @@ def test_few_tiles_take_winograd_once_the_filter_comes_again(small, monkeypatch)
     assert len(small) == 2  # the same filter again: Winograd
     close(y2_again, y2, np.float32)
     close(y1, gemm(conv2d, x, w1, "SAME"), np.float32)
+
+
+def test_a_read_only_filter_object_seen_twice_skips_the_compare(small, monkeypatch):
+    # A constant's read-only view, handed to the node step after step: after the second call
+    # (the elements compared equal) the node keys the transform by the object and no longer
+    # compares; a writable array, or another object, is still compared element by element.
+    compares = []
+    real_equal = np.array_equal
+    monkeypatch.setattr(
+        conv_winograd.np, "array_equal", lambda a, b: compares.append(1) or real_equal(a, b)
+    )
+    from rill.exec.kernels.conv_kernels import conv2d as make
+
+    compute = make([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1])
+    x = RNG.standard_normal((2, 6, 10, 10)).astype(np.float32)
+    base = RNG.standard_normal((3, 3, 6, 5)).astype(np.float32)
+    w = base.view()
+    w.flags.writeable = False
+    first = compute(x, w)
+    compute(x, w)
+    assert len(compares) == 1  # the second call compared once and kept the object
+    for _ in range(3):
+        assert real_equal(compute(x, w), first)
+    assert len(compares) == 1  # no compare for the held object
+    other = w.copy()
+    other.flags.writeable = False
+    assert real_equal(compute(x, other), first)
+    assert len(compares) == 2  # another object: compared
+    writable = base.copy()
+    compute(x, writable)
+    compute(x, writable)
+    n = len(compares)
+    writable[0, 0, 0, 0] += 1.0  # a writable array is never keyed by identity
+    changed = compute(x, writable)
+    assert len(compares) == n + 1
+    want = gemm(conv2d, x, writable, "SAME")
+    close(changed, want, np.float32)
+    assert not real_equal(changed, first)
+
+
+def test_a_held_filter_keeps_a_variables_updates_visible():
+    # A variable's value read by an NCHW convolution (the GEMM / Winograd node holding it) and
+    # then updated: the update is seen, never a stale transform (resources update in place only
+    # where nothing else refers to the value).
+    import rill.exec as rx
+
+    x = RNG.standard_normal((1, 64, 16, 16)).astype(np.float32)
+    w0 = RNG.standard_normal((3, 3, 64, 64)).astype(np.float32)
+    with rg.Graph().as_default():
+        v = rg.Variable(w0)
+        y = rg.nn.conv2d(rg.constant(x), v, strides=1, padding="SAME", data_format="NCHW")
+        step = v.assign_add(rg.ones_like(v))
+        with rx.Session() as s:
+            s.run(v.initializer)
+            for i in range(3):
+                s.run(y)
+                got = s.run(y)
+                want = gemm(conv2d, x, w0 + i, "SAME")
+                close(got, want, np.float32)
+                s.run(step)

@@ -287,3 +287,49 @@ def test_max_pool_grad_of_a_large_batch_matches_the_reference():
     attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "SAME"}
     (dx,) = run_op("MaxPoolGrad", [x, np.zeros_like(dy), dy], attrs)
     np.testing.assert_array_equal(dx, ref_max_pool_grad_tf(x, (2, 2), (2, 2), "SAME", dy))
+
+
+# Stride-2 NCHW max pooling (the compiled loop's even/odd column path, 2- and 3-column windows)
+# against the numpy path (RILL_JIT=0) bit for bit: odd and even widths, every padding, both
+# float types, NaN, infinities and signed zeros.
+NCHW_STRIDE_2 = [
+    ((1, 3, 111, 111), (3, 3), "VALID", None),  # SqueezeNet's pools
+    ((2, 2, 12, 13), (3, 3), "SAME", None),
+    ((1, 2, 10, 9), (3, 3), "EXPLICIT", ((1, 1), (1, 1))),  # ResNet's stem pool
+    ((1, 2, 9, 12), (3, 3), "EXPLICIT", ((0, 1), (1, 0))),
+    ((2, 2, 9, 10), (2, 2), "VALID", None),
+    ((1, 2, 7, 11), (2, 2), "SAME", None),
+    ((1, 2, 8, 9), (2, 3), "EXPLICIT", ((1, 0), (0, 1))),
+    ((1, 1, 5, 3), (3, 3), "EXPLICIT", ((1, 1), (2, 2))),  # no interior window in a row
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", NCHW_STRIDE_2, ids=lambda c: f"x{c[0]}-k{c[1]}-{c[2]}")
+def test_nchw_stride_2_max_pool_matches_the_numpy_path_bit_for_bit(case, dtype):
+    pytest.importorskip("numba")
+    from rill.exec.kernels import jit
+
+    xs, ksize, padding, pads = case
+    x = RNG.standard_normal(xs).astype(dtype)
+    x[RNG.random(xs) < 0.05] = np.nan
+    x[RNG.random(xs) < 0.05] = np.inf
+    x[RNG.random(xs) < 0.05] = -np.inf
+    x[RNG.random(xs) < 0.1] = 0.0
+    x[RNG.random(xs) < 0.1] = -0.0
+    attrs = {"ksize": [1, 1, *ksize], "strides": [1, 1, 2, 2], "padding": padding,
+             "data_format": "NCHW"}  # fmt: skip
+    if pads is not None:
+        attrs["explicit_paddings"] = [0, 0, 0, 0, *pads[0], *pads[1]]
+    (got,) = run_op("MaxPool", [x], attrs)
+    old = jit.set_enabled(False)
+    try:
+        (want,) = run_op("MaxPool", [x], attrs)
+    finally:
+        jit.set_enabled(old)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    # The values bit for bit; where a window holds zeros of both signs the sign kept may
+    # differ (max_pool_nchw's documented exception), so zeros compare by value.
+    zero = want == 0
+    np.testing.assert_array_equal(got[~zero].view(np.uint8), want[~zero].view(np.uint8))
+    assert np.array_equal(got[zero], want[zero])

@@ -1,7 +1,7 @@
-"""Sum and Mean over a C-contiguous array's trailing axes of at most 128 values (a global
-average pool of small planes) run compiled row loops (_loops.row_sums and row_means) that
+"""Sum and Mean over a C-contiguous array's trailing axes of at most 248 values (a global
+average pool of small planes, up to 15×15) run compiled row loops (_loops.row_sums and row_means) that
 repeat numpy's pairwise summation: the results must be numpy's bit for bit, with RILL_JIT=0 as
-the reference (signed zeros, NaN, infinities, every row length from 1 to 128, keep_dims), and
+the reference (signed zeros, NaN, infinities, every row length from 1 to 248, numpy's one split above 128, keep_dims), and
 every other case must still take numpy's path."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _assert_same_bits(a, b):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fn", [reduction_kernels._mean, reduction_kernels._sum])
 def test_every_row_length_is_numpys_pairwise_sum(fn, dtype):
-    for n in range(1, 129):
+    for n in range(1, 249):
         x = (RNG.standard_normal((3, n)) * RNG.uniform(0.1, 1e4)).astype(dtype)
         got, want = _both(fn, x, (1,), False)
         _assert_same_bits(got, want)
@@ -49,7 +49,8 @@ def test_every_row_length_is_numpys_pairwise_sum(fn, dtype):
 @pytest.mark.parametrize(
     "shape, axes",
     [((2, 576, 7, 7), (2, 3)), ((1, 96, 3, 5), (3, 2)), ((4, 2, 3, 4), (1, 2, 3)), ((5, 8), (1,)),
-     ((3, 1, 1), (1, 2)), ((2, 3, 11, 11), (2, 3))],
+     ((3, 1, 1), (1, 2)), ((2, 3, 11, 11), (2, 3)), ((1, 20, 13, 13), (2, 3)),
+     ((2, 5, 14, 14), (2, 3)), ((1, 4, 15, 15), (3, 2)), ((3, 248), (1,))],
 )  # fmt: skip
 def test_global_pools_with_special_values_are_numpys_bits(shape, axes, keep, fn, dtype):
     x = (RNG.standard_normal(shape) * 50).astype(dtype)
@@ -73,7 +74,8 @@ def test_the_loops_run_only_where_they_apply():
     loops.row_means = lambda *a: called.append(1) or orig(*a)
     try:
         x = RNG.standard_normal((2, 3, 12, 12)).astype(np.float32)
-        reduction_kernels._mean(np, x, (2, 3), True)  # 144 values a row: numpy
+        reduction_kernels._mean(np, np.ones((2, 3, 249), np.float32), (2,), True)  # 249: numpy
+        reduction_kernels._mean(np, np.ones((1, 2, 16, 16), np.float32), (2, 3), False)
         reduction_kernels._mean(np, x[:, :, :5, :5].copy(), (0, 1), False)  # leading axes
         reduction_kernels._mean(np, x[:, :, :5, :5], (2, 3), False)  # not contiguous
         reduction_kernels._mean(np, np.ones((2, 3, 4), np.int32), (2,), False)

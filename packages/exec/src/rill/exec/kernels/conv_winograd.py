@@ -142,14 +142,25 @@ def winograd_nchw(win, x, w, oh, ow, pads, out, cache) -> np.ndarray | None:
         return None
     key = (m, x.dtype, w.dtype, w.shape)
     held = cache[0]  # one read: another thread may replace it
+    if held is not None and held[3] is w and held[2] == key and held[1] is not None:
+        # The very array object seen before, read-only, and held by this cache: see below.
+        return winograd_forward_nchw(x, w, oh, ow, pads, m, out, held[1])
     same = held is not None and held[2] == key and np.array_equal(held[0], w)
     if same and held[1] is not None:
         u = held[1]
+        # Seen twice with the same elements and read-only (a constant's view, handed out step
+        # after step): from now on the object itself is the key, and the compare (0.2 ms for a
+        # 3×3 256→256 filter, 0.8 ms of ResNet-18 ½'s inference) is skipped. Holding the
+        # object keeps it alive, and rill changes an array in place only where nothing else
+        # refers to it (resources' in-place update checks the reference counts), so a held
+        # object's elements stay those compared.
+        if not w.flags.writeable:
+            cache[0] = (held[0], u, key, w)
     elif same or held is None or tiles >= _MIN_TILES_NCHW:
         u = _filter_tiles(w, m, x.dtype)
-        cache[0] = (held[0] if same else w.copy(), u, key)
+        cache[0] = (held[0] if same else w.copy(), u, key, None)
     else:
-        cache[0] = (w.copy(), None, key)
+        cache[0] = (w.copy(), None, key, None)
         return None
     return winograd_forward_nchw(x, w, oh, ow, pads, m, out, u)
 

@@ -63,8 +63,8 @@ ERRORS = [KeyError("Unrecognized options: {'_nrt'}"), TypeError("unexpected keyw
 @pytest.mark.parametrize("exc", ERRORS, ids=lambda e: type(e).__name__)
 def test_float_programs_fall_back_when_compiling_fails(monkeypatch, exc):
     _, want = _outputs("kws_cnn_float", False)
-    monkeypatch.setattr(program, "_ready", False)
-    monkeypatch.setattr(program, "_failed", False)
+    monkeypatch.setattr(program._loops, "module", None)
+    monkeypatch.setattr(program._loops, "failed", False)
     calls = []
     failing = _raiser(exc)
     monkeypatch.setattr(_program_loops, "compile_run", lambda: (calls.append(1), failing()))
@@ -79,8 +79,8 @@ def test_float_programs_fall_back_when_compiling_fails(monkeypatch, exc):
 def test_fused_int8_runs_fall_back_when_compiling_fails(monkeypatch, exc):
     it, want = _outputs("kws_cnn_int8", False)
     assert _fused(it) == 0
-    monkeypatch.setattr(program_int8, "_ready", False)
-    monkeypatch.setattr(program_int8, "_failed", False)
+    monkeypatch.setattr(program_int8._loops, "module", None)
+    monkeypatch.setattr(program_int8._loops, "failed", False)
     monkeypatch.setattr(_program_int8, "compile_run", _raiser(exc))
     it, got = _outputs("kws_cnn_int8", True)
     assert _fused(it) == 0

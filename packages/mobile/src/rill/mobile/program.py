@@ -18,6 +18,7 @@ arithmetic may reassociate sums and fuse multiply-adds, so it agrees with the pe
 
 from __future__ import annotations
 
+import importlib
 import os
 import types
 
@@ -59,35 +60,36 @@ def set_enabled(on: bool) -> bool:
     return old
 
 
-_ready = False
-_failed = False  # the program kernels could not be imported or compiled: never try again
-
-
 class _Unsupported(Exception):
     pass
 
 
-def _loops():
-    if jit.loops() is None:  # numba missing or compiled loops off
-        return None
-    global _ready, _failed
-    if _failed:
-        return None
-    if not _ready:  # compile (or load from numba's cache) now, in allocate, not in invoke
-        # Any failure leaves every subgraph on the per-operator path: a numba that lacks an
-        # option the kernels pass (`_nrt`, an internal one), rejects one (KeyError,
-        # TypeError) or cannot compile them (numba's own errors) must not fail allocate_tensors.
-        try:
-            from rill.mobile.kernels import _program_loops
+class CompiledKernels:
+    """A module of compiled program kernels (rill.mobile.kernels.<name>, with a `compile_run()`),
+    compiled or loaded from numba's cache on the first call, in allocate rather than in invoke.
+    Calling it gives the module, or None where compiled loops are off or it failed: any failure
+    leaves every subgraph on the per-operator path and is not tried again, since a numba that
+    lacks an option the kernels pass (`_nrt`, an internal one), rejects one (KeyError,
+    TypeError) or cannot compile them (numba's own errors) must not fail allocate_tensors."""
 
-            _program_loops.compile_run()
-        except Exception:  # noqa: BLE001 - see above
-            _failed = True
+    def __init__(self, name: str):
+        self.name, self.module, self.failed = name, None, False
+
+    def __call__(self):
+        if jit.loops() is None or self.failed:  # numba missing or compiled loops off
             return None
-        _ready = True
-    from rill.mobile.kernels import _program_loops
+        if self.module is None:
+            try:
+                module = importlib.import_module(f"rill.mobile.kernels.{self.name}")
+                module.compile_run()
+            except Exception:  # noqa: BLE001 - see above
+                self.failed = True
+                return None
+            self.module = module
+        return self.module
 
-    return _program_loops
+
+_loops = CompiledKernels("_program_loops")
 
 
 class Program:

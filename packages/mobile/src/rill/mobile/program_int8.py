@@ -27,8 +27,6 @@ from rill.mobile.kernels.conv import _per_channel_multipliers
 __all__ = ["FusedRun", "fuse"]
 
 _I8 = np.dtype(np.int8)
-_ready = False
-_failed = False  # the kernels could not be imported or compiled: never try again
 
 
 class _Unsupported(Exception):
@@ -42,27 +40,7 @@ class _NoScratch:
         raise _Unsupported("output stage needs scratch")
 
 
-def _loops():
-    from rill.mobile.kernels import jit
-
-    if jit.loops() is None:
-        return None
-    global _ready, _failed
-    if _failed:
-        return None
-    if not _ready:  # compile (or load from numba's cache) in allocate, not in invoke
-        # Any failure (as program._loops says) leaves the operators on their own.
-        try:
-            from rill.mobile.kernels import _program_int8
-
-            _program_int8.compile_run()
-        except Exception:  # noqa: BLE001 - see above
-            _failed = True
-            return None
-        _ready = True
-    from rill.mobile.kernels import _program_int8
-
-    return _program_int8
+_loops = program.CompiledKernels("_program_int8")
 
 
 class FusedRun:

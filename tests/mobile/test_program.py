@@ -29,12 +29,7 @@ OPTIONS.setdefault("GELU", "GeluOptions")
 OPTIONS.setdefault("DIV", "DivOptions")
 
 
-@pytest.fixture(autouse=True)
-def _programs_on():
-    old_jit, old = jit.set_enabled(True), program.set_enabled(True)
-    yield
-    jit.set_enabled(old_jit)
-    program.set_enabled(old)
+pytestmark = pytest.mark.usefixtures("programs_on")
 
 
 def _run(model: bytes, feeds, on: bool):
@@ -377,7 +372,8 @@ def test_environment_turns_programs_off(var):
     code = ("from rill.mobile.interpreter import Interpreter\n"
             f"it = Interpreter(model_path={str(MODELS / 'kws_cnn_float.tflite')!r})\n"
             "it.allocate_tensors()\nprint(it._main.program is None)\n")  # fmt: skip
-    env = dict(os.environ)
+    # Both switches on but the one under test, whatever the environment the tests run in.
+    env = {**os.environ, "RILL_JIT": "1", "RILL_JIT_PROGRAM": "1"}
     for value, want in (("0", "True"), ("1", "False")):
         env[var] = value
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -15,7 +15,6 @@ import pytest
 
 from rill.mobile import program, program_int8
 from rill.mobile.interpreter import Interpreter
-from rill.mobile.kernels import jit
 
 pytest.importorskip("numba")
 
@@ -24,12 +23,7 @@ from rill.mobile.kernels import _program_int8, _program_loops  # noqa: E402
 MODELS = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "tflite" / "models"
 
 
-@pytest.fixture(autouse=True)
-def _programs_on():
-    old_jit, old = jit.set_enabled(True), program.set_enabled(True)
-    yield
-    jit.set_enabled(old_jit)
-    program.set_enabled(old)
+pytestmark = pytest.mark.usefixtures("programs_on")
 
 
 def _outputs(name: str, on: bool):

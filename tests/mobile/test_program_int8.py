@@ -19,7 +19,6 @@ from mobile.tflite_builder import build, litert_run, single_op
 
 from rill.mobile import program
 from rill.mobile.interpreter import Interpreter
-from rill.mobile.kernels import jit
 from rill.mobile.program_int8 import FusedRun
 
 pytest.importorskip("numba")
@@ -29,12 +28,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "tflite"
 SAME, VALID = 0, 1
 
 
-@pytest.fixture(autouse=True)
-def _programs_on():
-    old_jit, old = jit.set_enabled(True), program.set_enabled(True)
-    yield
-    jit.set_enabled(old_jit)
-    program.set_enabled(old)
+pytestmark = pytest.mark.usefixtures("programs_on")
 
 
 def _run(model, feeds, fused: bool, threads=None, path=None):
@@ -292,7 +286,8 @@ def test_environment_turns_fused_runs_off(var):
             f"it = Interpreter(model_path={str(FIXTURES / 'cnn_int8.tflite')!r})\n"
             "it.allocate_tensors()\n"
             "print(any(isinstance(f, FusedRun) for f in it._main.run))\n")  # fmt: skip
-    env = dict(os.environ)
+    # Both switches on but the one under test, whatever the environment the tests run in.
+    env = {**os.environ, "RILL_JIT": "1", "RILL_JIT_PROGRAM": "1"}
     for value, want in (("0", "False"), ("1", "True")):
         env[var] = value
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -13,21 +13,14 @@ import pytest
 from mobile.kernel_testing import fp
 from mobile.tflite_builder import OPTIONS, single_op
 
-from rill.mobile import program
 from rill.mobile.interpreter import Interpreter
-from rill.mobile.kernels import jit
 
 pytest.importorskip("numba")
 OPTIONS.setdefault("GELU", "GeluOptions")
 TINY = float(np.finfo(np.float32).tiny)
 
 
-@pytest.fixture(autouse=True)
-def _programs_on():
-    old_jit, old = jit.set_enabled(True), program.set_enabled(True)
-    yield
-    jit.set_enabled(old_jit)
-    program.set_enabled(old)
+pytestmark = pytest.mark.usefixtures("programs_on")
 
 
 def _program(name, x, options=None):

@@ -98,19 +98,41 @@ def test_a_stack_times_one_matrix_splits_with_the_same_bits_on_any_thread_count(
                                atol=1e-5 if dtype == np.float32 else 1e-12)  # fmt: skip
 
 
-def test_a_small_stack_times_one_matrix_is_numpys_own_product(monkeypatch):
-    """Below COARSE_GRAIN multiply-adds the stack goes to numpy as it is: pieces would cost
-    more CPU than a second thread wins back (a GPT-2-like block at batch 1)."""
+def test_a_small_stack_times_one_matrix_splits_in_two_halves_at_most(monkeypatch):
+    """Below COARSE_GRAIN multiply-adds the stack splits in two halves at most (four pieces
+    would cost more CPU than a second thread wins back on a batch-1 transformer), fixed by the
+    shapes: the same bits on one thread or two. Below 2 * GEMM_GRAIN it is numpy's own
+    product."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1, 64, 256)).astype(np.float32)
     w = rng.standard_normal((256, 1024)).astype(np.float32)
     assert threads.COARSE_GRAIN > 64 * 256 * 1024
-    assert threads.gemm_pieces(64, 256, 1024)[1] > 1  # threads.matmul would split it
+    assert threads.gemm_pieces(64, 256, 1024)[1] > 2  # threads.matmul alone: more pieces
     monkeypatch.setattr(intra_op, "_THREADS", 4)
     monkeypatch.setattr(threads, "_BUDGET", 4)
-    monkeypatch.setattr(threads, "cores_free", lambda: 4)
-    monkeypatch.setattr(threads, "cores_idle", lambda: 4)
-    calls = []
-    monkeypatch.setattr(threads, "matmul", lambda *a, **k: calls.append(a))
-    got = _bmm(x, w)
-    assert not calls and np.array_equal(got, np.matmul(x, w))
+    real = threads.matmul
+    calls, pieces = [], []
+    real_pf = intra_op.parallel_for
+
+    def watch_pf(count, fn, grain=1, pieces_per_thread=1, max_threads=None):
+        pieces.append((count, max_threads))
+        return real_pf(count, fn, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(intra_op, "parallel_for", watch_pf)
+    monkeypatch.setattr(threads, "matmul", lambda *a, **k: calls.append(k) or real(*a, **k))
+    results = []
+    for free in (1, 2, 4):
+        monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
+        monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
+        pieces.clear()
+        results.append(_bmm(x, w))
+        assert pieces == [(2, min(free, 2))]
+    assert all(k == {"most": 2} for k in calls)
+    for got in results[1:]:
+        assert np.array_equal(got, results[0])
+    np.testing.assert_allclose(results[0], np.matmul(x, w), rtol=1e-5, atol=1e-4)
+    # A product under 2 * GEMM_GRAIN multiply-adds: numpy's own, unsplit.
+    calls.clear()
+    small = rng.standard_normal((1, 64, 64)).astype(np.float32)
+    got = _bmm(small, w[:64])
+    assert not calls and np.array_equal(got, np.matmul(small, w[:64]))

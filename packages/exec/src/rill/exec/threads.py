@@ -264,21 +264,22 @@ def threads_for(work: int, pieces: int, limit: int | None = None, free: int | No
     return max(1, min(pieces, limit, free))
 
 
-def gemm_pieces(m: int, k: int, n: int) -> tuple[int, int]:
-    """How matmul splits an [m, k] x [k, n] product: (axis, pieces), axis 0 for row blocks of
-    the result, 1 for column blocks (when there are too few rows); (0, 1) for one call.
+def gemm_pieces(m: int, k: int, n: int, most: int = MAX_PIECES) -> tuple[int, int]:
+    """How matmul splits an [m, k] x [k, n] product in at most `most` pieces: (axis, pieces),
+    axis 0 for row blocks of the result, 1 for column blocks (when there are too few rows);
+    (0, 1) for one call.
 
     A function of the shapes only, so the result's bits never depend on the threads.
     """
     work = m * k * n
-    if work < 2 * GEMM_GRAIN:
+    if work < 2 * GEMM_GRAIN or most < 2:
         return 0, 1
     # Each piece packs the whole operand it does not split: a row block all of b (k x n), a
     # column block all of a (m x k). Rows where there are enough of them, unless b is the larger
     # operand and the columns split into as many pieces: the LSTM's folded weight gradient
     # [1024, 3200] x [3200, 2048] costs about 80 ms in one call, 83 in 4 column pieces, 95 in 4
     # row pieces (one thread).
-    most = min(MAX_PIECES, work // GEMM_GRAIN)
+    most = min(most, MAX_PIECES, work // GEMM_GRAIN)
     # A power of two: 3 pieces on 2 threads leave one thread idle a third of the time (ViT's
     # [197, 768] x [768, 192] ran 1.5x faster on 2 threads in 3 pieces, about 2x in 2).
     by_rows = _pow2(min(most, m // MIN_ROWS)) if m >= 2 * MIN_ROWS else 0
@@ -295,8 +296,11 @@ def _pow2(p: int) -> int:
     return 1 << (p.bit_length() - 1) if p > 0 else 0
 
 
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """a @ b for 2-D numpy arrays, split over the intra-op threads where it is large.
+def matmul(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, most: int = MAX_PIECES
+) -> np.ndarray:
+    """a @ b for 2-D numpy arrays, split over the intra-op threads where it is large (in at most
+    `most` pieces: gemm_pieces).
 
     Pieces are single-threaded BLAS calls (inside a Session) over fixed row or column blocks, so
     the result does not depend on how many threads ran them. A column block is written in place
@@ -307,7 +311,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
 
     m, k = a.shape
     n = b.shape[1]
-    axis, pieces = gemm_pieces(m, k, n)
+    axis, pieces = gemm_pieces(m, k, n, most)
     if pieces == 1:
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:

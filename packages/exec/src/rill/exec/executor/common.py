@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.exec.executor import bands
 from rill.exec.kernel_registry import find_kernel, instantiate
 from rill.graph.errors import (
     InternalError,
@@ -92,6 +93,8 @@ class KernelTable:
             from rill.exec.memory_types import device_boundary
 
             compute = device_boundary(compute, node, node.device, kdef.context)
+        elif node.type in bands.OPS and not kdef.context:
+            compute = bands.wrap(node.type, compute)  # large tensors in bands over the threads
         return Kernel(compute, kdef.context, kdef.expensive, kdef.blocking)
 
 

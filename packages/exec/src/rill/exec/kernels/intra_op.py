@@ -164,6 +164,14 @@ def parallel_for(
         raise job.error
 
 
+def threads_now() -> int:
+    """The threads parallel_for would give a fine-grained loop of unknown work now (1 on a pool
+    worker): the pool's size, within the step's intra-op bound and the idle cores."""
+    if _THREADS <= 1 or getattr(_tls, "worker", False):
+        return 1
+    return max(1, min(_THREADS, _policy.intra_op_limit(), _policy.cores_for(None)))
+
+
 def parallel_blocks(count: int, fn, work: int) -> None:
     """Runs fn(i) for every i in range(count) over the intra-op threads, one block per piece,
     taken from a shared counter (a thread whose core is busy does fewer), for a kernel of `work`

@@ -1,0 +1,275 @@
+"""Elementwise, row-wise and concatenating kernels split in bands over the intra-op threads.
+
+A kernel whose every output element depends only on the input elements at the same place
+(Mul, AddV2, Tanh, ...: with broadcasting, the places the operands broadcast to), or whose
+every row of the last axis depends only on that row (Softmax, LogSoftmax), or that copies
+(ConcatV2), gives the same bits whether it runs once over the whole tensor or once per band of
+it. For large float tensors on the CPU the executor therefore wraps such kernels (`wrap`,
+called where the kernel table builds them): the output is allocated once and its bands,
+fixed by the shape along one axis that is not the row axis, are computed by the intra-op
+threads, each band's result written into its place. Plain ufunc kernels run straight into
+their band of the output (`out=`); the others run the kernel itself on the band's inputs and
+copy its (cache-sized) result in.
+
+The split happens only where it can pay: from MIN_WORK element-passes, and onto idle cores only
+(the bands are fine-grained: `rill.exec.threads.cores_for`), within the step's
+intra_op_parallelism_threads. Where one thread would run it, the kernel runs as it is, once.
+Kernels written by other modules stay untouched; anything the wrapper does not recognise
+(other dtypes, shapes that do not broadcast, a kernel returning another shape) goes to the
+kernel as it is, which then raises its own error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rill.exec.kernels import intra_op
+from rill.exec.kernels.intra_op import parallel_for
+
+__all__ = ["wrap", "MIN_WORK", "BAND"]
+
+# Element-passes (output elements x the kernel's passes over them) from which a kernel splits:
+# a Mul of 2^17 float32 values takes about 40-60 µs on one core here, against 10-20 µs for a
+# hand-off to a pool thread and its wake-up.
+MIN_WORK = 1 << 17
+# Output elements per band (256 KiB of float32): a band's temporaries (Softmax makes four)
+# stay in the core's cache until its result is copied into place.
+BAND = 1 << 16
+
+# Bands of a one-pass ufunc kernel: enough for two to four threads taking them in turn (a
+# thread whose core is busy does fewer), few enough that their calls cost little.
+UFUNC_BANDS = 8
+
+# The fewest bands of a split kernel (where its axis has that many entries): a small kernel of
+# many passes (Erf) still shares out.
+_LEAST_BANDS = 4
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+# Kernels that are a plain numpy ufunc on float32/float64 (math_kernels): run into the output.
+_UFUNCS = {
+    "AddV2": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Maximum": np.maximum,
+    "Minimum": np.minimum,
+    "RealDiv": np.true_divide,
+    "Tanh": np.tanh,
+    "Exp": np.exp,
+    "Sqrt": np.sqrt,
+    "Neg": np.negative,
+    "Abs": np.absolute,
+    "Square": np.square,
+    "Log": np.log,
+}
+# Other elementwise kernels (run per band, their result copied in), with their passes.
+_ELEMENTWISE = {"SquaredDifference": 2, "Rsqrt": 2, "Pow": 2, "Sigmoid": 4, "Relu": 1,
+                "Erf": 12}  # fmt: skip
+# Kernels independent per row of the last axis, with their passes.
+_ROWWISE = {"Softmax": 5, "LogSoftmax": 6}
+OPS = frozenset(_UFUNCS) | frozenset(_ELEMENTWISE) | frozenset(_ROWWISE) | {"ConcatV2"}
+
+
+def wrap(op_type: str, compute):
+    """compute, or a wrapper splitting it in bands where op_type is a kernel this module knows
+    (OPS) and the call's tensors are large float arrays."""
+    if op_type in _UFUNCS:
+        return _ufunc_bands(compute, _UFUNCS[op_type])
+    if op_type in _ELEMENTWISE:
+        return _compute_bands(compute, _ELEMENTWISE[op_type], rowwise=False)
+    if op_type in _ROWWISE:
+        return _compute_bands(compute, _ROWWISE[op_type], rowwise=True)
+    if op_type == "ConcatV2":
+        return _concat_bands(compute)
+    return compute
+
+
+def _threads(work: int) -> int:
+    """The threads a fine-grained kernel of `work` element-passes gets now (1: run it whole)."""
+    if work < MIN_WORK:
+        return 1
+    return intra_op.threads_now()
+
+
+def _same_floats(args) -> np.dtype | None:
+    """The one float32/float64 dtype of args, all numpy arrays; None otherwise."""
+    dt = None
+    for a in args:
+        if type(a) is not np.ndarray:
+            return None
+        if dt is None:
+            dt = a.dtype
+            if dt not in _FLOATS:
+                return None
+        elif a.dtype != dt:
+            return None
+    return dt
+
+
+def _split_axis(shape, rowwise: bool) -> int | None:
+    """The axis the bands split: the first with at least 8 entries (else the first with 2),
+    never the last one of a row-wise kernel."""
+    last = len(shape) - (1 if rowwise else 0)
+    first = None
+    for d in range(last):
+        if shape[d] >= 8:
+            return d
+        if first is None and shape[d] >= 2:
+            first = d
+    return first
+
+
+class _Bands:
+    """The bands of an output `shape` along `axis`, each at most about BAND elements, and each
+    operand's part of a band (an operand that broadcasts along the axis is used whole)."""
+
+    __slots__ = ("axis", "rows", "bounds", "ndim")
+
+    def __init__(self, shape, axis: int, band: int = BAND):
+        size = 1
+        for s in shape:
+            size *= s
+        self.axis, self.rows, self.ndim = axis, shape[axis], len(shape)
+        per = max(1, band // max(size // max(self.rows, 1), 1))  # a row: all the other axes
+        per = min(per, -(-self.rows // _LEAST_BANDS))
+        self.bounds = list(range(0, self.rows, per)) + [self.rows]
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def part(self, a, b: int):
+        off = self.ndim - a.ndim
+        d = self.axis - off
+        if d < 0 or a.shape[d] == 1:
+            return a
+        return a[(slice(None),) * d + (slice(self.bounds[b], self.bounds[b + 1]),)]
+
+    def out(self, out, b: int):
+        return out[(slice(None),) * self.axis + (slice(self.bounds[b], self.bounds[b + 1]),)]
+
+
+def _run(bands: _Bands, first: int, one, threads: int) -> None:
+    """one(b) for every band from `first` on, over `threads` threads taking bands in turn."""
+
+    def run(lo, hi):
+        for b in range(first + lo, first + hi):
+            one(b)
+
+    n = len(bands) - first
+    parallel_for(n, run, pieces_per_thread=n, max_threads=threads)
+
+
+def _ufunc_bands(compute, ufunc):
+    def banded(*args):
+        dt = _same_floats(args)
+        if dt is None:
+            return compute(*args)
+        try:
+            shape = np.broadcast_shapes(*(a.shape for a in args))
+        except ValueError:
+            return compute(*args)
+        size = 1
+        for s in shape:
+            size *= s
+        threads = _threads(size)
+        axis = _split_axis(shape, False) if threads > 1 else None
+        if axis is None:
+            return compute(*args)
+        # One pass needs no cache-sized bands: UFUNC_BANDS bands, taken in turn.
+        bands = _Bands(shape, axis, -(-size // UFUNC_BANDS))
+        if len(bands) < 2:
+            return compute(*args)
+        out = np.empty(shape, dt)
+        _run(bands, 0, lambda b: ufunc(*(bands.part(a, b) for a in args), out=bands.out(out, b)),
+             threads)  # fmt: skip
+        return out
+
+    return banded
+
+
+def _compute_bands(compute, passes: int, rowwise: bool):
+    def banded(*args):
+        dt = _same_floats(args)
+        if dt is None or (rowwise and (len(args) != 1 or args[0].ndim < 2)):
+            return compute(*args)
+        try:
+            shape = np.broadcast_shapes(*(a.shape for a in args))
+        except ValueError:
+            return compute(*args)
+        size = 1
+        for s in shape:
+            size *= s
+        threads = _threads(size * passes)
+        axis = _split_axis(shape, rowwise) if threads > 1 else None
+        if axis is None:
+            return compute(*args)
+        bands = _Bands(shape, axis)
+        if len(bands) < 2:
+            return compute(*args)
+        # The first band on this thread: its result gives the output's dtype and checks the
+        # kernel keeps the shape (anything else: the kernel runs whole, as it would have).
+        r = compute(*(bands.part(a, 0) for a in args))
+        want = bands.bounds[1]
+        if type(r) is not np.ndarray or r.ndim != len(shape) or r.shape[axis] != want:
+            return compute(*args)
+        full = r.shape[:axis] + (bands.rows,) + r.shape[axis + 1 :]
+        if full != shape:
+            return compute(*args)
+        out = np.empty(shape, r.dtype)
+        bands.out(out, 0)[...] = r
+
+        def one(b):
+            bands.out(out, b)[...] = compute(*(bands.part(a, b) for a in args))
+
+        _run(bands, 1, one, threads)
+        return out
+
+    return banded
+
+
+def _concat_bands(compute):
+    """ConcatV2(values..., axis) split along an axis before the concatenated one: the first band
+    goes through the kernel (its checks, its result), the others through np.concatenate into
+    their place (a copy: the same bytes)."""
+
+    def banded(*args):
+        values, axis = args[:-1], args[-1]
+        if len(values) < 2 or _same_floats(values) is None:
+            return compute(*args)
+        try:
+            a = int(axis)
+        except (TypeError, ValueError):
+            return compute(*args)
+        first = values[0]
+        nd = first.ndim
+        if not -nd <= a < nd or any(v.ndim != nd for v in values):
+            return compute(*args)
+        a %= nd
+        if a == 0:
+            return compute(*args)
+        lead = first.shape[:a]
+        if any(v.shape[:a] != lead for v in values):
+            return compute(*args)
+        size = sum(v.size for v in values)
+        threads = _threads(size)
+        d = _split_axis(lead, False) if threads > 1 else None
+        if d is None:
+            return compute(*args)
+        shape = list(first.shape)
+        shape[a] = sum(v.shape[a] for v in values)
+        bands = _Bands(tuple(shape), d)
+        if len(bands) < 2:
+            return compute(*args)
+        r = compute(*(bands.part(v, 0) for v in values), axis)
+        if type(r) is not np.ndarray or r.dtype != first.dtype:
+            return compute(*args)
+        out = np.empty(tuple(shape), r.dtype)
+        bands.out(out, 0)[...] = r
+
+        def one(b):
+            np.concatenate([bands.part(v, b) for v in values], axis=a, out=bands.out(out, b))
+
+        _run(bands, 1, one, threads)
+        return out
+
+    return banded

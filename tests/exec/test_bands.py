@@ -1,0 +1,145 @@
+"""Elementwise, row-wise and concatenating kernels split in bands over the intra-op threads
+(rill.exec.executor.bands): the same bits as the kernel run whole, on any number of threads;
+small tensors, other dtypes, a busy machine and intra_op_parallelism_threads=1 keep one call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rill.graph as rg
+from rill.exec import ConfigProto, Session, threads
+from rill.exec.executor import bands
+from rill.exec.kernels import intra_op
+from rill.graph.errors import InvalidArgumentError
+
+
+@pytest.fixture
+def cores(monkeypatch):
+    """set(n): the machine has n idle cores and rill's pool n threads; returns the list of
+    (pieces, threads) of every parallel_for call the bands make."""
+    calls = []
+    real = intra_op.parallel_for
+
+    def watch(n, fn, grain=1, pieces_per_thread=1, max_threads=None):
+        calls.append((n, max_threads))
+        return real(n, fn, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(bands, "parallel_for", watch)
+
+    def set_cores(n):
+        monkeypatch.setattr(intra_op, "_THREADS", n)
+        monkeypatch.setattr(threads, "_BUDGET", n)
+        monkeypatch.setattr(threads, "cores_free", lambda: n)
+        monkeypatch.setattr(threads, "cores_idle", lambda: n)
+        calls.clear()
+        return calls
+
+    return set_cores
+
+
+def _run(build, feeds, config=None):
+    """Runs build(*placeholders) in a Session on the feeds."""
+    with rg.Graph().as_default():
+        ps = [rg.placeholder(rg.as_dtype(v.dtype)) for v in feeds]
+        y = build(*ps)
+        with Session(config=config) as s:
+            return s.run(y, dict(zip(ps, feeds)))
+
+
+_RNG = np.random.default_rng(11)
+
+
+def _data(shape, dtype=np.float32, positive=False):
+    x = _RNG.standard_normal(shape).astype(dtype)
+    return np.abs(x) + dtype(0.5) if positive else x
+
+
+CASES = [
+    ("Mul, broadcast row", lambda a, b: rg.multiply(a, b), [(4, 197, 192), (192,)]),
+    ("AddV2, same shapes", lambda a, b: rg.add(a, b), [(2, 3, 127, 211), (2, 3, 127, 211)]),
+    ("AddV2, broadcast column", lambda a, b: rg.add(a, b), [(1, 389, 400), (1, 389, 1)]),
+    ("RealDiv", lambda a, b: rg.realdiv(a, b), [(6, 150, 160), (6, 150, 160)]),
+    ("Tanh", lambda a: rg.tanh(a), [(3, 300, 257)]),
+    ("Sigmoid", lambda a: rg.sigmoid(a), [(3, 300, 257)]),
+    ("Erf", lambda a: rg.erf(a), [(2, 100, 300)]),
+    ("SquaredDifference", lambda a, b: rg.squared_difference(a, b), [(8, 197, 96), (8, 197, 1)]),
+    ("Softmax", lambda a: rg.nn.softmax(a), [(1, 3, 197, 197)]),
+    ("Softmax, 2-D", lambda a: rg.nn.softmax(a), [(900, 333)]),
+    ("LogSoftmax", lambda a: rg.nn.log_softmax(a), [(8, 4, 64, 64)]),
+    ("ConcatV2", lambda a, b: rg.concat([a, b], axis=1), [(8, 64, 23, 29), (8, 96, 23, 29)]),
+    ("ConcatV2, last axis", lambda a, b: rg.concat([a, b], axis=-1), [(1, 500, 300), (1, 500, 77)]),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name, build, shapes", CASES, ids=[c[0] for c in CASES])
+def test_banded_kernels_give_the_whole_kernels_bits_on_any_thread_count(
+    cores, name, build, shapes, dtype
+):
+    feeds = [_data(s, dtype, positive=name == "RealDiv") for s in shapes]
+    cores(1)
+    whole = _run(build, feeds)
+    for n in (2, 3, 4):
+        calls = cores(n)
+        got = _run(build, feeds)
+        # The kernel was split: bands taken by up to n threads.
+        assert calls and all(pieces >= 1 and t == n for pieces, t in calls), calls
+        assert got.dtype == whole.dtype and got.shape == whole.shape
+        assert np.array_equal(got, whole, equal_nan=True), name
+    assert np.isfinite(whole).all()
+
+
+def test_small_tensors_other_dtypes_and_busy_cores_run_the_kernel_whole(cores):
+    small = [_data((10, 20)), _data((20,))]
+    calls = cores(4)
+    assert np.array_equal(_run(rg.multiply, small), small[0] * small[1])
+    assert not calls  # under MIN_WORK element-passes
+    ints = [_RNG.integers(-9, 9, (64, 4096)).astype(np.int32)] * 2
+    assert np.array_equal(_run(rg.multiply, ints), ints[0] * ints[1])
+    assert not calls  # only float32 / float64 split
+    mixed = [_data((64, 4096)), _data((64, 4096), np.float64)]
+    with pytest.raises((InvalidArgumentError, TypeError)):  # the graph's own dtype check
+        _run(rg.multiply, mixed)
+    big = [_data((64, 4096)), _data((4096,))]
+    calls = cores(1)  # no idle core: one thread, one call
+    assert np.array_equal(_run(rg.multiply, big), big[0] * big[1])
+    assert not calls
+    cores(4)
+    one = ConfigProto(intra_op_parallelism_threads=1)
+    calls = cores(4)
+    assert np.array_equal(_run(rg.multiply, big, config=one), big[0] * big[1])
+    assert not calls  # the step's intra-op bound
+    two = ConfigProto(intra_op_parallelism_threads=2)
+    assert np.array_equal(_run(rg.multiply, big, config=two), big[0] * big[1])
+    assert calls and all(t == 2 for _, t in calls)
+
+
+def test_shapes_that_do_not_broadcast_fail_as_the_kernel_does(cores):
+    cores(4)
+    bad = [_data((64, 4096)), _data((64, 4095))]
+    with pytest.raises(InvalidArgumentError, match="Incompatible shapes"):
+        _run(lambda a, b: rg.multiply(a, b), bad)
+    a, b = _data((8, 64, 40, 50)), _data((8, 64, 41, 50))
+    with pytest.raises(InvalidArgumentError, match="dimension 2 must be equal"):
+        _run(lambda p, q: rg.concat([p, q], axis=1), [a, b])
+
+
+def test_a_band_failure_on_a_worker_is_raised_by_the_step(cores, monkeypatch):
+    """An exception in a band computed on a pool thread reaches the caller (parallel_for)."""
+    calls = cores(2)
+    x = _data((8, 300, 300))
+    plain = bands._compute_bands(lambda a: np.tanh(a), 1, rowwise=False)
+    seen = []
+
+    def fails_after_first(a):
+        seen.append(a.shape)
+        if len(seen) > 1:
+            raise ValueError("band failed")
+        return np.tanh(a)
+
+    wrapped = bands._compute_bands(fails_after_first, 1, rowwise=False)
+    with pytest.raises(ValueError, match="band failed"):
+        wrapped(x)
+    assert calls
+    assert np.array_equal(plain(x), np.tanh(x))

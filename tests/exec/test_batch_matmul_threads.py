@@ -98,11 +98,13 @@ def test_a_stack_times_one_matrix_splits_with_the_same_bits_on_any_thread_count(
                                atol=1e-5 if dtype == np.float32 else 1e-12)  # fmt: skip
 
 
-def test_a_small_stack_times_one_matrix_splits_in_two_halves_at_most(monkeypatch):
-    """Below COARSE_GRAIN multiply-adds the stack splits in two halves at most (four pieces
-    would cost more CPU than a second thread wins back on a batch-1 transformer), fixed by the
-    shapes: the same bits on one thread or two. Below 2 * GEMM_GRAIN it is numpy's own
-    product."""
+def test_a_small_stack_times_one_matrix_splits_in_two_halves_only_with_one_calls_bits(
+    monkeypatch,
+):
+    """Below COARSE_GRAIN multiply-adds the stack is one call on one thread (pieces would cost
+    CPU there) and two halves on two threads or more, where the halves give one call's bits on
+    this BLAS (threads.pieces_exact); where they would not, it stays one call. Below
+    2 * GEMM_GRAIN it is numpy's own product."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1, 64, 256)).astype(np.float32)
     w = rng.standard_normal((256, 1024)).astype(np.float32)
@@ -110,8 +112,8 @@ def test_a_small_stack_times_one_matrix_splits_in_two_halves_at_most(monkeypatch
     assert threads.gemm_pieces(64, 256, 1024)[1] > 2  # threads.matmul alone: more pieces
     monkeypatch.setattr(intra_op, "_THREADS", 4)
     monkeypatch.setattr(threads, "_BUDGET", 4)
-    real = threads.matmul
-    calls, pieces = [], []
+    monkeypatch.setattr(threads, "_exact", {})
+    pieces = []
     real_pf = intra_op.parallel_for
 
     def watch_pf(count, fn, grain=1, pieces_per_thread=1, max_threads=None):
@@ -119,20 +121,42 @@ def test_a_small_stack_times_one_matrix_splits_in_two_halves_at_most(monkeypatch
         return real_pf(count, fn, grain, pieces_per_thread, max_threads)
 
     monkeypatch.setattr(intra_op, "parallel_for", watch_pf)
-    monkeypatch.setattr(threads, "matmul", lambda *a, **k: calls.append(k) or real(*a, **k))
-    results = []
-    for free in (1, 2, 4):
-        monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
-        monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
+    want = np.matmul(x, w)
+
+    def run(free):
+        monkeypatch.setattr(threads, "cores_free", lambda: free)
+        monkeypatch.setattr(threads, "cores_idle", lambda: free)
         pieces.clear()
-        results.append(_bmm(x, w))
-        assert pieces == [(2, min(free, 2))]
-    assert all(k == {"most": 2} for k in calls)
-    for got in results[1:]:
-        assert np.array_equal(got, results[0])
-    np.testing.assert_allclose(results[0], np.matmul(x, w), rtol=1e-5, atol=1e-4)
+        return _bmm(x, w)
+
+    assert np.array_equal(run(1), want) and not pieces  # one thread: one call
+    assert not threads._exact  # and nothing tried
+    exact = threads.pieces_exact(x[0], w, None, 1, 2)
+    for free in (2, 4):
+        assert np.array_equal(run(free), want)  # one call's bits, split or not
+        assert pieces == ([(2, 2)] if exact else [])
+    # A BLAS whose pieces round differently (here: each piece one ulp up) is never split.
+    monkeypatch.setattr(threads, "_exact", {})
+    monkeypatch.setattr(threads, "_gemm",
+                        lambda a, b, out=None: np.nextafter(np.matmul(a, b), np.inf, out=out))  # fmt: skip
+    assert not threads.pieces_exact(x[0], w, None, 1, 2)
+    assert np.array_equal(run(2), want) and not pieces
     # A product under 2 * GEMM_GRAIN multiply-adds: numpy's own, unsplit.
-    calls.clear()
     small = rng.standard_normal((1, 64, 64)).astype(np.float32)
-    got = _bmm(small, w[:64])
-    assert not calls and np.array_equal(got, np.matmul(small, w[:64]))
+    assert np.array_equal(run(4), want)
+    pieces.clear()
+    assert np.array_equal(_bmm(small, w[:64]), np.matmul(small, w[:64])) and not pieces
+
+
+def test_pieces_exact_is_tried_once_per_shape_and_layout(monkeypatch):
+    monkeypatch.setattr(threads, "_exact", {})
+    a = np.ones((197, 192), np.float32)
+    b = np.ones((192, 768), np.float32)
+    first = threads.pieces_exact(a, b, None, 0, 2)
+    assert len(threads._exact) == 1
+    assert threads.pieces_exact(a + 1, b, None, 0, 2) == first and len(threads._exact) == 1
+    threads.pieces_exact(a, np.asfortranarray(b), None, 0, 2)  # another layout: another try
+    assert len(threads._exact) == 2
+    # Strided operands and a strided result are never split this way.
+    assert not threads.pieces_exact(a[:, ::2], b[::2], None, 0, 2)
+    assert not threads.pieces_exact(a, b, np.empty((768, 197), np.float32).T, 0, 2)

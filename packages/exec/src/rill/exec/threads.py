@@ -297,7 +297,11 @@ def _pow2(p: int) -> int:
 
 
 def matmul(
-    a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, most: int = MAX_PIECES
+    a: np.ndarray,
+    b: np.ndarray,
+    out: np.ndarray | None = None,
+    most: int = MAX_PIECES,
+    exact: bool = False,
 ) -> np.ndarray:
     """a @ b for 2-D numpy arrays, split over the intra-op threads where it is large (in at most
     `most` pieces: gemm_pieces).
@@ -306,16 +310,33 @@ def matmul(
     the result does not depend on how many threads ran them. A column block is written in place
     where the result is row-major (BLAS takes its row stride), else computed into a contiguous
     buffer and copied into place.
+
+    With `exact` (a product too small for its pieces to be worth their extra CPU on one thread)
+    the product splits only when there are threads to run the pieces, and only where the pieces
+    give the very bits of one call on this machine's BLAS (pieces_exact); otherwise it is one
+    call. Either way the bits are one call's, whatever the threads.
     """
     from rill.exec.kernels.intra_op import parallel_for
 
     m, k = a.shape
     n = b.shape[1]
     axis, pieces = gemm_pieces(m, k, n, most)
+    if pieces > 1:
+        threads = threads_for(m * k * n, pieces)
+        if exact and (threads < 2 or not pieces_exact(a, b, out, axis, pieces)):
+            pieces = 1
     if pieces == 1:
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:
         out = np.empty((m, n), np.result_type(a, b))
+    run = _pieces(a, b, out, axis, pieces)
+    parallel_for(pieces, run, pieces_per_thread=-(-pieces // threads), max_threads=threads)
+    return out
+
+
+def _pieces(a, b, out, axis: int, pieces: int):
+    """run(lo, hi) computing pieces [lo, hi) of a @ b into out (matmul's blocks)."""
+    m, n = a.shape[0], b.shape[1]
     dim = m if axis == 0 else n
     bounds = [dim * i // pieces // 8 * 8 for i in range(pieces)] + [dim]
     # A column block of a transposed matrix (b = cᵀ, c row-major: a gradient's dy · wᵀ) is
@@ -337,9 +358,42 @@ def matmul(
             else:
                 out[:, s] = _gemm(a, b[:, s], out=None)
 
-    threads = threads_for(m * k * n, pieces)
-    parallel_for(pieces, run, pieces_per_thread=-(-pieces // threads), max_threads=threads)
-    return out
+    return run
+
+
+_exact: dict = {}
+
+
+def _layout(x: np.ndarray | None) -> str:
+    if x is None:
+        return "new"
+    return "C" if x.flags.c_contiguous else "F" if x.flags.f_contiguous else ""
+
+
+def pieces_exact(a, b, out, axis: int, pieces: int) -> bool:
+    """Whether matmul's pieces of a @ b give the bits of one BLAS call on this machine.
+
+    A BLAS routine's arithmetic (its blocking of the sum over k, its kernels for the edges,
+    a separate kernel for small products) is chosen by the shapes, the transpositions and the
+    strides, never by the values. So each (shapes, dtypes, layouts, pieces) is tried once, on
+    random operands laid out as these are, one call against the pieces, and the verdict kept.
+    OpenBLAS's pieces mostly match (the sums' order does not depend on the rows or columns a
+    call covers), except where a piece is small enough for its small-product kernel. Operands
+    with other strides than C or F order are never split this way."""
+    lay = (_layout(a), _layout(b), _layout(out))
+    if "" in lay or (out is not None and lay[2] != "C"):
+        return False
+    key = (a.shape, b.shape, a.dtype.str, b.dtype.str, lay, axis, pieces)
+    verdict = _exact.get(key)
+    if verdict is None:
+        rng = np.random.default_rng(len(_exact))
+        pa = np.asarray(rng.standard_normal(a.shape), a.dtype, order=lay[0])
+        pb = np.asarray(rng.standard_normal(b.shape), b.dtype, order=lay[1])
+        one = np.matmul(pa, pb)
+        split = np.empty_like(one)
+        _pieces(pa, pb, split, axis, pieces)(0, pieces)
+        verdict = _exact[key] = bool(np.array_equal(one, split))
+    return verdict
 
 
 # -- BLAS threads --------------------------------------------------------------------------------

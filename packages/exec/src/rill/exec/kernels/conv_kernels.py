@@ -153,6 +153,9 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
         wt = wm.T
         if one_by_one and (oh, ow) == (h, wd):
             xt = x.transpose(0, 3, 1, 2).reshape(n, c, h * wd)
+            if n == 1:  # halves over the threads where they give one call's bits
+                threads.matmul(wt, xt[0], out=per_image[0], most=2, exact=True)
+                return out
             parallel_blocks(n, lambda i: np.matmul(wt, xt[i], out=per_image[i]), work)
             return out
         if filters is not None and x.dtype == w.dtype:  # x: the channels-first input's view
@@ -171,12 +174,16 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
                 # Row-major patches: one GEMM, then a cache-resident transposing copy (per-image
                 # products with a transposed operand are much slower in BLAS).
                 block = scratch("block", rows * o, x.dtype).reshape(rows, o)
-                np.matmul(p, wm, out=block)
+                if single:  # halves over the threads where they give one call's bits
+                    threads.matmul(p, wm, out=block, most=2, exact=True)
+                else:
+                    np.matmul(p, wm, out=block)
                 dst[...] = block.reshape(images, rows // images, o).transpose(0, 2, 1)
             else:
                 by_image = p.T.reshape(k, images, rows // images).transpose(1, 0, 2)
                 np.matmul(wt, by_image, out=dst)
 
+        single = len(patches.blocks) == 1  # batch-1 inference's small layers
         parallel_blocks(len(patches.blocks), one_cf, work)
         return out
     flat = out.reshape(n * oh * ow, o)

@@ -66,18 +66,20 @@ def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     transformers) as one [rows, k] x [k, n] product through rill.exec.threads.matmul, which
     splits it in fixed blocks over the intra-op threads (numpy's own loop multiplies the stack
     one matrix at a time on one thread). Below rill.exec.threads.COARSE_GRAIN multiply-adds
-    the product splits in two halves at most (SMALL_STACK_PIECES): pieces of these products
-    cost CPU over one call (a GPT-2-like block at batch 1, [64, 256] x [256, 1024]: 312 µs in
-    one call, 404 in four column pieces; two halves cost 0-10% more), which two threads win
-    back (a ViT-small block's products at batch 1 on two idle cores), four pieces would not.
-    The halves are fixed by the shapes, so the bits do not depend on the threads."""
+    pieces cost CPU over one call (a GPT-2-like block at batch 1, [64, 256] x [256, 1024]:
+    312 µs in one call, 404 in four column pieces; two fixed halves made the whole decoder 4-9%
+    slower on one thread): such a product is one call on one thread, and on two or more splits
+    in two halves (SMALL_STACK_PIECES) only where they give one call's bits on this machine's
+    BLAS (rill.exec.threads.matmul's `exact`), so the bits never depend on the threads."""
     k, n = b.shape
     work = a.size // k * k * n
     if work < 2 * threads.GEMM_GRAIN:
         return np.matmul(a, b)
     rows = a.reshape(-1, k)
-    most = threads.MAX_PIECES if work >= threads.COARSE_GRAIN else SMALL_STACK_PIECES
-    return threads.matmul(rows, b, most=most).reshape(*a.shape[:-1], n)
+    if work >= threads.COARSE_GRAIN:
+        return threads.matmul(rows, b).reshape(*a.shape[:-1], n)
+    out = threads.matmul(rows, b, most=SMALL_STACK_PIECES, exact=True)
+    return out.reshape(*a.shape[:-1], n)
 
 
 # The most pieces of a stack-times-matrix product below rill.exec.threads.COARSE_GRAIN.

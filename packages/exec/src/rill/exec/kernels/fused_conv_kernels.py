@@ -21,6 +21,7 @@ import importlib
 
 import numpy as np
 
+from rill.exec import threads
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels import conv_nchw, jit
 from rill.exec.kernels.conv_kernels import _CONV_KW, _conv2d, _Window
@@ -354,8 +355,8 @@ def _pointwise_product(x, w, s=None):
         x, s = np.multiply(x, s), None
     xs = x.reshape(n, c, h * wd)
     if s is None:
-        if n == 1:
-            np.matmul(wt, xs[0], out=per_image[0])
+        if n == 1:  # halves over the threads where they give one call's bits (threads.matmul)
+            threads.matmul(wt, xs[0], out=per_image[0], most=2, exact=True)
         else:
             parallel_blocks(n, lambda i: np.matmul(wt, xs[i], out=per_image[i]),
                             n * h * wd * c * o)  # fmt: skip

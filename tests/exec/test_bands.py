@@ -68,6 +68,10 @@ CASES = [
     ("Softmax, 2-D", lambda a: rg.nn.softmax(a), [(900, 333)]),
     ("LogSoftmax", lambda a: rg.nn.log_softmax(a), [(8, 4, 64, 64)]),
     ("ConcatV2", lambda a, b: rg.concat([a, b], axis=1), [(8, 64, 23, 29), (8, 96, 23, 29)]),
+    ("Mean, planes", lambda a: rg.reduce_mean(a, axis=[2, 3], keepdims=True), [(8, 48, 56, 56)]),
+    ("Mean, last axis", lambda a: rg.reduce_mean(a, axis=-1), [(1, 197, 768)]),
+    ("Sum, planes", lambda a: rg.reduce_sum(a, axis=[2, 3]), [(1, 96, 112, 112)]),
+    ("Max, inner axes", lambda a: rg.reduce_max(a, axis=[1, 2]), [(16, 100, 90)]),
     ("ConcatV2, last axis", lambda a, b: rg.concat([a, b], axis=-1), [(1, 500, 300), (1, 500, 77)]),
 ]
 

@@ -67,7 +67,10 @@ _ELEMENTWISE = {"SquaredDifference": 2, "Rsqrt": 2, "Pow": 2, "Sigmoid": 4, "Rel
                 "Erf": 12}  # fmt: skip
 # Kernels independent per row of the last axis, with their passes.
 _ROWWISE = {"Softmax": 5, "LogSoftmax": 6}
-OPS = frozenset(_UFUNCS) | frozenset(_ELEMENTWISE) | frozenset(_ROWWISE) | {"ConcatV2"}
+# Reductions (x, axes): independent per index of the axes before the first reduced one.
+_REDUCTIONS = frozenset({"Mean", "Sum", "Max", "Min"})
+OPS = (frozenset(_UFUNCS) | frozenset(_ELEMENTWISE) | frozenset(_ROWWISE) | _REDUCTIONS
+       | {"ConcatV2"})  # fmt: skip
 
 
 def wrap(op_type: str, compute):
@@ -81,6 +84,8 @@ def wrap(op_type: str, compute):
         return _compute_bands(compute, _ROWWISE[op_type], rowwise=True)
     if op_type == "ConcatV2":
         return _concat_bands(compute)
+    if op_type in _REDUCTIONS:
+        return _reduce_bands(compute)
     return compute
 
 
@@ -268,6 +273,48 @@ def _concat_bands(compute):
 
         def one(b):
             np.concatenate([bands.part(v, b) for v in values], axis=a, out=bands.out(out, b))
+
+        _run(bands, 1, one, threads)
+        return out
+
+    return banded
+
+
+def _reduce_bands(compute):
+    """A reduction (x, axes) split along an axis before the first reduced one: each band's
+    result is the kernel's on that band (a sum over the same values in the same order),
+    copied into place."""
+
+    def banded(x, axes):
+        if type(x) is not np.ndarray or x.dtype not in _FLOATS or x.ndim < 2:
+            return compute(x, axes)
+        try:
+            raw = [int(a) for a in np.ravel(axes)]
+        except (TypeError, ValueError):
+            return compute(x, axes)
+        if not raw or any(not -x.ndim <= a < x.ndim for a in raw):
+            return compute(x, axes)
+        first = min(a % x.ndim for a in raw)
+        threads = _threads(x.size)
+        d = _split_axis(x.shape[:first], False) if threads > 1 else None
+        if d is None:
+            return compute(x, axes)
+        bands = _Bands(x.shape, d)
+        if len(bands) < 2:
+            return compute(x, axes)
+        r = compute(bands.part(x, 0), axes)
+        if (
+            type(r) is not np.ndarray
+            or r.ndim <= d
+            or r.shape[:d] != x.shape[:d]
+            or r.shape[d] != bands.bounds[1]
+        ):
+            return compute(x, axes)
+        out = np.empty(r.shape[:d] + (bands.rows,) + r.shape[d + 1 :], r.dtype)
+        bands.out(out, 0)[...] = r
+
+        def one(b):
+            bands.out(out, b)[...] = compute(bands.part(x, b), axes)
 
         _run(bands, 1, one, threads)
         return out

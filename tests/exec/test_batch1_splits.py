@@ -1,0 +1,124 @@
+"""Batch-1 and small-batch convolutions over the intra-op threads: a one-block Winograd
+convolution splits its products by tile position, batch-1 channels-first GEMMs (pointwise,
+patches) in halves where those give one call's bits. The bits never depend on the threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rill.exec.kernels  # noqa: F401 - registers every kernel
+import rill.graph as rg
+from rill.exec import threads
+from rill.exec.kernels import conv_winograd, intra_op, jit
+from rill.exec.kernels import fused_kernels as fk
+from rill.exec.testing import run_kernel
+
+needs_jit = pytest.mark.skipif(not jit.enabled(), reason="RILL_JIT=0 turns the compiled loops off")
+
+RNG = np.random.default_rng(2031)
+
+
+@pytest.fixture
+def cores(monkeypatch):
+    """set(n): n idle cores and a pool of n threads; returns the list of (pieces, threads) of
+    the parallel_for calls that get more than one thread."""
+    calls = []
+    real = intra_op.parallel_for
+
+    def watch(n, fn, grain=1, pieces_per_thread=1, max_threads=None):
+        if max_threads is not None and max_threads > 1:
+            calls.append((n, max_threads))
+        return real(n, fn, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(intra_op, "parallel_for", watch)
+
+    def set_cores(n):
+        monkeypatch.setattr(intra_op, "_THREADS", n)
+        monkeypatch.setattr(threads, "_BUDGET", n)
+        monkeypatch.setattr(threads, "cores_free", lambda: n)
+        monkeypatch.setattr(threads, "cores_idle", lambda: n)
+        calls.clear()
+        return calls
+
+    return set_cores
+
+
+def _conv_nchw(x, w, strides=(1, 1), padding="SAME", fused=None, bias=None):
+    with rg.Graph().as_default() as g:
+        px = rg.placeholder(rg.as_dtype(x.dtype))
+        pw = rg.placeholder(rg.as_dtype(w.dtype))
+        attrs = dict(strides=[1, 1, *strides], padding=padding, data_format="NCHW")
+        op = g.create_op("Conv2D", [px, pw], attrs)
+        (y,) = run_kernel(op, x, w) if fused is None else (None,)
+    if fused is not None:
+        conv = fk.fused_conv2d([1, 1, *strides], padding, [], "NCHW", [1] * 4, fused, 1, 0.2,
+                               "HWIO", 0)  # fmt: skip
+        return conv(x, w, bias)
+    return y
+
+
+@needs_jit
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_one_block_winograd_convolution_splits_by_tile_position(cores, dtype):
+    # 4 images of 8×8 in 4×4 tiles: 16 tiles, one block (ResNet-18 ½'s 7×7 stage at batch 8
+    # has 32); the 36 positions' products go in 4 fixed groups.
+    x = RNG.standard_normal((4, 64, 8, 8)).astype(dtype)
+    w = RNG.standard_normal((3, 3, 64, 64)).astype(dtype)
+    tiles = conv_winograd._Tiles(4, 8, 8, 4, 6, 64 + 64, np.dtype(dtype).itemsize)
+    assert threads.SPLIT_GRAIN <= 16 * 36 * 64 * 64
+    assert len(tiles.blocks) == 1
+    pads = (1, 1)
+    cores(1)
+    one = conv_winograd.winograd_forward_nchw(x, w, 8, 8, pads, 4)
+    for n in (2, 3):
+        calls = cores(n)
+        got = conv_winograd.winograd_forward_nchw(x, w, 8, 8, pads, 4)
+        assert calls[-1] == (4, min(n, 4))  # the products (after the filter's transform)
+        assert np.array_equal(got, one)
+    # And it is a convolution: against the GEMM path within Winograd's rounding.
+    old = conv_winograd.set_enabled(False)
+    try:
+        want = _conv_nchw(x, w)
+    finally:
+        conv_winograd.set_enabled(old)
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    assert np.abs(one - want).max() <= tol * np.abs(want).max()
+
+
+@pytest.mark.parametrize(
+    "xs, ws, strides, fused",
+    [
+        ((1, 64, 28, 28), (1, 1, 64, 256), (1, 1), None),  # pointwise, batch 1 (Conv2D)
+        ((1, 64, 28, 28), (1, 1, 64, 256), (1, 1), ["BiasAdd", "Relu"]),  # _FusedConv2D
+        ((1, 128, 7, 7), (3, 3, 128, 256), (1, 1), None),  # patches, one block
+        ((1, 128, 14, 14), (3, 3, 128, 256), (2, 2), None),  # strided patches
+    ],
+    ids=["pointwise", "fused pointwise", "patches", "strided patches"],
+)
+def test_batch1_channels_first_gemms_keep_one_calls_bits_on_any_thread_count(
+    cores, monkeypatch, xs, ws, strides, fused
+):
+    monkeypatch.setattr(conv_winograd, "_enabled", [False])  # the GEMM paths
+    x = RNG.standard_normal(xs).astype(np.float32)
+    w = RNG.standard_normal(ws).astype(np.float32)
+    bias = RNG.standard_normal(ws[3]).astype(np.float32)
+    monkeypatch.setattr(threads, "_exact", {})
+    cores(1)
+    one = _conv_nchw(x, w, strides, fused=fused, bias=bias)
+    assert not threads._exact  # one thread: one call, nothing tried
+    for n in (2, 4):
+        calls = cores(n)
+        got = _conv_nchw(x, w, strides, fused=fused, bias=bias)
+        assert np.array_equal(got, one)
+        # Split in two halves where this BLAS gives one call's bits for them, else one call.
+        assert threads._exact
+        exact = all(threads._exact.values())
+        assert (2, 2) in calls if exact else (2, 2) not in calls
+    # Where this BLAS's halves would round differently, the product stays one call.
+    monkeypatch.setattr(threads, "_exact", {})
+    monkeypatch.setattr(threads, "_gemm",
+                        lambda a, b, out=None: np.nextafter(np.matmul(a, b), np.inf, out=out))  # fmt: skip
+    calls = cores(2)
+    assert np.array_equal(_conv_nchw(x, w, strides, fused=fused, bias=bias), one)
+    assert (2, 2) not in calls and not any(threads._exact.values())

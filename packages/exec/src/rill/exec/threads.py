@@ -56,6 +56,7 @@ __all__ = [
     "intra_op_limit",
     "limits",
     "gemm_pieces",
+    "pieces_exact",
     "threads_for",
     "matmul",
     "blas_owned",

@@ -104,7 +104,7 @@ def test_a_small_stack_times_one_matrix_splits_in_two_halves_only_with_one_calls
     """Below COARSE_GRAIN multiply-adds the stack is one call on one thread (pieces would cost
     CPU there) and two halves on two threads or more, where the halves give one call's bits on
     this BLAS (threads.pieces_exact); where they would not, it stays one call. Below
-    2 * GEMM_GRAIN it is numpy's own product."""
+    2 * SPLIT_GRAIN it is numpy's own product."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1, 64, 256)).astype(np.float32)
     w = rng.standard_normal((256, 1024)).astype(np.float32)
@@ -141,8 +141,9 @@ def test_a_small_stack_times_one_matrix_splits_in_two_halves_only_with_one_calls
                         lambda a, b, out=None: np.nextafter(np.matmul(a, b), np.inf, out=out))  # fmt: skip
     assert not threads.pieces_exact(x[0], w, None, 1, 2)
     assert np.array_equal(run(2), want) and not pieces
-    # A product under 2 * GEMM_GRAIN multiply-adds: numpy's own, unsplit.
-    small = rng.standard_normal((1, 64, 64)).astype(np.float32)
+    # A product under 2 * SPLIT_GRAIN multiply-adds: numpy's own, unsplit.
+    small = rng.standard_normal((1, 31, 64)).astype(np.float32)
+    assert 2 * threads.SPLIT_GRAIN > 31 * 64 * 1024
     assert np.array_equal(run(4), want)
     pieces.clear()
     assert np.array_equal(_bmm(small, w[:64]), np.matmul(small, w[:64])) and not pieces

@@ -265,22 +265,25 @@ def threads_for(work: int, pieces: int, limit: int | None = None, free: int | No
     return max(1, min(pieces, limit, free))
 
 
-def gemm_pieces(m: int, k: int, n: int, most: int = MAX_PIECES) -> tuple[int, int]:
-    """How matmul splits an [m, k] x [k, n] product in at most `most` pieces: (axis, pieces),
-    axis 0 for row blocks of the result, 1 for column blocks (when there are too few rows);
-    (0, 1) for one call.
+def gemm_pieces(
+    m: int, k: int, n: int, most: int = MAX_PIECES, grain: int | None = None
+) -> tuple[int, int]:
+    """How matmul splits an [m, k] x [k, n] product in at most `most` pieces of at least
+    `grain` multiply-adds: (axis, pieces), axis 0 for row blocks of the result, 1 for column
+    blocks (when there are too few rows); (0, 1) for one call.
 
     A function of the shapes only, so the result's bits never depend on the threads.
     """
     work = m * k * n
-    if work < 2 * GEMM_GRAIN or most < 2:
+    grain = GEMM_GRAIN if grain is None else grain
+    if work < 2 * grain or most < 2:
         return 0, 1
     # Each piece packs the whole operand it does not split: a row block all of b (k x n), a
     # column block all of a (m x k). Rows where there are enough of them, unless b is the larger
     # operand and the columns split into as many pieces: the LSTM's folded weight gradient
     # [1024, 3200] x [3200, 2048] costs about 80 ms in one call, 83 in 4 column pieces, 95 in 4
     # row pieces (one thread).
-    most = min(most, MAX_PIECES, work // GEMM_GRAIN)
+    most = min(most, MAX_PIECES, work // grain)
     # A power of two: 3 pieces on 2 threads leave one thread idle a third of the time (ViT's
     # [197, 768] x [768, 192] ran 1.5x faster on 2 threads in 3 pieces, about 2x in 2).
     by_rows = _pow2(min(most, m // MIN_ROWS)) if m >= 2 * MIN_ROWS else 0
@@ -321,7 +324,10 @@ def matmul(
 
     m, k = a.shape
     n = b.shape[1]
-    axis, pieces = gemm_pieces(m, k, n, most)
+    # Exact pieces cost no CPU on one thread: from SPLIT_GRAIN multiply-adds each, where a
+    # second thread's half still pays for its hand-off (SqueezeNet's batch-1 squeeze and
+    # expand layers, 3-6 M).
+    axis, pieces = gemm_pieces(m, k, n, most, SPLIT_GRAIN if exact else None)
     if pieces > 1:
         threads = threads_for(m * k * n, pieces)
         if exact and (threads < 2 or not pieces_exact(a, b, out, axis, pieces)):

@@ -70,10 +70,11 @@ def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     312 µs in one call, 404 in four column pieces; two fixed halves made the whole decoder 4-9%
     slower on one thread): such a product is one call on one thread, and on two or more splits
     in two halves (SMALL_STACK_PIECES) only where they give one call's bits on this machine's
-    BLAS (rill.exec.threads.matmul's `exact`), so the bits never depend on the threads."""
+    BLAS (rill.exec.threads.matmul's `exact`, from 2 * SPLIT_GRAIN multiply-adds), so the bits
+    never depend on the threads."""
     k, n = b.shape
     work = a.size // k * k * n
-    if work < 2 * threads.GEMM_GRAIN:
+    if work < 2 * threads.SPLIT_GRAIN:
         return np.matmul(a, b)
     rows = a.reshape(-1, k)
     if work >= threads.COARSE_GRAIN:

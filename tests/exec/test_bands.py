@@ -26,6 +26,7 @@ def cores(monkeypatch):
         return real(n, fn, grain, pieces_per_thread, max_threads)
 
     monkeypatch.setattr(bands, "parallel_for", watch)
+    monkeypatch.setattr(bands, "MIN_WORK", 1 << 15)  # test-sized tensors split too
 
     def set_cores(n):
         monkeypatch.setattr(intra_op, "_THREADS", n)
@@ -147,3 +148,17 @@ def test_a_band_failure_on_a_worker_is_raised_by_the_step(cores, monkeypatch):
         wrapped(x)
     assert calls
     assert np.array_equal(plain(x), np.tanh(x))
+
+
+def test_the_split_starts_at_min_work(cores, monkeypatch):
+    """A ViT-small batch-1 MLP activation (151 K values, about 30 µs for a Mul) stays one
+    call; the batch-8 one (1.2 M) splits."""
+    monkeypatch.setattr(bands, "MIN_WORK", 1 << 20)
+    y = _data((768,))
+    calls = cores(2)
+    small = _data((1, 197, 768))
+    assert np.array_equal(_run(rg.multiply, [small, y]), small * y)
+    assert not calls
+    large = _data((8, 197, 768))
+    assert np.array_equal(_run(rg.multiply, [large, y]), large * y)
+    assert calls and all(t == 2 for _, t in calls)

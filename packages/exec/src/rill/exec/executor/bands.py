@@ -28,13 +28,16 @@ from rill.exec.kernels.intra_op import parallel_for
 
 __all__ = ["wrap", "MIN_WORK", "BAND"]
 
-# Element-passes (output elements x the kernel's passes over them) from which a kernel splits:
-# a Mul of 2^17 float32 values takes about 40-60 µs on one core here, against 10-20 µs for a
-# hand-off to a pool thread and its wake-up.
-MIN_WORK = 1 << 17
-# Output elements per band (256 KiB of float32): a band's temporaries (Softmax makes four)
-# stay in the core's cache until its result is copied into place.
-BAND = 1 << 16
+# Element-passes (output elements x the kernel's passes over them) from which a kernel splits.
+# A band costs a few µs of Python (its slices and call, under the GIL) and a split a hand-off
+# of 10-20 µs: a Mul of 151 K float32 values (ViT-small's MLP at batch 1) takes about 30 µs on
+# one core here, and in 8 bands over two threads took 90 µs of CPU. From 2^20 (a Mul of
+# 1.2 M values, ViT-small's at batch 8: 0.5 ms) the bands' overhead is a few percent.
+MIN_WORK = 1 << 20
+# Output elements per band of a kernel of several passes (512 KiB of float32): its
+# temporaries (Softmax makes three of its size) stay in the core's caches until its result is
+# copied into place.
+BAND = 1 << 17
 
 # Bands of a one-pass ufunc kernel: enough for two to four threads taking them in turn (a
 # thread whose core is busy does fewer), few enough that their calls cost little.

@@ -167,8 +167,20 @@ def _run(bands: _Bands, first: int, one, threads: int) -> None:
     parallel_for(n, run, pieces_per_thread=n, max_threads=threads)
 
 
+def _largest(args) -> int:
+    """The most elements of any argument (a cheap first test: most calls are small)."""
+    n = 0
+    for a in args:
+        s = getattr(a, "size", 0)
+        if s > n:
+            n = s
+    return n
+
+
 def _ufunc_bands(compute, ufunc):
     def banded(*args):
+        if _largest(args) < MIN_WORK:
+            return compute(*args)
         dt = _same_floats(args)
         if dt is None:
             return compute(*args)
@@ -197,6 +209,8 @@ def _ufunc_bands(compute, ufunc):
 
 def _compute_bands(compute, passes: int, rowwise: bool):
     def banded(*args):
+        if _largest(args) * passes < MIN_WORK:
+            return compute(*args)
         dt = _same_floats(args)
         if dt is None or (rowwise and (len(args) != 1 or args[0].ndim < 2)):
             return compute(*args)
@@ -242,7 +256,7 @@ def _concat_bands(compute):
 
     def banded(*args):
         values, axis = args[:-1], args[-1]
-        if len(values) < 2 or _same_floats(values) is None:
+        if _largest(values) * 2 < MIN_WORK or len(values) < 2 or _same_floats(values) is None:
             return compute(*args)
         try:
             a = int(axis)
@@ -289,6 +303,8 @@ def _reduce_bands(compute):
     copied into place."""
 
     def banded(x, axes):
+        if getattr(x, "size", 0) < MIN_WORK:
+            return compute(x, axes)
         if type(x) is not np.ndarray or x.dtype not in _FLOATS or x.ndim < 2:
             return compute(x, axes)
         try:

@@ -4,6 +4,7 @@ ConfigProto bounds; BLAS owned by rill while a Session is open; results independ
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -139,6 +140,35 @@ def test_cores_idle_subtracts_other_runnable_tasks(monkeypatch, others, want):
 def test_runnable_others_reads_the_host():
     n = threads._runnable_others()
     assert n is None or n >= 0
+
+
+def test_workers_on_their_way_to_sleep_are_not_other_tasks(monkeypatch):
+    """A worker that is runnable but runs no job (it has just finished its pieces) is not
+    counted as another task; one running a job's pieces is."""
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    assert intra_op._task_runnable(threading.get_native_id())  # this thread: running
+    started = threading.Event()
+    # One job handed to one helper: the pool has a worker from then on.
+    intra_op._pool.post(intra_op._Job(lambda lo, hi: started.set(), [0, 1], 1, np.geterr()), 1)
+    assert started.wait(60)
+    workers = list(intra_op._pool.workers)
+    assert workers
+    deadline = time.monotonic() + 60
+    while any(getattr(t, "rill_busy", False) for t in workers) and time.monotonic() < deadline:
+        time.sleep(0.001)  # polling with a generous deadline for the worker to finish
+    monkeypatch.setattr(intra_op, "_task_runnable", lambda tid: True)  # all "runnable"
+    assert intra_op.idle_runnable_workers() == len(workers)
+    monkeypatch.setattr(threads, "_host_running", lambda: 3 + len(workers))
+    assert threads._runnable_others() == 2  # less the caller and the idle workers
+    monkeypatch.setattr(workers[0], "rill_busy", True, raising=False)  # running a job
+    assert intra_op.idle_runnable_workers() == len(workers) - 1
+    assert threads._runnable_others() == 3
+    monkeypatch.setattr(intra_op, "_task_runnable", lambda tid: False)  # all asleep
+    monkeypatch.setattr(workers[0], "rill_busy", False, raising=False)
+    assert intra_op.idle_runnable_workers() == 0
+    monkeypatch.setattr(threads, "_host_running", lambda: None)
+    assert threads._runnable_others() is None
 
 
 def _watch_gemm(monkeypatch, meet=False):

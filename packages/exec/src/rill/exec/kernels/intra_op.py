@@ -107,18 +107,47 @@ class _Pool:
 
     def _work(self) -> None:
         _tls.worker = True
+        me = threading.current_thread()
         cv = self.cv
         while True:
             with cv:
                 while not self.queue:
                     cv.wait()
                 job = self.queue.popleft()
-            if np.geterr() != job.err:
-                np.seterr(**job.err)  # the caller's numpy error state, for its pieces
-            job.take()
+                me.rill_busy = True
+            try:
+                if np.geterr() != job.err:
+                    np.seterr(**job.err)  # the caller's numpy error state, for its pieces
+                job.take()
+            finally:
+                me.rill_busy = False
 
 
 _pool = _Pool()
+
+
+def _task_runnable(tid: int) -> bool:
+    """Whether thread `tid` of this process is runnable now (its /proc state is R)."""
+    try:
+        with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] == b"R"
+    except (OSError, ValueError):
+        return False
+
+
+def idle_runnable_workers() -> int:
+    """The pool's workers that are runnable but run no job now (on their way to or from
+    sleep): they hold no core for long, so the thread policy does not count them as other
+    tasks (rill.exec.threads.cores_free). A worker running a job's pieces (another kernel's,
+    on a concurrent step or inter-op thread) is counted."""
+    if _pool.pid != os.getpid():
+        return 0
+    n = 0
+    for t in list(_pool.workers):
+        if not getattr(t, "rill_busy", False) and t.native_id and _task_runnable(t.native_id):
+            n += 1
+    return n
 
 
 def parallel_for(

@@ -162,3 +162,13 @@ def test_the_split_starts_at_min_work(cores, monkeypatch):
     large = _data((8, 197, 768))
     assert np.array_equal(_run(rg.multiply, [large, y]), large * y)
     assert calls and all(t == 2 for _, t in calls)
+
+
+def test_a_kernel_that_changes_dtype_or_shape_runs_whole(cores):
+    cores(2)
+    x = _data((8, 300, 300))
+    widen = bands._compute_bands(lambda a: a.astype(np.float64) * 2, 1, rowwise=False)
+    got = widen(x)
+    assert got.dtype == np.float64 and np.array_equal(got, x.astype(np.float64) * 2)
+    first_row = bands._compute_bands(lambda a: a[:1], 1, rowwise=True)
+    assert np.array_equal(first_row(x), x[:1])

@@ -228,31 +228,29 @@ def _compute_bands(compute, passes: int, rowwise: bool):
         bands = _Bands(shape, axis)
         if len(bands) < 2:
             return compute(*args)
-        # The first band on this thread: its result gives the output's dtype and checks the
-        # kernel keeps the shape (anything else: the kernel runs whole, as it would have).
-        r = compute(*(bands.part(a, 0) for a in args))
-        want = bands.bounds[1]
-        if type(r) is not np.ndarray or r.ndim != len(shape) or r.shape[axis] != want:
-            return compute(*args)
-        full = r.shape[:axis] + (bands.rows,) + r.shape[axis + 1 :]
-        if full != shape:
-            return compute(*args)
-        out = np.empty(shape, r.dtype)
-        bands.out(out, 0)[...] = r
+        # Every kernel here keeps its float operands' dtype and the broadcast shape; a band
+        # whose result does not (none should) makes the kernel run whole, as it would have.
+        out = np.empty(shape, dt)
+        odd = []
 
         def one(b):
-            bands.out(out, b)[...] = compute(*(bands.part(a, b) for a in args))
+            r = compute(*(bands.part(a, b) for a in args))
+            dst = bands.out(out, b)
+            if type(r) is not np.ndarray or r.dtype != dt or r.shape != dst.shape:
+                odd.append(b)
+            else:
+                dst[...] = r
 
-        _run(bands, 1, one, threads)
-        return out
+        _run(bands, 0, one, threads)
+        return compute(*args) if odd else out
 
     return banded
 
 
 def _concat_bands(compute):
-    """ConcatV2(values..., axis) split along an axis before the concatenated one: the first band
-    goes through the kernel (its checks, its result), the others through np.concatenate into
-    their place (a copy: the same bytes)."""
+    """ConcatV2(values..., axis) split along an axis before the concatenated one, each band
+    through np.concatenate into its place (a copy: the same bytes as the kernel's). Values the
+    kernel would refuse go to the kernel, which raises its error."""
 
     def banded(*args):
         values, axis = args[:-1], args[-1]
@@ -282,16 +280,15 @@ def _concat_bands(compute):
         bands = _Bands(tuple(shape), d)
         if len(bands) < 2:
             return compute(*args)
-        r = compute(*(bands.part(v, 0) for v in values), axis)
-        if type(r) is not np.ndarray or r.dtype != first.dtype:
+        # The kernel's checks: every dimension but the axis equal (else it raises its error).
+        if any(v.shape[i] != first.shape[i] for v in values for i in range(a + 1, nd)):
             return compute(*args)
-        out = np.empty(tuple(shape), r.dtype)
-        bands.out(out, 0)[...] = r
+        out = np.empty(tuple(shape), first.dtype)
 
         def one(b):
             np.concatenate([bands.part(v, b) for v in values], axis=a, out=bands.out(out, b))
 
-        _run(bands, 1, one, threads)
+        _run(bands, 0, one, threads)
         return out
 
     return banded

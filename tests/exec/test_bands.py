@@ -49,6 +49,7 @@ def _run(build, feeds, config=None):
 
 
 _RNG = np.random.default_rng(11)
+_MIN_WORK = bands.MIN_WORK  # the module's own, before the fixture lowers it
 
 
 def _data(shape, dtype=np.float32, positive=False):
@@ -152,16 +153,21 @@ def test_a_band_failure_on_a_worker_is_raised_by_the_step(cores, monkeypatch):
 
 def test_the_split_starts_at_min_work(cores, monkeypatch):
     """A ViT-small batch-1 MLP activation (151 K values, about 30 µs for a Mul) stays one
-    call; the batch-8 one (1.2 M) splits."""
-    monkeypatch.setattr(bands, "MIN_WORK", 1 << 20)
+    call; a batch-8 residual add (303 K) splits in two bands, the MLP activation (1.2 M) in
+    eight."""
+    monkeypatch.setattr(bands, "MIN_WORK", _MIN_WORK)
     y = _data((768,))
     calls = cores(2)
     small = _data((1, 197, 768))
     assert np.array_equal(_run(rg.multiply, [small, y]), small * y)
     assert not calls
+    residual = _data((8, 197, 192))
+    assert np.array_equal(_run(rg.add, [residual, residual]), residual + residual)
+    assert calls == [(2, 2)]
+    calls.clear()
     large = _data((8, 197, 768))
     assert np.array_equal(_run(rg.multiply, [large, y]), large * y)
-    assert calls and all(t == 2 for _, t in calls)
+    assert calls == [(8, 2)]
 
 
 def test_a_kernel_that_changes_dtype_or_shape_runs_whole(cores):

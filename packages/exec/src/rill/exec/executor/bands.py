@@ -31,20 +31,21 @@ __all__ = ["wrap", "MIN_WORK", "BAND"]
 # Element-passes (output elements x the kernel's passes over them) from which a kernel splits.
 # A band costs a few µs of Python (its slices and call, under the GIL) and a split a hand-off
 # of 10-20 µs: a Mul of 151 K float32 values (ViT-small's MLP at batch 1) takes about 30 µs on
-# one core here, and in 8 bands over two threads took 90 µs of CPU. From 2^20 (a Mul of
-# 1.2 M values, ViT-small's at batch 8: 0.5 ms) the bands' overhead is a few percent.
-MIN_WORK = 1 << 20
+# one core here, and in 8 bands over two threads took 90 µs of CPU. From 2^18 (ViT-small's
+# residual adds at batch 8, 303 K values, 0.1-0.2 ms each: 15% of its one-thread time) a
+# kernel splits, in few bands where it is small (UFUNC_ELEMENTS).
+MIN_WORK = 1 << 18
 # Output elements per band of a kernel of several passes (512 KiB of float32): its
 # temporaries (Softmax makes three of its size) stay in the core's caches until its result is
 # copied into place.
 BAND = 1 << 17
-
-# Bands of a one-pass ufunc kernel: enough for two to four threads taking them in turn (a
-# thread whose core is busy does fewer), few enough that their calls cost little.
+# A one-pass ufunc kernel needs no cache-sized bands: bands of about this many elements, at
+# least two and at most UFUNC_BANDS (enough for two to four threads taking them in turn, a
+# thread whose core is busy doing fewer; few enough that their calls cost little).
+UFUNC_ELEMENTS = 1 << 17
 UFUNC_BANDS = 8
-
-# The fewest bands of a split kernel (where its axis has that many entries): a small kernel of
-# many passes (Erf) still shares out.
+# The fewest bands of a split kernel of several passes (where its axis has that many
+# entries): a small kernel of many passes (Erf) still shares out.
 _LEAST_BANDS = 4
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -133,13 +134,13 @@ class _Bands:
 
     __slots__ = ("axis", "rows", "bounds", "ndim")
 
-    def __init__(self, shape, axis: int, band: int = BAND):
+    def __init__(self, shape, axis: int, band: int = BAND, least: int = _LEAST_BANDS):
         size = 1
         for s in shape:
             size *= s
         self.axis, self.rows, self.ndim = axis, shape[axis], len(shape)
         per = max(1, band // max(size // max(self.rows, 1), 1))  # a row: all the other axes
-        per = min(per, -(-self.rows // _LEAST_BANDS))
+        per = min(per, -(-self.rows // least))
         self.bounds = list(range(0, self.rows, per)) + [self.rows]
 
     def __len__(self) -> int:
@@ -195,8 +196,8 @@ def _ufunc_bands(compute, ufunc):
         axis = _split_axis(shape, False) if threads > 1 else None
         if axis is None:
             return compute(*args)
-        # One pass needs no cache-sized bands: UFUNC_BANDS bands, taken in turn.
-        bands = _Bands(shape, axis, -(-size // UFUNC_BANDS))
+        count = max(2, min(UFUNC_BANDS, size // UFUNC_ELEMENTS))
+        bands = _Bands(shape, axis, -(-size // count), count)
         if len(bands) < 2:
             return compute(*args)
         out = np.empty(shape, dt)

@@ -63,6 +63,10 @@ CASES = [
     ("AddV2, broadcast column", lambda a, b: rg.add(a, b), [(1, 389, 400), (1, 389, 1)]),
     ("RealDiv", lambda a, b: rg.realdiv(a, b), [(6, 150, 160), (6, 150, 160)]),
     ("Tanh", lambda a: rg.tanh(a), [(3, 300, 257)]),
+    ("Tanh, split inside rows", lambda a: rg.tanh(a), [(2, 300, 257)]),
+    ("Exp", lambda a: rg.exp(a), [(1, 1, 300000)]),
+    ("Log", lambda a: rg.log(a), [(5, 200, 300)]),
+    ("Sqrt", lambda a: rg.sqrt(a), [(5, 200, 300)]),
     ("Sigmoid", lambda a: rg.sigmoid(a), [(3, 300, 257)]),
     ("Erf", lambda a: rg.erf(a), [(2, 100, 300)]),
     ("SquaredDifference", lambda a, b: rg.squared_difference(a, b), [(8, 197, 96), (8, 197, 1)]),
@@ -83,7 +87,8 @@ CASES = [
 def test_banded_kernels_give_the_whole_kernels_bits_on_any_thread_count(
     cores, name, build, shapes, dtype
 ):
-    feeds = [_data(s, dtype, positive=name == "RealDiv") for s in shapes]
+    positive = name in ("RealDiv", "Log", "Sqrt")
+    feeds = [_data(s, dtype, positive=positive) for s in shapes]
     cores(1)
     whole = _run(build, feeds)
     for n in (2, 3, 4):
@@ -178,3 +183,21 @@ def test_a_kernel_that_changes_dtype_or_shape_runs_whole(cores):
     assert got.dtype == np.float64 and np.array_equal(got, x.astype(np.float64) * 2)
     first_column = bands._compute_bands(lambda a: a[..., :1], 1, rowwise=True)
     assert np.array_equal(first_column(x), x[..., :1])
+
+
+def test_kernels_of_several_passes_get_contiguous_bands(cores):
+    """Bands of a kernel run on its own parts (Softmax, Erf, reductions) are contiguous parts of
+    a C-contiguous tensor: a kernel that would take another path for strided arrays runs the
+    same one on its bands as on the whole."""
+    cores(2)
+    seen = []
+
+    def kernel(a, *rest):
+        seen.append(a.flags.c_contiguous)
+        return np.tanh(a) if not rest else a.sum(axis=tuple(int(i) for i in rest[0]))
+
+    x = _data((2, 3, 200, 300))
+    assert np.array_equal(bands._compute_bands(kernel, 4, rowwise=True)(x), np.tanh(x))
+    axes = np.array([2, 3], np.int32)
+    assert np.array_equal(bands._reduce_bands(kernel)(x, axes), x.sum(axis=(2, 3)))
+    assert len(seen) >= 4 and all(seen)

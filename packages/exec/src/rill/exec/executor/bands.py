@@ -115,6 +115,20 @@ def _same_floats(args) -> np.dtype | None:
     return dt
 
 
+def _first_axis(shape, rowwise: bool) -> int | None:
+    """The first axis with more than one entry (never the last one of a row-wise kernel):
+    bands along it are contiguous parts of a C-contiguous tensor, so a kernel that takes
+    another path for strided arrays (a compiled loop for contiguous ones) runs the same path
+    on its bands as on the whole."""
+    last = len(shape) - (1 if rowwise else 0)
+    for d in range(last):
+        if shape[d] >= 2:
+            return d
+        if shape[d] == 0:
+            return None
+    return None
+
+
 def _split_axis(shape, rowwise: bool) -> int | None:
     """The axis the bands split: the first with at least 8 entries (else the first with 2),
     never the last one of a row-wise kernel."""
@@ -223,7 +237,7 @@ def _compute_bands(compute, passes: int, rowwise: bool):
         for s in shape:
             size *= s
         threads = _threads(size * passes)
-        axis = _split_axis(shape, rowwise) if threads > 1 else None
+        axis = _first_axis(shape, rowwise) if threads > 1 else None
         if axis is None:
             return compute(*args)
         bands = _Bands(shape, axis)
@@ -313,7 +327,7 @@ def _reduce_bands(compute):
             return compute(x, axes)
         first = min(a % x.ndim for a in raw)
         threads = _threads(x.size)
-        d = _split_axis(x.shape[:first], False) if threads > 1 else None
+        d = _first_axis(x.shape[:first], False) if threads > 1 else None
         if d is None:
             return compute(x, axes)
         bands = _Bands(x.shape, d)

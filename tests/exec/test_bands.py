@@ -201,3 +201,24 @@ def test_kernels_of_several_passes_get_contiguous_bands(cores):
     axes = np.array([2, 3], np.int32)
     assert np.array_equal(bands._reduce_bands(kernel)(x, axes), x.sum(axis=(2, 3)))
     assert len(seen) >= 4 and all(seen)
+
+
+def test_a_ufunc_op_whose_kernel_is_not_the_plain_ufunc_runs_its_kernel_per_band(cores):
+    """Were Mul's kernel replaced by one of its own, the bands would call that kernel (on
+    contiguous parts), never numpy's ufunc in its place."""
+    cores(2)
+    calls = []
+
+    def own_mul(a, b):
+        calls.append(a.shape)
+        return np.multiply(a, b) + np.float32(1)
+
+    x, y = _data((4, 300, 300)), _data((300,))
+    wrapped = bands.wrap("Mul", own_mul)
+    assert np.array_equal(wrapped(x, y), x * y + np.float32(1))
+    assert len(calls) >= 2 and all(s[0] < 4 for s in calls)
+    from rill.exec.kernels import math_kernels
+
+    assert bands._is_ufunc(math_kernels._ufunc_kernel("multiply", True)(np), np.multiply)
+    assert bands._is_ufunc(np.tanh, np.tanh)
+    assert not bands._is_ufunc(own_mul, np.multiply)

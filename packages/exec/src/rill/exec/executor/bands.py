@@ -80,8 +80,10 @@ OPS = (frozenset(_UFUNCS) | frozenset(_ELEMENTWISE) | frozenset(_ROWWISE) | _RED
 def wrap(op_type: str, compute):
     """compute, or a wrapper splitting it in bands where op_type is a kernel this module knows
     (OPS) and the call's tensors are large float arrays."""
-    if op_type in _UFUNCS:
+    if op_type in _UFUNCS and _is_ufunc(compute, _UFUNCS[op_type]):
         return _ufunc_bands(compute, _UFUNCS[op_type])
+    if op_type in _UFUNCS:  # a kernel of its own (not the plain ufunc): run it per band
+        return _compute_bands(compute, 1, rowwise=False)
     if op_type in _ELEMENTWISE:
         return _compute_bands(compute, _ELEMENTWISE[op_type], rowwise=False)
     if op_type in _ROWWISE:
@@ -91,6 +93,15 @@ def wrap(op_type: str, compute):
     if op_type in _REDUCTIONS:
         return _reduce_bands(compute)
     return compute
+
+
+def _is_ufunc(compute, ufunc) -> bool:
+    """Whether compute is `ufunc` itself or math_kernels' thin wrapper around it (so that the
+    bands may call the ufunc straight into the output and give the kernel's bits)."""
+    if compute is ufunc:
+        return True
+    cells = getattr(compute, "__closure__", None) or ()
+    return len(cells) == 1 and cells[0].cell_contents is ufunc
 
 
 def _threads(work: int) -> int:

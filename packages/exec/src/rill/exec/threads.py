@@ -29,7 +29,14 @@ one host, two rill processes side by side) every GEMM-bound step collapses. rill
   piece a late-scheduled thread took holds the caller up more than the thread gives.
 
 Because a piece is always one single-threaded BLAS call over the same rows, the result of
-`matmul` is the same bits whatever the thread count, the load or the ConfigProto.
+`matmul` is the same bits whatever the thread count, the load or the ConfigProto. A product
+too small for fixed pieces to be worth their CPU on one thread (`matmul(exact=True)`) is one
+call on one thread and splits in halves on more only where the halves give one call's bits on
+this machine's BLAS (`pieces_exact`, tried once per shape and layout).
+
+The host's other runnable tasks leave out rill's own intra-op workers that are runnable but run
+no job (on their way to sleep after their pieces): sampled right after a kernel, they would
+otherwise keep the next 50 ms of fine-grained kernels on one thread.
 
 The cores a process may use (`core_budget()`): the `RILL_NUM_THREADS` environment variable when
 set (a local cluster gives each of its processes its share of the host, so that they do not

@@ -161,3 +161,25 @@ def test_pieces_exact_is_tried_once_per_shape_and_layout(monkeypatch):
     # Strided operands and a strided result are never split this way.
     assert not threads.pieces_exact(a[:, ::2], b[::2], None, 0, 2)
     assert not threads.pieces_exact(a, b, np.empty((768, 197), np.float32).T, 0, 2)
+
+
+def test_exact_halves_stay_one_call_with_a_pool_of_one_thread(monkeypatch):
+    """With the intra-op pool at one thread (or on a pool thread) an exact product is one call:
+    its halves would only cost CPU there."""
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((197, 192)).astype(np.float32)
+    b = rng.standard_normal((192, 768)).astype(np.float32)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    monkeypatch.setattr(threads, "_exact", {})
+    pieces = []
+    real_pf = intra_op.parallel_for
+    monkeypatch.setattr(intra_op, "parallel_for",
+                        lambda n, fn, *a, **k: pieces.append(n) or real_pf(n, fn, *a, **k))  # fmt: skip
+    monkeypatch.setattr(intra_op, "_THREADS", 1)
+    assert np.array_equal(threads.matmul(a, b, most=2, exact=True), a @ b)
+    assert not pieces and not threads._exact
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    assert np.array_equal(threads.matmul(a, b, most=2, exact=True), a @ b)
+    assert pieces == ([2] if threads.pieces_exact(a, b, None, 1, 2) else [])

@@ -344,7 +344,7 @@ def matmul(
     give the very bits of one call on this machine's BLAS (pieces_exact); otherwise it is one
     call. Either way the bits are one call's, whatever the threads.
     """
-    from rill.exec.kernels.intra_op import parallel_for
+    from rill.exec.kernels.intra_op import parallel_for, threads_now
 
     m, k = a.shape
     n = b.shape[1]
@@ -354,8 +354,11 @@ def matmul(
     axis, pieces = gemm_pieces(m, k, n, most, SPLIT_GRAIN if exact else None)
     if pieces > 1:
         threads = threads_for(m * k * n, pieces)
-        if exact and (threads < 2 or not pieces_exact(a, b, out, axis, pieces)):
-            pieces = 1
+        if exact:
+            # The threads that would really run them (the pool's size, a pool thread: one).
+            threads = min(threads, threads_now())
+            if threads < 2 or not pieces_exact(a, b, out, axis, pieces):
+                pieces = 1
     if pieces == 1:
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:

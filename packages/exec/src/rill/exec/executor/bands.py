@@ -2,9 +2,10 @@
 
 A kernel whose every output element depends only on the input elements at the same place
 (Mul, AddV2, Tanh, ...: with broadcasting, the places the operands broadcast to), or whose
-every row of the last axis depends only on that row (Softmax, LogSoftmax), or that copies
-(ConcatV2), gives the same bits whether it runs once over the whole tensor or once per band of
-it. For large float tensors on the CPU the executor therefore wraps such kernels (`wrap`,
+every row of the last axis depends only on that row (Softmax, LogSoftmax), or that reduces
+trailing axes (Mean, Sum, Max, Min: each result from its own values in its own order), or that
+copies (ConcatV2), gives the same bits whether it runs once over the whole tensor or once per
+band of it. For large float tensors on the CPU the executor therefore wraps such kernels (`wrap`,
 called where the kernel table builds them): the output is allocated once and its bands,
 fixed by the shape along one axis that is not the row axis, are computed by the intra-op
 threads, each band's result written into its place. Plain ufunc kernels run straight into

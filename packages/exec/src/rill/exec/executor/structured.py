@@ -29,6 +29,7 @@ from rill.exec.context import OpKernelContext
 from rill.exec.executor.common import KernelTable, owned, readonly, run_error
 from rill.exec.executor.fold import Rows
 from rill.exec.executor.fold import fold_matmuls as _fold_matmuls
+from rill.exec.executor.hoist import InputProjection
 from rill.graph.errors import InvalidArgumentError
 
 __all__ = ["StructuredPartition", "Unsupported"]
@@ -130,6 +131,25 @@ class StructuredPartition:
         self.loops = loops
         self._guards(nodes)
         self._find_accumulators(nodes)
+        self._find_projections()
+
+    def _find_projections(self) -> None:
+        """LSTMBlockCells whose x is a TensorArray element read in their loop and whose weights
+        come from outside it: their input projection is hoisted (hoist.py)."""
+        self.projected: dict[int, object] = {}  # cell node id -> its x's TensorArrayReadV3
+        for lp in self.loops.values():
+            for n in lp.members:
+                if n.type != "LSTMBlockCell" or n.inputs[0][1] != 0:
+                    continue
+                read, w = n.inputs[0][0], n.inputs[3][0]
+                if (
+                    read.type == "TensorArrayReadV3"
+                    and read.frame == lp.name
+                    and read.inputs[0][0].type == "Enter"
+                    and w.type == "Enter"
+                    and w.attrs.get("frame_name") == lp.name
+                ):
+                    self.projected[n.id] = read
 
     def _find_accumulators(self, nodes) -> None:
         """Loop variables updated only as `acc = acc + x` (gradient accumulators, sums).
@@ -423,6 +443,9 @@ class StructuredPartition:
         rows = self._bind(Rows)
         for add_id, _, _ in deferred:
             self._emit(indent, f"_da{add_id} = {rows}() ; _dg{add_id} = {rows}()", None)
+        projected = [n for n in lp.members if n.id in self.projected]
+        for n in projected:
+            self._emit(indent, f"_p{n.id} = {self._bind(InputProjection)}()", None)
         self._emit(indent, "while True:", None)
         # A loop that never ends (its condition says so) stops at the step's deadline.
         self._emit(indent + 1, "if _st.deadline is not None: _st.check_cancelled()", None)
@@ -436,6 +459,8 @@ class StructuredPartition:
             self._emit(indent + 1, f"{', '.join(mvars)}, = {', '.join(nexts)},", None)
             self._emit(indent + 1, " ; ".join(f"mi{m.id} = 1" for m in lp.merges), None)
         self._emit(indent + 1, f"{it_var} += 1", None)
+        for n in projected:
+            self._emit(indent, f"_p{n.id} = None", None)
         fold = self._bind(_fold_matmuls)
         for add_id, mm, m in deferred:
             var = self.name[(m.id, 0)]
@@ -506,16 +531,25 @@ class StructuredPartition:
             return
         k = bind(kern.compute)
         if kern.context:
-            lp = self.loops.get(n.frame) if n.frame else None
-            fid = f"_f{lp.id}" if lp else "_f0"
-            itv = f"_i{lp.id}" if lp else "0"
-            args = [f"_Ctx(_st, {bind(n.op)}, {bind(self.device)}, {bind(self.device.resources)}, "
-                    f"{fid}, {itv})", *args]  # fmt: skip
+            args = [self._ctx(n), *args]
         call = f"{k}({', '.join(args)})"
+        read = self.projected.get(n.id)
+        if read is not None:
+            handle, index = (self.name[(s_.id, i)] for s_, i in read.inputs[:2])
+            call = f"_p{n.id}.cell({self._ctx(read)}, {handle}, {index}, {k}, {', '.join(args)})"
         outs = [f"v{n.id}_{i}" for i in range(n.num_outputs)]
         self._emit(indent, self._wrap(call, n, outs), n)
         for i, o in enumerate(outs):
             self.name[(n.id, i)] = o
+
+    def _ctx(self, n) -> str:
+        """The expression of node n's OpKernelContext."""
+        bind = self._bind
+        lp = self.loops.get(n.frame) if n.frame else None
+        fid = f"_f{lp.id}" if lp else "_f0"
+        itv = f"_i{lp.id}" if lp else "0"
+        return (f"_Ctx(_st, {bind(n.op)}, {bind(self.device)}, {bind(self.device.resources)}, "
+                f"{fid}, {itv})")  # fmt: skip
 
     def _wrap(self, call: str, node, outs: list[str]) -> str:
         target = ""

@@ -84,14 +84,20 @@ def _check(x, cs_prev, h_prev, w, wci, wcf, wco, b, op="LSTMBlockCell"):
     return batch, n
 
 
-def _gate_products(xh: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
+def _gate_products(xh: np.ndarray, w: np.ndarray, n: int, xw=None) -> np.ndarray:
     """[x, h] · w as the four gates' products, [4, batch, n]: one GEMM per gate, each written in
     place (no copy of a column block) and run on the intra-op threads where the product is large.
-    Each is the same single-threaded BLAS call on whichever thread runs it."""
+    Each is the same single-threaded BLAS call on whichever thread runs it.
+
+    With xw (x · w[:input size], [batch, 4n], computed beforehand: a loop's input projection,
+    see rill.exec.executor.hoist), xh is h alone and w the rows of h: each gate is h's product
+    plus its column block of xw, added in the same block."""
     out = np.empty((4, xh.shape[0], n), np.result_type(xh, w))
 
     def one(k):
         np.matmul(xh, w[:, k * n : (k + 1) * n], out=out[k])
+        if xw is not None:
+            np.add(out[k], xw[:, k * n : (k + 1) * n], out=out[k])
 
     parallel_blocks(4, one, xh.shape[0] * xh.shape[1] * 4 * n)
     return out
@@ -102,10 +108,18 @@ def lstm_block_cell(forget_bias, cell_clip, use_peephole, T):
     dt = np.dtype(T.np)
     fb, clip = dt.type(forget_bias), dt.type(cell_clip)
 
-    def compute(x, cs_prev, h_prev, w, wci, wcf, wco, b):
+    def compute(x, cs_prev, h_prev, w, wci, wcf, wco, b, xw=None):
+        """xw: x · w[:input size] computed beforehand ([batch, 4n], w's dtype), or None."""
         batch, n = _check(x, cs_prev, h_prev, w, wci, wcf, wco, b)
-        xh = np.concatenate([x, h_prev], axis=1)
-        gates = _gate_products(xh, w, n)
+        if xw is None:
+            gates = _gate_products(np.concatenate([x, h_prev], axis=1), w, n)
+        else:
+            if xw.shape != (batch, 4 * n) or xw.dtype != w.dtype:
+                raise InvalidArgumentError(
+                    f"LSTMBlockCell: the input projection must be [{batch}, {4 * n}] "
+                    f"{w.dtype}, got {list(xw.shape)} {xw.dtype}"
+                )
+            gates = _gate_products(h_prev, w[x.shape[1] :], n, xw)
         outs = [np.empty((batch, n), dt) for _ in range(7)]
         i, cs, f, o, ci, co, h = outs
         loops = _loops() if dt == np.float32 else None

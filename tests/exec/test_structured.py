@@ -198,3 +198,37 @@ def test_fold_rows_stack_as_they_come_and_fall_back_to_a_list():
     for p in parts[5:8]:
         third.append(p)
     np.testing.assert_array_equal(third.matrix(), np.concatenate(parts[5:8]))
+
+
+def test_fold_rows_take_a_concatenation_part_by_part():
+    """append_parts copies ConcatV2's parts straight into the stacked matrix's columns; where
+    they are not float matrices of one row count, or the axis is not the columns, it calls the
+    ConcatV2 kernel given to it and appends what that returns."""
+    from rill.exec.executor.fold import Rows
+
+    calls = []
+
+    def concat(*args):
+        calls.append(args[-1])
+        return np.concatenate(args[:-1], axis=int(args[-1]))
+
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((3, 2)).astype(np.float32) for _ in range(30)]
+    hs = [rng.standard_normal((3, 5)).astype(np.float32) for _ in range(30)]
+    r = Rows()
+    for k, (x, h) in enumerate(zip(xs, hs)):
+        r.append_parts((x, h), concat, np.int32(1 if k % 2 else -1))
+    assert calls == [] and len(r) == 30
+    want = np.concatenate([np.concatenate([x, h], 1) for x, h in zip(xs, hs)])
+    np.testing.assert_array_equal(r.matrix(), want)
+    r.release()
+    # Parts of other row counts, another axis or dtype go through the kernel.
+    odd = Rows()
+    odd.append_parts((xs[0], hs[0]), concat, 1)
+    tall = (np.ones((2, 7), np.float32), np.zeros((1, 7), np.float32))
+    odd.append_parts(tall, concat, 0)
+    odd.append_parts((xs[3], hs[3].astype(np.float64)), concat, 1)
+    assert calls == [0, 1] and len(odd) == 3
+    want = [np.concatenate([xs[0], hs[0]], 1), np.concatenate(tall, 0),
+            np.concatenate([xs[3], hs[3].astype(np.float64)], 1)]  # fmt: skip
+    np.testing.assert_array_equal(odd.matrix(), np.concatenate(want))

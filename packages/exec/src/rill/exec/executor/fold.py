@@ -70,23 +70,55 @@ class Rows:
     def append(self, p) -> None:
         self.count += 1
         if self.parts is None and self._fits(p):
-            rows = p.shape[0]
-            if self.buf is None:
-                guess = _last_rows.get((p.dtype, p.shape[1]), 16 * rows)
-                self.buf = _take(p.dtype, p.shape[1], max(rows, guess))
-            elif self.used + rows > self.buf.shape[0]:
-                self.full.append(self.buf[: self.used])
-                self.buf = np.empty((max(rows, self.total), p.shape[1]), p.dtype)
-                self.used = 0
-            self.buf[self.used : self.used + rows] = p
-            self.used += rows
-            self.total += rows
+            self._block(p.shape[0], p.shape[1], p.dtype)[...] = p
             return
         if self.parts is None:
             # The chunks are this object's own (none goes back to the pool now): views serve.
             self.parts = self._chunks()
             self.buf, self.full = None, []
         self.parts.append(p)
+
+    def append_parts(self, parts, concat, axis) -> None:
+        """Appends concat(*parts, axis), the parts side by side (ConcatV2 along the columns),
+        copying each part straight into its columns of the stacked matrix (no concatenated
+        copy first); concat (the ConcatV2 kernel) runs only where the parts are not matrices of
+        one float dtype and row count that fit the matrix, or the axis is not the columns."""
+        p0 = parts[0]
+        width = 0
+        ok = self.parts is None and int(axis) in (1, -1)
+        for p in parts:
+            if not ok:
+                break
+            ok = type(p) is np.ndarray and p.ndim == 2 and p.dtype == p0.dtype
+            ok = ok and p.shape[0] == p0.shape[0]
+            width += p.shape[1] if ok else 0
+        if (
+            not ok
+            or p0.dtype.kind not in "fc"
+            or (self.buf is not None and (p0.dtype != self.buf.dtype or width != self.buf.shape[1]))
+        ):
+            self.append(concat(*parts, axis))
+            return
+        self.count += 1
+        block = self._block(p0.shape[0], width, p0.dtype)
+        c = 0
+        for p in parts:
+            block[:, c : c + p.shape[1]] = p
+            c += p.shape[1]
+
+    def _block(self, rows: int, width: int, dtype) -> np.ndarray:
+        """The view of the stacked matrix that the next `rows` rows go to."""
+        if self.buf is None:
+            guess = _last_rows.get((dtype, width), 16 * rows)
+            self.buf = _take(dtype, width, max(rows, guess))
+        elif self.used + rows > self.buf.shape[0]:
+            self.full.append(self.buf[: self.used])
+            self.buf = np.empty((max(rows, self.total), width), dtype)
+            self.used = 0
+        lo = self.used
+        self.used += rows
+        self.total += rows
+        return self.buf[lo : self.used]
 
     def _fits(self, p) -> bool:
         if type(p) is not np.ndarray or p.ndim != 2 or p.dtype.kind not in "fc":

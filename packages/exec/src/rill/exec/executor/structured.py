@@ -167,6 +167,7 @@ class StructuredPartition:
         self.acc_adds: dict[int, int] = {}  # add node id -> index of the accumulator input
         self.acc_merges: set[int] = set()
         self.deferred: dict[int, tuple] = {}  # add node id -> (its MatMul, the loop Merge)
+        self.concat_parts: dict[int, object] = {}  # add node id -> the ConcatV2 that is its a
         for lp in self.loops.values():
             for m, nx in zip(lp.merges, lp.nexts):
                 sws = [c for c, _ in consumers[m.id] if c in lp.switches]
@@ -198,6 +199,18 @@ class StructuredPartition:
                     and not src.control_inputs
                 ):
                     self.deferred[add.id] = (src, m)
+                    # a = ConcatV2(parts, axis) used by the MatMul alone: the parts are copied
+                    # straight into the stacked matrix's columns.
+                    cat, ci = src.inputs[0]
+                    if (
+                        cat.type == "ConcatV2"
+                        and ci == 0
+                        and cat.frame == lp.name
+                        and consumers[cat.id] == [(src, 0)]
+                        and not cat.control_inputs
+                        and not self.kernels.get(cat).context
+                    ):
+                        self.concat_parts[add.id] = cat
 
     def _guards(self, nodes) -> None:
         """Per-output guards: frozensets of (predicate key, bool) literals, per frame."""
@@ -474,15 +487,25 @@ class StructuredPartition:
         t = n.type
         if n.id in self.deferred:
             mm, _ = self.deferred[n.id]
-            a, g = (self.name[(s_.id, i)] for s_, i in mm.inputs)
+            g = self.name[(mm.inputs[1][0].id, mm.inputs[1][1])]
+            cat = self.concat_parts.get(n.id)
+            if cat is None:
+                a = self.name[(mm.inputs[0][0].id, mm.inputs[0][1])]
+                self._emit(indent, f"_da{n.id}.append({a}) ; _dg{n.id}.append({g})", n)
+            else:
+                *parts, axis = (self.name[(s_.id, i)] for s_, i in cat.inputs)
+                concat = self._bind(self.kernels.get(cat).compute)
+                self._emit(indent, f"_da{n.id}.append_parts(({', '.join(parts)},), {concat}, "
+                                   f"{axis}) ; _dg{n.id}.append({g})", n)  # fmt: skip
             slot = self.acc_adds[n.id]
             acc_src, acc_idx = n.inputs[slot]
-            self._emit(indent, f"_da{n.id}.append({a}) ; _dg{n.id}.append({g})", n)
             # The accumulator is unchanged until the loop ends.
             self.name[(n.id, 0)] = self.name[(acc_src.id, acc_idx)]
             return
         if t == "MatMul" and any(mm is n for mm, _ in self.deferred.values()):
             return  # computed after the loop, as one GEMM over all iterations
+        if t == "ConcatV2" and any(c is n for c in self.concat_parts.values()):
+            return  # its parts go straight into the folded MatMul's stacked operand
         args = [self.name[(s.id, i)] for s, i in n.inputs]
         bind = self._bind
         if t == "_Arg":

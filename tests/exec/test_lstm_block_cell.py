@@ -173,8 +173,8 @@ def test_compiled_and_numpy_paths_agree_on_extreme_pre_activations():
 
 
 def test_forward_rows_split_over_threads_keep_their_bits(monkeypatch):
-    """The compiled forward pass split over two threads (one row each at least) gives the
-    numpy path's bits."""
+    """The compiled forward pass, and the gradient pass without peepholes, split over two
+    threads (one row each at least) give the numpy path's bits."""
     if jit.loops() is None:
         pytest.skip("numba unavailable: only the numpy path exists")
     from rill.exec import threads
@@ -197,7 +197,8 @@ def test_forward_rows_split_over_threads_keep_their_bits(monkeypatch):
     for forget_bias, clip, peep in CASES:
         calls.clear()
         split = _run(vals, forget_bias, clip, peep)
-        assert (B, 1) in calls  # B rows, any number per thread
+        # B rows, any number per thread: the forward pass, and the gradient's without peepholes
+        assert calls.count((B, 1)) == (1 if peep else 2)
         old = jit.set_enabled(False)
         try:
             numpy_path = _run(vals, forget_bias, clip, peep)

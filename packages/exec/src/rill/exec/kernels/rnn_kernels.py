@@ -174,10 +174,20 @@ def lstm_block_cell_grad(use_peephole, T):
         loops = _loops() if dt == np.float32 and batch > 0 else None
         if loops is not None:
             c = np.ascontiguousarray
-            loops.cell_backward(
-                c(cs_prev), wci, wcf, wco, c(i), c(cs), c(f), c(o), c(ci), c(co), c(cs_grad),
-                c(h_grad), one, bool(use_peephole), cs_prev_grad, dicfo, *wg,
-            )  # fmt: skip
+            rows = [c(a) for a in (cs_prev, i, cs, f, o, ci, co, cs_grad, h_grad)]
+            if use_peephole:  # the peephole sums run over all rows in order: one pass
+                loops.cell_backward(rows[0], wci, wcf, wco, *rows[1:], one, True, cs_prev_grad,
+                                    dicfo, *wg)  # fmt: skip
+                return (cs_prev_grad, dicfo, *wg)
+
+            # Without peepholes rows are independent: split over the intra-op threads as the
+            # forward pass is (the same operations per row on any thread).
+            def part(lo, hi):
+                loops.cell_backward(*(a[lo:hi] for a in rows[:1]), wci, wcf, wco,
+                                    *(a[lo:hi] for a in rows[1:]), one, False,
+                                    cs_prev_grad[lo:hi], dicfo[lo:hi], *wg)  # fmt: skip
+
+            parallel_for(batch, part, grain=max(1, -(-_CELL_GRAIN // max(n, 1))))
             return (cs_prev_grad, dicfo, *wg)
         do = o * (one - o) * h_grad * co
         dcs = (one - co * co) * h_grad * o + cs_grad

@@ -29,11 +29,16 @@ _TAYLOR = [1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.
            1.0, 1.0]  # fmt: skip
 
 
+_LSTM_LOOPS: list = []  # the compiled module, once imported (an import per call costs ~1 µs)
+
+
 def _loops():
     """The compiled LSTM passes, or None where the numpy path runs."""
     if jit.loops() is None:
         return None
-    return importlib.import_module("rill.exec.kernels._lstm_loops")
+    if not _LSTM_LOOPS:
+        _LSTM_LOOPS.append(importlib.import_module("rill.exec.kernels._lstm_loops"))
+    return _LSTM_LOOPS[0]
 
 
 def exp64(x: np.ndarray) -> np.ndarray:
@@ -84,20 +89,14 @@ def _check(x, cs_prev, h_prev, w, wci, wcf, wco, b, op="LSTMBlockCell"):
     return batch, n
 
 
-def _gate_products(xh: np.ndarray, w: np.ndarray, n: int, xw=None) -> np.ndarray:
+def _gate_products(xh: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
     """[x, h] · w as the four gates' products, [4, batch, n]: one GEMM per gate, each written in
     place (no copy of a column block) and run on the intra-op threads where the product is large.
-    Each is the same single-threaded BLAS call on whichever thread runs it.
-
-    With xw (x · w[:input size], [batch, 4n], computed beforehand: a loop's input projection,
-    see rill.exec.executor.hoist), xh is h alone and w the rows of h: each gate is h's product
-    plus its column block of xw, added in the same block."""
+    Each is the same single-threaded BLAS call on whichever thread runs it."""
     out = np.empty((4, xh.shape[0], n), np.result_type(xh, w))
 
     def one(k):
         np.matmul(xh, w[:, k * n : (k + 1) * n], out=out[k])
-        if xw is not None:
-            np.add(out[k], xw[:, k * n : (k + 1) * n], out=out[k])
 
     parallel_blocks(4, one, xh.shape[0] * xh.shape[1] * 4 * n)
     return out
@@ -109,28 +108,34 @@ def lstm_block_cell(forget_bias, cell_clip, use_peephole, T):
     fb, clip = dt.type(forget_bias), dt.type(cell_clip)
 
     def compute(x, cs_prev, h_prev, w, wci, wcf, wco, b, xw=None):
-        """xw: x · w[:input size] computed beforehand ([batch, 4n], w's dtype), or None."""
+        """xw: x · w[:input size] computed beforehand ([batch, 4n], w's dtype: a loop's input
+        projection, see rill.exec.executor.hoist), or None. With it the gates are h's products
+        with the rest of w plus xw's column blocks, added in the elementwise pass."""
         batch, n = _check(x, cs_prev, h_prev, w, wci, wcf, wco, b)
         if xw is None:
             gates = _gate_products(np.concatenate([x, h_prev], axis=1), w, n)
         else:
-            if xw.shape != (batch, 4 * n) or xw.dtype != w.dtype:
+            if xw.shape != (batch, 4 * n) or xw.dtype != w.dtype or not xw.flags.c_contiguous:
                 raise InvalidArgumentError(
-                    f"LSTMBlockCell: the input projection must be [{batch}, {4 * n}] "
-                    f"{w.dtype}, got {list(xw.shape)} {xw.dtype}"
+                    f"LSTMBlockCell: the input projection must be a row-major [{batch}, "
+                    f"{4 * n}] {w.dtype} matrix, got {list(xw.shape)} {xw.dtype}"
                 )
-            gates = _gate_products(h_prev, w[x.shape[1] :], n, xw)
+            gates = _gate_products(h_prev, w[x.shape[1] :], n)
         outs = [np.empty((batch, n), dt) for _ in range(7)]
         i, cs, f, o, ci, co, h = outs
         loops = _loops() if dt == np.float32 else None
         if loops is not None:
-            args = (gates, np.ascontiguousarray(b), np.ascontiguousarray(cs_prev), wci, wcf, wco,
-                    fb, clip, bool(use_peephole), i, cs, f, o, ci, co, h)  # fmt: skip
+            has_xw = xw is not None
+            args = (gates, has_xw, xw if has_xw else gates[0], np.ascontiguousarray(b),
+                    np.ascontiguousarray(cs_prev), wci, wcf, wco, fb, clip, bool(use_peephole),
+                    i, cs, f, o, ci, co, h)  # fmt: skip
             # Rows are independent: split them over the intra-op threads where each share
             # holds about _CELL_GRAIN units (the same operations per row on any thread).
             grain = max(1, -(-_CELL_GRAIN // max(n, 1)))
             parallel_for(batch, lambda lo, hi: loops.cell_forward(*args, lo, hi), grain=grain)
             return tuple(outs)
+        if xw is not None:
+            gates += xw.reshape(batch, 4, n).transpose(1, 0, 2)
         f64 = np.float64
         pi = gates[0] + b[:n]
         pf = gates[2] + b[2 * n : 3 * n] + fb

@@ -451,8 +451,11 @@ def tensor_array_scatter_v3(T, device):
                     f"TensorArray {ta.name}: scatter index {top} is out of range for an array "
                     f"of size {size}"
                 )
-        # Rows are copied: an element must not alias (and keep alive) the whole input.
-        ta.write_many(idx, [xp.array(value[k]) for k in range(idx.size)])
+        # The rows are copied, in one copy of the value: an element must not alias the input
+        # (which its producer may reuse), and every row is an element (so the copy holds no
+        # row that no element refers to); the copy lives while any element does.
+        rows = xp.array(value)
+        ta.write_many(idx, [rows[k] for k in range(idx.size)])
         return flow_in
 
     return compute

@@ -188,6 +188,7 @@ def test_forward_rows_split_over_threads_keep_their_bits(monkeypatch):
         return real(n, fn, grain, pieces_per_thread, max_threads)
 
     monkeypatch.setattr(rnn_kernels, "_CELL_GRAIN", 1)
+    monkeypatch.setattr(rnn_kernels, "_GRAD_GRAIN", 1)
     monkeypatch.setattr(rnn_kernels, "parallel_for", watch)
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     monkeypatch.setattr(threads, "_BUDGET", 2)

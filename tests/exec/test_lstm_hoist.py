@@ -96,9 +96,10 @@ def test_projection_bits_do_not_depend_on_the_compiled_loops_or_threads(monkeypa
             assert np.array_equal(a, b)
 
 
-def _manual_loop(written: int):
+def _manual_loop(written: int, order=None):
     """A while loop over a TensorArray of T elements of which the first `written` are scattered
-    before it (the rest read as zeros), each iteration one LSTMBlockCell on the element."""
+    before it (the rest read as zeros), each iteration one LSTMBlockCell on the element (element
+    order[t] at iteration t where given)."""
     rng = np.random.default_rng(4)
     g = rg.Graph()
     with g.as_default():
@@ -110,7 +111,8 @@ def _manual_loop(written: int):
         ta = ta.scatter(rg.range(written), xs)
 
         def body(t, c, h):
-            outs = lstm_block_cell(ta.read(t), c, h, w, zero, zero, zero, b)
+            at = t if order is None else rg.gather(rg.constant(np.int32(order)), t)
+            outs = lstm_block_cell(ta.read(at), c, h, w, zero, zero, zero, b)
             return t + 1, outs[1], outs[6]
 
         _, c, h = rg.while_loop(lambda t, c, h: t < T, body,
@@ -134,3 +136,43 @@ def test_a_hand_built_loop_projects_only_where_every_element_is_there(written, p
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
         else:  # the plain cell on both paths: the same bits
             assert np.array_equal(a, b)
+
+
+def test_projection_made_in_blocks_as_the_loop_reaches_them(monkeypatch, projections):
+    """Blocks of two iterations (BLOCK_BYTES made small): four products of 2, 2, 2 and 1
+    elements' rows, the same results as the plain cells give (to rounding)."""
+    from rill.exec import threads
+
+    made = []
+    real = threads.matmul
+
+    def watch(a, b, out=None):
+        if b.shape == (D, 4 * N):  # the projection's product (x's width by the gates)
+            made.append(a.shape[0])
+        return real(a, b, out)
+
+    monkeypatch.setattr(threads, "matmul", watch)
+    monkeypatch.setattr(hoist, "BLOCK_BYTES", 2 * B * 4 * N * 4)
+    g, x, fetches, init = _rnn()
+    xv = np.random.default_rng(5).standard_normal((T, B, D)).astype(np.float32)
+    got = _run(g, x, fetches, init, xv)
+    assert made == [2 * B, 2 * B, 2 * B, B] and projections == [True] * T
+    want = _run(g, x, fetches, init, xv, disable=True)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_loop_that_goes_back_to_a_block_runs_the_plain_cell_from_there(monkeypatch, projections):
+    monkeypatch.setattr(hoist, "BLOCK_BYTES", 2 * B * 4 * N * 4)
+    order = [0, 2, 1, 3, 4, 5, 6]  # element 1 is in block 0, left for block 1 at iteration 1
+    g, xs, fetches = _manual_loop(T, order)
+    xv = np.random.default_rng(6).standard_normal((T, B, D)).astype(np.float32)
+    with Session(graph=g) as s:
+        got = s.run(fetches, {xs: xv})
+    assert projections == [True, True] + [False] * (T - 2)
+    cfg = ConfigProto()
+    cfg.rill.disable_compiled_path = True
+    with Session(graph=g, config=cfg) as s:
+        want = s.run(fetches, {xs: xv})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

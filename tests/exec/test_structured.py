@@ -232,3 +232,35 @@ def test_fold_rows_take_a_concatenation_part_by_part():
     want = [np.concatenate([xs[0], hs[0]], 1), np.concatenate(tall, 0),
             np.concatenate([xs[3], hs[3].astype(np.float64)], 1)]  # fmt: skip
     np.testing.assert_array_equal(odd.matrix(), np.concatenate(want))
+
+
+def test_fold_rows_copy_on_an_idle_worker_with_the_same_result(monkeypatch):
+    """Where a second intra-op thread may run, the stacking copies go to a worker (each
+    finished before the next copy and before the matrix is read): the same matrix."""
+    from rill.exec import threads
+    from rill.exec.executor.fold import Rows
+    from rill.exec.kernels import intra_op
+
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    handed = []
+    real = intra_op.hand_off
+
+    def watch(fn):
+        job = real(fn)
+        handed.append(job is not None)
+        return job
+
+    monkeypatch.setattr(intra_op, "hand_off", watch)
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((64, 96)).astype(np.float32) for _ in range(40)]
+    r, cat = Rows(), Rows()
+    for k, x in enumerate(xs):
+        r.append(x)
+        cat.append_parts((x[:, :40], x[:, 40:]), None, 1)
+    assert handed == [True] * 80
+    np.testing.assert_array_equal(r.matrix(), np.concatenate(xs))
+    np.testing.assert_array_equal(cat.matrix(), np.concatenate(xs))
+    r.release()
+    cat.release()

@@ -256,7 +256,7 @@ def test_fold_rows_copy_on_an_idle_worker_with_the_same_result(monkeypatch):
     rng = np.random.default_rng(2)
     xs = [rng.standard_normal((64, 96)).astype(np.float32) for _ in range(40)]
     r, cat = Rows(), Rows()
-    for k, x in enumerate(xs):
+    for x in xs:
         r.append(x)
         cat.append_parts((x[:, :40], x[:, 40:]), None, 1)
     assert handed == [True] * 80

@@ -264,3 +264,43 @@ def test_fold_rows_copy_on_an_idle_worker_with_the_same_result(monkeypatch):
     np.testing.assert_array_equal(cat.matrix(), np.concatenate(xs))
     r.release()
     cat.release()
+
+
+def test_values_are_dropped_after_their_last_use_so_updates_write_in_place():
+    """The structured path lets go of each value after the statement that uses it last: a
+    weight read for a loop is no longer referenced when the optimizer updates it, which then
+    writes in place; the values of the step stay those of the dataflow executor."""
+    from rill.train import GradientDescentOptimizer
+
+    rng = np.random.default_rng(5)
+    g = rg.Graph()
+    with g.as_default():
+        xs = rg.placeholder(rg.float32, [4, 8, 16], name="xs")
+        w = rg.Variable(rng.standard_normal((16, 16)).astype(np.float32) * 0.1, name="w")
+        ta = rg.TensorArray(rg.float32, size=4).unstack(xs)
+
+        def body(t, h):
+            return t + 1, rg.tanh(rg.matmul(ta.read(t) + h, w))
+
+        _, h = rg.while_loop(lambda t, h: t < 4, body, (0, rg.zeros([8, 16])))
+        loss = rg.reduce_sum(h * h)
+        train = GradientDescentOptimizer(0.1).minimize(loss)
+        init = rg.global_variables_initializer()
+    feed = {xs: rng.standard_normal((4, 8, 16)).astype(np.float32)}
+    got = []
+    for disable in (False, True):
+        cfg = ConfigProto()
+        cfg.rill.disable_compiled_path = disable
+        with Session(graph=g, config=cfg) as s:
+            s.run(init)
+            var = s._devices[0].resources.lookup("", "w")
+            address = var.read().__array_interface__["data"][0]
+            for _ in range(3):
+                s.run(train, feed)
+            if not disable:
+                kinds = [type(ex) for p in s._plans.values() for _, ex in p.partitions]
+                assert StructuredPartition in kinds  # the train step's
+                assert var.read().__array_interface__["data"][0] == address
+            got.append(s.run([w, loss], feed))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -23,6 +23,7 @@ the general dataflow executor, which gives the same results.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 
 from rill.exec.context import OpKernelContext
@@ -253,7 +254,7 @@ class StructuredPartition:
         src.append("    def _run(_a, _st):")
         src.append("        _f0 = ''")
         line_node = {}
-        for indent, code, node in self.lines:
+        for indent, code, node in _drop_dead(self.lines, rets):
             for part in code.split("\n"):
                 src.append("        " + "    " * indent + part)
                 if node is not None:
@@ -536,6 +537,36 @@ class StructuredPartition:
     @property
     def source(self) -> str:
         return self._source
+
+
+# The generated code's value variables: node outputs, loop variables and exits.
+_VALUE = re.compile(r"\b(?:v\d+_\d+|m\d+|x\d+)\b")
+
+
+def _drop_dead(lines: list, rets: list) -> list:
+    """lines with each value variable set to None after the top-level statement (a line, or an
+    `if` or `while` block with everything in it) that uses it last, as the compiled path frees
+    its values: memory tracks the live set, and a variable's value read earlier in the step is
+    no longer referenced when an optimizer updates it (so the update can write in place).
+    Assigning None (not `del`) is safe for a variable a branch not taken never set."""
+    items: list[list] = []
+    for line in lines:
+        if line[0] == 0 or not items:
+            items.append([])
+        items[-1].append(line)
+    keep = set(_VALUE.findall(" ".join(rets)))
+    last: dict[str, int] = {}
+    for k, item in enumerate(items):
+        for _, code, _ in item:
+            for tok in _VALUE.findall(code):
+                last[tok] = k
+    out = []
+    for k, item in enumerate(items):
+        out.extend(item)
+        dead = sorted(t for t, at in last.items() if at == k and t not in keep)
+        if dead:
+            out.append((0, f"{' = '.join(dead)} = None", None))
+    return out
 
 
 def _private_copy(value):

@@ -1,10 +1,14 @@
 """Loop shapes the structured path (structured.py) compiles specially: gradient accumulators
 (`acc = acc + x`, summed in place; `acc + aᵀ·g` folded into one GEMM after the loop, fold.py),
-LSTM cells whose input projection is hoisted (hoist.py), and the order of a frame's items."""
+LSTM cells whose input projection is hoisted (hoist.py), the order of a frame's items, a cond
+Merge's guard, and the generated code's release of dead values."""
 
 from __future__ import annotations
 
-__all__ = ["Unsupported", "find_accumulators", "find_projections", "loop_nodes", "order_items"]
+import re
+
+__all__ = ["Unsupported", "drop_dead", "find_accumulators", "find_projections", "loop_nodes",
+           "merge_guard", "order_items"]  # fmt: skip
 
 
 class Unsupported(Exception):
@@ -145,4 +149,51 @@ def loop_nodes(lp, loops) -> list:
     for child in loops.values():
         if child.parent == lp.name:
             out.extend(loop_nodes(child, loops))
+    return out
+
+
+def merge_guard(ins: list[frozenset]):
+    """The guard of a cond's Merge and which input the predicate picks.
+
+    Returns (G, (pred key, index of the input live when the predicate is true)).
+    """
+    if len(ins) != 2:
+        raise Unsupported("Merges with other than two inputs")
+    a, b = ins
+    only_a, only_b = a - b, b - a
+    if len(only_a) != 1 or len(only_b) != 1:
+        raise Unsupported("a Merge that is not the end of a cond")
+    (ka, va), (kb, vb) = next(iter(only_a)), next(iter(only_b))
+    if ka != kb or va == vb or ka[0] == "loop":
+        raise Unsupported("a Merge that is not the end of a cond")
+    return a & b, (ka, 0 if va else 1)
+
+
+# The generated code's value variables: node outputs, loop variables and exits.
+_VALUE = re.compile(r"\b(?:v\d+_\d+|m\d+|x\d+)\b")
+
+
+def drop_dead(lines: list, rets: list) -> list:
+    """lines with each value variable set to None after the top-level statement (a line, or an
+    `if` or `while` block with everything in it) that uses it last, as the compiled path frees
+    its values: memory tracks the live set, and a variable's value read earlier in the step is
+    no longer referenced when an optimizer updates it (so the update can write in place).
+    Assigning None (not `del`) is safe for a variable a branch not taken never set."""
+    items: list[list] = []
+    for line in lines:
+        if line[0] == 0 or not items:
+            items.append([])
+        items[-1].append(line)
+    keep = set(_VALUE.findall(" ".join(rets)))
+    last: dict[str, int] = {}
+    for k, item in enumerate(items):
+        for _, code, _ in item:
+            for tok in _VALUE.findall(code):
+                last[tok] = k
+    out = []
+    for k, item in enumerate(items):
+        out.extend(item)
+        dead = sorted(t for t, at in last.items() if at == k and t not in keep)
+        if dead:
+            out.append((0, f"{' = '.join(dead)} = None", None))
     return out

@@ -23,7 +23,6 @@ the general dataflow executor, which gives the same results.
 from __future__ import annotations
 
 import itertools
-import re
 import time
 
 from rill.exec.context import OpKernelContext
@@ -33,8 +32,10 @@ from rill.exec.executor.fold import fold_matmuls as _fold_matmuls
 from rill.exec.executor.hoist import InputProjection
 from rill.exec.executor.loop_patterns import (
     Unsupported,
+    drop_dead,
     find_accumulators,
     find_projections,
+    merge_guard,
     order_items,
 )
 from rill.graph.errors import InvalidArgumentError
@@ -152,7 +153,7 @@ class StructuredPartition:
             elif n.type == "Merge":
                 ins = [self._input_guard(s, i, out_guard, n) for s, i in n.inputs]
                 try:
-                    g, pick = _merge_guard(ins)
+                    g, pick = merge_guard(ins)
                 except Unsupported as e:
                     raise Unsupported(f"{e}: {n.name} with input guards {ins}") from None
                 merge_of[n.id] = pick
@@ -254,7 +255,7 @@ class StructuredPartition:
         src.append("    def _run(_a, _st):")
         src.append("        _f0 = ''")
         line_node = {}
-        for indent, code, node in _drop_dead(self.lines, rets):
+        for indent, code, node in drop_dead(self.lines, rets):
             for part in code.split("\n"):
                 src.append("        " + "    " * indent + part)
                 if node is not None:
@@ -539,36 +540,6 @@ class StructuredPartition:
         return self._source
 
 
-# The generated code's value variables: node outputs, loop variables and exits.
-_VALUE = re.compile(r"\b(?:v\d+_\d+|m\d+|x\d+)\b")
-
-
-def _drop_dead(lines: list, rets: list) -> list:
-    """lines with each value variable set to None after the top-level statement (a line, or an
-    `if` or `while` block with everything in it) that uses it last, as the compiled path frees
-    its values: memory tracks the live set, and a variable's value read earlier in the step is
-    no longer referenced when an optimizer updates it (so the update can write in place).
-    Assigning None (not `del`) is safe for a variable a branch not taken never set."""
-    items: list[list] = []
-    for line in lines:
-        if line[0] == 0 or not items:
-            items.append([])
-        items[-1].append(line)
-    keep = set(_VALUE.findall(" ".join(rets)))
-    last: dict[str, int] = {}
-    for k, item in enumerate(items):
-        for _, code, _ in item:
-            for tok in _VALUE.findall(code):
-                last[tok] = k
-    out = []
-    for k, item in enumerate(items):
-        out.extend(item)
-        dead = sorted(t for t, at in last.items() if at == k and t not in keep)
-        if dead:
-            out.append((0, f"{' = '.join(dead)} = None", None))
-    return out
-
-
 def _private_copy(value):
     """An accumulator's initial value, as an array the loop alone owns."""
     import numpy as np
@@ -622,20 +593,3 @@ _INDEX = _index_values()
 
 def _escape(name: str) -> str:
     return name.replace("\\", "\\\\").replace("'", "\\'").replace("{", "{{").replace("}", "}}")
-
-
-def _merge_guard(ins: list[frozenset]):
-    """The guard of a cond's Merge and which input the predicate picks.
-
-    Returns (G, (pred key, index of the input live when the predicate is true)).
-    """
-    if len(ins) != 2:
-        raise Unsupported("Merges with other than two inputs")
-    a, b = ins
-    only_a, only_b = a - b, b - a
-    if len(only_a) != 1 or len(only_b) != 1:
-        raise Unsupported("a Merge that is not the end of a cond")
-    (ka, va), (kb, vb) = next(iter(only_a)), next(iter(only_b))
-    if ka != kb or va == vb or ka[0] == "loop":
-        raise Unsupported("a Merge that is not the end of a cond")
-    return a & b, (ka, 0 if va else 1)

@@ -17,7 +17,7 @@ python -m tools.profile_kernels --tf      # TensorFlow's per-op times in the sam
                                            # thread, its step-stats trace, in RILL_PEER_PYTHON):
                                            # traced wall times scaled to the step's CPU time, so
                                            # comparable in proportion only on a loaded machine
-python -m tools.profile_kernels --lstm --cpu [--threads 1]
+python -m tools.profile_kernels --lstm --cpu [--threads 1] | --lstm --serial
                                            # the LSTM dynamic_rnn train step of tools/bench/lstm.py:
                                            # per op type, per kernel, and the float GEMMs of
                                            # rill.exec.threads.matmul by shape (the folded
@@ -160,21 +160,29 @@ def main_repeat(steps: int) -> None:
         print(f"{t * ms:8.2f} {again[name] * ms:7.2f}  {name}")
 
 
-def main_serial(steps: int) -> None:
-    """Per kernel of the CNN step (one thread): CPU time, and the part outside intra-op regions."""
+def main_serial(steps: int, lstm: bool = False) -> None:
+    """Per kernel of the CNN step (or the LSTM step, lstm=True), one thread: CPU time, and the
+    part outside intra-op regions; for the LSTM also the step thread's time outside kernels (the
+    loop machinery, its folded and hoisted GEMMs) and the part of that outside regions."""
     import rill.exec.kernels.intra_op as intra_op
 
     current: list = [None]
     inside: collections.Counter = collections.Counter()
     total: collections.Counter = collections.Counter()
 
+    depth = [0]
+
     def watch(orig):
+        # Only the outermost region counts (parallel_blocks calls parallel_for); time in
+        # regions outside any kernel goes to the key None.
         def watched(*args, **kwargs):
             t0 = time.thread_time()
+            depth[0] += 1
             try:
                 return orig(*args, **kwargs)
             finally:
-                if current[0] is not None:
+                depth[0] -= 1
+                if depth[0] == 0:
                     inside[current[0]] += time.thread_time() - t0
 
         return watched
@@ -182,13 +190,15 @@ def main_serial(steps: int) -> None:
     # The kernel modules bind the helpers by name: patch every binding of the originals.
     originals = {f: watch(f) for f in (intra_op.parallel_for, intra_op.parallel_blocks)}
     from rill.exec import ConfigProto, Session  # imports the kernel modules
-    from tools.bench.cnn_train import BATCH, build_rill
 
-    for mod in [m for n, m in sys.modules.items() if n.startswith("rill.exec")]:
-        for name in ("parallel_for", "parallel_blocks"):
-            f = getattr(mod, name, None)
-            if f in originals:
-                setattr(mod, name, originals[f])
+    def patch():
+        for mod in [m for n, m in sys.modules.items() if n.startswith("rill.exec")]:
+            for name in ("parallel_for", "parallel_blocks"):
+                f = getattr(mod, name, None)
+                if f in originals:
+                    setattr(mod, name, originals[f])
+
+    patch()
 
     def timed_get(self, node):
         k = _orig_get(self, node)
@@ -210,24 +220,42 @@ def main_serial(steps: int) -> None:
         return k
 
     common.KernelTable.get = timed_get
-    g, x, y, loss, train, init = build_rill()
-    rng = np.random.default_rng(0)
-    feed = {
-        x: rng.random((BATCH, 28, 28, 1), dtype=np.float32),
-        y: np.eye(10, dtype=np.float32)[rng.integers(0, 10, BATCH)],
-    }
+    if lstm:
+        from tools.bench.lstm import BATCH, INPUT, STEPS, build
+
+        g, x, train, init = build(True)
+        xv = np.random.default_rng(0).standard_normal((STEPS, BATCH, INPUT)).astype(np.float32)
+        feed = {x: xv}
+    else:
+        from tools.bench.cnn_train import BATCH, build_rill
+
+        g, x, y, loss, train, init = build_rill()
+        rng = np.random.default_rng(0)
+        feed = {
+            x: rng.random((BATCH, 28, 28, 1), dtype=np.float32),
+            y: np.eye(10, dtype=np.float32)[rng.integers(0, 10, BATCH)],
+        }
     one = ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
     sess = Session(graph=g, config=one)
     sess.run(init)
     for _ in range(3):
         sess.run(train, feed)
+    patch()  # modules the first steps imported
     inside.clear()
     total.clear()
+    t0 = time.thread_time()
     for _ in range(steps):
         sess.run(train, feed)
+    step_ms = (time.thread_time() - t0) / steps * 1e3
     all_ms = sum(total.values()) / steps * 1e3
-    serial_ms = (sum(total.values()) - sum(inside.values())) / steps * 1e3
+    serial_ms = (sum(total.values()) - sum(inside.values()) + inside[None]) / steps * 1e3
     print(f"kernels {all_ms:.2f} ms CPU on one thread, {serial_ms:.2f} ms of it serial")
+    if lstm:
+        out_ms = step_ms - all_ms
+        out_serial = out_ms - inside[None] / steps * 1e3
+        print(f"step {step_ms:.2f} ms: outside kernels {out_ms:.2f} ms, {out_serial:.2f} ms "
+              "of it serial (loop machinery, stacking copies; the rest the folded and hoisted "
+              "GEMMs)")  # fmt: skip
     print("     cpu   serial  kernel")
     for name, t in total.most_common(20):
         print(f"{t / steps * 1e3:8.2f} {(t - inside[name]) / steps * 1e3:8.2f}  {name}")
@@ -396,7 +424,7 @@ if __name__ == "__main__":
     elif a.repeat:
         main_repeat(a.steps if a.steps != 5 else 10)
     elif a.serial:
-        main_serial(a.steps if a.steps != 5 else 20)
+        main_serial(a.steps if a.steps != 5 else (3 if a.lstm else 20), a.lstm)
     elif a.lstm:
         main_lstm(a.steps if a.steps != 5 else 3, a.threads)
     elif a.onnx:

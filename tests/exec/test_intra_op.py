@@ -184,3 +184,54 @@ def test_concurrent_callers_share_the_pool_and_each_covers_its_items_once(monkey
         t.join(120)
     assert not errors and not any(t.is_alive() for t in ts)
     assert (hits == 50).all()
+
+
+def test_hand_off_runs_on_a_worker_or_in_finish_exactly_once(monkeypatch):
+    """hand_off gives fn to an idle worker; finish returns once it has run (running it itself
+    when no worker has taken it: with every worker held, it does not wait for one)."""
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(thread_policy, "_BUDGET", 2)
+    ran = []
+    for _ in range(20):
+        job = intra_op.hand_off(lambda: ran.append(threading.current_thread().name))
+        assert job is not None
+        intra_op.finish(job)
+    assert len(ran) == 20
+    # Every worker held: finish runs the function on the calling thread.
+    pool = intra_op._pool
+    go, started = threading.Event(), threading.Semaphore(0)
+
+    def hold(lo, hi):
+        started.release()
+        assert go.wait(60)
+
+    workers = max(1, len(pool.workers))
+    holder = intra_op._Job(hold, list(range(workers + 1)), workers, np.geterr())
+    pool.post(holder, workers)
+    try:
+        for _ in range(workers):
+            assert started.acquire(timeout=60)
+        mine = []
+        job = intra_op.hand_off(lambda: mine.append(threading.current_thread()))
+        intra_op.finish(job)
+        assert mine == [threading.current_thread()]
+        assert not pool.queue
+    finally:
+        go.set()
+        assert holder.done.wait(60)
+    # Errors come back from finish.
+    job = intra_op.hand_off(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        intra_op.finish(job)
+
+
+def test_hand_off_declines_where_no_second_thread_may_run(monkeypatch):
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(thread_policy, "_BUDGET", 2)
+    with thread_policy.limits(1):
+        assert intra_op.hand_off(lambda: None) is None
+    monkeypatch.setattr(thread_policy, "cores_idle", lambda: 1)
+    assert intra_op.hand_off(lambda: None) is None
+    monkeypatch.setattr(intra_op, "_THREADS", 1)
+    monkeypatch.setattr(thread_policy, "cores_idle", lambda: 2)
+    assert intra_op.hand_off(lambda: None) is None

@@ -173,8 +173,8 @@ def test_compiled_and_numpy_paths_agree_on_extreme_pre_activations():
 
 
 def test_forward_rows_split_over_threads_keep_their_bits(monkeypatch):
-    """The compiled forward pass split over two threads (one row each at least) gives the
-    numpy path's bits."""
+    """The compiled forward pass, and the gradient pass without peepholes, split over two
+    threads (one row each at least) give the numpy path's bits."""
     if jit.loops() is None:
         pytest.skip("numba unavailable: only the numpy path exists")
     from rill.exec import threads
@@ -188,6 +188,7 @@ def test_forward_rows_split_over_threads_keep_their_bits(monkeypatch):
         return real(n, fn, grain, pieces_per_thread, max_threads)
 
     monkeypatch.setattr(rnn_kernels, "_CELL_GRAIN", 1)
+    monkeypatch.setattr(rnn_kernels, "_GRAD_GRAIN", 1)
     monkeypatch.setattr(rnn_kernels, "parallel_for", watch)
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     monkeypatch.setattr(threads, "_BUDGET", 2)
@@ -197,7 +198,8 @@ def test_forward_rows_split_over_threads_keep_their_bits(monkeypatch):
     for forget_bias, clip, peep in CASES:
         calls.clear()
         split = _run(vals, forget_bias, clip, peep)
-        assert (B, 1) in calls  # B rows, any number per thread
+        # B rows, any number per thread: the forward pass, and the gradient's without peepholes
+        assert calls.count((B, 1)) == (1 if peep else 2)
         old = jit.set_enabled(False)
         try:
             numpy_path = _run(vals, forget_bias, clip, peep)

@@ -198,3 +198,109 @@ def test_fold_rows_stack_as_they_come_and_fall_back_to_a_list():
     for p in parts[5:8]:
         third.append(p)
     np.testing.assert_array_equal(third.matrix(), np.concatenate(parts[5:8]))
+
+
+def test_fold_rows_take_a_concatenation_part_by_part():
+    """append_parts copies ConcatV2's parts straight into the stacked matrix's columns; where
+    they are not float matrices of one row count, or the axis is not the columns, it calls the
+    ConcatV2 kernel given to it and appends what that returns."""
+    from rill.exec.executor.fold import Rows
+
+    calls = []
+
+    def concat(*args):
+        calls.append(args[-1])
+        return np.concatenate(args[:-1], axis=int(args[-1]))
+
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((3, 2)).astype(np.float32) for _ in range(30)]
+    hs = [rng.standard_normal((3, 5)).astype(np.float32) for _ in range(30)]
+    r = Rows()
+    for k, (x, h) in enumerate(zip(xs, hs)):
+        r.append_parts((x, h), concat, np.int32(1 if k % 2 else -1))
+    assert calls == [] and len(r) == 30
+    want = np.concatenate([np.concatenate([x, h], 1) for x, h in zip(xs, hs)])
+    np.testing.assert_array_equal(r.matrix(), want)
+    r.release()
+    # Parts of other row counts, another axis or dtype go through the kernel.
+    odd = Rows()
+    odd.append_parts((xs[0], hs[0]), concat, 1)
+    tall = (np.ones((2, 7), np.float32), np.zeros((1, 7), np.float32))
+    odd.append_parts(tall, concat, 0)
+    odd.append_parts((xs[3], hs[3].astype(np.float64)), concat, 1)
+    assert calls == [0, 1] and len(odd) == 3
+    want = [np.concatenate([xs[0], hs[0]], 1), np.concatenate(tall, 0),
+            np.concatenate([xs[3], hs[3].astype(np.float64)], 1)]  # fmt: skip
+    np.testing.assert_array_equal(odd.matrix(), np.concatenate(want))
+
+
+def test_fold_rows_copy_on_an_idle_worker_with_the_same_result(monkeypatch):
+    """Where a second intra-op thread may run, the stacking copies go to a worker (each
+    finished before the next copy and before the matrix is read): the same matrix."""
+    from rill.exec import threads
+    from rill.exec.executor.fold import Rows
+    from rill.exec.kernels import intra_op
+
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    handed = []
+    real = intra_op.hand_off
+
+    def watch(fn):
+        job = real(fn)
+        handed.append(job is not None)
+        return job
+
+    monkeypatch.setattr(intra_op, "hand_off", watch)
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((64, 96)).astype(np.float32) for _ in range(40)]
+    r, cat = Rows(), Rows()
+    for x in xs:
+        r.append(x)
+        cat.append_parts((x[:, :40], x[:, 40:]), None, 1)
+    assert handed == [True] * 80
+    np.testing.assert_array_equal(r.matrix(), np.concatenate(xs))
+    np.testing.assert_array_equal(cat.matrix(), np.concatenate(xs))
+    r.release()
+    cat.release()
+
+
+def test_values_are_dropped_after_their_last_use_so_updates_write_in_place():
+    """The structured path lets go of each value after the statement that uses it last: a
+    weight read for a loop is no longer referenced when the optimizer updates it, which then
+    writes in place; the values of the step stay those of the dataflow executor."""
+    from rill.train import GradientDescentOptimizer
+
+    rng = np.random.default_rng(5)
+    g = rg.Graph()
+    with g.as_default():
+        xs = rg.placeholder(rg.float32, [4, 8, 16], name="xs")
+        w = rg.Variable(rng.standard_normal((16, 16)).astype(np.float32) * 0.1, name="w")
+        ta = rg.TensorArray(rg.float32, size=4).unstack(xs)
+
+        def body(t, h):
+            return t + 1, rg.tanh(rg.matmul(ta.read(t) + h, w))
+
+        _, h = rg.while_loop(lambda t, h: t < 4, body, (0, rg.zeros([8, 16])))
+        loss = rg.reduce_sum(h * h)
+        train = GradientDescentOptimizer(0.1).minimize(loss)
+        init = rg.global_variables_initializer()
+    feed = {xs: rng.standard_normal((4, 8, 16)).astype(np.float32)}
+    got = []
+    for disable in (False, True):
+        cfg = ConfigProto()
+        cfg.rill.disable_compiled_path = disable
+        with Session(graph=g, config=cfg) as s:
+            s.run(init)
+            var = s._devices[0].resources.lookup("", "w")
+            address = var.read().__array_interface__["data"][0]
+            for _ in range(3):
+                s.run(train, feed)
+            if not disable:
+                kinds = [type(ex) for p in s._plans.values() for _, ex in p.partitions]
+                assert StructuredPartition in kinds  # the train step's
+                assert var.read().__array_interface__["data"][0] == address
+            got.append(s.run([w, loss], feed))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -581,12 +581,28 @@ def _address(var):
 @pytest.mark.parametrize("family,attrs", DENSE_CASES)
 def test_large_dense_updates_in_place_equal_copy_on_write(family, attrs, monkeypatch):
     """Variables larger than one chunk, updated in place (nothing holds them) and copy-on-write
-    (a read of every state is held across the update): the same bits, close to the reference."""
+    (a read of every state is held across the update): the same bits, close to the reference.
+    Both share their chunks over two intra-op threads."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
     ref, slots = FAMILIES[family]
     op_type = f"ResourceApply{family}"
     attrs, overrides = split_attrs(family, attrs)
     h = hyper_for(op_type, overrides)
     monkeypatch.setattr(training_kernels, "_CHUNK", 16)  # small chunks, small graphs
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    pieces = []
+    real = training_kernels.parallel_for
+
+    def watch(n, fn, *args, **kwargs):
+        pieces.append(n)
+        return real(n, fn, *args, **kwargs)
+
+    monkeypatch.setattr(training_kernels, "parallel_for", watch)
     shape = (3, 50)  # several chunks and a ragged last one
     states = initial_state(slots, shape, np.float32)
     plain = Runner(op_type, states, h, list(shape), np.float32, attrs)
@@ -597,6 +613,7 @@ def test_large_dense_updates_in_place_equal_copy_on_write(family, attrs, monkeyp
     kept = {k: v.copy() for k, v in readers.items()}
     plain.step(g)
     held.step(g)
+    assert len(pieces) == 2 and all(n > 1 for n in pieces)  # both updates split in chunks
     got, copied = plain.values(), held.values()
     for k in got:
         np.testing.assert_array_equal(got[k], copied[k], err_msg=k)

@@ -29,6 +29,15 @@ from rill.exec.context import OpKernelContext
 from rill.exec.executor.common import KernelTable, owned, readonly, run_error
 from rill.exec.executor.fold import Rows
 from rill.exec.executor.fold import fold_matmuls as _fold_matmuls
+from rill.exec.executor.hoist import InputProjection
+from rill.exec.executor.loop_patterns import (
+    Unsupported,
+    drop_dead,
+    find_accumulators,
+    find_projections,
+    merge_guard,
+    order_items,
+)
 from rill.graph.errors import InvalidArgumentError
 
 __all__ = ["StructuredPartition", "Unsupported"]
@@ -37,10 +46,6 @@ _ALIAS_OPS = frozenset({"Identity", "StopGradient", "Snapshot", "PreventGradient
 _ids = itertools.count()
 # Ops whose output is fixed by their attrs and device: evaluated once when the plan is built.
 _PLAN_TIME_OPS = frozenset({"VarHandleOp"})
-
-
-class Unsupported(Exception):
-    """The partition's control flow is not in a shape the structured path compiles."""
 
 
 class _Loop:
@@ -129,55 +134,10 @@ class StructuredPartition:
                     raise Unsupported(f"NextIteration {n.name} feeds no loop Merge")
         self.loops = loops
         self._guards(nodes)
-        self._find_accumulators(nodes)
-
-    def _find_accumulators(self, nodes) -> None:
-        """Loop variables updated only as `acc = acc + x` (gradient accumulators, sums).
-
-        Such a variable is private to its loop once copied at entry, so the add may write into
-        it: a 1024×2048 gradient accumulated over 50 iterations then costs 50 in-place adds
-        instead of 50 fresh 8 MB arrays.
-        """
-        consumers: dict[int, list] = {n.id: [] for n in nodes}
-        for n in nodes:
-            for s_, i in n.inputs:
-                consumers[s_.id].append((n, i))
-            for c in n.control_inputs:
-                consumers[c.id].append((n, -1))
-        self.acc_adds: dict[int, int] = {}  # add node id -> index of the accumulator input
-        self.acc_merges: set[int] = set()
-        self.deferred: dict[int, tuple] = {}  # add node id -> (its MatMul, the loop Merge)
-        for lp in self.loops.values():
-            for m, nx in zip(lp.merges, lp.nexts):
-                sws = [c for c, _ in consumers[m.id] if c in lp.switches]
-                if len(sws) != 1 or len(consumers[m.id]) != 1:
-                    continue
-                sw = sws[0]
-                body_uses = [(c, i) for c, i in consumers[sw.id] if c.type != "Exit"]
-                if len(body_uses) != 1 or body_uses[0][1] != 1:
-                    continue
-                add = body_uses[0][0]
-                if add.type not in ("AddV2", "Add") or add.control_inputs:
-                    continue
-                slot = next(k for k, (s_, i) in enumerate(add.inputs) if s_ is sw and i == 1)
-                if sum(1 for s_, _ in add.inputs if s_ is sw) != 1:
-                    continue
-                if consumers[add.id] != [(nx, 0)] or nx.inputs[0][0] is not add:
-                    continue
-                self.acc_adds[add.id] = slot
-                self.acc_merges.add(m.id)
-                # acc += aᵀ·g (a weight's gradient): collect a and g, one GEMM after the loop.
-                src, idx = add.inputs[1 - slot]
-                if (
-                    src.type == "MatMul"
-                    and idx == 0
-                    and src.frame == lp.name
-                    and src.attrs.get("transpose_a")
-                    and not src.attrs.get("transpose_b")
-                    and consumers[src.id] == [(add, 0)]
-                    and not src.control_inputs
-                ):
-                    self.deferred[add.id] = (src, m)
+        self.acc_adds, self.acc_merges, self.deferred, self.concat_parts = find_accumulators(
+            loops, nodes, self.kernels
+        )
+        self.projected = find_projections(loops)
 
     def _guards(self, nodes) -> None:
         """Per-output guards: frozensets of (predicate key, bool) literals, per frame."""
@@ -193,7 +153,7 @@ class StructuredPartition:
             elif n.type == "Merge":
                 ins = [self._input_guard(s, i, out_guard, n) for s, i in n.inputs]
                 try:
-                    g, pick = _merge_guard(ins)
+                    g, pick = merge_guard(ins)
                 except Unsupported as e:
                     raise Unsupported(f"{e}: {n.name} with input guards {ins}") from None
                 merge_of[n.id] = pick
@@ -295,7 +255,7 @@ class StructuredPartition:
         src.append("    def _run(_a, _st):")
         src.append("        _f0 = ''")
         line_node = {}
-        for indent, code, node in self.lines:
+        for indent, code, node in drop_dead(self.lines, rets):
             for part in code.split("\n"):
                 src.append("        " + "    " * indent + part)
                 if node is not None:
@@ -331,7 +291,7 @@ class StructuredPartition:
                 continue
             items.append(("node", n))
         # A child loop goes where its last Enter input is ready; users of its Exits come after.
-        return _order_items(items, loops)
+        return order_items(items, loops)
 
     @staticmethod
     def _structural(lp: _Loop) -> set:
@@ -423,6 +383,9 @@ class StructuredPartition:
         rows = self._bind(Rows)
         for add_id, _, _ in deferred:
             self._emit(indent, f"_da{add_id} = {rows}() ; _dg{add_id} = {rows}()", None)
+        projected = [n for n in lp.members if n.id in self.projected]
+        for n in projected:
+            self._emit(indent, f"_p{n.id} = {self._bind(InputProjection)}()", None)
         self._emit(indent, "while True:", None)
         # A loop that never ends (its condition says so) stops at the step's deadline.
         self._emit(indent + 1, "if _st.deadline is not None: _st.check_cancelled()", None)
@@ -436,6 +399,8 @@ class StructuredPartition:
             self._emit(indent + 1, f"{', '.join(mvars)}, = {', '.join(nexts)},", None)
             self._emit(indent + 1, " ; ".join(f"mi{m.id} = 1" for m in lp.merges), None)
         self._emit(indent + 1, f"{it_var} += 1", None)
+        for n in projected:
+            self._emit(indent, f"_p{n.id} = None", None)
         fold = self._bind(_fold_matmuls)
         for add_id, mm, m in deferred:
             var = self.name[(m.id, 0)]
@@ -449,15 +414,25 @@ class StructuredPartition:
         t = n.type
         if n.id in self.deferred:
             mm, _ = self.deferred[n.id]
-            a, g = (self.name[(s_.id, i)] for s_, i in mm.inputs)
+            g = self.name[(mm.inputs[1][0].id, mm.inputs[1][1])]
+            cat = self.concat_parts.get(n.id)
+            if cat is None:
+                a = self.name[(mm.inputs[0][0].id, mm.inputs[0][1])]
+                self._emit(indent, f"_da{n.id}.append({a}) ; _dg{n.id}.append({g})", n)
+            else:
+                *parts, axis = (self.name[(s_.id, i)] for s_, i in cat.inputs)
+                concat = self._bind(self.kernels.get(cat).compute)
+                self._emit(indent, f"_da{n.id}.append_parts(({', '.join(parts)},), {concat}, "
+                                   f"{axis}) ; _dg{n.id}.append({g})", n)  # fmt: skip
             slot = self.acc_adds[n.id]
             acc_src, acc_idx = n.inputs[slot]
-            self._emit(indent, f"_da{n.id}.append({a}) ; _dg{n.id}.append({g})", n)
             # The accumulator is unchanged until the loop ends.
             self.name[(n.id, 0)] = self.name[(acc_src.id, acc_idx)]
             return
         if t == "MatMul" and any(mm is n for mm, _ in self.deferred.values()):
             return  # computed after the loop, as one GEMM over all iterations
+        if t == "ConcatV2" and any(c is n for c in self.concat_parts.values()):
+            return  # its parts go straight into the folded MatMul's stacked operand
         args = [self.name[(s.id, i)] for s, i in n.inputs]
         bind = self._bind
         if t == "_Arg":
@@ -506,16 +481,25 @@ class StructuredPartition:
             return
         k = bind(kern.compute)
         if kern.context:
-            lp = self.loops.get(n.frame) if n.frame else None
-            fid = f"_f{lp.id}" if lp else "_f0"
-            itv = f"_i{lp.id}" if lp else "0"
-            args = [f"_Ctx(_st, {bind(n.op)}, {bind(self.device)}, {bind(self.device.resources)}, "
-                    f"{fid}, {itv})", *args]  # fmt: skip
+            args = [self._ctx(n), *args]
         call = f"{k}({', '.join(args)})"
+        read = self.projected.get(n.id)
+        if read is not None:
+            handle, index = (self.name[(s_.id, i)] for s_, i in read.inputs[:2])
+            call = f"_p{n.id}.cell({self._ctx(read)}, {handle}, {index}, {k}, {', '.join(args)})"
         outs = [f"v{n.id}_{i}" for i in range(n.num_outputs)]
         self._emit(indent, self._wrap(call, n, outs), n)
         for i, o in enumerate(outs):
             self.name[(n.id, i)] = o
+
+    def _ctx(self, n) -> str:
+        """The expression of node n's OpKernelContext."""
+        bind = self._bind
+        lp = self.loops.get(n.frame) if n.frame else None
+        fid = f"_f{lp.id}" if lp else "_f0"
+        itv = f"_i{lp.id}" if lp else "0"
+        return (f"_Ctx(_st, {bind(n.op)}, {bind(self.device)}, {bind(self.device.resources)}, "
+                f"{fid}, {itv})")  # fmt: skip
 
     def _wrap(self, call: str, node, outs: list[str]) -> str:
         target = ""
@@ -609,69 +593,3 @@ _INDEX = _index_values()
 
 def _escape(name: str) -> str:
     return name.replace("\\", "\\\\").replace("'", "\\'").replace("{", "{{").replace("}", "}}")
-
-
-def _merge_guard(ins: list[frozenset]):
-    """The guard of a cond's Merge and which input the predicate picks.
-
-    Returns (G, (pred key, index of the input live when the predicate is true)).
-    """
-    if len(ins) != 2:
-        raise Unsupported("Merges with other than two inputs")
-    a, b = ins
-    only_a, only_b = a - b, b - a
-    if len(only_a) != 1 or len(only_b) != 1:
-        raise Unsupported("a Merge that is not the end of a cond")
-    (ka, va), (kb, vb) = next(iter(only_a)), next(iter(only_b))
-    if ka != kb or va == vb or ka[0] == "loop":
-        raise Unsupported("a Merge that is not the end of a cond")
-    return a & b, (ka, 0 if va else 1)
-
-
-def _order_items(items, loops):
-    """Topological order of a frame's items (nodes and whole child loops)."""
-    owner = {}
-    for kind, obj in items:
-        if kind == "node":
-            owner[obj.id] = (kind, obj)
-        else:
-            for n in _loop_nodes(obj, loops):
-                owner[n.id] = (kind, obj)
-    index = {id(it[1]): k for k, it in enumerate(items)}
-    deps = {k: set() for k in range(len(items))}
-    for k, (kind, obj) in enumerate(items):
-        nodes = [obj] if kind == "node" else _loop_nodes(obj, loops)
-        for n in nodes:
-            for s, _ in n.inputs:
-                o = owner.get(s.id)
-                if o is not None and index[id(o[1])] != k:
-                    deps[k].add(index[id(o[1])])
-            for c in n.control_inputs:
-                o = owner.get(c.id)
-                if o is not None and index[id(o[1])] != k:
-                    deps[k].add(index[id(o[1])])
-    order, done = [], set()
-    pending = list(range(len(items)))
-    while pending:
-        progressed = False
-        rest = []
-        for k in pending:
-            if deps[k] <= done:
-                order.append(items[k])
-                done.add(k)
-                progressed = True
-            else:
-                rest.append(k)
-        if not progressed:
-            raise Unsupported("a cycle among a frame's items")
-        pending = rest
-    return order
-
-
-def _loop_nodes(lp: _Loop, loops) -> list:
-    """Every node of loop `lp`, its nested loops, and its Enters (which live in the parent)."""
-    out = list(lp.enters) + list(lp.members)
-    for child in loops.values():
-        if child.parent == lp.name:
-            out.extend(_loop_nodes(child, loops))
-    return out

@@ -88,10 +88,11 @@ def exp64_rows(x, out, bits):  # pragma: no cover - compiled
 
 
 @_jit
-def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peephole,
+def cell_forward(gates, has_xw, xw, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peephole,
                  i, cs, f, o, ci, co, h, lo, hi):  # fmt: skip  # pragma: no cover - compiled
     """The gate nonlinearities and state update of one LSTM step, over rows [lo, hi); `gates`
-    holds the four gates' products, [4, batch, n].
+    holds the four gates' products, [4, batch, n]; with has_xw, the input's products xw
+    ([batch, 4n]) are added to them first (in place, as the numpy path's `gates += xw`).
 
     Row by row in stages over the units: the pre-activations (storage-type arithmetic), the
     exps in float64 (exp64_rows), then the gates and the new state; the operations and their
@@ -108,6 +109,16 @@ def cell_forward(gates, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peeph
     bi, bc, bf, bo = b[:n], b[n : 2 * n], b[2 * n : 3 * n], b[3 * n :]
     for r in range(lo, hi):
         gi, gc, gf, go = gates[0, r], gates[1, r], gates[2, r], gates[3, r]
+        if has_xw:
+            xr = xw[r]
+            for j in range(n):
+                gi[j] = gi[j] + xr[j]
+            for j in range(n):
+                gc[j] = gc[j] + xr[n + j]
+            for j in range(n):
+                gf[j] = gf[j] + xr[2 * n + j]
+            for j in range(n):
+                go[j] = go[j] + xr[3 * n + j]
         cp = cs_prev[r]
         ir, cir, fr, csr, orow, cor, hr = i[r], ci[r], f[r], cs[r], o[r], co[r], h[r]
         if peephole:

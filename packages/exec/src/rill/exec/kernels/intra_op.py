@@ -201,6 +201,32 @@ def threads_now() -> int:
     return max(1, min(_THREADS, _policy.intra_op_limit(), _policy.cores_for(None)))
 
 
+def hand_off(fn):
+    """Starts fn() on an idle intra-op worker, for work off the caller's path (a copy the
+    caller needs only later): returns a handle for finish(), or None where no second thread
+    may run now (the step's intra-op bound, the core budget, no idle core, or the caller is
+    itself a worker) — the caller then runs fn itself. fn must touch memory nothing else
+    uses until finish() returns."""
+    if _THREADS < 2 or getattr(_tls, "worker", False) or _policy.intra_op_limit() < 2:
+        return None
+    if _policy.cores_idle() < 2:
+        return None
+    job = _Job(lambda lo, hi: fn(), [0, 1], 1, np.geterr())
+    _pool.post(job, 1)
+    return job
+
+
+def finish(job) -> None:
+    """Returns once hand_off's fn has run: runs it here if no worker has taken it yet (so
+    never waits for a worker that has not started), else waits for the worker; raises what
+    fn raised."""
+    job.take()
+    _pool.withdraw(job)
+    job.done.wait()
+    if job.error is not None:
+        raise job.error
+
+
 def parallel_blocks(count: int, fn, work: int) -> None:
     """Runs fn(i) for every i in range(count) over the intra-op threads, one block per piece,
     taken from a shared counter (a thread whose core is busy does fewer), for a kernel of `work`

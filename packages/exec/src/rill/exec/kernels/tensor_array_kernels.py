@@ -38,7 +38,7 @@ from rill.exec.resources import ResourceHandle, handle_array, handle_of
 from rill.graph.errors import InvalidArgumentError, UnimplementedError
 from rill.graph.shapes import TensorShape
 
-__all__ = ["TensorArray"]
+__all__ = ["TensorArray", "peek_elements"]
 
 _ARRAYS = "_tensor_arrays"
 _GRADS = "_tensor_array_grads"
@@ -202,6 +202,14 @@ class TensorArray:
         e.read = True
         return value
 
+    def peek(self) -> list:
+        """The elements' values in order without reading them (nothing is marked read or
+        cleared): None for an element not written, read as zeros or already cleared."""
+        with self._lock:
+            if self.closed:
+                return []
+            return [e.value if e.written else None for e in self._elements]
+
     def _mark_zero(self, index: int) -> None:
         """An unwritten element reads as zeros of its known shape; fails when there is none."""
         n = len(self._elements)
@@ -248,6 +256,12 @@ class TensorArray:
 
 def _lookup(ctx, value) -> TensorArray:
     return lookup_step_resource(ctx, value, "TensorArray", (_ARRAYS, _GRADS))
+
+
+def peek_elements(ctx, handle) -> list:
+    """The values of the TensorArray that `handle` names, in order, without reading them (see
+    TensorArray.peek): what a loop that reads one element per iteration will read."""
+    return _lookup(ctx, handle).peek()
 
 
 def _check_dtype(ta: TensorArray, dtype, verb: str) -> None:
@@ -437,8 +451,11 @@ def tensor_array_scatter_v3(T, device):
                     f"TensorArray {ta.name}: scatter index {top} is out of range for an array "
                     f"of size {size}"
                 )
-        # Rows are copied: an element must not alias (and keep alive) the whole input.
-        ta.write_many(idx, [xp.array(value[k]) for k in range(idx.size)])
+        # The rows are copied, in one copy of the value: an element must not alias the input
+        # (which its producer may reuse), and every row is an element (so the copy holds no
+        # row that no element refers to); the copy lives while any element does.
+        rows = xp.array(value)
+        ta.write_many(idx, [rows[k] for k in range(idx.size)])
         return flow_in
 
     return compute

@@ -306,13 +306,19 @@ def _apply_dense(step, grad, olds, hyper) -> list:
         # Chunks are disjoint, so the intra-op threads share them.
         parallel_for(-(-n // _CHUNK), part, pieces_per_thread=4)
         return list(olds)
+    # A variable something else still refers to (a value read earlier in the step) gets a new
+    # array, written chunk by chunk; the chunks are disjoint, so the threads share them too.
     dst = [o if o.flags.writeable else np.empty_like(o) for o in olds]
     src = [o.reshape(-1) for o in olds]
     out = [d.reshape(-1) for d in dst]
-    for a in range(0, n, _CHUNK):
-        b = min(n, a + _CHUNK)
-        for o, x in zip(out, step(g[a:b], *(s[a:b] for s in src), *hyper)):
-            o[a:b] = x
+
+    def chunks(lo, hi):
+        for a in range(lo * _CHUNK, min(n, hi * _CHUNK), _CHUNK):
+            b = min(n, a + _CHUNK)
+            for o, x in zip(out, step(g[a:b], *(s[a:b] for s in src), *hyper)):
+                o[a:b] = x
+
+    parallel_for(-(-n // _CHUNK), chunks, pieces_per_thread=4)
     return dst
 
 

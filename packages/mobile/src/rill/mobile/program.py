@@ -145,6 +145,15 @@ def depthwise_padded(h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl) -> int:
     return hp * wp
 
 
+def conv_padded(h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl) -> int:
+    """The cells of a direct convolution's padded input copy (kernels._program_loops.conv_taps),
+    or 0 when every window lies inside the input."""
+    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    if pt == 0 and pl == 0 and hp <= h and wp <= w:
+        return 0
+    return hp * wp
+
+
 def _pad(size, kernel, stride, dilation, out) -> int:
     return max(((out - 1) * stride + (kernel - 1) * dilation + 1 - size) // 2, 0)
 
@@ -274,9 +283,13 @@ class _Builder:
             return
         wo = self.const(wv.transpose(1, 2, 3, 0))
         pt, pl = _pad(h, kh, sh, dh, oh), _pad(w_, kw, sw, dw, ow)
-        if ci <= TAPS_MAX_CI and co % 8 == 0:
+        if ci <= TAPS_MAX_CI:
             self.emit(OP_CONV_TAPS, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co,
-                                     kh, kw, sh, sw, dh, dw, pt, pl, act])  # fmt: skip
+                                     kh, kw, sh, sw, dh, dw, pt, pl, act, -1])  # fmt: skip
+            padded = conv_padded(h, w_, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
+            if padded:  # the input's padded copy goes to the scratch area
+                self.scratch = max(self.scratch, nb * padded * ci)
+                self.scratch_users.append(len(self.rows) - 1)
             return
         self.scratch = max(self.scratch, nb * oh * ow * kh * kw * ci)
         self.emit(OP_CONV, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co, kh, kw,

@@ -216,9 +216,13 @@ class _Builder:
         else:
             wo = self.fconst(wv.transpose(1, 2, 3, 0))
             geo = [n, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl, 0]
-            if ci <= program.TAPS_MAX_CI and co % 8 == 0:
-                self.emit(self.loops.OP_CONV_TAPS, [0, wo, -1, 0, *geo],
-                          [(0, "x"), (1, "c"), (3, "y")])  # fmt: skip
+            if ci <= program.TAPS_MAX_CI:
+                padded = program.conv_padded(h, w_, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
+                fix = [(0, "x"), (1, "c"), (3, "y")]
+                if padded:  # the padded input goes to the gather area
+                    self.g_need = max(self.g_need, n * padded * ci)
+                    fix.append((20, "g"))
+                self.emit(self.loops.OP_CONV_TAPS, [0, wo, -1, 0, *geo, 0 if padded else -1], fix)
             else:
                 self.g_need = max(self.g_need, rows * kh * kw * ci)
                 self.emit(self.loops.OP_CONV, [0, wo, -1, 0, *geo, 0],

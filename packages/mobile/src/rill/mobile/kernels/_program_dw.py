@@ -10,6 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from rill.mobile.kernels._program_direct import direct as _direct
 from rill.mobile.kernels._program_gemm import depthwise3x3 as _depthwise3x3
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
@@ -98,6 +99,10 @@ def depthwise_raw(m, p):  # pragma: no cover - compiled
         hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
         _pad_input(m, xo, p[23], nb, h, w_, ci, hp, wp, pt, pl)
         xo, h, w_, pt, pl = p[23], hp, wp, 0, 0
+        if mult == 1:  # every window inside: register tiles, the activation as they are stored
+            _direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, p[20],
+                    True)  # fmt: skip
+            return True
     x = m[xo : xo + nb * h * w_ * ci].reshape((nb * h * w_, ci))
     w = m[wo : wo + kh * kw * co].reshape((kh * kw, co))
     y = m[yo : yo + nb * oh * ow * co].reshape((nb * oh * ow, co))
@@ -137,3 +142,4 @@ def depthwise_raw(m, p):  # pragma: no cover - compiled
                         else:
                             for j in range(co):
                                 y[r, j] += x[src, j // mult] * w[q, j]
+    return False

@@ -219,7 +219,7 @@ def rows_driver(kind):
         t = "dw" if kind == "dw3" and W == 8 else kind
         xs = ", ".join(f"_u(x{i} + {j})" if vector else f"_u(x{i})" for i in range(4))
         ys = ", ".join(f"_u(y{i} + {j})" for i in range(4))
-        k = {"dw": "kh, kw, ", "dw3": "" if W == 16 else "3, 3, ", "bc": "kh, kw, ci, "}[kind]
+        k = {"dw": "kh, kw, ", "dw3": "" if W == 16 else "3, 3, ", "bc": "kh, tkw, tci, "}[kind]
         return f"_{t}_4x{W}(m, {xs}, {ys}, _u(wo + {j}), _u(bo + {j}), hasb, {k}rs, cs, co, lo, hi)  # fmt: skip"
 
     org = "xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co"
@@ -235,6 +235,10 @@ def rows_driver(kind):
     L.append("    hasb = bo >= 0")
     L.append("    bo = max(bo, 0)")
     L.append("    rs, cs = dh * w_ * ci, dw * ci")
+    if kind == "bc":
+        L.append("    # Without dilation a window row's taps are one run of kw·ci inputs and weights:")
+        L.append("    # the tiles' loops are then kh x (kw·ci) rather than kh x kw x ci.")
+        L.append("    tkw, tci = (1, kw * ci) if dw == 1 else (kw, ci)")
     L.append("    c16 = co // 16 * 16")
     L.append("    c8 = c16 + (co - c16) // 8 * 8")
     L.append("    rows = nb * oh * ow")

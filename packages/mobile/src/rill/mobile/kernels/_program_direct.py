@@ -440,6 +440,9 @@ def _bc_rows(m, geo, kh, kw):  # pragma: no cover - compiled
     hasb = bo >= 0
     bo = max(bo, 0)
     rs, cs = dh * w_ * ci, dw * ci
+    # Without dilation a window row's taps are one run of kw·ci inputs and weights:
+    # the tiles' loops are then kh x (kw·ci) rather than kh x kw x ci.
+    tkw, tci = (1, kw * ci) if dw == 1 else (kw, ci)
     c16 = co // 16 * 16
     c8 = c16 + (co - c16) // 8 * 8
     rows = nb * oh * ow
@@ -460,9 +463,9 @@ def _bc_rows(m, geo, kh, kw):  # pragma: no cover - compiled
             x3, y3 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
             b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
         for j in range(0, c16, 16):
-            _bc_4x16(m, _u(x0), _u(x1), _u(x2), _u(x3), _u(y0 + j), _u(y1 + j), _u(y2 + j), _u(y3 + j), _u(wo + j), _u(bo + j), hasb, kh, kw, ci, rs, cs, co, lo, hi)  # fmt: skip
+            _bc_4x16(m, _u(x0), _u(x1), _u(x2), _u(x3), _u(y0 + j), _u(y1 + j), _u(y2 + j), _u(y3 + j), _u(wo + j), _u(bo + j), hasb, kh, tkw, tci, rs, cs, co, lo, hi)  # fmt: skip
         if c8 > c16:
-            _bc_4x8(m, _u(x0), _u(x1), _u(x2), _u(x3), _u(y0 + c16), _u(y1 + c16), _u(y2 + c16), _u(y3 + c16), _u(wo + c16), _u(bo + c16), hasb, kh, kw, ci, rs, cs, co, lo, hi)  # fmt: skip
+            _bc_4x8(m, _u(x0), _u(x1), _u(x2), _u(x3), _u(y0 + c16), _u(y1 + c16), _u(y2 + c16), _u(y3 + c16), _u(wo + c16), _u(bo + c16), hasb, kh, tkw, tci, rs, cs, co, lo, hi)  # fmt: skip
         for j in range(c8, co):
             for x, y in ((x0, y0), (x1, y1), (x2, y2), (x3, y3)):
                 _one(m, x, wo + j, bo + j, hasb, y + j, kh, kw, ci, rs, cs, co, lo, hi)

@@ -236,7 +236,9 @@ def rows_driver(kind):
     L.append("    bo = max(bo, 0)")
     L.append("    rs, cs = dh * w_ * ci, dw * ci")
     if kind == "bc":
-        L.append("    # Without dilation a window row's taps are one run of kw·ci inputs and weights:")
+        L.append(
+            "    # Without dilation a window row's taps are one run of kw·ci inputs and weights:"
+        )
         L.append("    # the tiles' loops are then kh x (kw·ci) rather than kh x kw x ci.")
         L.append("    tkw, tci = (1, kw * ci) if dw == 1 else (kw, ci)")
     L.append("    c16 = co // 16 * 16")

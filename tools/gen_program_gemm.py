@@ -37,27 +37,6 @@ def tile(R, W):
     return "\n".join(L)
 
 
-def dwtile(W):
-    L = []
-    L.append("@_jit")
-    L.append(f"def _dw3x3x{W}(x, w, b, hasb, y, r, s0, dh, dw, j0):  # pragma: no cover - compiled")
-    L.append(
-        f'    """y[r, j0 : j0 + {W}] = the 3x3 depthwise window at x row s0 (rows dh apart in the'
-    )
-    L.append(f'    window, columns dw apart), the {W} sums held in locals across the nine taps."""')
-    L.append("    r, j0 = _u(r), _u(j0)")
-    for j in range(W):
-        L.append(f"    c{j} = b[j0 + _u({j})] if hasb else np.float32(0.0)")
-    L.append("    for t in range(9):")
-    L.append("        q = _u(s0 + (t // 3) * dh + (t % 3) * dw)")
-    L.append("        tu = _u(t)")
-    for j in range(W):
-        L.append(f"        c{j} += x[q, j0 + _u({j})] * w[tu, j0 + _u({j})]")
-    for j in range(W):
-        L.append(f"    y[r, j0 + _u({j})] = c{j}")
-    return "\n".join(L)
-
-
 head = '''"""The matrix product of the whole-subgraph programs (rill.mobile.kernels._program_loops):
 y = x @ w (+ bias) in tiles of 4 rows x 16 (or 8) output channels whose sums stay in registers
 across the whole depth, so each output is loaded and stored once and each weight row segment is
@@ -129,22 +108,6 @@ def gemm2d(x, w, b, hasb, y, act):  # pragma: no cover - compiled
             for j in range(n8, n_):
                 y[r, j] = _clamp(y[r, j], lo, hi)
 
-
-@_jit
-def depthwise3x3(x, w, b, hasb, y, r, s0, dh, dw, co):  # pragma: no cover - compiled
-    """One output cell of a 3x3 depthwise convolution (multiplier 1) whose window lies inside
-    the input: y[r] from x rows s0 + ky·dh + kx·dw, w [9, CO]."""
-    n16 = co // 16 * 16
-    n8 = n16 + (co - n16) // 8 * 8
-    for j0 in range(0, n16, 16):
-        _dw3x3x16(x, w, b, hasb, y, r, s0, dh, dw, j0)
-    if n8 > n16:
-        _dw3x3x8(x, w, b, hasb, y, r, s0, dh, dw, n16)
-    for j in range(n8, co):
-        v = b[j] if hasb else np.float32(0.0)
-        for t in range(9):
-            v += x[s0 + (t // 3) * dh + (t % 3) * dw, j] * w[t, j]
-        y[r, j] = v
 '''
 
 
@@ -222,14 +185,15 @@ def rows_driver(kind):
         k = {"dw": "kh, kw, ", "dw3": "" if W == 16 else "3, 3, ", "bc": "kh, tkw, tci, "}[kind]
         return f"_{t}_4x{W}(m, {xs}, {ys}, _u(wo + {j}), _u(bo + {j}), hasb, {k}rs, cs, co, lo, hi)  # fmt: skip"
 
-    org = "xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co"
+    org = "xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci, yo + ((b * oh + oy) * ow + ox) * co"
     what = {"dw": "depthwise", "dw3": "3x3 depthwise", "bc": "other"}[kind]
     L = [
         "@_jit",
         f"def _{kind}_rows(m, geo{', ' if args else ''}{args}):  # pragma: no cover - compiled",
     ]
     L.append(f'    """`direct`\'s pixel loop for {what} convolutions (geo: its parameters)."""')
-    L.append("    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, lo, hi = geo")
+    L.append("    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi = geo")
+    L.append("    oy0, oy1, ox0, ox1 = box")
     if kind == "dw3":
         L.append("    kh = kw = 3")
     L.append("    hasb = bo >= 0")
@@ -243,16 +207,16 @@ def rows_driver(kind):
         L.append("    tkw, tci = (1, kw * ci) if dw == 1 else (kw, ci)")
     L.append("    c16 = co // 16 * 16")
     L.append("    c8 = c16 + (co - c16) // 8 * 8")
-    L.append("    rows = nb * oh * ow")
-    L.append("    b = oy = ox = r = 0")
+    L.append("    rows = nb * (oy1 - oy0) * (ox1 - ox0)")
+    L.append("    b, oy, ox, r = 0, oy0, ox0, 0")
     L.append("    while r < rows:")
     L.append(f"        x0, y0 = {org}")
-    L.append("        b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)")
+    L.append("        b, oy, ox, r = _advance(b, oy, ox, box, r)")
     for i in range(1, 4):
         L.append(f"        x{i}, y{i} = x{i - 1}, y{i - 1}")
         L.append("        if r < rows:")
         L.append(f"            x{i}, y{i} = {org}")
-        L.append("            b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)")
+        L.append("            b, oy, ox, r = _advance(b, oy, ox, box, r)")
     L.append("        for j in range(0, c16, 16):")
     L.append("            " + call(16, "j"))
     L.append("        if c8 > c16:")
@@ -343,14 +307,16 @@ def _one(m, x, w, b, hasb, y, kh, kw, ci, rs, cs, ws, lo, hi):  # pragma: no cov
 
 
 @_jit
-def _advance(b, oy, ox, oh, ow, r):  # pragma: no cover - compiled
-    """The next output pixel (batch, row, column) and its index."""
+def _advance(b, oy, ox, box, r):  # pragma: no cover - compiled
+    """The next output pixel (batch, row, column) of the rows oy0..oy1 and columns ox0..ox1
+    (box), and its count."""
+    oy0, oy1, ox0, ox1 = box
     ox += 1
-    if ox == ow:
-        ox = 0
+    if ox == ox1:
+        ox = ox0
         oy += 1
-        if oy == oh:
-            oy = 0
+        if oy == oy1:
+            oy = oy0
             b += 1
     return b, oy, ox, r + 1
 '''
@@ -358,19 +324,31 @@ def _advance(b, oy, ox, oh, ow, r):  # pragma: no cover - compiled
 direct_call = '''
 
 @_jit
-def direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, act,
-           depthwise):  # pragma: no cover - compiled
-    """A convolution (`depthwise`: multiplier 1, ci == co) whose every window lies inside the
-    input x [nb, h, w_, ci] at xo, into y [nb, oh, ow, co] at yo, with the fused activation;
+def direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl, box, act,
+           depthwise):  # fmt: skip
+    """A convolution (`depthwise`: multiplier 1, ci == co) of the input x [nb, h, w_, ci] at
+    xo (padding pt above, pl left) into y [nb, oh, ow, co] at yo, with the fused activation, over
+    the output rows oy0..oy1 and columns ox0..ox1 (box), whose windows must lie inside x;
     w [KH, KW, CO] (depthwise) or [KH, KW, CI, CO] at wo, bias at bo (-1: none)."""
     lo, hi = _bounds(act)
-    geo = (xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, lo, hi)
+    if box[0] >= box[1] or box[2] >= box[3]:
+        return
+    geo = (xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi)
     if not depthwise:
         _bc_rows(m, geo, kh, kw)
     elif kh == 3 and kw == 3:
         _dw3_rows(m, geo)
     else:
         _dw_rows(m, geo, kh, kw)
+
+
+@_jit
+def inside(o_n, s, pad, span, n):  # pragma: no cover - compiled
+    """The outputs o in [lo, hi) whose window o·s − pad .. o·s − pad + span lies in [0, n)."""
+    lo = min(o_n, (pad + s - 1) // s) if pad > 0 else 0
+    top = n - 1 - span + pad
+    hi = min(o_n, top // s + 1) if top >= 0 else 0
+    return lo, max(lo, hi)
 '''
 
 
@@ -384,8 +362,6 @@ kernels = Path(__file__).resolve().parents[1].joinpath("packages/mobile/src/rill
 out = head
 for R, W in ((4, 16), (4, 8), (1, 16), (1, 8)):
     out += "\n\n" + tile(R, W) + "\n"
-for W in (16, 8):
-    out += "\n\n" + dwtile(W) + "\n"
 out += tail
 write("_program_gemm.py", out)
 

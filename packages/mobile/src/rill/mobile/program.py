@@ -310,18 +310,9 @@ class _Builder:
         bo = self.const(self.weight(b)) if b >= 0 else -1
         wo = self.const(wv.reshape(kh, kw, co))
         pt, pl = _pad(h, kh, sh, dh, oh), _pad(w_, kw, sw, dw, ow)
-        wto = bto = -1
-        # Few channels: whole-row passes over tiled weights and bias beat a short loop per
-        # pixel (measured on MobileNetV2: 48x48x16 ~30% faster; at 96+ channels slower) on
-        # rows of 12 or more columns; on narrow ones (the keyword-spotting CNN's 5) the register
-        # tiles are faster (25x5x16: ~6.4 -> ~4.3 us; even at 10 columns, rows 16+ ahead).
-        if sh == sw == dh == dw == 1 and co == ci and co < 32 and ow >= 12:
-            wto = self.const(np.tile(wv.reshape(kh * kw, 1, co), (1, ow, 1)))
-            if b >= 0:
-                bto = self.const(np.tile(self.weight(b), ow))
         padded = depthwise_padded(h, w_, co, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
         self.emit(OP_DW, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co, kh, kw,
-                          sh, sw, dh, dw, pt, pl, co // ci, act, wto, bto, -1])  # fmt: skip
+                          sh, sw, dh, dw, pt, pl, co // ci, act, -1, -1, -1])  # fmt: skip
         if padded:  # the input's padded copy goes to the scratch area
             self.scratch = max(self.scratch, nb * padded * ci)
             self.scratch_users.append(len(self.rows) - 1)

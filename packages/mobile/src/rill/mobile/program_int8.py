@@ -184,15 +184,10 @@ class _Builder:
         if depthwise:
             mult = co // ci
             wo = self.fconst(wv.reshape(kh, kw, co))
-            wto = bto = -1
-            # program._Builder._depthwise_conv_2d's choice of whole-row passes (no bias here).
-            if sh == sw == dh == dw == 1 and co == ci and co < 32 and ow >= 12:
-                wto = self.fconst(np.tile(wv.reshape(kh * kw, 1, co).astype(np.float32),
-                                          (1, ow, 1)))  # fmt: skip
             padded = program.depthwise_padded(h, w_, co, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
             params = [0, wo, -1, 0, n, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl,
-                      mult, 0, wto, bto, 0 if padded else -1]  # fmt: skip
-            fix = [(0, "x"), (1, "c"), (3, "y")] + ([(21, "c")] if wto >= 0 else [])
+                      mult, 0, -1, -1, 0 if padded else -1]  # fmt: skip
+            fix = [(0, "x"), (1, "c"), (3, "y")]
             if padded:  # the padded input goes to the gather area
                 self.g_need = max(self.g_need, n * padded * ci)
                 fix.append((23, "g"))

@@ -350,14 +350,16 @@ def _one(m, x, w, b, hasb, y, kh, kw, ci, rs, cs, ws, lo, hi):  # pragma: no cov
 
 
 @_jit
-def _advance(b, oy, ox, oh, ow, r):  # pragma: no cover - compiled
-    """The next output pixel (batch, row, column) and its index."""
+def _advance(b, oy, ox, box, r):  # pragma: no cover - compiled
+    """The next output pixel (batch, row, column) of the rows oy0..oy1 and columns ox0..ox1
+    (box), and its count."""
+    oy0, oy1, ox0, ox1 = box
     ox += 1
-    if ox == ow:
-        ox = 0
+    if ox == ox1:
+        ox = ox0
         oy += 1
-        if oy == oh:
-            oy = 0
+        if oy == oy1:
+            oy = oy0
             b += 1
     return b, oy, ox, r + 1
 
@@ -365,29 +367,42 @@ def _advance(b, oy, ox, oh, ow, r):  # pragma: no cover - compiled
 @_jit
 def _dw_rows(m, geo, kh, kw):  # pragma: no cover - compiled
     """`direct`'s pixel loop for depthwise convolutions (geo: its parameters)."""
-    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, lo, hi = geo
+    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi = geo
+    oy0, oy1, ox0, ox1 = box
     hasb = bo >= 0
     bo = max(bo, 0)
     rs, cs = dh * w_ * ci, dw * ci
     c16 = co // 16 * 16
     c8 = c16 + (co - c16) // 8 * 8
-    rows = nb * oh * ow
-    b = oy = ox = r = 0
+    rows = nb * (oy1 - oy0) * (ox1 - ox0)
+    b, oy, ox, r = 0, oy0, ox0, 0
     while r < rows:
-        x0, y0 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-        b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+        x0, y0 = (
+            xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+            yo + ((b * oh + oy) * ow + ox) * co,
+        )
+        b, oy, ox, r = _advance(b, oy, ox, box, r)
         x1, y1 = x0, y0
         if r < rows:
-            x1, y1 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-            b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+            x1, y1 = (
+                xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+                yo + ((b * oh + oy) * ow + ox) * co,
+            )
+            b, oy, ox, r = _advance(b, oy, ox, box, r)
         x2, y2 = x1, y1
         if r < rows:
-            x2, y2 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-            b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+            x2, y2 = (
+                xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+                yo + ((b * oh + oy) * ow + ox) * co,
+            )
+            b, oy, ox, r = _advance(b, oy, ox, box, r)
         x3, y3 = x2, y2
         if r < rows:
-            x3, y3 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-            b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+            x3, y3 = (
+                xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+                yo + ((b * oh + oy) * ow + ox) * co,
+            )
+            b, oy, ox, r = _advance(b, oy, ox, box, r)
         for j in range(0, c16, 16):
             _dw_4x16(m, _u(x0 + j), _u(x1 + j), _u(x2 + j), _u(x3 + j), _u(y0 + j), _u(y1 + j), _u(y2 + j), _u(y3 + j), _u(wo + j), _u(bo + j), hasb, kh, kw, rs, cs, co, lo, hi)  # fmt: skip
         if c8 > c16:
@@ -400,30 +415,43 @@ def _dw_rows(m, geo, kh, kw):  # pragma: no cover - compiled
 @_jit
 def _dw3_rows(m, geo):  # pragma: no cover - compiled
     """`direct`'s pixel loop for 3x3 depthwise convolutions (geo: its parameters)."""
-    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, lo, hi = geo
+    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi = geo
+    oy0, oy1, ox0, ox1 = box
     kh = kw = 3
     hasb = bo >= 0
     bo = max(bo, 0)
     rs, cs = dh * w_ * ci, dw * ci
     c16 = co // 16 * 16
     c8 = c16 + (co - c16) // 8 * 8
-    rows = nb * oh * ow
-    b = oy = ox = r = 0
+    rows = nb * (oy1 - oy0) * (ox1 - ox0)
+    b, oy, ox, r = 0, oy0, ox0, 0
     while r < rows:
-        x0, y0 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-        b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+        x0, y0 = (
+            xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+            yo + ((b * oh + oy) * ow + ox) * co,
+        )
+        b, oy, ox, r = _advance(b, oy, ox, box, r)
         x1, y1 = x0, y0
         if r < rows:
-            x1, y1 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-            b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+            x1, y1 = (
+                xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+                yo + ((b * oh + oy) * ow + ox) * co,
+            )
+            b, oy, ox, r = _advance(b, oy, ox, box, r)
         x2, y2 = x1, y1
         if r < rows:
-            x2, y2 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-            b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+            x2, y2 = (
+                xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+                yo + ((b * oh + oy) * ow + ox) * co,
+            )
+            b, oy, ox, r = _advance(b, oy, ox, box, r)
         x3, y3 = x2, y2
         if r < rows:
-            x3, y3 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-            b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+            x3, y3 = (
+                xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+                yo + ((b * oh + oy) * ow + ox) * co,
+            )
+            b, oy, ox, r = _advance(b, oy, ox, box, r)
         for j in range(0, c16, 16):
             _dw3_4x16(m, _u(x0 + j), _u(x1 + j), _u(x2 + j), _u(x3 + j), _u(y0 + j), _u(y1 + j), _u(y2 + j), _u(y3 + j), _u(wo + j), _u(bo + j), hasb, rs, cs, co, lo, hi)  # fmt: skip
         if c8 > c16:
@@ -436,7 +464,8 @@ def _dw3_rows(m, geo):  # pragma: no cover - compiled
 @_jit
 def _bc_rows(m, geo, kh, kw):  # pragma: no cover - compiled
     """`direct`'s pixel loop for other convolutions (geo: its parameters)."""
-    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, lo, hi = geo
+    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi = geo
+    oy0, oy1, ox0, ox1 = box
     hasb = bo >= 0
     bo = max(bo, 0)
     rs, cs = dh * w_ * ci, dw * ci
@@ -445,23 +474,35 @@ def _bc_rows(m, geo, kh, kw):  # pragma: no cover - compiled
     tkw, tci = (1, kw * ci) if dw == 1 else (kw, ci)
     c16 = co // 16 * 16
     c8 = c16 + (co - c16) // 8 * 8
-    rows = nb * oh * ow
-    b = oy = ox = r = 0
+    rows = nb * (oy1 - oy0) * (ox1 - ox0)
+    b, oy, ox, r = 0, oy0, ox0, 0
     while r < rows:
-        x0, y0 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-        b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+        x0, y0 = (
+            xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+            yo + ((b * oh + oy) * ow + ox) * co,
+        )
+        b, oy, ox, r = _advance(b, oy, ox, box, r)
         x1, y1 = x0, y0
         if r < rows:
-            x1, y1 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-            b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+            x1, y1 = (
+                xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+                yo + ((b * oh + oy) * ow + ox) * co,
+            )
+            b, oy, ox, r = _advance(b, oy, ox, box, r)
         x2, y2 = x1, y1
         if r < rows:
-            x2, y2 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-            b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+            x2, y2 = (
+                xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+                yo + ((b * oh + oy) * ow + ox) * co,
+            )
+            b, oy, ox, r = _advance(b, oy, ox, box, r)
         x3, y3 = x2, y2
         if r < rows:
-            x3, y3 = xo + ((b * h + oy * sh) * w_ + ox * sw) * ci, yo + r * co
-            b, oy, ox, r = _advance(b, oy, ox, oh, ow, r)
+            x3, y3 = (
+                xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci,
+                yo + ((b * oh + oy) * ow + ox) * co,
+            )
+            b, oy, ox, r = _advance(b, oy, ox, box, r)
         for j in range(0, c16, 16):
             _bc_4x16(m, _u(x0), _u(x1), _u(x2), _u(x3), _u(y0 + j), _u(y1 + j), _u(y2 + j), _u(y3 + j), _u(wo + j), _u(bo + j), hasb, kh, tkw, tci, rs, cs, co, lo, hi)  # fmt: skip
         if c8 > c16:
@@ -472,17 +513,28 @@ def _bc_rows(m, geo, kh, kw):  # pragma: no cover - compiled
 
 
 @_jit
-def direct(
-    m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, act, depthwise
-):  # pragma: no cover - compiled
-    """A convolution (`depthwise`: multiplier 1, ci == co) whose every window lies inside the
-    input x [nb, h, w_, ci] at xo, into y [nb, oh, ow, co] at yo, with the fused activation;
+def direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl, box, act,
+           depthwise):  # fmt: skip
+    """A convolution (`depthwise`: multiplier 1, ci == co) of the input x [nb, h, w_, ci] at
+    xo (padding pt above, pl left) into y [nb, oh, ow, co] at yo, with the fused activation, over
+    the output rows oy0..oy1 and columns ox0..ox1 (box), whose windows must lie inside x;
     w [KH, KW, CO] (depthwise) or [KH, KW, CI, CO] at wo, bias at bo (-1: none)."""
     lo, hi = _bounds(act)
-    geo = (xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, lo, hi)
+    if box[0] >= box[1] or box[2] >= box[3]:
+        return
+    geo = (xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi)
     if not depthwise:
         _bc_rows(m, geo, kh, kw)
     elif kh == 3 and kw == 3:
         _dw3_rows(m, geo)
     else:
         _dw_rows(m, geo, kh, kw)
+
+
+@_jit
+def inside(o_n, s, pad, span, n):  # pragma: no cover - compiled
+    """The outputs o in [lo, hi) whose window o·s − pad .. o·s − pad + span lies in [0, n)."""
+    lo = min(o_n, (pad + s - 1) // s) if pad > 0 else 0
+    top = n - 1 - span + pad
+    hi = min(o_n, top // s + 1) if top >= 0 else 0
+    return lo, max(lo, hi)

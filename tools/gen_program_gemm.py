@@ -119,7 +119,7 @@ def direct_tile(W, kind):
     vector = kind != "bc"
     xs = ", ".join(f"x{i}" for i in range(4))
     ys = ", ".join(f"y{i}" for i in range(4))
-    k = {"dw": "kh, kw, ", "dw3": "", "bc": "kh, kw, ci, "}[kind]
+    k = {"dw": "kh, kw, wk, ", "dw3": "", "bc": "kh, kw, ci, "}[kind]
     L = ["@_jit"]
     L.append(
         f"def _{kind}_4x{W}(m, {xs}, {ys}, w, b, hasb, {k}rs, cs, ws, lo, hi):  # pragma: no cover"
@@ -147,7 +147,7 @@ def direct_tile(W, kind):
     ind = "            "
     if vector:
         L.append(ind + "t = _u(ky * rs + kx * cs)")
-        L.append(ind + f"wt = w + _u((ky * {kw} + kx) * ws)")
+        L.append(ind + f"wt = w + _u((ky * {'3' if kind == 'dw3' else 'wk'} + kx) * ws)")
     else:
         L.append(ind + "for c in range(ci):")
         ind += "    "
@@ -176,13 +176,14 @@ def rows_driver(kind):
     """`direct`'s loop over output pixels, 4 at a time (the last tile repeats its last pixel),
     for one kind of tile."""
     vector = kind != "bc"
-    args = {"dw": "kh, kw", "dw3": "", "bc": "kh, kw"}[kind]
+    args = {"dw": "kh, kw, wk", "dw3": "", "bc": "kh, kw"}[kind]
 
     def call(W, j):
         t = "dw" if kind == "dw3" and W == 8 else kind
         xs = ", ".join(f"_u(x{i} + {j})" if vector else f"_u(x{i})" for i in range(4))
         ys = ", ".join(f"_u(y{i} + {j})" for i in range(4))
-        k = {"dw": "kh, kw, ", "dw3": "" if W == 16 else "3, 3, ", "bc": "kh, tkw, tci, "}[kind]
+        dw3 = "" if W == 16 else "3, 3, 3, "
+        k = {"dw": "kh, kw, wk, ", "dw3": dw3, "bc": "kh, tkw, tci, "}[kind]
         return f"_{t}_4x{W}(m, {xs}, {ys}, _u(wo + {j}), _u(bo + {j}), hasb, {k}rs, cs, co, lo, hi)  # fmt: skip"
 
     org = "xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci, yo + ((b * oh + oy) * ow + ox) * co"
@@ -192,7 +193,9 @@ def rows_driver(kind):
         f"def _{kind}_rows(m, geo{', ' if args else ''}{args}):  # pragma: no cover - compiled",
     ]
     L.append(f'    """`direct`\'s pixel loop for {what} convolutions (geo: its parameters)."""')
-    L.append("    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi = geo")
+    L.append(
+        "    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi = geo"
+    )
     L.append("    oy0, oy1, ox0, ox1 = box")
     if kind == "dw3":
         L.append("    kh = kw = 3")
@@ -324,22 +327,23 @@ def _advance(b, oy, ox, box, r):  # pragma: no cover - compiled
 direct_call = '''
 
 @_jit
-def direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl, box, act,
-           depthwise):  # fmt: skip
+def direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, wk, sh, sw, dh, dw, pt, pl, box,
+           act, depthwise):  # fmt: skip
     """A convolution (`depthwise`: multiplier 1, ci == co) of the input x [nb, h, w_, ci] at
     xo (padding pt above, pl left) into y [nb, oh, ow, co] at yo, with the fused activation, over
     the output rows oy0..oy1 and columns ox0..ox1 (box), whose windows must lie inside x;
-    w [KH, KW, CO] (depthwise) or [KH, KW, CI, CO] at wo, bias at bo (-1: none)."""
+    w [KH, KW, CO] (depthwise) or [KH, KW, CI, CO] at wo, bias at bo (-1: none). Depthwise, the
+    window may be part of the weights' (kh x kw taps of rows of wk, from xo and wo on)."""
     lo, hi = _bounds(act)
     if box[0] >= box[1] or box[2] >= box[3]:
         return
     geo = (xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi)
     if not depthwise:
         _bc_rows(m, geo, kh, kw)
-    elif kh == 3 and kw == 3:
+    elif kh == 3 and kw == 3 and wk == 3:
         _dw3_rows(m, geo)
     else:
-        _dw_rows(m, geo, kh, kw)
+        _dw_rows(m, geo, kh, kw, wk)
 
 
 @_jit
@@ -348,6 +352,16 @@ def inside(o_n, s, pad, span, n):  # pragma: no cover - compiled
     lo = min(o_n, (pad + s - 1) // s) if pad > 0 else 0
     top = n - 1 - span + pad
     hi = min(o_n, top // s + 1) if top >= 0 else 0
+    return lo, max(lo, hi)
+
+
+@_jit
+def taps(o, s, pad, d, k, n):  # pragma: no cover - compiled
+    """The taps t in [lo, hi) of output o's window (k taps d apart from o·s − pad) inside
+    [0, n)."""
+    a = o * s - pad
+    lo = max(0, (-a + d - 1) // d) if a < 0 else 0
+    hi = min(k, (n - 1 - a) // d + 1) if n - 1 - a >= 0 else 0
     return lo, max(lo, hi)
 '''
 

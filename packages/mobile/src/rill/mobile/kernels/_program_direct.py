@@ -365,7 +365,7 @@ def _advance(b, oy, ox, box, r):  # pragma: no cover - compiled
 
 
 @_jit
-def _dw_rows(m, geo, kh, kw):  # pragma: no cover - compiled
+def _dw_rows(m, geo, kh, kw, wk):  # pragma: no cover - compiled
     """`direct`'s pixel loop for depthwise convolutions (geo: its parameters)."""
     xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi = geo
     oy0, oy1, ox0, ox1 = box
@@ -404,9 +404,9 @@ def _dw_rows(m, geo, kh, kw):  # pragma: no cover - compiled
             )
             b, oy, ox, r = _advance(b, oy, ox, box, r)
         for j in range(0, c16, 16):
-            _dw_4x16(m, _u(x0 + j), _u(x1 + j), _u(x2 + j), _u(x3 + j), _u(y0 + j), _u(y1 + j), _u(y2 + j), _u(y3 + j), _u(wo + j), _u(bo + j), hasb, kh, kw, rs, cs, co, lo, hi)  # fmt: skip
+            _dw_4x16(m, _u(x0 + j), _u(x1 + j), _u(x2 + j), _u(x3 + j), _u(y0 + j), _u(y1 + j), _u(y2 + j), _u(y3 + j), _u(wo + j), _u(bo + j), hasb, kh, kw, wk, rs, cs, co, lo, hi)  # fmt: skip
         if c8 > c16:
-            _dw_4x8(m, _u(x0 + c16), _u(x1 + c16), _u(x2 + c16), _u(x3 + c16), _u(y0 + c16), _u(y1 + c16), _u(y2 + c16), _u(y3 + c16), _u(wo + c16), _u(bo + c16), hasb, kh, kw, rs, cs, co, lo, hi)  # fmt: skip
+            _dw_4x8(m, _u(x0 + c16), _u(x1 + c16), _u(x2 + c16), _u(x3 + c16), _u(y0 + c16), _u(y1 + c16), _u(y2 + c16), _u(y3 + c16), _u(wo + c16), _u(bo + c16), hasb, kh, kw, wk, rs, cs, co, lo, hi)  # fmt: skip
         for j in range(c8, co):
             for x, y in ((x0, y0), (x1, y1), (x2, y2), (x3, y3)):
                 _one(m, x + j, wo + j, bo + j, hasb, y + j, kh, kw, 1, rs, cs, co, lo, hi)
@@ -455,7 +455,7 @@ def _dw3_rows(m, geo):  # pragma: no cover - compiled
         for j in range(0, c16, 16):
             _dw3_4x16(m, _u(x0 + j), _u(x1 + j), _u(x2 + j), _u(x3 + j), _u(y0 + j), _u(y1 + j), _u(y2 + j), _u(y3 + j), _u(wo + j), _u(bo + j), hasb, rs, cs, co, lo, hi)  # fmt: skip
         if c8 > c16:
-            _dw_4x8(m, _u(x0 + c16), _u(x1 + c16), _u(x2 + c16), _u(x3 + c16), _u(y0 + c16), _u(y1 + c16), _u(y2 + c16), _u(y3 + c16), _u(wo + c16), _u(bo + c16), hasb, 3, 3, rs, cs, co, lo, hi)  # fmt: skip
+            _dw_4x8(m, _u(x0 + c16), _u(x1 + c16), _u(x2 + c16), _u(x3 + c16), _u(y0 + c16), _u(y1 + c16), _u(y2 + c16), _u(y3 + c16), _u(wo + c16), _u(bo + c16), hasb, 3, 3, 3, rs, cs, co, lo, hi)  # fmt: skip
         for j in range(c8, co):
             for x, y in ((x0, y0), (x1, y1), (x2, y2), (x3, y3)):
                 _one(m, x + j, wo + j, bo + j, hasb, y + j, kh, kw, 1, rs, cs, co, lo, hi)
@@ -513,22 +513,23 @@ def _bc_rows(m, geo, kh, kw):  # pragma: no cover - compiled
 
 
 @_jit
-def direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl, box, act,
-           depthwise):  # fmt: skip
+def direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, wk, sh, sw, dh, dw, pt, pl, box,
+           act, depthwise):  # fmt: skip
     """A convolution (`depthwise`: multiplier 1, ci == co) of the input x [nb, h, w_, ci] at
     xo (padding pt above, pl left) into y [nb, oh, ow, co] at yo, with the fused activation, over
     the output rows oy0..oy1 and columns ox0..ox1 (box), whose windows must lie inside x;
-    w [KH, KW, CO] (depthwise) or [KH, KW, CI, CO] at wo, bias at bo (-1: none)."""
+    w [KH, KW, CO] (depthwise) or [KH, KW, CI, CO] at wo, bias at bo (-1: none). Depthwise, the
+    window may be part of the weights' (kh x kw taps of rows of wk, from xo and wo on)."""
     lo, hi = _bounds(act)
     if box[0] >= box[1] or box[2] >= box[3]:
         return
     geo = (xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi)
     if not depthwise:
         _bc_rows(m, geo, kh, kw)
-    elif kh == 3 and kw == 3:
+    elif kh == 3 and kw == 3 and wk == 3:
         _dw3_rows(m, geo)
     else:
-        _dw_rows(m, geo, kh, kw)
+        _dw_rows(m, geo, kh, kw, wk)
 
 
 @_jit
@@ -537,4 +538,14 @@ def inside(o_n, s, pad, span, n):  # pragma: no cover - compiled
     lo = min(o_n, (pad + s - 1) // s) if pad > 0 else 0
     top = n - 1 - span + pad
     hi = min(o_n, top // s + 1) if top >= 0 else 0
+    return lo, max(lo, hi)
+
+
+@_jit
+def taps(o, s, pad, d, k, n):  # pragma: no cover - compiled
+    """The taps t in [lo, hi) of output o's window (k taps d apart from o·s − pad) inside
+    [0, n)."""
+    a = o * s - pad
+    lo = max(0, (-a + d - 1) // d) if a < 0 else 0
+    hi = min(k, (n - 1 - a) // d + 1) if n - 1 - a >= 0 else 0
     return lo, max(lo, hi)

@@ -18,7 +18,7 @@ _u = np.uint64
 
 @_jit
 def _dw_4x16(
-    m, x0, x1, x2, x3, y0, y1, y2, y3, w, b, hasb, kh, kw, rs, cs, ws, lo, hi
+    m, x0, x1, x2, x3, y0, y1, y2, y3, w, b, hasb, kh, kw, wk, rs, cs, ws, lo, hi
 ):  # pragma: no cover
     """m[y_i + j] (pixel i < 4, channel j < 16) = the window at m[x_i] (taps ky·rs + kx·cs,
     16 input channels) times the weights at w + tap·ws, plus the bias at b when hasb, clamped to
@@ -58,7 +58,7 @@ def _dw_4x16(
     for ky in range(kh):
         for kx in range(kw):
             t = _u(ky * rs + kx * cs)
-            wt = w + _u((ky * kw + kx) * ws)
+            wt = w + _u((ky * wk + kx) * ws)
             v0 = m[wt + _u(0)]
             v1 = m[wt + _u(1)]
             v2 = m[wt + _u(2)]
@@ -211,7 +211,7 @@ def _dw_4x16(
 
 @_jit
 def _dw_4x8(
-    m, x0, x1, x2, x3, y0, y1, y2, y3, w, b, hasb, kh, kw, rs, cs, ws, lo, hi
+    m, x0, x1, x2, x3, y0, y1, y2, y3, w, b, hasb, kh, kw, wk, rs, cs, ws, lo, hi
 ):  # pragma: no cover
     """m[y_i + j] (pixel i < 4, channel j < 8) = the window at m[x_i] (taps ky·rs + kx·cs,
     8 input channels) times the weights at w + tap·ws, plus the bias at b when hasb, clamped to
@@ -235,7 +235,7 @@ def _dw_4x8(
     for ky in range(kh):
         for kx in range(kw):
             t = _u(ky * rs + kx * cs)
-            wt = w + _u((ky * kw + kx) * ws)
+            wt = w + _u((ky * wk + kx) * ws)
             v0 = m[wt + _u(0)]
             v1 = m[wt + _u(1)]
             v2 = m[wt + _u(2)]

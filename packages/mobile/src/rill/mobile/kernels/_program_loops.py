@@ -138,7 +138,7 @@ def conv_taps(m, p):  # pragma: no cover - compiled
         hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
         _pad_input(m, xo, p[20], nb, h, w_, ci, hp, wp, pt, pl)
         xo, h, w_ = p[20], hp, wp
-    _direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, 0, 0,
+    _direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, kw, sh, sw, dh, dw, 0, 0,
             (0, oh, 0, ow), act, False)  # fmt: skip
 
 

@@ -198,7 +198,7 @@ def rows_driver(kind):
     )
     L.append("    oy0, oy1, ox0, ox1 = box")
     if kind == "dw3":
-        L.append("    kh = kw = 3")
+        L.append("    kh = kw = wk = 3")
     L.append("    hasb = bo >= 0")
     L.append("    bo = max(bo, 0)")
     L.append("    rs, cs = dh * w_ * ci, dw * ci")
@@ -228,12 +228,12 @@ def rows_driver(kind):
     L.append("            for x, y in ((x0, y0), (x1, y1), (x2, y2), (x3, y3)):")
     if vector:
         L.append(
-            "                _one(m, x + j, wo + j, bo + j, hasb, y + j, kh, kw, 1, rs, cs, "
+            "                _one(m, x + j, wo + j, bo + j, hasb, y + j, kh, kw, wk, 1, rs, cs, "
             "co, lo, hi)"
         )
     else:
         L.append(
-            "                _one(m, x, wo + j, bo + j, hasb, y + j, kh, kw, ci, rs, cs, co, "
+            "                _one(m, x, wo + j, bo + j, hasb, y + j, kh, kw, kw, ci, rs, cs, co, "
             "lo, hi)"
         )
     return "\n".join(L)
@@ -298,14 +298,14 @@ def _bounds(act):  # pragma: no cover - compiled
 
 
 @_jit
-def _one(m, x, w, b, hasb, y, kh, kw, ci, rs, cs, ws, lo, hi):  # pragma: no cover - compiled
-    """One output value: the window at m[x] (ci values a tap; 1 for depthwise) times the
-    weights at w + tap·ws."""
+def _one(m, x, w, b, hasb, y, kh, kw, wk, ci, rs, cs, ws, lo, hi):  # pragma: no cover - compiled
+    """One output value: the window at m[x] (kh x kw taps of ci values; 1 for depthwise)
+    times the weights at w + tap·ws (rows of wk taps)."""
     s = m[b] if hasb else np.float32(0.0)
     for ky in range(kh):
         for kx in range(kw):
             for c in range(ci):
-                s += m[_u(x + ky * rs + kx * cs + c)] * m[_u(w + ((ky * kw + kx) * ci + c) * ws)]
+                s += m[_u(x + ky * rs + kx * cs + c)] * m[_u(w + ((ky * wk + kx) * ci + c) * ws)]
     m[_u(y)] = _clamp(s, lo, hi)
 
 

@@ -148,6 +148,14 @@ def test_which_convolutions_run_tap_by_tap(ci, co, code):
         (1, 6, 7, 20, 1, 3, 2, 2, SAME, 2),  # 16 + 4 one by one, stride and dilation
         (3, 4, 4, 16, 1, 5, 1, 1, SAME, 0),  # a 5x5 window: the general tile
         (1, 5, 6, 8, 1, 4, 1, 1, SAME, 1),  # an even window (padding after > before)
+        # in place, in boxes: the inside outputs, then each border row and column on its taps
+        (1, 9, 8, 40, 1, 5, 1, 1, SAME, 3),  # 5x5: two border rows a side, other tap ranges
+        (2, 10, 9, 48, 1, 3, 2, 1, SAME, 1),  # stride 2: padding below and right only
+        (1, 11, 12, 36, 1, 3, 1, 2, SAME, 0),  # dilation 2; 16 + 16 + 4 channels
+        (1, 13, 14, 8, 1, 3, 1, 1, SAME, 2),  # wide enough not to be copied: 8-channel tiles
+        (1, 4, 12, 33, 1, 5, 1, 1, SAME, 0),  # no row inside: every row a border row
+        (1, 4, 4, 40, 1, 7, 1, 1, SAME, 3),  # every window wider than the input
+        (1, 3, 3, 40, 1, 3, 1, 1, SAME, 1),  # sides below 4: one by one
     ],
 )
 def test_depthwise(n, h, w, ci, mult, k, s, d, pad, act):

@@ -126,7 +126,10 @@ def test_conv2d_same_bits(n, h, w, ci, co, k, s, d, pad, act, per_channel):
         (1, 9, 9, 24, 1, 3, 2, 1, SAME, 0),  # stride 2
         (2, 7, 6, 4, 2, 3, 1, 1, VALID, 1),  # multiplier 2
         (1, 10, 10, 3, 3, 3, 1, 2, SAME, 0),  # dilation, multiplier 3
-        (1, 12, 12, 40, 1, 5, 2, 1, SAME, 3),  # 5x5, many channels: per-pixel loop
+        (1, 12, 12, 40, 1, 5, 2, 1, SAME, 3),  # 5x5, many channels, stride 2: in boxes
+        (1, 13, 12, 40, 1, 3, 1, 1, SAME, 1),  # in boxes, 16 + 16 + 8 channels
+        (1, 5, 7, 24, 1, 3, 1, 1, SAME, 3),  # copied, padded (small, few channels)
+        (1, 3, 3, 40, 1, 3, 1, 1, SAME, 0),  # sides below 4: one by one
     ],
 )
 def test_depthwise_same_bits(n, h, w, c, mult, k, s, d, pad, act):

@@ -338,14 +338,14 @@ def _bounds(act):  # pragma: no cover - compiled
 
 
 @_jit
-def _one(m, x, w, b, hasb, y, kh, kw, ci, rs, cs, ws, lo, hi):  # pragma: no cover - compiled
-    """One output value: the window at m[x] (ci values a tap; 1 for depthwise) times the
-    weights at w + tap·ws."""
+def _one(m, x, w, b, hasb, y, kh, kw, wk, ci, rs, cs, ws, lo, hi):  # pragma: no cover - compiled
+    """One output value: the window at m[x] (kh x kw taps of ci values; 1 for depthwise)
+    times the weights at w + tap·ws (rows of wk taps)."""
     s = m[b] if hasb else np.float32(0.0)
     for ky in range(kh):
         for kx in range(kw):
             for c in range(ci):
-                s += m[_u(x + ky * rs + kx * cs + c)] * m[_u(w + ((ky * kw + kx) * ci + c) * ws)]
+                s += m[_u(x + ky * rs + kx * cs + c)] * m[_u(w + ((ky * wk + kx) * ci + c) * ws)]
     m[_u(y)] = _clamp(s, lo, hi)
 
 
@@ -409,7 +409,7 @@ def _dw_rows(m, geo, kh, kw, wk):  # pragma: no cover - compiled
             _dw_4x8(m, _u(x0 + c16), _u(x1 + c16), _u(x2 + c16), _u(x3 + c16), _u(y0 + c16), _u(y1 + c16), _u(y2 + c16), _u(y3 + c16), _u(wo + c16), _u(bo + c16), hasb, kh, kw, wk, rs, cs, co, lo, hi)  # fmt: skip
         for j in range(c8, co):
             for x, y in ((x0, y0), (x1, y1), (x2, y2), (x3, y3)):
-                _one(m, x + j, wo + j, bo + j, hasb, y + j, kh, kw, 1, rs, cs, co, lo, hi)
+                _one(m, x + j, wo + j, bo + j, hasb, y + j, kh, kw, wk, 1, rs, cs, co, lo, hi)
 
 
 @_jit
@@ -417,7 +417,7 @@ def _dw3_rows(m, geo):  # pragma: no cover - compiled
     """`direct`'s pixel loop for 3x3 depthwise convolutions (geo: its parameters)."""
     xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi = geo
     oy0, oy1, ox0, ox1 = box
-    kh = kw = 3
+    kh = kw = wk = 3
     hasb = bo >= 0
     bo = max(bo, 0)
     rs, cs = dh * w_ * ci, dw * ci
@@ -458,7 +458,7 @@ def _dw3_rows(m, geo):  # pragma: no cover - compiled
             _dw_4x8(m, _u(x0 + c16), _u(x1 + c16), _u(x2 + c16), _u(x3 + c16), _u(y0 + c16), _u(y1 + c16), _u(y2 + c16), _u(y3 + c16), _u(wo + c16), _u(bo + c16), hasb, 3, 3, 3, rs, cs, co, lo, hi)  # fmt: skip
         for j in range(c8, co):
             for x, y in ((x0, y0), (x1, y1), (x2, y2), (x3, y3)):
-                _one(m, x + j, wo + j, bo + j, hasb, y + j, kh, kw, 1, rs, cs, co, lo, hi)
+                _one(m, x + j, wo + j, bo + j, hasb, y + j, kh, kw, wk, 1, rs, cs, co, lo, hi)
 
 
 @_jit
@@ -509,7 +509,7 @@ def _bc_rows(m, geo, kh, kw):  # pragma: no cover - compiled
             _bc_4x8(m, _u(x0), _u(x1), _u(x2), _u(x3), _u(y0 + c16), _u(y1 + c16), _u(y2 + c16), _u(y3 + c16), _u(wo + c16), _u(bo + c16), hasb, kh, tkw, tci, rs, cs, co, lo, hi)  # fmt: skip
         for j in range(c8, co):
             for x, y in ((x0, y0), (x1, y1), (x2, y2), (x3, y3)):
-                _one(m, x, wo + j, bo + j, hasb, y + j, kh, kw, ci, rs, cs, co, lo, hi)
+                _one(m, x, wo + j, bo + j, hasb, y + j, kh, kw, kw, ci, rs, cs, co, lo, hi)
 
 
 @_jit

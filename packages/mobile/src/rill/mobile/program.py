@@ -128,10 +128,10 @@ def _strides(shape) -> list[int]:
 
 # A depthwise input with padding is first copied, padded, to the scratch area
 # (kernels._program_loops.depthwise) when an output side is below DW_PAD_BELOW and it has at
-# most DW_PAD_CHANNELS channels: then many windows reach outside and the per-tap loop over few
-# channels is slow (the keyword-spotting CNN's 25x5x16 and x32 layers: ~3.3 -> 2.4 and
-# ~4.1 -> 3.4 us). With many channels that loop is long vectors and the copy costs more
-# (MobileNetV2's 6x6 and 3x3 layers: ~3% slower padded).
+# most DW_PAD_CHANNELS channels: then many windows reach outside, and one box of direct tiles
+# over the copy beats the border boxes (the keyword-spotting CNN's 25x5x16 layer: ~1.1 vs
+# ~1.3 us). With many channels the copy costs more than it saves (MobileNetV2's 6x6x144
+# layers: ~3.1 us padded, ~2.5 in boxes; its 3x3 ones run one by one either way).
 DW_PAD_BELOW, DW_PAD_CHANNELS = 12, 32
 
 

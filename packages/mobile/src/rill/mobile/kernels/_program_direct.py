@@ -1,6 +1,7 @@
 """Direct convolutions of the whole-subgraph programs (rill.mobile.kernels._program_dw and
-_program_loops) over inputs whose every window lies inside (small inputs are first copied,
-padded, to the programs' scratch area): tiles of 4 output pixels x 16 (or 8) channels whose
+_program_loops) over a box of output rows x columns whose windows lie inside the input (small
+inputs are first copied, padded, to the programs' scratch area; a depthwise border box runs on
+the part of the window inside): tiles of 4 output pixels x 16 (or 8) channels whose
 sums stay in registers across the whole window, each weight segment loaded once for the 4
 pixels, the bias added first and the fused activation applied as the tile is stored. For a
 depthwise convolution each tap multiplies a run of input channels (the tiles of

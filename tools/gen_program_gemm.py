@@ -1,6 +1,9 @@
 """Writes packages/mobile/src/rill/mobile/kernels/_program_gemm.py (register-tiled products of
-the whole-subgraph programs): python tools/gen_program_gemm.py"""
+the whole-subgraph programs) and _program_direct.py (their register-tiled direct convolutions):
+python tools/gen_program_gemm.py"""
 
+import subprocess
+import sys
 from pathlib import Path
 
 
@@ -31,27 +34,6 @@ def tile(R, W):
     for i in range(R):
         for j in range(W):
             L.append(f"    y[r + _u({i}), j0 + _u({j})] = _clamp(s{i}_{j}, lo, hi)")
-    return "\n".join(L)
-
-
-def dwtile(W):
-    L = []
-    L.append("@_jit")
-    L.append(f"def _dw3x3x{W}(x, w, b, hasb, y, r, s0, dh, dw, j0):  # pragma: no cover - compiled")
-    L.append(
-        f'    """y[r, j0 : j0 + {W}] = the 3x3 depthwise window at x row s0 (rows dh apart in the'
-    )
-    L.append(f'    window, columns dw apart), the {W} sums held in locals across the nine taps."""')
-    L.append("    r, j0 = _u(r), _u(j0)")
-    for j in range(W):
-        L.append(f"    c{j} = b[j0 + _u({j})] if hasb else np.float32(0.0)")
-    L.append("    for t in range(9):")
-    L.append("        q = _u(s0 + (t // 3) * dh + (t % 3) * dw)")
-    L.append("        tu = _u(t)")
-    for j in range(W):
-        L.append(f"        c{j} += x[q, j0 + _u({j})] * w[tu, j0 + _u({j})]")
-    for j in range(W):
-        L.append(f"    y[r, j0 + _u({j})] = c{j}")
     return "\n".join(L)
 
 
@@ -126,29 +108,288 @@ def gemm2d(x, w, b, hasb, y, act):  # pragma: no cover - compiled
             for j in range(n8, n_):
                 y[r, j] = _clamp(y[r, j], lo, hi)
 
+'''
+
+
+def direct_tile(W, kind):
+    """A tile of 4 output pixels x W channels of a direct convolution whose every window lies
+    inside its input. kind "dw": depthwise, each tap multiplies W input channels by W weights;
+    "dw3": the same for 3x3 windows, the tap loops of constant length (LLVM unrolls them);
+    "bc": few input channels, each tap's one input value times W output channels' weights."""
+    vector = kind != "bc"
+    xs = ", ".join(f"x{i}" for i in range(4))
+    ys = ", ".join(f"y{i}" for i in range(4))
+    k = {"dw": "kh, kw, wk, ", "dw3": "", "bc": "kh, kw, ci, "}[kind]
+    L = ["@_jit"]
+    L.append(
+        f"def _{kind}_4x{W}(m, {xs}, {ys}, w, b, hasb, {k}rs, cs, ws, lo, hi):  # pragma: no cover"
+    )
+    what = {
+        "dw": f"{W} input channels",
+        "dw3": f"{W} input channels, 3x3 taps",
+        "bc": "one input value of each of ci channels",
+    }[kind]
+    L.append(
+        f'    """m[y_i + j] (pixel i < 4, channel j < {W}) = the window at m[x_i] (taps '
+        f"ky·rs + kx·cs,"
+    )
+    L.append(
+        f"    {what}) times the weights at w + tap·ws, plus the bias at b when hasb, clamped to"
+    )
+    L.append(f'    [lo, hi]; the {4 * W} sums are held in locals."""')
+    for j in range(W):
+        L.append(f"    s0_{j} = m[b + _u({j})] if hasb else np.float32(0.0)")
+    for j in range(W):
+        L.append(f"    s1_{j} = s2_{j} = s3_{j} = s0_{j}")
+    kh, kw = ("3", "3") if kind == "dw3" else ("kh", "kw")
+    L.append(f"    for ky in range({kh}):")
+    L.append(f"        for kx in range({kw}):")
+    ind = "            "
+    if vector:
+        L.append(ind + "t = _u(ky * rs + kx * cs)")
+        L.append(ind + f"wt = w + _u((ky * {'3' if kind == 'dw3' else 'wk'} + kx) * ws)")
+    else:
+        L.append(ind + "for c in range(ci):")
+        ind += "    "
+        L.append(ind + "t = _u(ky * rs + kx * cs + c)")
+        L.append(ind + "wt = w + _u(((ky * kw + kx) * ci + c) * ws)")
+    for j in range(W):
+        L.append(ind + f"v{j} = m[wt + _u({j})]")
+    for i in range(4):
+        if vector:
+            L.append(ind + f"a = x{i} + t")
+            for j in range(W):
+                L.append(ind + f"s{i}_{j} += m[a + _u({j})] * v{j}")
+        else:
+            L.append(ind + f"a{i} = m[x{i} + t]")
+    if not vector:
+        for i in range(4):
+            for j in range(W):
+                L.append(ind + f"s{i}_{j} += a{i} * v{j}")
+    for i in range(4):
+        for j in range(W):
+            L.append(f"    m[y{i} + _u({j})] = _clamp(s{i}_{j}, lo, hi)")
+    return "\n".join(L)
+
+
+def rows_driver(kind):
+    """`direct`'s loop over output pixels, 4 at a time (the last tile repeats its last pixel),
+    for one kind of tile."""
+    vector = kind != "bc"
+    args = {"dw": "kh, kw, wk", "dw3": "", "bc": "kh, kw"}[kind]
+
+    def call(W, j):
+        t = "dw" if kind == "dw3" and W == 8 else kind
+        xs = ", ".join(f"_u(x{i} + {j})" if vector else f"_u(x{i})" for i in range(4))
+        ys = ", ".join(f"_u(y{i} + {j})" for i in range(4))
+        dw3 = "" if W == 16 else "3, 3, 3, "
+        k = {"dw": "kh, kw, wk, ", "dw3": dw3, "bc": "kh, tkw, tci, "}[kind]
+        return f"_{t}_4x{W}(m, {xs}, {ys}, _u(wo + {j}), _u(bo + {j}), hasb, {k}rs, cs, co, lo, hi)  # fmt: skip"
+
+    org = "xo + ((b * h + oy * sh - pt) * w_ + ox * sw - pl) * ci, yo + ((b * oh + oy) * ow + ox) * co"
+    what = {"dw": "depthwise", "dw3": "3x3 depthwise", "bc": "other"}[kind]
+    L = [
+        "@_jit",
+        f"def _{kind}_rows(m, geo{', ' if args else ''}{args}):  # pragma: no cover - compiled",
+    ]
+    L.append(f'    """`direct`\'s pixel loop for {what} convolutions (geo: its parameters)."""')
+    L.append(
+        "    xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi = geo"
+    )
+    L.append("    oy0, oy1, ox0, ox1 = box")
+    if kind == "dw3":
+        L.append("    kh = kw = wk = 3")
+    L.append("    hasb = bo >= 0")
+    L.append("    bo = max(bo, 0)")
+    L.append("    rs, cs = dh * w_ * ci, dw * ci")
+    if kind == "bc":
+        L.append(
+            "    # Without dilation a window row's taps are one run of kw·ci inputs and weights:"
+        )
+        L.append("    # the tiles' loops are then kh x (kw·ci) rather than kh x kw x ci.")
+        L.append("    tkw, tci = (1, kw * ci) if dw == 1 else (kw, ci)")
+    L.append("    c16 = co // 16 * 16")
+    L.append("    c8 = c16 + (co - c16) // 8 * 8")
+    L.append("    rows = nb * (oy1 - oy0) * (ox1 - ox0)")
+    L.append("    b, oy, ox, r = 0, oy0, ox0, 0")
+    L.append("    while r < rows:")
+    L.append(f"        x0, y0 = {org}")
+    L.append("        b, oy, ox, r = _advance(b, oy, ox, box, r)")
+    for i in range(1, 4):
+        L.append(f"        x{i}, y{i} = x{i - 1}, y{i - 1}")
+        L.append("        if r < rows:")
+        L.append(f"            x{i}, y{i} = {org}")
+        L.append("            b, oy, ox, r = _advance(b, oy, ox, box, r)")
+    L.append("        for j in range(0, c16, 16):")
+    L.append("            " + call(16, "j"))
+    L.append("        if c8 > c16:")
+    L.append("            " + call(8, "c16"))
+    L.append("        for j in range(c8, co):")
+    L.append("            for x, y in ((x0, y0), (x1, y1), (x2, y2), (x3, y3)):")
+    if vector:
+        L.append(
+            "                _one(m, x + j, wo + j, bo + j, hasb, y + j, kh, kw, wk, 1, rs, cs, "
+            "co, lo, hi)"
+        )
+    else:
+        L.append(
+            "                _one(m, x, wo + j, bo + j, hasb, y + j, kh, kw, kw, ci, rs, cs, co, "
+            "lo, hi)"
+        )
+    return "\n".join(L)
+
+
+JIT = """_jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
+                  fastmath={"contract"}, _nrt=False)  # fmt: skip
+_u = np.uint64
+"""
+
+dw_head = f'''"""The depthwise tiles of the programs' direct convolutions (rill.mobile.kernels._program_direct,
+which calls them): 4 output pixels x 16 or 8 channels, the sums in registers across the whole
+window; the 3x3 ones have constant-length tap loops, which LLVM unrolls. This file is generated
+by tools/gen_program_gemm.py.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from rill.mobile.kernels._program_gemm import _clamp
+
+{JIT}'''
+
+direct_head = f'''"""Direct convolutions of the whole-subgraph programs (rill.mobile.kernels._program_dw and
+_program_loops) over a box of output rows x columns whose windows lie inside the input (small
+inputs are first copied, padded, to the programs' scratch area; a depthwise border box runs on
+the part of the window inside): tiles of 4 output pixels x 16 (or 8) channels whose
+sums stay in registers across the whole window, each weight segment loaded once for the 4
+pixels, the bias added first and the fused activation applied as the tile is stored. For a
+depthwise convolution each tap multiplies a run of input channels (the tiles of
+_program_dwtiles); for a convolution with few input channels, each tap's one input value
+multiplies a run of output channels' weights. Channels past the last multiple of 8 run one by
+one. This file is generated by tools/gen_program_gemm.py; LLVM's SLP vectoriser packs the
+tiles' element statements into SIMD registers, as for _program_gemm. Every index is an
+offset into the program's flat array m.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from rill.mobile.kernels._program_dwtiles import _dw3_4x16, _dw_4x8, _dw_4x16
+from rill.mobile.kernels._program_gemm import _clamp
+
+{JIT}'''
+
+direct_tail = '''
 
 @_jit
-def depthwise3x3(x, w, b, hasb, y, r, s0, dh, dw, co):  # pragma: no cover - compiled
-    """One output cell of a 3x3 depthwise convolution (multiplier 1) whose window lies inside
-    the input: y[r] from x rows s0 + ky·dh + kx·dw, w [9, CO]."""
-    n16 = co // 16 * 16
-    n8 = n16 + (co - n16) // 8 * 8
-    for j0 in range(0, n16, 16):
-        _dw3x3x16(x, w, b, hasb, y, r, s0, dh, dw, j0)
-    if n8 > n16:
-        _dw3x3x8(x, w, b, hasb, y, r, s0, dh, dw, n16)
-    for j in range(n8, co):
-        v = b[j] if hasb else np.float32(0.0)
-        for t in range(9):
-            v += x[s0 + (t // 3) * dh + (t % 3) * dw, j] * w[t, j]
-        y[r, j] = v
+def _bounds(act):  # pragma: no cover - compiled
+    """The clamp of a fused activation (0 none, 1 RELU, 2 RELU_N1_TO_1, 3 RELU6)."""
+    lo, hi = np.float32(-np.inf), np.float32(np.inf)
+    if act == 1:
+        lo = np.float32(0.0)
+    elif act == 2:
+        lo, hi = np.float32(-1.0), np.float32(1.0)
+    elif act == 3:
+        lo, hi = np.float32(0.0), np.float32(6.0)
+    return lo, hi
+
+
+@_jit
+def _one(m, x, w, b, hasb, y, kh, kw, wk, ci, rs, cs, ws, lo, hi):  # pragma: no cover - compiled
+    """One output value: the window at m[x] (kh x kw taps of ci values; 1 for depthwise)
+    times the weights at w + tap·ws (rows of wk taps)."""
+    s = m[b] if hasb else np.float32(0.0)
+    for ky in range(kh):
+        for kx in range(kw):
+            for c in range(ci):
+                s += m[_u(x + ky * rs + kx * cs + c)] * m[_u(w + ((ky * wk + kx) * ci + c) * ws)]
+    m[_u(y)] = _clamp(s, lo, hi)
+
+
+@_jit
+def _advance(b, oy, ox, box, r):  # pragma: no cover - compiled
+    """The next output pixel (batch, row, column) of the rows oy0..oy1 and columns ox0..ox1
+    (box), and its count."""
+    oy0, oy1, ox0, ox1 = box
+    ox += 1
+    if ox == ox1:
+        ox = ox0
+        oy += 1
+        if oy == oy1:
+            oy = oy0
+            b += 1
+    return b, oy, ox, r + 1
 '''
+
+direct_call = '''
+
+@_jit
+def direct(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, wk, sh, sw, dh, dw, pt, pl, box,
+           act, depthwise):  # fmt: skip
+    """A convolution (`depthwise`: multiplier 1, ci == co) of the input x [nb, h, w_, ci] at
+    xo (padding pt above, pl left) into y [nb, oh, ow, co] at yo, with the fused activation, over
+    the output rows oy0..oy1 and columns ox0..ox1 (box), whose windows must lie inside x;
+    w [KH, KW, CO] (depthwise) or [KH, KW, CI, CO] at wo, bias at bo (-1: none). Depthwise, the
+    window may be part of the weights' (kh x kw taps of rows of wk, from xo and wo on)."""
+    lo, hi = _bounds(act)
+    if box[0] >= box[1] or box[2] >= box[3]:
+        return
+    geo = (xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, sh, sw, dh, dw, pt, pl, box, lo, hi)
+    if not depthwise:
+        _bc_rows(m, geo, kh, kw)
+    elif kh == 3 and kw == 3 and wk == 3:
+        _dw3_rows(m, geo)
+    else:
+        _dw_rows(m, geo, kh, kw, wk)
+
+
+@_jit
+def inside(o_n, s, pad, span, n):  # pragma: no cover - compiled
+    """The outputs o in [lo, hi) whose window o·s − pad .. o·s − pad + span lies in [0, n)."""
+    lo = min(o_n, (pad + s - 1) // s) if pad > 0 else 0
+    top = n - 1 - span + pad
+    hi = min(o_n, top // s + 1) if top >= 0 else 0
+    return lo, max(lo, hi)
+
+
+@_jit
+def taps(o, s, pad, d, k, n):  # pragma: no cover - compiled
+    """The taps t in [lo, hi) of output o's window (k taps d apart from o·s − pad) inside
+    [0, n)."""
+    a = o * s - pad
+    lo = max(0, (-a + d - 1) // d) if a < 0 else 0
+    hi = min(k, (n - 1 - a) // d + 1) if n - 1 - a >= 0 else 0
+    return lo, max(lo, hi)
+'''
+
+
+def write(name, text):
+    path = kernels.joinpath(name)
+    path.write_text(text)
+    subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(path)], check=True)
+
+
+kernels = Path(__file__).resolve().parents[1].joinpath("packages/mobile/src/rill/mobile/kernels")
 out = head
 for R, W in ((4, 16), (4, 8), (1, 16), (1, 8)):
     out += "\n\n" + tile(R, W) + "\n"
-for W in (16, 8):
-    out += "\n\n" + dwtile(W) + "\n"
 out += tail
-Path(__file__).resolve().parents[1].joinpath(
-    "packages/mobile/src/rill/mobile/kernels/_program_gemm.py"
-).write_text(out)
+write("_program_gemm.py", out)
+
+out = dw_head
+for kind, W in (("dw", 16), ("dw", 8), ("dw3", 16)):
+    out += "\n\n" + direct_tile(W, kind) + "\n"
+write("_program_dwtiles.py", out)
+
+out = direct_head
+for W in (16, 8):
+    out += "\n\n" + direct_tile(W, "bc") + "\n"
+out += direct_tail
+for kind in ("dw", "dw3", "bc"):
+    out += "\n\n" + rows_driver(kind) + "\n"
+out += direct_call
+write("_program_direct.py", out)

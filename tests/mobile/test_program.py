@@ -99,6 +99,10 @@ def _out(n, h, w, k, s, d, pad):
         (2, 9, 11, 2, 32, 3, 4, 1, 2, SAME, 2, False),  # blocks of 16, dilation, no bias
         (1, 10, 7, 1, 24, 4, 2, 3, 1, VALID, 0, True),  # 3 blocks of 8, stride 3
         (1, 3, 3, 2, 16, 5, 5, 1, 1, SAME, 1, True),  # windows wider than the input
+        # direct tiles: 8 channels then 4 one by one; none in tiles; tiles across batches
+        (1, 9, 7, 1, 12, 3, 3, 2, 1, SAME, 3, True),
+        (2, 5, 6, 2, 5, 2, 3, 1, 1, SAME, 2, True),
+        (3, 5, 3, 1, 40, 3, 2, 1, 1, VALID, 1, False),  # 3 x 3 x 2 = 18 pixels: 4 tiles + 2
     ],
 )
 def test_conv2d(n, h, w, ci, co, kh, kw, s, d, pad, act, bias):
@@ -110,7 +114,8 @@ def test_conv2d(n, h, w, ci, co, kh, kw, s, d, pad, act, bias):
 
 
 @pytest.mark.parametrize("ci,co,code", [(1, 16, program.OP_CONV_TAPS), (2, 8, program.OP_CONV_TAPS),
-                                         (3, 16, program.OP_CONV), (1, 12, program.OP_CONV)])  # fmt: skip
+                                         (3, 16, program.OP_CONV_TAPS), (4, 16, program.OP_CONV),
+                                         (1, 12, program.OP_CONV_TAPS)])  # fmt: skip
 def test_which_convolutions_run_tap_by_tap(ci, co, code):
     opts = {"padding": SAME, "stride_h": 2, "stride_w": 2, "fused_activation_function": 1}
     model = single_op(
@@ -137,6 +142,20 @@ def test_which_convolutions_run_tap_by_tap(ci, co, code):
         (1, 3, 3, 4, 1, 3, 1, 1, SAME, 0),  # no column without padding
         (1, 7, 7, 21, 1, 3, 2, 1, SAME, 3),  # interior tiles: 16 channels, then 5 one by one
         (1, 8, 6, 56, 1, 3, 1, 1, VALID, 0),  # interior tiles: 3 x 16 channels, then 8
+        # small inputs copied, padded, then direct tiles of 4 pixels (the last one repeated):
+        (1, 25, 5, 32, 1, 3, 1, 1, SAME, 1),  # the keyword-spotting layers: 3x3 tiles
+        (2, 5, 3, 24, 1, 3, 1, 1, SAME, 3),  # 16 + 8 channels, 15 pixels a batch
+        (1, 6, 7, 20, 1, 3, 2, 2, SAME, 2),  # 16 + 4 one by one, stride and dilation
+        (3, 4, 4, 16, 1, 5, 1, 1, SAME, 0),  # a 5x5 window: the general tile
+        (1, 5, 6, 8, 1, 4, 1, 1, SAME, 1),  # an even window (padding after > before)
+        # in place, in boxes: the inside outputs, then each border row and column on its taps
+        (1, 9, 8, 40, 1, 5, 1, 1, SAME, 3),  # 5x5: two border rows a side, other tap ranges
+        (2, 10, 9, 48, 1, 3, 2, 1, SAME, 1),  # stride 2: padding below and right only
+        (1, 11, 12, 36, 1, 3, 1, 2, SAME, 0),  # dilation 2; 16 + 16 + 4 channels
+        (1, 13, 14, 8, 1, 3, 1, 1, SAME, 2),  # wide enough not to be copied: 8-channel tiles
+        (1, 4, 12, 33, 1, 5, 1, 1, SAME, 0),  # no row inside: every row a border row
+        (1, 4, 4, 40, 1, 7, 1, 1, SAME, 3),  # every window wider than the input
+        (1, 3, 3, 40, 1, 3, 1, 1, SAME, 1),  # sides below 4: one by one
     ],
 )
 def test_depthwise(n, h, w, ci, mult, k, s, d, pad, act):
@@ -146,6 +165,27 @@ def test_depthwise(n, h, w, ci, mult, k, s, d, pad, act):
             "dilation_h_factor": d, "dilation_w_factor": d, "fused_activation_function": act}  # fmt: skip
     _single("DEPTHWISE_CONV_2D", [fp(n, h, w, ci), _w(1, k, k, co), _w(co) if n == 1 else None],
             [fp(n, oh, ow, co)], opts)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "shape,k,pad,copied",
+    [((1, 25, 5, 16), 3, SAME, True), ((1, 6, 7, 20), 3, SAME, True), ((1, 25, 5, 40), 3, SAME, False),
+     ((1, 14, 14, 16), 3, SAME, False), ((1, 5, 5, 16), 3, VALID, False)],
+)  # fmt: skip
+def test_which_depthwise_inputs_are_copied_padded(shape, k, pad, copied):
+    """Small inputs with few channels and padding are copied, padded, to the scratch area (the
+    row's last parameter) and run in direct tiles; the rest run in place."""
+    n, h, w, c = shape
+    oh, ow = _out(n, h, w, k, 1, 1, pad), _out(n, w, h, k, 1, 1, pad)
+    opts = {"padding": pad, "stride_h": 1, "stride_w": 1, "depth_multiplier": 1,
+            "fused_activation_function": 0}  # fmt: skip
+    model = single_op("DEPTHWISE_CONV_2D", [fp(*shape), _w(1, k, k, c), _w(c)],
+                      [fp(n, oh, ow, c)], opts)  # fmt: skip
+    it = Interpreter(model_content=model)
+    it.allocate_tensors()
+    prog = it._main.program.prog
+    assert prog[0] == program.OP_DW
+    assert (prog[2 + prog[1] - 1] >= 0) == copied
 
 
 @pytest.mark.parametrize("bias,act,shape,keep", [(True, 0, (3, 20), False), (False, 1, (2, 5, 7), True),

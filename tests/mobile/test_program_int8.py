@@ -1,8 +1,8 @@
 """Fused int8 runs (rill.mobile.program_int8): the same bits as the per-operator path on every
-int8 fixture and on hand-made convolutions, depthwise convolutions and additions (padding,
-strides, dilation, multipliers, fused activations, the exact and the int64 output stages,
-chains whose requantization feeds the next convolution), LiteRT's reference outputs, and the
-cases that stay per-operator."""
+int8 fixture and on hand-made convolutions, depthwise convolutions, fully-connected layers and
+additions (padding, strides, dilation, multipliers, fused activations, the exact and the int64
+output stages, chains whose requantization feeds the next product), LiteRT's reference
+outputs, and the cases that stay per-operator."""
 
 from __future__ import annotations
 
@@ -126,7 +126,10 @@ def test_conv2d_same_bits(n, h, w, ci, co, k, s, d, pad, act, per_channel):
         (1, 9, 9, 24, 1, 3, 2, 1, SAME, 0),  # stride 2
         (2, 7, 6, 4, 2, 3, 1, 1, VALID, 1),  # multiplier 2
         (1, 10, 10, 3, 3, 3, 1, 2, SAME, 0),  # dilation, multiplier 3
-        (1, 12, 12, 40, 1, 5, 2, 1, SAME, 3),  # 5x5, many channels: per-pixel loop
+        (1, 12, 12, 40, 1, 5, 2, 1, SAME, 3),  # 5x5, many channels, stride 2: in boxes
+        (1, 13, 12, 40, 1, 3, 1, 1, SAME, 1),  # in boxes, 16 + 16 + 8 channels
+        (1, 5, 7, 24, 1, 3, 1, 1, SAME, 3),  # copied, padded (small, few channels)
+        (1, 3, 3, 40, 1, 3, 1, 1, SAME, 0),  # sides below 4: one by one
     ],
 )
 def test_depthwise_same_bits(n, h, w, c, mult, k, s, d, pad, act):
@@ -140,6 +143,50 @@ def test_depthwise_same_bits(n, h, w, c, mult, k, s, d, pad, act):
     feeds = [sample(x)]
     _, got = _check(model, feeds, fused_ops=1)
     assert len(np.unique(got[0])) > 10
+    np.testing.assert_array_equal(got[0], litert_run(model, feeds)[0])
+
+
+@pytest.mark.parametrize(
+    "shape,units,per_channel,act,bias,keep",
+    [
+        ((16, 32), 32, False, 0, True, False),  # the transformer block's (per-tensor weights)
+        ((1, 5, 24), 40, True, 1, True, True),  # per-channel weights, RELU, keep_num_dims
+        ((3, 7), 9, False, 3, False, False),  # no bias, RELU6, odd sizes (tile edges)
+        ((1, 2, 3, 16), 20, False, 2, True, False),  # flattened to 6 rows, RELU_N1_TO_1
+    ],
+)
+def test_fully_connected_same_bits(shape, units, per_channel, act, bias, keep):
+    """FULLY_CONNECTED's single-rounding output stage in a fused run."""
+    k = shape[-1]
+    rows = int(np.prod(shape[:-1]))
+    x = q8(*shape)
+    filt = qweights((units, k), 0 if per_channel else None)
+    out = q8(*((*shape[:-1], units) if keep else (rows, units)), scale=_out_scale(x, filt, k))
+    ins = [x, filt] + ([qbias(units, x, filt)] if bias else [])
+    opts = {"fused_activation_function": act, "keep_num_dims": keep}
+    model = single_op("FULLY_CONNECTED", ins, [out], opts, version=7 if per_channel else 5)
+    feeds = [sample(x)]
+    _, got = _check(model, feeds, fused_ops=1)
+    assert len(np.unique(got[0])) > 10
+    np.testing.assert_array_equal(got[0], litert_run(model, feeds)[0])
+
+
+def test_fully_connected_chain_with_a_residual_addition():
+    """FC → FC (the first one's requantization writes the second one's centered input) → ADD
+    with the chain's input: one fused run."""
+    x = q8(8, 24)
+    w1, w2 = qweights((32, 24), None), qweights((24, 32), None)
+    h = q8(8, 32, scale=_out_scale(x, w1, 24), zp=-128)
+    y = q8(8, 24, scale=float(RNG.uniform(0.6, 1.2)))
+    s = q8(8, 24, scale=float(RNG.uniform(0.6, 1.2)))
+    ts = [x, w1, qbias(32, x, w1), h, w2, qbias(24, h, w2), y, s]
+    ops = [BOp("FULLY_CONNECTED", [0, 1, 2], [3], {"fused_activation_function": 1}, version=5),
+           BOp("FULLY_CONNECTED", [3, 4, 5], [6], {"fused_activation_function": 0}, version=5),
+           BOp("ADD", [6, 0], [7], {"fused_activation_function": 0})]  # fmt: skip
+    model = build(ts, ops, [0], [7])
+    feeds = [sample(x)]
+    it, got = _check(model, feeds, fused_ops=3)
+    assert _fused_count(it) == 1
     np.testing.assert_array_equal(got[0], litert_run(model, feeds)[0])
 
 
@@ -251,7 +298,8 @@ def test_int8_fixtures_same_bits_fused_and_per_operator(name):
     _check(None, feeds, fused_ops=None if _fused_count(it) else 0, path=str(path))
 
 
-@pytest.mark.parametrize("name", ["mobilenet_v2_int8", "kws_cnn_int8", "unet_int8"])
+@pytest.mark.parametrize("name", ["mobilenet_v2_int8", "kws_cnn_int8", "unet_int8",
+                                  "transformer_block_int8"])  # fmt: skip
 def test_fused_models_agree_with_litert(name):
     data = np.load(FIXTURES / "models" / f"{name}.npz")
     it = Interpreter(model_path=str(FIXTURES / "models" / f"{name}.tflite"))

@@ -17,8 +17,8 @@ timed one by one, within about a second). The outputs of rill and LiteRT's
 reference kernels are checked to agree first (int8 exactly). rill runs with its compiled loops
 when numba is installed (`RILL_JIT=0` measures the numpy-only interpreter): a float32 model
 whose every operator has a compiled kernel runs as one whole-subgraph program
-(rill.mobile.program), and runs of int8 convolutions and additions run as fused compiled calls
-(rill.mobile.program_int8); `RILL_JIT_PROGRAM=0` measures the per-operator path instead, and the
+(rill.mobile.program), and runs of int8 convolutions, fully-connected layers and additions run
+as fused compiled calls (rill.mobile.program_int8); `RILL_JIT_PROGRAM=0` measures the per-operator path instead, and the
 note says which ran.
 """
 

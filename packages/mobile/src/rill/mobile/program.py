@@ -42,9 +42,10 @@ SUPPORTED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MEAN"
                        *_UNARY, *_BINARY, *_COPY})  # fmt: skip
 (OP_GEMM, OP_CONV, OP_DW, OP_BINARY, OP_UNARY, OP_MEAN, OP_SOFTMAX, OP_TRANSPOSE, OP_BMM, OP_POOL,
  OP_COPY, OP_CONV_TAPS) = range(12)  # fmt: skip
-# Input channels up to which a convolution runs tap by tap (kernels._program_loops.conv_taps)
-# rather than as gathered windows times the weights.
-TAPS_MAX_CI = 2
+# Input channels up to which a convolution runs directly, tap by tap in register tiles
+# (kernels._program_loops.conv_taps), rather than as gathered windows times the weights
+# (MobileNetV2's 3-channel stem: ~50 -> ~34 us).
+TAPS_MAX_CI = 3
 _ACTS = (0, 1, 2, 3)  # NONE, RELU, RELU_N1_TO_1, RELU6
 
 
@@ -127,10 +128,10 @@ def _strides(shape) -> list[int]:
 
 # A depthwise input with padding is first copied, padded, to the scratch area
 # (kernels._program_loops.depthwise) when an output side is below DW_PAD_BELOW and it has at
-# most DW_PAD_CHANNELS channels: then many windows reach outside and the per-tap loop over few
-# channels is slow (the keyword-spotting CNN's 25x5x16 and x32 layers: ~3.3 -> 2.4 and
-# ~4.1 -> 3.4 us). With many channels that loop is long vectors and the copy costs more
-# (MobileNetV2's 6x6 and 3x3 layers: ~3% slower padded).
+# most DW_PAD_CHANNELS channels: then many windows reach outside, and one box of direct tiles
+# over the copy beats the border boxes (the keyword-spotting CNN's 25x5x16 layer: ~1.1 vs
+# ~1.3 us). With many channels the copy costs more than it saves (MobileNetV2's 6x6x144
+# layers: ~3.1 us padded, ~2.5 in boxes; its 3x3 ones run one by one either way).
 DW_PAD_BELOW, DW_PAD_CHANNELS = 12, 32
 
 
@@ -141,6 +142,15 @@ def depthwise_padded(h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl) -> int:
     if pt == 0 and pl == 0 and hp <= h and wp <= w:
         return 0
     if min(oh, ow) >= DW_PAD_BELOW or c > DW_PAD_CHANNELS:
+        return 0
+    return hp * wp
+
+
+def conv_padded(h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl) -> int:
+    """The cells of a direct convolution's padded input copy (kernels._program_loops.conv_taps),
+    or 0 when every window lies inside the input."""
+    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    if pt == 0 and pl == 0 and hp <= h and wp <= w:
         return 0
     return hp * wp
 
@@ -274,9 +284,13 @@ class _Builder:
             return
         wo = self.const(wv.transpose(1, 2, 3, 0))
         pt, pl = _pad(h, kh, sh, dh, oh), _pad(w_, kw, sw, dw, ow)
-        if ci <= TAPS_MAX_CI and co % 8 == 0:
+        if ci <= TAPS_MAX_CI:
             self.emit(OP_CONV_TAPS, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co,
-                                     kh, kw, sh, sw, dh, dw, pt, pl, act])  # fmt: skip
+                                     kh, kw, sh, sw, dh, dw, pt, pl, act, -1])  # fmt: skip
+            padded = conv_padded(h, w_, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
+            if padded:  # the input's padded copy goes to the scratch area
+                self.scratch = max(self.scratch, nb * padded * ci)
+                self.scratch_users.append(len(self.rows) - 1)
             return
         self.scratch = max(self.scratch, nb * oh * ow * kh * kw * ci)
         self.emit(OP_CONV, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co, kh, kw,
@@ -296,18 +310,9 @@ class _Builder:
         bo = self.const(self.weight(b)) if b >= 0 else -1
         wo = self.const(wv.reshape(kh, kw, co))
         pt, pl = _pad(h, kh, sh, dh, oh), _pad(w_, kw, sw, dw, ow)
-        wto = bto = -1
-        # Few channels: whole-row passes over tiled weights and bias beat a short loop per
-        # pixel (measured on MobileNetV2: 48x48x16 ~30% faster; at 96+ channels slower) on
-        # rows of 12 or more columns; on narrow ones (the keyword-spotting CNN's 5) the register
-        # tiles are faster (25x5x16: ~6.4 -> ~4.3 us; even at 10 columns, rows 16+ ahead).
-        if sh == sw == dh == dw == 1 and co == ci and co < 32 and ow >= 12:
-            wto = self.const(np.tile(wv.reshape(kh * kw, 1, co), (1, ow, 1)))
-            if b >= 0:
-                bto = self.const(np.tile(self.weight(b), ow))
         padded = depthwise_padded(h, w_, co, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
         self.emit(OP_DW, [self.at(x), wo, bo, self.at(y), nb, h, w_, ci, oh, ow, co, kh, kw,
-                          sh, sw, dh, dw, pt, pl, co // ci, act, wto, bto, -1])  # fmt: skip
+                          sh, sw, dh, dw, pt, pl, co // ci, act, -1, -1, -1])  # fmt: skip
         if padded:  # the input's padded copy goes to the scratch area
             self.scratch = max(self.scratch, nb * padded * ci)
             self.scratch_users.append(len(self.rows) - 1)

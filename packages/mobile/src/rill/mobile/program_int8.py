@@ -1,13 +1,17 @@
-"""Fused int8 runs: consecutive int8 convolutions and additions in one compiled call.
+"""Fused int8 runs: consecutive int8 convolutions, fully-connected layers and additions in one
+compiled call.
 
 When the compiled loops and programs are on (rill.mobile.kernels.jit, rill.mobile.program) and a
 subgraph is not a whole float32 program, allocate_tensors replaces every run of consecutive
-int8 CONV_2D, DEPTHWISE_CONV_2D and ADD operators on the per-operator path by one call of
-kernels._program_int8.run. Each operator still reads and writes its int8 tensors in the arena,
-so the operators around a run, get_tensor and the arena plan see exactly what the per-operator
-kernels give; inside, the products run on the float32 program kernels over centered integers
-(exact: see kernels._program_int8) and the output stage is common.OutputStage's compiled one.
-Every output has the per-operator path's bits (tests/mobile/test_program_int8.py).
+int8 CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and ADD operators on the per-operator path (one
+with at least one product) by one call of kernels._program_int8.run — a single
+FULLY_CONNECTED too: one call instead of a copy, a BLAS call and the output stage. Each
+operator still reads and writes its int8 tensors in the arena, so the operators around a run,
+get_tensor and the arena plan see exactly what the per-operator kernels give; inside, the
+products run on the float32 program kernels over centered integers (exact: see
+kernels._program_int8) and the output stage is common.OutputStage's compiled one (for
+FULLY_CONNECTED its single-rounding one, folded only). Every output has the per-operator path's
+bits (tests/mobile/test_program_int8.py).
 
 An operator joins a run only when its arithmetic is covered: int8 input, filter and output (not
 16x8, not hybrid), every output channel's 255 · Σ|w| below 2^24, an output stage the compiled
@@ -27,6 +31,7 @@ from rill.mobile.kernels.conv import _per_channel_multipliers
 __all__ = ["FusedRun", "fuse"]
 
 _I8 = np.dtype(np.int8)
+_PRODUCTS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")  # a run has at least one
 
 
 class _Unsupported(Exception):
@@ -137,6 +142,10 @@ class _Builder:
             if not getattr(kernel, "int8", False) or getattr(kernel, "i16", None) is not None:
                 raise _Unsupported("not int8")
             self._conv(kernel, op, name == "DEPTHWISE_CONV_2D")
+        elif name == "FULLY_CONNECTED":
+            if not getattr(kernel, "int8", False) or getattr(kernel, "i16", None) is not None:
+                raise _Unsupported("not int8")
+            self._fully_connected(kernel, op)
         elif name == "ADD":
             if getattr(kernel, "kind", None) != _I8 or getattr(kernel, "pair", None) is None:
                 raise _Unsupported("not int8")
@@ -165,46 +174,20 @@ class _Builder:
             wsum = np.abs(w3).sum(axis=(0, 1))
         else:
             wsum = np.abs(wv.reshape(co, -1).astype(np.int64)).sum(axis=1)
-        if np.max(255 * wsum, initial=0) >= 2**24:
-            raise _Unsupported("float32 sums could round")
-        bias = np.zeros(co, np.int64)
-        if bi >= 0:
-            bv = self.sg._value(bi)
-            if bv is None or bv.dtype != np.int32:
-                raise _Unsupported("bias")
-            bias = bv.astype(np.int64)
-        act = op.options.get("fused_activation_function", 0)
-        lo, hi = quantized_activation(kernel, act, y)
-        mults = _per_channel_multipliers(x, w, y, co)
+        bias = self._bias(bi, co, wsum)
         rows = n * oh * ow
         # The reference output stage, as the per-operator kernels set it up, for |acc| at
         # most 255 · Σ|w| + |bias| (its compiled path: folded where exact, else int64).
-        stage = OutputStage(_NoScratch(), mults, 255 * wsum + np.abs(bias), y.zero_point, lo, hi,
-                            (rows, co))  # fmt: skip
-        if stage.compiled is None:
-            raise _Unsupported("output stage")
-        nx = n * h * w_ * ci
-        xq, yo = self.byte_at(xi), self.byte_at(yi)
-        self.x_need = max(self.x_need, nx)
-        self.y_need = max(self.y_need, rows * co)
-        if self.last is not None and self.last[1] == xi:  # the previous requant writes it
-            at = self.last[0]
-            self.rows[at + 10], self.rows[at + 11] = 0, x.zero_point
-            self.fix.append((at + 10, "x"))
-        else:
-            self.emit(self.loops.OP_LOAD, [xq, 0, nx, x.zero_point], [(1, "x")])
+        stage = self._output_stage(kernel, op, _per_channel_multipliers(x, w, y, co), wsum, bias,
+                                   y, rows, co, False)  # fmt: skip
+        self._input(xi, x, n * h * w_ * ci, yi, rows * co)
         if depthwise:
             mult = co // ci
             wo = self.fconst(wv.reshape(kh, kw, co))
-            wto = bto = -1
-            # program._Builder._depthwise_conv_2d's choice of whole-row passes (no bias here).
-            if sh == sw == dh == dw == 1 and co == ci and co < 32 and ow >= 12:
-                wto = self.fconst(np.tile(wv.reshape(kh * kw, 1, co).astype(np.float32),
-                                          (1, ow, 1)))  # fmt: skip
             padded = program.depthwise_padded(h, w_, co, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
             params = [0, wo, -1, 0, n, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl,
-                      mult, 0, wto, bto, 0 if padded else -1]  # fmt: skip
-            fix = [(0, "x"), (1, "c"), (3, "y")] + ([(21, "c")] if wto >= 0 else [])
+                      mult, 0, -1, -1, 0 if padded else -1]  # fmt: skip
+            fix = [(0, "x"), (1, "c"), (3, "y")]
             if padded:  # the padded input goes to the gather area
                 self.g_need = max(self.g_need, n * padded * ci)
                 fix.append((23, "g"))
@@ -216,13 +199,79 @@ class _Builder:
         else:
             wo = self.fconst(wv.transpose(1, 2, 3, 0))
             geo = [n, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl, 0]
-            if ci <= program.TAPS_MAX_CI and co % 8 == 0:
-                self.emit(self.loops.OP_CONV_TAPS, [0, wo, -1, 0, *geo],
-                          [(0, "x"), (1, "c"), (3, "y")])  # fmt: skip
+            if ci <= program.TAPS_MAX_CI:
+                padded = program.conv_padded(h, w_, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
+                fix = [(0, "x"), (1, "c"), (3, "y")]
+                if padded:  # the padded input goes to the gather area
+                    self.g_need = max(self.g_need, n * padded * ci)
+                    fix.append((20, "g"))
+                self.emit(self.loops.OP_CONV_TAPS, [0, wo, -1, 0, *geo, 0 if padded else -1], fix)
             else:
                 self.g_need = max(self.g_need, rows * kh * kw * ci)
                 self.emit(self.loops.OP_CONV, [0, wo, -1, 0, *geo, 0],
                           [(0, "x"), (1, "c"), (3, "y"), (20, "g")])  # fmt: skip
+        self._requant(stage, bias, self.byte_at(yi), yi, rows, co)
+
+    def _fully_connected(self, kernel, op) -> None:
+        """An int8 FULLY_CONNECTED: the product of the centered rows and the weights (the
+        programs' GEMM), then the kernel's single-rounding output stage (folded only)."""
+        ins = list(op.inputs) + [-1]
+        xi, wi, bi, yi = ins[0], ins[1], ins[2], op.outputs[0]
+        x, y = self.spec(xi), self.spec(yi)
+        wv = self.sg._value(wi)
+        if wv is None or wv.dtype != _I8 or wv.ndim != 2:
+            raise _Unsupported("weights")
+        co, k = wv.shape
+        rows = kernel.rows
+        wsum = np.abs(wv.astype(np.int64)).sum(axis=1)
+        bias = self._bias(bi, co, wsum)
+        mults = np.broadcast_to(np.asarray(kernel.multipliers, np.float64), (co,))
+        stage = self._output_stage(kernel, op, mults, wsum, bias, y, rows, co, True)
+        if stage.cfold is None:  # the int64 stage below is the double-rounding one
+            raise _Unsupported("single-rounding stage not folded")
+        self._input(xi, x, rows * k, yi, rows * co)
+        wo = self.fconst(wv.T)
+        self.emit(self.loops.OP_GEMM, [0, wo, -1, 0, rows, k, co, 0],
+                  [(0, "x"), (1, "c"), (3, "y")])  # fmt: skip
+        self._requant(stage, bias, self.byte_at(yi), yi, rows, co)
+
+    def _bias(self, bi, co, wsum) -> np.ndarray:
+        """The int32 bias as int64 (zeros without one), once every float32 sum is known exact."""
+        if np.max(255 * wsum, initial=0) >= 2**24:
+            raise _Unsupported("float32 sums could round")
+        if bi < 0:
+            return np.zeros(co, np.int64)
+        bv = self.sg._value(bi)
+        if bv is None or bv.dtype != np.int32:
+            raise _Unsupported("bias")
+        return bv.astype(np.int64)
+
+    def _output_stage(self, kernel, op, mults, wsum, bias, y, rows, co, single) -> OutputStage:
+        act = op.options.get("fused_activation_function", 0)
+        lo, hi = quantized_activation(kernel, act, y)
+        stage = OutputStage(_NoScratch(), mults, 255 * wsum + np.abs(bias), y.zero_point, lo, hi,
+                            (rows, co), single)  # fmt: skip
+        if stage.compiled is None:
+            raise _Unsupported("output stage")
+        return stage
+
+    def _input(self, xi, x, nx, yi, ny) -> None:
+        """The operator's centered input in the x area: loaded, or written by the previous
+        requant."""
+        xq = self.byte_at(xi)
+        self.byte_at(yi)
+        self.x_need = max(self.x_need, nx)
+        self.y_need = max(self.y_need, ny)
+        if self.last is not None and self.last[1] == xi:  # the previous requant writes it
+            at = self.last[0]
+            self.rows[at + 10], self.rows[at + 11] = 0, x.zero_point
+            self.fix.append((at + 10, "x"))
+        else:
+            self.emit(self.loops.OP_LOAD, [xq, 0, nx, x.zero_point], [(1, "x")])
+
+    def _requant(self, stage, bias, yo, yi, rows, co) -> None:
+        """The output stage's row: the exact float32 accumulators in the y area → y's bytes."""
+        lo, hi = stage.ilo, stage.ihi
         # Per-channel constants tiled to a span of at least 512 values (whole rows): long
         # inner loops (at 64, the loop's set-up cost ~20% more).
         span = co * max(1, -(-512 // co))
@@ -267,7 +316,7 @@ def fuse(sg, run: list, run_kernels: list) -> tuple[list, list]:
     fused runs are off or nothing fuses."""
     if not program.enabled() or sg.dynamic or sg.preserve_all:
         return run, run_kernels
-    if not any(k.op.name in ("CONV_2D", "DEPTHWISE_CONV_2D") for k in run_kernels):
+    if not any(k.op.name in _PRODUCTS for k in run_kernels):
         return run, run_kernels
     loops = _loops()
     if loops is None:

@@ -1,8 +1,9 @@
 """The depthwise convolution of the whole-subgraph programs (rill.mobile.kernels._program_loops,
-which applies the fused activation after it): whole-row passes over tiled weights for few
-channels, 3x3 windows in register tiles, the per-tap loop for the rest, and a padded copy of
-small inputs so that their windows take the fast paths. Compiled as _program_loops (float32,
-reassociation and fused multiply-adds allowed, no reference counting).
+which applies the fused activation after it where this does not): multiplier 1 in the direct
+register tiles of kernels._program_direct, box by box (the outputs whose windows lie inside, then
+the border rows and columns on their taps inside), other multipliers one by one, and a padded
+copy of small inputs. Compiled as _program_loops (float32, reassociation and fused
+multiply-adds allowed, no reference counting).
 """
 
 from __future__ import annotations
@@ -10,51 +11,17 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from rill.mobile.kernels._program_gemm import depthwise3x3 as _depthwise3x3
+from rill.mobile.kernels._program_direct import direct as _direct
+from rill.mobile.kernels._program_direct import inside as _inside
+from rill.mobile.kernels._program_direct import taps as _taps
+
+# Outputs with a side below this run one by one: nearly every one is a border output, and the
+# boxes of one output each would run 4-output tiles for one (MobileNetV2's 3x3x336 layers:
+# ~1.6 us one by one, ~3.4 us in boxes).
+TILES_MIN_SIDE = 4
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
                   fastmath={"reassoc", "contract"}, _nrt=False)  # fmt: skip
-
-
-@_jit
-def _depthwise_rows(
-    m, xo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, pt, pl, wto, bto
-):  # pragma: no cover
-    """Stride 1, no dilation, multiplier 1: the inside of an output row is one contiguous run
-    of (columns · channels) values, and so is each window tap's input run; the weights and bias
-    are stored tiled along a row, so each window row is one long vectorised pass. Returns the
-    columns it did; those whose window reaches into padding are left to the per-pixel loop."""
-    lo = min(max(0, pl), ow)
-    hi = max(min(ow, w_ - kw + 1 + pl), lo)
-    n = (hi - lo) * co
-    if n == 0:
-        return lo, hi
-    x = m[xo : xo + nb * h * w_ * ci].reshape((nb * h, w_ * ci))
-    y = m[yo : yo + nb * oh * ow * co].reshape((nb * oh, ow * co))
-    wt = m[wto : wto + kh * kw * ow * co].reshape((kh * kw, ow * co))
-    bt = m[bto : bto + ow * co] if bo >= 0 else m[0 : ow * co]
-    for b in range(nb):
-        for oy in range(oh):
-            yr = y[b * oh + oy, lo * co : hi * co]
-            for i in range(n):
-                yr[i] = bt[i] if bo >= 0 else np.float32(0.0)
-            for ky in range(kh):
-                iy = oy - pt + ky
-                if iy < 0 or iy >= h:
-                    continue
-                xr = x[b * h + iy, (lo - pl) * co :]
-                q = ky * kw
-                if kw == 3:
-                    x1, x2 = xr[co:], xr[2 * co :]
-                    w0, w1, w2 = wt[q], wt[q + 1], wt[q + 2]
-                    for i in range(n):
-                        yr[i] += xr[i] * w0[i] + x1[i] * w1[i] + x2[i] * w2[i]
-                else:
-                    for kx in range(kw):
-                        xk, wk = xr[kx * co :], wt[q + kx]
-                        for i in range(n):
-                            yr[i] += xk[i] * wk[i]
-    return lo, hi
 
 
 @_jit
@@ -81,45 +48,62 @@ def _pad_input(m, xo, so, nb, h, w_, c, hp, wp, pt, pl):  # pragma: no cover - c
 
 
 @_jit
+def _depthwise_boxes(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl,
+                     act):  # fmt: skip
+    """A depthwise convolution with multiplier 1 in the direct tiles, box by box: the outputs
+    whose windows lie inside, then each border row and column (rows, or columns, of one window
+    part inside: the band of inside columns of a border row, the band of inside rows of a
+    border column, the corners one by one), on the taps inside."""
+    oy0, oy1 = _inside(oh, sh, pt, (kh - 1) * dh, h)
+    ox0, ox1 = _inside(ow, sw, pl, (kw - 1) * dw, w_)
+    ry = 0
+    while ry < oh:
+        ya, yb = (oy0, oy1) if ry == oy0 and oy0 < oy1 else (ry, ry + 1)
+        ky0, ky1 = _taps(ya, sh, pt, dh, kh, h)
+        rx = 0
+        while rx < ow:
+            xa, xb = (ox0, ox1) if rx == ox0 and ox0 < ox1 else (rx, rx + 1)
+            kx0, kx1 = _taps(xa, sw, pl, dw, kw, w_)
+            _direct(m, xo + (ky0 * dh * w_ + kx0 * dw) * ci, wo + (ky0 * kw + kx0) * co, bo, yo,
+                    nb, h, w_, ci, oh, ow, co, ky1 - ky0, kx1 - kx0, kw, sh, sw, dh, dw, pt, pl,
+                    (ya, yb, xa, xb), act, True)  # fmt: skip
+            rx = xb
+        ry = yb
+
+
+@_jit
 def depthwise_raw(m, p):  # pragma: no cover - compiled
-    """A depthwise NHWC convolution without its activation; w is [KH, KW, CO] (CO = CI ·
-    multiplier). p: x, w, bias (-1: none), y, batch, H, W, CI, OH, OW, CO, KH, KW, stride h/w,
-    dilation h/w, pad top/left, the multiplier, activation (applied by the caller), the
-    offsets of the weights and bias tiled along an output row (-1: none; `_depthwise_rows`),
-    then a scratch area (-1: none) into which the input is first copied with its zero padding,
-    so that every window lies inside and takes the fast paths (small images with few channels,
-    rill.mobile.program.depthwise_padded; padding adds zero products, as the numpy path's
-    padded copy does)."""
+    """A depthwise NHWC convolution; w is [KH, KW, CO] (CO = CI · multiplier). p: x, w, bias
+    (-1: none), y, batch, H, W, CI, OH, OW, CO, KH, KW, stride h/w, dilation h/w, pad
+    top/left, the multiplier, activation, two unused parameters (-1), then a scratch area (-1:
+    none) into which the input is first copied with its zero padding, so that every window lies
+    inside (small images with few channels, rill.mobile.program.depthwise_padded; padding adds
+    zero products, as the numpy path's padded copy does). Multiplier 1, both output sides at
+    least TILES_MIN_SIDE: in the direct register tiles (kernels._program_direct), box by box
+    (`_depthwise_boxes`), with the activation applied, which it returns True for. Otherwise one
+    by one, without the activation (False)."""
     xo, wo, bo, yo = p[0], p[1], p[2], p[3]
     nb, h, w_, ci, oh, ow, co = p[4], p[5], p[6], p[7], p[8], p[9], p[10]
     kh, kw, sh, sw, dh, dw, pt, pl, mult = p[11], p[12], p[13], p[14], p[15], p[16], p[17], \
         p[18], p[19]  # fmt: skip
+    act = p[20]
     if p[23] >= 0:
         hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
         _pad_input(m, xo, p[23], nb, h, w_, ci, hp, wp, pt, pl)
         xo, h, w_, pt, pl = p[23], hp, wp, 0, 0
+    if mult == 1 and min(oh, ow) >= TILES_MIN_SIDE:
+        _depthwise_boxes(m, xo, wo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw,
+                         pt, pl, act)  # fmt: skip
+        return True
     x = m[xo : xo + nb * h * w_ * ci].reshape((nb * h * w_, ci))
     w = m[wo : wo + kh * kw * co].reshape((kh * kw, co))
     y = m[yo : yo + nb * oh * ow * co].reshape((nb * oh * ow, co))
     hasb = bo >= 0
     bias = m[bo : bo + co] if hasb else m[0:co]
-    lo, hi = 0, 0  # the columns the row passes did
-    if p[21] >= 0:
-        lo, hi = _depthwise_rows(m, xo, bo, yo, nb, h, w_, ci, oh, ow, co, kh, kw, pt, pl, p[21],
-                                 p[22])  # fmt: skip
     for b in range(nb):
         for oy in range(oh):
             for ox in range(ow):
-                if lo <= ox < hi:
-                    continue
                 r = (b * oh + oy) * ow + ox
-                iy, ix = oy * sh - pt, ox * sw - pl
-                if (kh == 3 and kw == 3 and mult == 1 and iy >= 0 and iy + 2 * dh < h
-                        and ix >= 0 and ix + 2 * dw < w_):  # fmt: skip
-                    # A 3x3 window inside the input: nine taps in one pass over the row.
-                    s0 = (b * h + iy) * w_ + ix
-                    _depthwise3x3(x, w, bias, hasb, y, r, s0, dh * w_, dw, co)
-                    continue
                 for j in range(co):
                     y[r, j] = bias[j] if hasb else np.float32(0.0)
                 for ky in range(kh):
@@ -137,3 +121,4 @@ def depthwise_raw(m, p):  # pragma: no cover - compiled
                         else:
                             for j in range(co):
                                 y[r, j] += x[src, j // mult] * w[q, j]
+    return False

@@ -1,9 +1,10 @@
 """The compiled loops of fused int8 runs (rill.mobile.program_int8; import that module, not this
 one).
 
-A fused run executes consecutive int8 CONV_2D, DEPTHWISE_CONV_2D and ADD operators in one call.
-Each operator reads its int8 input from the tensor arena `q` and writes its int8 output there, as
-the per-operator kernels do; in between it works in float32 on the program's own array `m`:
+A fused run executes consecutive int8 CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and ADD
+operators in one call. Each operator reads its int8 input from the tensor arena `q` and writes
+its int8 output there, as the per-operator kernels do; in between it works in float32 on the
+program's own array `m`:
 
 - `load`: the input, centered (q − zero point, an integer in [−255, 255]), into m;
 - the whole-subgraph program's float32 convolution kernels (kernels._program_loops) on those

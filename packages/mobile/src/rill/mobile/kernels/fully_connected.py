@@ -107,6 +107,7 @@ class FullyConnected(Kernel):
                 self.expect_dtype(b, [np.int32], "bias")
                 bdata = self.expect_const(b, "bias")
             lo, hi = quantized_activation(self, act, out)
+            self.multipliers = mult  # also read by rill.mobile.program_int8
             # LiteRT's reference FULLY_CONNECTED rounds once (unlike CONV_2D): measured, see
             # quant.py.
             self.gemm = QuantizedGemm(self, wdata.T, bdata, x.zero_point, rows, mult,

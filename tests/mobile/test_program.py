@@ -114,7 +114,8 @@ def test_conv2d(n, h, w, ci, co, kh, kw, s, d, pad, act, bias):
 
 
 @pytest.mark.parametrize("ci,co,code", [(1, 16, program.OP_CONV_TAPS), (2, 8, program.OP_CONV_TAPS),
-                                         (3, 16, program.OP_CONV_TAPS), (4, 16, program.OP_CONV),
+                                         (3, 16, program.OP_CONV_TAPS), (8, 16, program.OP_CONV_TAPS),
+                                         (9, 16, program.OP_CONV),
                                          (1, 12, program.OP_CONV_TAPS)])  # fmt: skip
 def test_which_convolutions_run_tap_by_tap(ci, co, code):
     opts = {"padding": SAME, "stride_h": 2, "stride_w": 2, "fused_activation_function": 1}

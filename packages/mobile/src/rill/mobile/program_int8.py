@@ -200,7 +200,8 @@ class _Builder:
             wo = self.fconst(wv.transpose(1, 2, 3, 0))
             geo = [n, h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl, 0]
             if ci <= program.TAPS_MAX_CI:
-                padded = program.conv_padded(h, w_, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
+                padded = program.conv_padded(h, w_, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt,
+                                             pl)  # fmt: skip
                 fix = [(0, "x"), (1, "c"), (3, "y")]
                 if padded:  # the padded input goes to the gather area
                     self.g_need = max(self.g_need, n * padded * ci)

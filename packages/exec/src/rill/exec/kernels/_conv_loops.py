@@ -49,22 +49,80 @@ def _epilogue(v, b, act, zero, six):  # pragma: no cover - compiled
 
 
 @_jit
+def _phase_plane(plane, phases, sh, sw, top, left, hp, wq, fill):  # pragma: no cover - compiled
+    """phases (flat [sh·sw, hq·wq] view, read as rows of wq) = the [h, w] plane padded with
+    `fill` (top rows and left columns before it; rows from hp on are padding too), split by
+    stride phase: phase (y % sh)·sw + k % sw holds padded row y, column k at row y // sh, column
+    k // sw. For column strides 1 and 2 each phase row is its leading padding, a branch-free
+    copy (for stride 2 one loop splits an input row's even and odd columns into its two phase
+    rows) and its trailing padding: copies the compiler vectorizes."""
+    h, wd = plane.shape
+    hq = phases.shape[0] // (sh * sw * wq)
+    src = plane.reshape(-1)
+    # Phase column pc holds the input's columns k·sw + pc - left for k in [k0, k1) (pc 0) and
+    # [j0, j1) (pc 1, stride 2).
+    k0 = min(wq, left)
+    k1 = max(k0, min(wq, left + wd))
+    pairs = False
+    if sw == 2:
+        k0 = min(wq, (left + 1) // 2)
+        k1 = max(k0, min(wq, (wd - 1 + left) // 2 + 1))
+        j0 = min(wq, left // 2)
+        j1 = max(j0, min(wq, (wd - 2 + left) // 2 + 1)) if wd - 2 + left >= 0 else j0
+        pairs = k1 - k0 + j1 - j0 == wd
+    for y in range(hq * sh):
+        yy = y - top
+        row0 = (y % sh) * sw * hq * wq + (y // sh) * wq  # phase (y % sh, 0)'s row y // sh
+        if not (y < hp and 0 <= yy < h):
+            for pc in range(sw):
+                d0 = row0 + pc * hq * wq
+                for k in range(d0, d0 + wq):
+                    phases[k] = fill
+            continue
+        a = np.uint64(yy * wd)  # unsigned offsets: no negative-index handling, so it vectorizes
+        if sw == 1:
+            for k in range(row0, row0 + k0):
+                phases[k] = fill
+            d = np.uint64(row0 + k0)
+            b = a + np.uint64(k0 - left)
+            for t in range(np.uint64(k1 - k0)):
+                phases[d + t] = src[b + t]
+            for k in range(row0 + k1, row0 + wq):
+                phases[k] = fill
+        elif sw == 2 and pairs:
+            r1 = row0 + hq * wq
+            for k in range(row0, row0 + k0):
+                phases[k] = fill
+            for k in range(row0 + k1, row0 + wq):
+                phases[k] = fill
+            for k in range(r1, r1 + j0):
+                phases[k] = fill
+            for k in range(r1 + j1, r1 + wq):
+                phases[k] = fill
+            # Input column j goes to phase (j + left) % 2 at k = (j + left) // 2: columns 2t
+            # and 2t + 1 to phases e = left % 2 and 1 - e.
+            e = left % 2
+            de = np.uint64(row0 + e * hq * wq + left // 2)
+            do = np.uint64(row0 + (1 - e) * hq * wq + (left + 1) // 2)
+            two = np.uint64(2)
+            for t in range(np.uint64(wd // 2)):
+                phases[de + t] = src[a + two * t]
+                phases[do + t] = src[a + two * t + np.uint64(1)]
+            if wd % 2:
+                phases[de + np.uint64(wd // 2)] = src[a + np.uint64(wd - 1)]
+        else:
+            for pc in range(sw):
+                d0 = row0 + pc * hq * wq
+                for k in range(wq):
+                    kk = k * sw + pc - left
+                    phases[d0 + k] = src[yy * wd + kk] if 0 <= kk < wd else fill
+
+
+@_jit
 def _fill_phases(plane, phases, sh, sw, top, left, hp, wq, fill):  # pragma: no cover - compiled
     """phases[(y % sh)·sw + k % sw, (y // sh)·wq + k // sw] = the [h, w] plane padded with
     `fill` (top rows and left columns before it, rows from hp on are padding too)."""
-    h, wd = plane.shape
-    hq = phases.shape[1] // wq
-    for y in range(hq * sh):
-        yy = y - top
-        inside = y < hp and 0 <= yy < h
-        for pc in range(sw):
-            dst = phases[(y % sh) * sw + pc, (y // sh) * wq : (y // sh + 1) * wq]
-            for k in range(wq):
-                kk = k * sw + pc - left
-                if inside and 0 <= kk < wd:
-                    dst[k] = plane[yy, kk]
-                else:
-                    dst[k] = fill
+    _phase_plane(plane, phases.reshape(-1), sh, sw, top, left, hp, wq, fill)
 
 
 @_jit
@@ -463,22 +521,10 @@ def depthwise_nchw_by_channel(
 def conv_phases(x, b, ph, hq, wq, sh, sw, top, left):  # pragma: no cover - compiled
     """ph[ci, (y % sh)·sw + (k % sw), (y // sh)·wq + k // sw] = the zero-padded x[b, ci] at
     padded row y and column k (top rows and left columns of padding before the input)."""
-    _, c, h, wd = x.shape
+    c = x.shape[1]
     zero = ph.dtype.type(0)
     for ci in range(c):
-        for y in range(hq * sh):
-            yy = y - top
-            py, qy = y % sh, y // sh
-            for pc in range(sw):
-                dst = ph[ci, py * sw + pc, qy * wq : (qy + 1) * wq]
-                if yy < 0 or yy >= h:
-                    for k in range(wq):
-                        dst[k] = zero
-                    continue
-                src = x[b, ci, yy]
-                for k in range(wq):
-                    kk = k * sw + pc - left
-                    dst[k] = src[kk] if 0 <= kk < wd else zero
+        _phase_plane(x[b, ci], ph[ci].reshape(-1), sh, sw, top, left, hq * sh, wq, zero)
 
 
 @_jit

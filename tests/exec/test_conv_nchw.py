@@ -11,6 +11,7 @@ from sigmoid_bound import assert_sigmoid_close
 import rill.exec.kernels.intra_op as intra_op
 from rill.exec.kernels import jit
 from rill.exec.kernels.conv_kernels import conv2d
+from rill.exec.kernels.fused_conv_kernels import _BY_CHANNEL_OUTPUTS
 from rill.exec.kernels.fused_kernels import fused_conv2d
 from rill.exec.kernels.pool_kernels import max_pool
 
@@ -144,6 +145,8 @@ DEPTHWISE = [
     ((1, 24, 14, 13), 3, (2, 2), "SAME", None, (1, 1)),
     ((1, 16, 9, 9), 3, (1, 2), "VALID", None, (2, 1)),
     ((3, 17, 5, 6), 3, (1, 1), "EXPLICIT", (0, 2, 1, 0), (1, 1)),
+    ((2, 24, 14, 14), 5, (1, 1), "SAME", None, (1, 1)),  # 196 outputs a plane
+    ((1, 32, 29, 27), 5, (2, 2), "EXPLICIT", (2, 1, 2, 2), (1, 1)),
 ]
 
 
@@ -169,7 +172,7 @@ def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
         finally:
             jit.set_enabled(old)
     a, b = results
-    assert a.shape == b.shape and a.shape[2] * a.shape[3] <= 64
+    assert a.shape == b.shape and a.shape[2] * a.shape[3] <= _BY_CHANNEL_OUTPUTS
     if act == "Swish":  # float32: sigmoid32's own exp, a stated bound
         assert_sigmoid_close(a, b)
         return
@@ -181,7 +184,7 @@ def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
 
 
 PLANES = [
-    # (x shape, k, strides, padding, explicit pads, dilations): planes over 64 outputs or under
+    # (x shape, k, strides, padding, explicit pads, dilations): planes over 256 outputs or under
     # 16 channels, which the plane-by-plane loop takes (each plane copied, padded, into its
     # stride phases: the leading and trailing padding of every phase row, the stride-2 split of
     # even and odd columns at odd and even left pads and widths, strides 1 to 3)
@@ -194,7 +197,7 @@ PLANES = [
     ((1, 2, 15, 14), 3, (3, 3), "EXPLICIT", (1, 2, 2, 1), (1, 1)),
     ((1, 2, 16, 15), 3, (1, 2), "VALID", None, (2, 2)),
     ((1, 2, 11, 12), 2, (2, 1), "SAME", None, (1, 1)),
-    ((1, 20, 12, 12), 3, (1, 1), "SAME", None, (1, 1)),  # 144 outputs a plane
+    ((1, 20, 17, 17), 3, (1, 1), "SAME", None, (1, 1)),  # 289 outputs a plane
 ]
 
 
@@ -221,7 +224,7 @@ def test_depthwise_plane_by_plane_is_the_numpy_path_bit_for_bit(case, act):
             jit.set_enabled(old)
     a, b = results
     assert a.shape == b.shape
-    assert a.shape[2] * a.shape[3] > 64 or shape[1] < 16
+    assert a.shape[2] * a.shape[3] > _BY_CHANNEL_OUTPUTS or shape[1] < 16
     nan = np.isnan(b)
     np.testing.assert_array_equal(np.isnan(a), nan)
     np.testing.assert_array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))

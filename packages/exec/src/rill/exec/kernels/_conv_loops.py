@@ -369,8 +369,8 @@ def depthwise_nchw_by_channel(
     the bias and `act`), but with the channels innermost, so that each tap is one long
     vectorized loop over all channels: the image is first copied, zero-padded, channels-last
     (one position's channels at a time, so the writes are contiguous), the sums go to a
-    channels-last buffer, the bias and `act` run over it in one long loop, and out is copied
-    from it a channel at a time. (Where two NaNs meet in a sum, which one's sign the result
+    channels-last buffer, the bias and `act` run over it (runs of c channels, which
+    vectorize), and out is copied from it a channel at a time. (Where two NaNs meet in a sum, which one's sign the result
     keeps may differ.)"""
     kh, kw, c, _ = w.shape
     _, _, h, wd = x.shape
@@ -384,7 +384,7 @@ def depthwise_nchw_by_channel(
             for q in range(c):
                 wt[i, j, q] = w[i, j, q, 0]
     # The sums channels-last, one row of c per output position (the taps write them there),
-    # then the bias and activation over them all (one long loop), then out from them.
+    # then the bias and activation over them, then out from them.
     npos = oh * ow
     yt = np.empty((npos, c), out.dtype)
     xf = xt.reshape(-1)

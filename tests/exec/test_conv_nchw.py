@@ -228,3 +228,44 @@ def test_depthwise_plane_by_plane_is_the_numpy_path_bit_for_bit(case, act):
     nan = np.isnan(b)
     np.testing.assert_array_equal(np.isnan(a), nan)
     np.testing.assert_array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ((2, 6, 17, 16), 3, (2, 2), (1, 1, 1, 1), (1, 1)),
+        ((1, 6, 16, 17), 5, (2, 2), (2, 1, 2, 3), (1, 1)),
+        ((1, 5, 14, 15), 3, (1, 1), (1, 1, 1, 1), (1, 1)),
+        ((2, 4, 13, 12), 3, (1, 1), (2, 2, 2, 2), (2, 2)),
+        ((1, 4, 15, 14), 3, (3, 3), (1, 2, 2, 1), (1, 1)),
+    ],
+    ids=str,
+)
+def test_depthwise_planes_leave_nothing_in_the_padding(case):
+    """The plane-by-plane loop writes its buffer's padding once (zeros) and then copies only
+    each plane's values: a plane of NaNs, infinities and -0 before a finite one must not leave
+    anything there (the finite plane's border outputs stay finite and the numpy path's bits)."""
+    from rill.exec.kernels.fused_conv_kernels import fused_depthwise_conv2d_native
+
+    shape, k, strides, pads, dilations = case
+    x = RNG.standard_normal(shape).astype(np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0], np.float32)
+    x[:, 0::2] = RNG.choice(specials, x[:, 0::2].shape)  # every other plane non-finite or -0
+    w = RNG.standard_normal((k, k, shape[1], 1)).astype(np.float32)
+    bias = RNG.standard_normal(shape[1]).astype(np.float32)
+    results = []
+    for on in (True, False):
+        old = jit.set_enabled(on)
+        try:
+            kern = fused_depthwise_conv2d_native([1, 1, *strides], "EXPLICIT",
+                                                 [0, 0, 0, 0, *pads], "NCHW",
+                                                 [1, 1, *dilations], ["BiasAdd", "Relu"], 1, 0.2)  # fmt: skip
+            with np.errstate(all="ignore"):
+                results.append(kern(x, w, bias))
+        finally:
+            jit.set_enabled(old)
+    a, b = results
+    assert np.isfinite(a[:, 1::2]).all()
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+    ok = ~np.isnan(b)
+    np.testing.assert_array_equal(a[ok].view(np.uint32), b[ok].view(np.uint32))

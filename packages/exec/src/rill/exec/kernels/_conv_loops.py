@@ -50,7 +50,9 @@ def _epilogue(v, b, act, zero, six):  # pragma: no cover - compiled
 
 
 @_jit
-def _phase_plane(plane, phases, sh, sw, top, left, hp, wq, fill):  # pragma: no cover - compiled
+def _phase_plane(
+    plane, phases, sh, sw, top, left, hp, wq, fill, pad
+):  # pragma: no cover - compiled
     """phases (flat [sh·sw, hq·wq] view, read as rows of wq) = the [h, w] plane padded with
     `fill` (top rows and left columns before it; rows from hp on are padding too), split by
     stride phase: phase (y % sh)·sw + k % sw holds padded row y, column k at row y // sh, column
@@ -75,6 +77,8 @@ def _phase_plane(plane, phases, sh, sw, top, left, hp, wq, fill):  # pragma: no 
         yy = y - top
         row0 = (y % sh) * sw * hq * wq + (y // sh) * wq  # phase (y % sh, 0)'s row y // sh
         if not (y < hp and 0 <= yy < h):
+            if not pad:
+                continue
             for pc in range(sw):
                 d0 = row0 + pc * hq * wq
                 for k in range(d0, d0 + wq):
@@ -82,24 +86,26 @@ def _phase_plane(plane, phases, sh, sw, top, left, hp, wq, fill):  # pragma: no 
             continue
         a = np.uint64(yy * wd)  # unsigned offsets: no negative-index handling, so it vectorizes
         if sw == 1:
-            for k in range(row0, row0 + k0):
-                phases[k] = fill
+            if pad:
+                for k in range(row0, row0 + k0):
+                    phases[k] = fill
+                for k in range(row0 + k1, row0 + wq):
+                    phases[k] = fill
             d = np.uint64(row0 + k0)
             b = a + np.uint64(k0 - left)
             for t in range(np.uint64(k1 - k0)):
                 phases[d + t] = src[b + t]
-            for k in range(row0 + k1, row0 + wq):
-                phases[k] = fill
         elif sw == 2 and pairs:
-            r1 = row0 + hq * wq
-            for k in range(row0, row0 + k0):
-                phases[k] = fill
-            for k in range(row0 + k1, row0 + wq):
-                phases[k] = fill
-            for k in range(r1, r1 + j0):
-                phases[k] = fill
-            for k in range(r1 + j1, r1 + wq):
-                phases[k] = fill
+            if pad:
+                r1 = row0 + hq * wq
+                for k in range(row0, row0 + k0):
+                    phases[k] = fill
+                for k in range(row0 + k1, row0 + wq):
+                    phases[k] = fill
+                for k in range(r1, r1 + j0):
+                    phases[k] = fill
+                for k in range(r1 + j1, r1 + wq):
+                    phases[k] = fill
             # Input column j goes to phase (j + left) % 2 at k = (j + left) // 2: columns 2t
             # and 2t + 1 to phases e = left % 2 and 1 - e.
             e = left % 2
@@ -120,10 +126,11 @@ def _phase_plane(plane, phases, sh, sw, top, left, hp, wq, fill):  # pragma: no 
 
 
 @_jit
-def _fill_phases(plane, phases, sh, sw, top, left, hp, wq, fill):  # pragma: no cover - compiled
+def _fill_phases(plane, phases, sh, sw, top, left, hp, wq, fill, pad):  # pragma: no cover
     """phases[(y % sh)·sw + k % sw, (y // sh)·wq + k // sw] = the [h, w] plane padded with
-    `fill` (top rows and left columns before it, rows from hp on are padding too)."""
-    _phase_plane(plane, phases.reshape(-1), sh, sw, top, left, hp, wq, fill)
+    `fill` (top rows and left columns before it, rows from hp on are padding too; with pad
+    False the padding is left as it is, already `fill`)."""
+    _phase_plane(plane, phases.reshape(-1), sh, sw, top, left, hp, wq, fill, pad)
 
 
 @_jit
@@ -160,7 +167,9 @@ def depthwise_nchw(
         m = q - ci * mult
         if b * c + ci != last:  # the channel's padded plane, by phase
             last = b * c + ci
-            _fill_phases(x[b, ci], phases, sh, sw, top, left, hp, wq, zero)
+            # The buffer's padding is zero from np.zeros, and the planes (all of one
+            # geometry) never reach it: only their values are copied.
+            _fill_phases(x[b, ci], phases, sh, sw, top, left, hp, wq, zero, False)
         if kh == kw == 3:
             taps_3x3(flat, w, ci, m, sh, sw, dh, dw, wq, hq * wq, span, acc)
         elif kh == kw == 5:
@@ -451,7 +460,7 @@ def conv_phases(x, b, ph, hq, wq, sh, sw, top, left):  # pragma: no cover - comp
     c = x.shape[1]
     zero = ph.dtype.type(0)
     for ci in range(c):
-        _phase_plane(x[b, ci], ph[ci].reshape(-1), sh, sw, top, left, hq * sh, wq, zero)
+        _phase_plane(x[b, ci], ph[ci].reshape(-1), sh, sw, top, left, hq * sh, wq, zero, True)
 
 
 @_jit

@@ -11,6 +11,7 @@ from sigmoid_bound import assert_sigmoid_close
 import rill.exec.kernels.intra_op as intra_op
 from rill.exec.kernels import jit
 from rill.exec.kernels.conv_kernels import conv2d
+from rill.exec.kernels.fused_conv_kernels import _BY_CHANNEL_OUTPUTS
 from rill.exec.kernels.fused_kernels import fused_conv2d
 from rill.exec.kernels.pool_kernels import max_pool
 
@@ -144,6 +145,8 @@ DEPTHWISE = [
     ((1, 24, 14, 13), 3, (2, 2), "SAME", None, (1, 1)),
     ((1, 16, 9, 9), 3, (1, 2), "VALID", None, (2, 1)),
     ((3, 17, 5, 6), 3, (1, 1), "EXPLICIT", (0, 2, 1, 0), (1, 1)),
+    ((2, 24, 14, 14), 5, (1, 1), "SAME", None, (1, 1)),  # 196 outputs a plane
+    ((1, 32, 29, 27), 5, (2, 2), "EXPLICIT", (2, 1, 2, 2), (1, 1)),
 ]
 
 
@@ -169,7 +172,7 @@ def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
         finally:
             jit.set_enabled(old)
     a, b = results
-    assert a.shape == b.shape and a.shape[2] * a.shape[3] <= 64
+    assert a.shape == b.shape and a.shape[2] * a.shape[3] <= _BY_CHANNEL_OUTPUTS
     if act == "Swish":  # float32: sigmoid32's own exp, a stated bound
         assert_sigmoid_close(a, b)
         return
@@ -178,3 +181,91 @@ def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
     nan = np.isnan(b)
     np.testing.assert_array_equal(np.isnan(a), nan)
     np.testing.assert_array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+
+
+PLANES = [
+    # (x shape, k, strides, padding, explicit pads, dilations): planes over 256 outputs or under
+    # 16 channels, which the plane-by-plane loop takes (each plane copied, padded, into its
+    # stride phases: the leading and trailing padding of every phase row, the stride-2 split of
+    # even and odd columns at odd and even left pads and widths, strides 1 to 3)
+    ((1, 3, 17, 16), 3, (2, 2), "EXPLICIT", (1, 1, 1, 1), (1, 1)),
+    ((2, 2, 16, 17), 3, (2, 2), "EXPLICIT", (0, 1, 0, 1), (1, 1)),
+    ((1, 4, 18, 15), 5, (2, 2), "EXPLICIT", (2, 2, 2, 2), (1, 1)),
+    ((1, 2, 12, 13), 3, (2, 2), "EXPLICIT", (3, 0, 4, 5), (1, 1)),  # pads wider than the window
+    ((1, 3, 14, 11), 3, (1, 1), "SAME", None, (1, 1)),
+    ((1, 2, 13, 12), 5, (1, 1), "EXPLICIT", (0, 3, 6, 1), (1, 1)),
+    ((1, 2, 15, 14), 3, (3, 3), "EXPLICIT", (1, 2, 2, 1), (1, 1)),
+    ((1, 2, 16, 15), 3, (1, 2), "VALID", None, (2, 2)),
+    ((1, 2, 11, 12), 2, (2, 1), "SAME", None, (1, 1)),
+    ((1, 20, 17, 17), 3, (1, 1), "SAME", None, (1, 1)),  # 289 outputs a plane
+]
+
+
+@pytest.mark.parametrize("case", PLANES, ids=lambda c: f"x{c[0]}-k{c[1]}-s{c[2]}-{c[4]}-d{c[5]}")
+@pytest.mark.parametrize("act", [None, "HardSwish"])
+def test_depthwise_plane_by_plane_is_the_numpy_path_bit_for_bit(case, act):
+    from rill.exec.kernels.fused_conv_kernels import fused_depthwise_conv2d_native
+
+    shape, k, strides, padding, pads, dilations = case
+    x = _special(shape, np.float32) * np.float32(0.7)
+    w = RNG.standard_normal((k, k, shape[1], 1)).astype(np.float32)
+    bias = RNG.standard_normal(shape[1]).astype(np.float32)
+    ep = [0, 0, 0, 0, *pads] if padding == "EXPLICIT" else []
+    results = []
+    for on in (True, False):
+        old = jit.set_enabled(on)
+        try:
+            kern = fused_depthwise_conv2d_native([1, 1, *strides], padding, ep, "NCHW",
+                                                 [1, 1, *dilations],
+                                                 ["BiasAdd", *([act] if act else [])], 1, 0.2)  # fmt: skip
+            with np.errstate(all="ignore"):
+                results.append(kern(x, w, bias))
+        finally:
+            jit.set_enabled(old)
+    a, b = results
+    assert a.shape == b.shape
+    assert a.shape[2] * a.shape[3] > _BY_CHANNEL_OUTPUTS or shape[1] < 16
+    nan = np.isnan(b)
+    np.testing.assert_array_equal(np.isnan(a), nan)
+    np.testing.assert_array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ((2, 6, 17, 16), 3, (2, 2), (1, 1, 1, 1), (1, 1)),
+        ((1, 6, 16, 17), 5, (2, 2), (2, 1, 2, 3), (1, 1)),
+        ((1, 5, 14, 15), 3, (1, 1), (1, 1, 1, 1), (1, 1)),
+        ((2, 4, 13, 12), 3, (1, 1), (2, 2, 2, 2), (2, 2)),
+        ((1, 4, 15, 14), 3, (3, 3), (1, 2, 2, 1), (1, 1)),
+    ],
+    ids=str,
+)
+def test_depthwise_planes_leave_nothing_in_the_padding(case):
+    """The plane-by-plane loop writes its buffer's padding once (zeros) and then copies only
+    each plane's values: a plane of NaNs, infinities and -0 before a finite one must not leave
+    anything there (the finite plane's border outputs stay finite and the numpy path's bits)."""
+    from rill.exec.kernels.fused_conv_kernels import fused_depthwise_conv2d_native
+
+    shape, k, strides, pads, dilations = case
+    x = RNG.standard_normal(shape).astype(np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0], np.float32)
+    x[:, 0::2] = RNG.choice(specials, x[:, 0::2].shape)  # every other plane non-finite or -0
+    w = RNG.standard_normal((k, k, shape[1], 1)).astype(np.float32)
+    bias = RNG.standard_normal(shape[1]).astype(np.float32)
+    results = []
+    for on in (True, False):
+        old = jit.set_enabled(on)
+        try:
+            kern = fused_depthwise_conv2d_native([1, 1, *strides], "EXPLICIT",
+                                                 [0, 0, 0, 0, *pads], "NCHW",
+                                                 [1, 1, *dilations], ["BiasAdd", "Relu"], 1, 0.2)  # fmt: skip
+            with np.errstate(all="ignore"):
+                results.append(kern(x, w, bias))
+        finally:
+            jit.set_enabled(old)
+    a, b = results
+    assert np.isfinite(a[:, 1::2]).all()
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+    ok = ~np.isnan(b)
+    np.testing.assert_array_equal(a[ok].view(np.uint32), b[ok].view(np.uint32))

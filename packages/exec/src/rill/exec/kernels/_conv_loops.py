@@ -1,5 +1,5 @@
 """The compiled loops behind rill.exec.kernels.fused_conv_kernels, conv_nchw and the NCHW max
-pooling of pool_kernels (import those modules).
+pooling of pool_kernels (that one in _loops, re-exported here; import those modules).
 
 The epilogue and depthwise loops do the same operations in the same order as the unfused
 kernels' numpy code, so the two give bit-identical results: no fast-math, no fused multiply-add
@@ -17,6 +17,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from rill.exec.kernels._depthwise_loops import chan_3x3, chan_5x5, taps_3x3, taps_5x5
+from rill.exec.kernels._loops import max_pool_nchw  # noqa: F401 - pool_kernels' loop
 
 # error_model="numpy": IEEE results (inf, NaN) instead of exceptions.
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
@@ -49,22 +50,87 @@ def _epilogue(v, b, act, zero, six):  # pragma: no cover - compiled
 
 
 @_jit
-def _fill_phases(plane, phases, sh, sw, top, left, hp, wq, fill):  # pragma: no cover - compiled
-    """phases[(y % sh)·sw + k % sw, (y // sh)·wq + k // sw] = the [h, w] plane padded with
-    `fill` (top rows and left columns before it, rows from hp on are padding too)."""
+def _phase_plane(
+    plane, phases, sh, sw, top, left, hp, wq, fill, pad
+):  # pragma: no cover - compiled
+    """phases (flat [sh·sw, hq·wq] view, read as rows of wq) = the [h, w] plane padded with
+    `fill` (top rows and left columns before it; rows from hp on are padding too), split by
+    stride phase: phase (y % sh)·sw + k % sw holds padded row y, column k at row y // sh, column
+    k // sw. For column strides 1 and 2 each phase row is its leading padding, a branch-free
+    copy (for stride 2 one loop splits an input row's even and odd columns into its two phase
+    rows) and its trailing padding: copies the compiler vectorizes."""
     h, wd = plane.shape
-    hq = phases.shape[1] // wq
+    hq = phases.shape[0] // (sh * sw * wq)
+    src = plane.reshape(-1)
+    # Phase column pc holds the input's columns k·sw + pc - left for k in [k0, k1) (pc 0) and
+    # [j0, j1) (pc 1, stride 2).
+    k0 = min(wq, left)
+    k1 = max(k0, min(wq, left + wd))
+    pairs = False
+    if sw == 2:
+        k0 = min(wq, (left + 1) // 2)
+        k1 = max(k0, min(wq, (wd - 1 + left) // 2 + 1))
+        j0 = min(wq, left // 2)
+        j1 = max(j0, min(wq, (wd - 2 + left) // 2 + 1)) if wd - 2 + left >= 0 else j0
+        pairs = k1 - k0 + j1 - j0 == wd
     for y in range(hq * sh):
         yy = y - top
-        inside = y < hp and 0 <= yy < h
-        for pc in range(sw):
-            dst = phases[(y % sh) * sw + pc, (y // sh) * wq : (y // sh + 1) * wq]
-            for k in range(wq):
-                kk = k * sw + pc - left
-                if inside and 0 <= kk < wd:
-                    dst[k] = plane[yy, kk]
-                else:
-                    dst[k] = fill
+        row0 = (y % sh) * sw * hq * wq + (y // sh) * wq  # phase (y % sh, 0)'s row y // sh
+        if not (y < hp and 0 <= yy < h):
+            if not pad:
+                continue
+            for pc in range(sw):
+                d0 = row0 + pc * hq * wq
+                for k in range(d0, d0 + wq):
+                    phases[k] = fill
+            continue
+        a = np.uint64(yy * wd)  # unsigned offsets: no negative-index handling, so it vectorizes
+        if sw == 1:
+            if pad:
+                for k in range(row0, row0 + k0):
+                    phases[k] = fill
+                for k in range(row0 + k1, row0 + wq):
+                    phases[k] = fill
+            d = np.uint64(row0 + k0)
+            b = a + np.uint64(k0 - left)
+            for t in range(np.uint64(k1 - k0)):
+                phases[d + t] = src[b + t]
+        elif sw == 2 and pairs:
+            if pad:
+                r1 = row0 + hq * wq
+                for k in range(row0, row0 + k0):
+                    phases[k] = fill
+                for k in range(row0 + k1, row0 + wq):
+                    phases[k] = fill
+                for k in range(r1, r1 + j0):
+                    phases[k] = fill
+                for k in range(r1 + j1, r1 + wq):
+                    phases[k] = fill
+            # Input column j goes to phase (j + left) % 2 at k = (j + left) // 2: columns 2t
+            # and 2t + 1 to phases e = left % 2 and 1 - e.
+            e = left % 2
+            de = np.uint64(row0 + e * hq * wq + left // 2)
+            do = np.uint64(row0 + (1 - e) * hq * wq + (left + 1) // 2)
+            two = np.uint64(2)
+            for t in range(np.uint64(wd // 2)):
+                phases[de + t] = src[a + two * t]
+                phases[do + t] = src[a + two * t + np.uint64(1)]
+            if wd % 2:
+                phases[de + np.uint64(wd // 2)] = src[a + np.uint64(wd - 1)]
+        else:
+            for pc in range(sw):
+                d0 = row0 + pc * hq * wq
+                for k in range(wq):
+                    kk = k * sw + pc - left
+                    phases[d0 + k] = src[yy * wd + kk] if 0 <= kk < wd else fill
+
+
+@_jit
+def _fill_phases(plane, phases, sh, sw, top, left, hp, wq, fill, pad):  # pragma: no cover
+    """phases[(y % sh)·sw + k % sw, (y // sh)·wq + k // sw] = the [h, w] plane padded with
+    `fill` (top rows and left columns before it, rows from hp on are padding too; with pad
+    False the padding is left as it is, already `fill`)."""
+    _phase_plane(plane, phases.reshape(-1), sh, sw, top, left, hp, wq, fill, pad)
 
 
 @_jit
@@ -101,7 +167,9 @@ def depthwise_nchw(
         m = q - ci * mult
         if b * c + ci != last:  # the channel's padded plane, by phase
             last = b * c + ci
-            _fill_phases(x[b, ci], phases, sh, sw, top, left, hp, wq, zero)
+            # The buffer's padding is zero from np.zeros, and the planes (all of one
+            # geometry) never reach it: only their values are copied.
+            _fill_phases(x[b, ci], phases, sh, sw, top, left, hp, wq, zero, False)
         if kh == kw == 3:
             taps_3x3(flat, w, ci, m, sh, sw, dh, dw, wq, hq * wq, span, acc)
         elif kh == kw == 5:
@@ -302,110 +370,17 @@ def sigmoid32_span(out, b, swish, lo, hi):  # pragma: no cover - compiled
 
 
 @_jit
-def _max(a, v):  # pragma: no cover - compiled
-    """numpy's maximum(a, v): a NaN in either gives that NaN (a's first), a tie gives v; two
-    selects, no branch, so that the loops calling it vectorize."""
-    m = a if a > v else v
-    return a if a != a else m
-
-
-@_jit
-def max_pool_nchw(x, out, kh, kw, sh, sw, top, left, lo, hi):  # pragma: no cover - compiled
-    """out[p] for the planes p in [lo, hi) of x [planes, h, w] (out [planes, oh, ow]): each
-    output the maximum of its window's taps inside x (top rows and left columns of padding
-    before x), -inf where none is; a NaN in the window gives NaN, as numpy's maximum does.
-
-    Each output row first takes the maximum down its window's input rows, across the whole
-    width (long contiguous loops the compiler vectorizes), then along each window's columns.
-    The values are the numpy kernel's; where a window holds both zeros or several NaNs, which
-    sign the result keeps can differ (the taps are taken column by column, not row by row)."""
-    _, h, wd = x.shape
-    _, oh, ow = out.shape
-    lowest = x.dtype.type(-np.inf)
-    vm = np.empty(wd, x.dtype)
-    # Stride 2, 2 or 3 columns: vm's even and odd columns from the first interior window on,
-    # copied apart, so that the windows' maxima read both contiguously and vectorize (the
-    # stride-2 reads did not: 0.42 -> 0.24 ms on SqueezeNet's 64×111×111 3×3/2 pool). Same
-    # operands, same order: the same bits.
-    half = (wd + 2) // 2
-    ve = np.empty(half, x.dtype)
-    vo = np.empty(half, x.dtype)
-    # The outputs whose windows lie wholly inside the row: [o0, o1).
-    o0 = min(ow, max(0, (left + sw - 1) // sw))
-    o1 = max(o0, min(ow, (wd - kw + left) // sw + 1))
-    step = np.uint64(sw)
-    for p in range(lo, hi):
-        for r in range(oh):
-            y0 = max(0, r * sh - top)
-            y1 = min(h, r * sh - top + kh)
-            dst = out[p, r]
-            if y0 >= y1:
-                for o in range(ow):
-                    dst[o] = lowest
-                continue
-            src = x[p, y0]
-            for k in range(wd):
-                vm[k] = src[k]
-            for y in range(y0 + 1, y1):
-                src = x[p, y]
-                for k in range(wd):
-                    vm[k] = _max(vm[k], src[k])
-            for o in range(o0):
-                acc = lowest
-                for j in range(kw):
-                    cc = o * sw + j - left
-                    if 0 <= cc < wd:
-                        acc = _max(acc, vm[cc])
-                dst[o] = acc
-            first = np.uint64(o0 * sw - left)
-            count = o1 - o0
-            if sw == 2 and (kw == 3 or kw == 2) and count > 0:
-                # Unsigned indices: no negative-index wraparound check in the loops.
-                row = vm[o0 * 2 - left :]
-                tail = dst[o0:]
-                for j in range(count):
-                    ve[j] = row[2 * j]
-                    vo[j] = row[2 * j + 1]
-                if kw == 3:
-                    ve[count] = row[2 * count]
-                    for o in range(count):
-                        tail[o] = _max(_max(ve[o], vo[o]), ve[o + 1])
-                else:
-                    for o in range(count):
-                        tail[o] = _max(ve[o], vo[o])
-            elif kw == 3:
-                for o in range(np.uint64(o1 - o0)):
-                    base = first + o * step
-                    dst[np.uint64(o0) + o] = _max(_max(vm[base], vm[base + 1]), vm[base + 2])
-            elif kw == 2:
-                for o in range(np.uint64(o1 - o0)):
-                    base = first + o * step
-                    dst[np.uint64(o0) + o] = _max(vm[base], vm[base + 1])
-            else:
-                for o in range(np.uint64(o1 - o0)):
-                    base = first + o * step
-                    acc = vm[base]
-                    for j in range(1, kw):
-                        acc = _max(acc, vm[base + j])
-                    dst[np.uint64(o0) + o] = acc
-            for o in range(o1, ow):
-                acc = lowest
-                for j in range(kw):
-                    cc = o * sw + j - left
-                    if 0 <= cc < wd:
-                        acc = _max(acc, vm[cc])
-                dst[o] = acc
-
-
-@_jit
 def depthwise_nchw_by_channel(
     x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, act, lo, hi
 ):  # pragma: no cover - compiled
     """depthwise_nchw for a channel multiplier of 1 and small planes, images [lo, hi): the
     same sums in the same order (0 + x·w(tap 0) + x·w(tap 1) + ... in row-major tap order, then
     the bias and `act`), but with the channels innermost, so that each tap is one long
-    vectorized loop over all channels: the image is first copied, zero-padded, channels-last.
-    (Where two NaNs meet in a sum, which one's sign the result keeps may differ.)"""
+    vectorized loop over all channels: the image is first copied, zero-padded, channels-last
+    (one position's channels at a time, so the writes are contiguous), the sums go to a
+    channels-last buffer, the bias and `act` run over it (runs of c channels, which
+    vectorize), and out is copied from it a channel at a time. (Where two NaNs meet in a sum, which one's sign the result
+    keeps may differ.)"""
     kh, kw, c, _ = w.shape
     _, _, h, wd = x.shape
     _, _, oh, ow = out.shape
@@ -417,21 +392,33 @@ def depthwise_nchw_by_channel(
         for j in range(kw):
             for q in range(c):
                 wt[i, j, q] = w[i, j, q, 0]
-    acc = np.empty(c, out.dtype)
+    # The sums channels-last, one row of c per output position (the taps write them there),
+    # then the bias and activation over them, then out from them.
+    npos = oh * ow
+    yt = np.empty((npos, c), out.dtype)
     xf = xt.reshape(-1)
     wf = wt.reshape(-1)
+    # The padding of xt (rows above and below the image, columns beside it): zero once.
+    for y in range(hp):
+        for k in range(wp):
+            if top <= y < top + h and left <= k < left + wd:
+                continue
+            dst = xt[y, k]
+            for q in range(c):
+                dst[q] = zero
+    hw = np.uint64(h * wd)
     for b in range(lo, hi):
-        for y in range(hp):
-            for k in range(wp):
-                dst = xt[y, k]
-                for q in range(c):
-                    dst[q] = zero
-        for q in range(c):
-            for y in range(h):
-                for k in range(wd):
-                    xt[y + top, k + left, q] = x[b, q, y, k]
+        # xt's interior, one position's channels at a time (contiguous writes).
+        xb = x[b].reshape(-1)
+        for y in range(h):
+            for k in range(wd):
+                dst = xt[y + top, k + left]
+                s0 = np.uint64(y * wd + k)
+                for q in range(np.uint64(c)):
+                    dst[q] = xb[s0 + q * hw]
         for r in range(oh):
             for o in range(ow):
+                acc = yt[r * ow + o]
                 if kh == kw == 3:
                     chan_3x3(xf, wf, (r * sh * wp + o * sw) * c, dh * wp * c, dw * c, c, acc)
                 elif kh == kw == 5:
@@ -445,12 +432,19 @@ def depthwise_nchw_by_channel(
                             wv = wt[i, j]
                             for q in range(c):
                                 acc[q] += src[q] * wv[q]
-                if has_bias:
-                    for q in range(c):
-                        out[b, q, r, o] = _epilogue(acc[q], bias[q], act, zero, six)
-                else:
-                    for q in range(c):
-                        out[b, q, r, o] = acc[q]
+        if has_bias:
+            for t in range(npos):
+                row = yt[t]
+                for q in range(c):
+                    row[q] = _epilogue(row[q], bias[q], act, zero, six)
+        # out[b, q] from column q of yt (contiguous writes).
+        ob = out[b].reshape(-1)
+        yf = yt.reshape(-1)
+        cu = np.uint64(c)
+        for q in range(c):
+            d0 = np.uint64(q * npos)
+            for t in range(np.uint64(npos)):
+                ob[d0 + t] = yf[t * cu + np.uint64(q)]
 
 
 # -- conv_nchw: the input's padded stride phases ([c, sh·sw, hq·wq]: rows and columns by their
@@ -463,22 +457,10 @@ def depthwise_nchw_by_channel(
 def conv_phases(x, b, ph, hq, wq, sh, sw, top, left):  # pragma: no cover - compiled
     """ph[ci, (y % sh)·sw + (k % sw), (y // sh)·wq + k // sw] = the zero-padded x[b, ci] at
     padded row y and column k (top rows and left columns of padding before the input)."""
-    _, c, h, wd = x.shape
+    c = x.shape[1]
     zero = ph.dtype.type(0)
     for ci in range(c):
-        for y in range(hq * sh):
-            yy = y - top
-            py, qy = y % sh, y // sh
-            for pc in range(sw):
-                dst = ph[ci, py * sw + pc, qy * wq : (qy + 1) * wq]
-                if yy < 0 or yy >= h:
-                    for k in range(wq):
-                        dst[k] = zero
-                    continue
-                src = x[b, ci, yy]
-                for k in range(wq):
-                    kk = k * sw + pc - left
-                    dst[k] = src[kk] if 0 <= kk < wd else zero
+        _phase_plane(x[b, ci], ph[ci].reshape(-1), sh, sw, top, left, hq * sh, wq, zero, True)
 
 
 @_jit

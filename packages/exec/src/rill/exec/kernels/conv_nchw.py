@@ -32,6 +32,9 @@ __all__ = ["nchw_conv"]
 # Patch elements per band (512 KiB of float32): the band's patches, product and output stay in
 # the cache of one core.
 _BAND = 1 << 17
+# Output elements per band (128 KiB of float32): with few filter rows k (an RGB stem's 27) and
+# many output channels the band's product outgrows the patches; beyond this the GEMM slowed.
+_OUT_BAND = 1 << 15
 # The most extra columns per row (the phase width wq past the output width ow) for which the
 # patches are built at the output width, so that the GEMM writes the output band in place; with
 # more (a padding wider than the window, rare), the product is built at the phase width and
@@ -117,7 +120,7 @@ def nchw_conv(
             loops.conv_phases(x, i, ph[i], hq, wq, sh, sw, top, left)
 
     parallel_for(n, fill)
-    rows = max(1, min(oh, (_BAND // k - ow) // wq + 1))
+    rows = max(1, min(oh, (_BAND // k - ow) // wq + 1, _OUT_BAND // (o * ow)))
     bands = [(i, r0, min(oh, r0 + rows)) for i in range(n) for r0 in range(0, oh, rows)]
 
     flat = out.reshape(n, o, oh * ow)

@@ -199,10 +199,11 @@ def nchw_epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
 
 
 # The most output positions per plane for which an NCHW depthwise convolution (multiplier 1, 16
-# channels or more) runs with the channels innermost (_conv_loops.depthwise_nchw_by_channel): on
-# MobileNetV3's 7×7 outputs of 288-576 channels it took 45-55% less time than the plane-by-plane
-# loop, on 14×14 ones about the same, on larger planes far more.
-_BY_CHANNEL_OUTPUTS = 64
+# channels or more) runs with the channels innermost (_conv_loops.depthwise_nchw_by_channel).
+# One thread, alone: on MobileNetV3's and EfficientNet's 14×14 outputs of 96-576 channels it
+# takes 0.53-0.82 of the plane-by-plane loop's time (240×14×14 5×5: 0.176 -> 0.094 ms), on
+# 7×7 ones about half; on 28×28 outputs 1.3-1.7 times it, on larger planes far more.
+_BY_CHANNEL_OUTPUTS = 256
 
 # The most input channels for which _FusedConv2D runs conv_nchw (first layers, where Conv2D's
 # NHWC patches copy in short runs). On the benchmark models' RGB stems it took 6-45% less time

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from rill.exec.kernels import jit
+from rill.exec.kernels import optimizer_steps as steps
 from rill.exec.kernels import pool_kernels as pk
 from rill.exec.kernels import training_kernels as tk
 
@@ -123,7 +124,7 @@ def test_momentum_update_matches_numpy(both_paths, dtype, nesterov):
 
     def update():
         v, a = v0.copy(), a0.copy()
-        out = tk._apply_dense(tk._momentum, g, [v, a], hyper)
+        out = tk._apply_dense(steps.momentum, g, [v, a], hyper)
         assert out[0] is v and out[1] is a  # written in place
         return v, a
 
@@ -138,15 +139,15 @@ def test_gradient_descent_matches_numpy(both_paths):
     g = RNG.standard_normal(n).astype(np.float32)
     v0 = RNG.standard_normal(n).astype(np.float32)
     a, b = both_paths(
-        lambda: tk._apply_dense(tk._gradient_descent, g, [v0.copy()], (np.float32(0.3),))[0]
+        lambda: tk._apply_dense(steps.gradient_descent, g, [v0.copy()], (np.float32(0.3),))[0]
     )
     assert_bits_equal(a, b)
 
 
 def test_mixed_precision_hyperparameters_keep_the_numpy_path():
     g = np.ones(tk._CHUNK * 2, np.float32)
-    assert tk._compiled(tk._momentum, g.dtype, (np.float64(0.1), np.float32(0.9), False)) is None
-    assert tk._compiled(tk._momentum, g.dtype, (np.float32(0.1), np.float32(0.9), False))
+    assert tk._compiled(steps.momentum, g.dtype, (np.float64(0.1), np.float32(0.9), False)) is None
+    assert tk._compiled(steps.momentum, g.dtype, (np.float32(0.1), np.float32(0.9), False))
 
 
 def test_turned_off_by_the_environment():
@@ -184,7 +185,7 @@ def test_adagrad_update_matches_numpy(both_paths, dtype, update_slots, v2, n):
     a0 = np.abs(RNG.standard_normal(n)).astype(dtype)
     g[::13] = 0
     a0[::17] = 0  # 0 / 0 is NaN, as in TensorFlow
-    step = tk._adagrad_v2 if v2 else tk._adagrad
+    step = steps.adagrad_v2 if v2 else steps.adagrad
     hyper = (dtype(0.1), dtype(1e-7), update_slots) if v2 else (dtype(0.1), update_slots)
 
     def update():
@@ -211,7 +212,7 @@ def test_adam_update_matches_numpy(both_paths, dtype, nesterov, n):
 
     def update():
         v, m, s = v0.copy(), m0.copy(), s0.copy()
-        tk._apply_dense(tk._adam, g, [v, m, s], (*hyper, nesterov))
+        tk._apply_dense(steps.adam, g, [v, m, s], (*hyper, nesterov))
         return v, m, s
 
     first, second = both_paths(update)

@@ -27,6 +27,7 @@ import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels import jit
+from rill.exec.kernels import optimizer_steps as steps
 from rill.exec.kernels.intra_op import parallel_for, scratch
 from rill.exec.kernels.state_kernels import lookup_var
 from rill.exec.resources import Var, update_vars
@@ -39,187 +40,6 @@ _FLOAT_COMPLEX = {"T": _FLOAT + (dtypes.complex64, dtypes.complex128)}
 _REAL = {"T": _FLOAT}
 # TensorFlow's sparse FTRL kernels exist for float32 and float64 only.
 _SPARSE_FTRL = {"T": (dtypes.float32, dtypes.float64)}
-
-
-# -- the updates --------------------------------------------------------------------------------
-
-
-def _gradient_descent(g, v, alpha):
-    out = np.multiply(g, alpha)
-    return (np.subtract(v, out, out=out),)
-
-
-def _momentum(g, v, a0, lr, momentum, nesterov):
-    a = np.multiply(a0, momentum)
-    a += g
-    if nesterov:  # var -= grad·lr + accum·momentum·lr
-        out = np.multiply(a, momentum)
-        out *= lr
-        out += np.multiply(g, lr)
-    else:
-        out = np.multiply(a, lr)
-    return np.subtract(v, out, out=out), a
-
-
-def _momentum_in_place(g, v, a, lr, momentum, nesterov, t):
-    """_momentum written into v and a, with the same operations in the same order."""
-    a *= momentum
-    a += g
-    if nesterov:
-        np.multiply(a, momentum, out=t)
-        t *= lr
-        t += np.multiply(g, lr)
-    else:
-        np.multiply(a, lr, out=t)
-    v -= t
-
-
-def _gradient_descent_in_place(g, v, alpha, t):
-    np.multiply(g, alpha, out=t)
-    v -= t
-
-
-def _keras_momentum(g, v, a0, lr, momentum, nesterov):
-    glr = np.multiply(g, lr)
-    a = np.multiply(a0, momentum)
-    a -= glr
-    if nesterov:  # var += accum·momentum - grad·lr
-        out = np.multiply(a, momentum)
-        out -= glr
-        return np.add(v, out, out=out), a
-    return np.add(v, a, out=glr), a
-
-
-def _adagrad(g, v, a0, lr, update_slots):
-    if update_slots:
-        a = np.multiply(g, g)
-        a += a0
-    else:
-        a = a0
-    out = np.sqrt(a)
-    np.divide(g, out, out=out)
-    out *= lr
-    return np.subtract(v, out, out=out), a
-
-
-def _adagrad_v2(g, v, a0, lr, epsilon, update_slots):
-    if update_slots:
-        a = np.multiply(g, g)
-        a += a0
-    else:
-        a = a0
-    out = np.sqrt(a)
-    out += epsilon
-    np.divide(g, out, out=out)
-    out *= lr
-    return np.subtract(v, out, out=out), a
-
-
-def _adadelta(g, v, a0, u0, lr, rho, epsilon):
-    one_minus_rho = 1 - rho
-    a = np.multiply(g, g)
-    a *= one_minus_rho
-    t = np.multiply(a0, rho)
-    a += t
-    # update = √(accum_update + ε) / √(accum + ε) · grad
-    upd = np.add(u0, epsilon)
-    np.sqrt(upd, out=upd)
-    np.add(a, epsilon, out=t)
-    np.sqrt(t, out=t)
-    upd /= t
-    upd *= g
-    out = np.multiply(upd, lr)
-    np.subtract(v, out, out=out)
-    u = np.multiply(upd, upd, out=upd)
-    u *= one_minus_rho
-    u += np.multiply(u0, rho, out=t)
-    return out, a, u
-
-
-def _rms_prop(g, v, ms0, mom0, lr, rho, momentum, epsilon):
-    ms = np.multiply(g, g)
-    ms -= ms0
-    ms *= 1 - rho
-    ms += ms0
-    t = np.add(ms, epsilon)
-    np.sqrt(t, out=t)
-    mom = np.multiply(g, lr)
-    mom /= t
-    mom += np.multiply(mom0, momentum, out=t)
-    return np.subtract(v, mom), ms, mom
-
-
-def _centered_rms_prop(g, v, mg0, ms0, mom0, lr, rho, momentum, epsilon):
-    one_minus_rho = 1 - rho
-    ms = np.multiply(g, g)
-    ms -= ms0
-    ms *= one_minus_rho
-    ms += ms0
-    mg = np.subtract(g, mg0)
-    mg *= one_minus_rho
-    mg += mg0
-    t = np.multiply(mg, mg)
-    np.subtract(ms, t, out=t)
-    t += epsilon
-    np.sqrt(t, out=t)
-    mom = np.multiply(g, lr)
-    mom /= t
-    mom += np.multiply(mom0, momentum, out=t)
-    return np.subtract(v, mom), mg, ms, mom
-
-
-def _adam(g, v, m0, v0, beta1_power, beta2_power, lr, beta1, beta2, epsilon, nesterov):
-    alpha = lr * np.sqrt(1 - beta2_power) / (1 - beta1_power)
-    m = np.subtract(g, m0)
-    m *= 1 - beta1
-    m += m0
-    vv = np.multiply(g, g)
-    vv -= v0
-    vv *= 1 - beta2
-    vv += v0
-    denom = np.sqrt(vv)
-    denom += epsilon
-    if nesterov:  # var -= (grad·(1 - β1) + β1·m)·α / (√v + ε)
-        out = np.multiply(m, beta1)
-        out += np.multiply(g, 1 - beta1)
-        out *= alpha
-    else:
-        out = np.multiply(m, alpha)
-    out /= denom
-    return np.subtract(v, out, out=out), m, vv
-
-
-def _ftrl(g, v, acc0, lin0, lr, l1, l2, l2_shrinkage, lr_power, multiply_linear_by_lr):
-    acc = np.multiply(g, g)
-    acc += acc0
-    if lr_power == -0.5:
-        p_new, p_old = np.sqrt(acc), np.sqrt(acc0)
-    else:
-        p_new, p_old = np.power(acc, -lr_power), np.power(acc0, -lr_power)
-    sigma = np.subtract(p_new, p_old, out=p_old)
-    sigma *= v
-    lin = g if l2_shrinkage is None else np.multiply(v, 2 * l2_shrinkage) + g
-    if multiply_linear_by_lr:
-        # linear += grad'·lr - (accum'^-p - accum^-p)·var; var = (l1·lr·sign - linear) / y
-        lin = np.multiply(lin, lr)
-        lin -= sigma
-        l1_lin, y = l1 * lr, p_new
-        y += 2 * l2 * lr
-    else:
-        # linear += grad' - (accum'^-p - accum^-p) / lr·var; var = (l1·sign - linear) / y
-        sigma /= lr
-        lin = np.subtract(lin, sigma)
-        l1_lin, y = l1, p_new
-        y /= lr
-        y += 2 * l2
-    lin += lin0
-    x = np.sign(lin)
-    x *= l1_lin
-    x -= lin
-    with np.errstate(divide="ignore", invalid="ignore"):  # masked out below where y may be 0
-        x /= y
-    np.copyto(x, 0, where=~(np.abs(lin) > l1_lin))
-    return x, acc, lin
 
 
 # -- running an update --------------------------------------------------------------------------
@@ -323,7 +143,10 @@ def _apply_dense(step, grad, olds, hyper) -> list:
 
 
 # The hottest updates, written straight into their state arrays when all of them may be written.
-_IN_PLACE = {_momentum: _momentum_in_place, _gradient_descent: _gradient_descent_in_place}
+_IN_PLACE = {
+    steps.momentum: steps.momentum_in_place,
+    steps.gradient_descent: steps.gradient_descent_in_place,
+}
 
 
 def _compiled(step, dtype: np.dtype, hyper):
@@ -342,16 +165,16 @@ def _compiled_steps(loops) -> dict:
     """update step -> its compiled loop, taking (grad, *states, *hyper, lo, hi)."""
 
     def adam(g, v, m, vv, beta1_power, beta2_power, lr, beta1, beta2, epsilon, nesterov, lo, hi):
-        # The scalars as _adam computes them, by numpy; the loop does the elementwise part.
+        # The scalars as steps.adam computes them, by numpy; the loop does the elementwise part.
         alpha = lr * np.sqrt(1 - beta2_power) / (1 - beta1_power)
         loops.adam(g, v, m, vv, alpha, beta1, 1 - beta1, 1 - beta2, epsilon, nesterov, lo, hi)
 
     return {
-        _momentum: loops.momentum,
-        _gradient_descent: loops.gradient_descent,
-        _adagrad: loops.adagrad,
-        _adagrad_v2: loops.adagrad_v2,
-        _adam: adam,
+        steps.momentum: loops.momentum,
+        steps.gradient_descent: loops.gradient_descent,
+        steps.adagrad: loops.adagrad,
+        steps.adagrad_v2: loops.adagrad_v2,
+        steps.adam: adam,
     }
 
 
@@ -448,7 +271,7 @@ _FTRL = ("var", "accum", "linear")
 def resource_apply_gradient_descent(T):
     def compute(ctx, var, alpha, delta):
         hyper = (_scalar(alpha, "alpha"),)
-        _dense(ctx, T, (var,), _GD, "delta", delta, _gradient_descent, hyper)
+        _dense(ctx, T, (var,), _GD, "delta", delta, steps.gradient_descent, hyper)
 
     return compute
 
@@ -465,10 +288,10 @@ def _momentum_kernel(step):
 
 
 register_kernel("ResourceApplyMomentum", context=True, constraints=_FLOAT_COMPLEX)(
-    _momentum_kernel(_momentum)
+    _momentum_kernel(steps.momentum)
 )
 register_kernel("ResourceApplyKerasMomentum", context=True, constraints=_FLOAT_COMPLEX)(
-    _momentum_kernel(_keras_momentum)
+    _momentum_kernel(steps.keras_momentum)
 )
 
 
@@ -476,7 +299,7 @@ register_kernel("ResourceApplyKerasMomentum", context=True, constraints=_FLOAT_C
 def resource_apply_adagrad(T, update_slots):
     def compute(ctx, var, accum, lr, grad):
         hyper = (_scalar(lr, "lr"), update_slots)
-        _dense(ctx, T, (var, accum), _ACCUM, "grad", grad, _adagrad, hyper)
+        _dense(ctx, T, (var, accum), _ACCUM, "grad", grad, steps.adagrad, hyper)
 
     return compute
 
@@ -485,7 +308,7 @@ def resource_apply_adagrad(T, update_slots):
 def resource_apply_adagrad_v2(T, update_slots):
     def compute(ctx, var, accum, lr, epsilon, grad):
         hyper = (_scalar(lr, "lr"), _scalar(epsilon, "epsilon"), update_slots)
-        _dense(ctx, T, (var, accum), _ACCUM, "grad", grad, _adagrad_v2, hyper)
+        _dense(ctx, T, (var, accum), _ACCUM, "grad", grad, steps.adagrad_v2, hyper)
 
     return compute
 
@@ -494,7 +317,7 @@ def resource_apply_adagrad_v2(T, update_slots):
 def resource_apply_adadelta(T):
     def compute(ctx, var, accum, accum_update, lr, rho, epsilon, grad):
         hyper = (_scalar(lr, "lr"), _scalar(rho, "rho"), _scalar(epsilon, "epsilon"))
-        _dense(ctx, T, (var, accum, accum_update), _ADADELTA, "grad", grad, _adadelta, hyper)
+        _dense(ctx, T, (var, accum, accum_update), _ADADELTA, "grad", grad, steps.adadelta, hyper)
 
     return compute
 
@@ -512,7 +335,7 @@ def _rms_hyper(lr, rho, momentum, epsilon) -> tuple:
 def resource_apply_rms_prop(T):
     def compute(ctx, var, ms, mom, lr, rho, momentum, epsilon, grad):
         hyper = _rms_hyper(lr, rho, momentum, epsilon)
-        _dense(ctx, T, (var, ms, mom), _RMS, "grad", grad, _rms_prop, hyper)
+        _dense(ctx, T, (var, ms, mom), _RMS, "grad", grad, steps.rms_prop, hyper)
 
     return compute
 
@@ -521,7 +344,7 @@ def resource_apply_rms_prop(T):
 def resource_apply_centered_rms_prop(T):
     def compute(ctx, var, mg, ms, mom, lr, rho, momentum, epsilon, grad):
         hyper = _rms_hyper(lr, rho, momentum, epsilon)
-        _dense(ctx, T, (var, mg, ms, mom), _CENTERED, "grad", grad, _centered_rms_prop, hyper)
+        _dense(ctx, T, (var, mg, ms, mom), _CENTERED, "grad", grad, steps.centered_rms_prop, hyper)
 
     return compute
 
@@ -533,7 +356,7 @@ def resource_apply_adam(T, use_nesterov):
     def compute(ctx, var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad):
         scalars = (beta1_power, beta2_power, lr, beta1, beta2, epsilon)
         hyper = (*(_scalar(x, n) for x, n in zip(scalars, names)), use_nesterov)
-        _dense(ctx, T, (var, m, v), _ADAM, "grad", grad, _adam, hyper)
+        _dense(ctx, T, (var, m, v), _ADAM, "grad", grad, steps.adam, hyper)
 
     return compute
 
@@ -565,7 +388,7 @@ def _ftrl_hyper(lr, l1, l2, l2_shrinkage, lr_power, multiply_linear_by_lr) -> tu
 def resource_apply_ftrl(T, multiply_linear_by_lr):
     def compute(ctx, var, accum, linear, grad, lr, l1, l2, lr_power):
         hyper = _ftrl_hyper(lr, l1, l2, None, lr_power, multiply_linear_by_lr)
-        _dense(ctx, T, (var, accum, linear), _FTRL, "grad", grad, _ftrl, hyper)
+        _dense(ctx, T, (var, accum, linear), _FTRL, "grad", grad, steps.ftrl, hyper)
 
     return compute
 
@@ -574,7 +397,7 @@ def resource_apply_ftrl(T, multiply_linear_by_lr):
 def resource_apply_ftrl_v2(T, multiply_linear_by_lr):
     def compute(ctx, var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power):
         hyper = _ftrl_hyper(lr, l1, l2, l2_shrinkage, lr_power, multiply_linear_by_lr)
-        _dense(ctx, T, (var, accum, linear), _FTRL, "grad", grad, _ftrl, hyper)
+        _dense(ctx, T, (var, accum, linear), _FTRL, "grad", grad, steps.ftrl, hyper)
 
     return compute
 
@@ -586,7 +409,7 @@ def resource_apply_ftrl_v2(T, multiply_linear_by_lr):
 def resource_sparse_apply_adagrad(T, update_slots):
     def compute(ctx, var, accum, lr, grad, indices):
         hyper = (_scalar(lr, "lr"), update_slots)
-        _sparse(ctx, T, (var, accum), _ACCUM, grad, indices, _adagrad, hyper)
+        _sparse(ctx, T, (var, accum), _ACCUM, grad, indices, steps.adagrad, hyper)
 
     return compute
 
@@ -595,7 +418,7 @@ def resource_sparse_apply_adagrad(T, update_slots):
 def resource_sparse_apply_adagrad_v2(T, update_slots):
     def compute(ctx, var, accum, lr, epsilon, grad, indices):
         hyper = (_scalar(lr, "lr"), _scalar(epsilon, "epsilon"), update_slots)
-        _sparse(ctx, T, (var, accum), _ACCUM, grad, indices, _adagrad_v2, hyper)
+        _sparse(ctx, T, (var, accum), _ACCUM, grad, indices, steps.adagrad_v2, hyper)
 
     return compute
 
@@ -612,10 +435,10 @@ def _sparse_momentum_kernel(step):
 
 
 register_kernel("ResourceSparseApplyMomentum", context=True, constraints=_FLOAT_COMPLEX)(
-    _sparse_momentum_kernel(_momentum)
+    _sparse_momentum_kernel(steps.momentum)
 )
 register_kernel("ResourceSparseApplyKerasMomentum", context=True, constraints=_FLOAT_COMPLEX)(
-    _sparse_momentum_kernel(_keras_momentum)
+    _sparse_momentum_kernel(steps.keras_momentum)
 )
 
 
@@ -623,7 +446,7 @@ register_kernel("ResourceSparseApplyKerasMomentum", context=True, constraints=_F
 def resource_sparse_apply_adadelta(T):
     def compute(ctx, var, accum, accum_update, lr, rho, epsilon, grad, indices):
         hyper = (_scalar(lr, "lr"), _scalar(rho, "rho"), _scalar(epsilon, "epsilon"))
-        _sparse(ctx, T, (var, accum, accum_update), _ADADELTA, grad, indices, _adadelta, hyper)
+        _sparse(ctx, T, (var, accum, accum_update), _ADADELTA, grad, indices, steps.adadelta, hyper)
 
     return compute
 
@@ -632,7 +455,7 @@ def resource_sparse_apply_adadelta(T):
 def resource_sparse_apply_rms_prop(T):
     def compute(ctx, var, ms, mom, lr, rho, momentum, epsilon, grad, indices):
         hyper = _rms_hyper(lr, rho, momentum, epsilon)
-        _sparse(ctx, T, (var, ms, mom), _RMS, grad, indices, _rms_prop, hyper)
+        _sparse(ctx, T, (var, ms, mom), _RMS, grad, indices, steps.rms_prop, hyper)
 
     return compute
 
@@ -642,7 +465,7 @@ def resource_sparse_apply_centered_rms_prop(T):
     def compute(ctx, var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices):
         hyper = _rms_hyper(lr, rho, momentum, epsilon)
         handles = (var, mg, ms, mom)
-        _sparse(ctx, T, handles, _CENTERED, grad, indices, _centered_rms_prop, hyper)
+        _sparse(ctx, T, handles, _CENTERED, grad, indices, steps.centered_rms_prop, hyper)
 
     return compute
 
@@ -651,7 +474,7 @@ def resource_sparse_apply_centered_rms_prop(T):
 def resource_sparse_apply_ftrl(T, multiply_linear_by_lr):
     def compute(ctx, var, accum, linear, grad, indices, lr, l1, l2, lr_power):
         hyper = _ftrl_hyper(lr, l1, l2, None, lr_power, multiply_linear_by_lr)
-        _sparse(ctx, T, (var, accum, linear), _FTRL, grad, indices, _ftrl, hyper)
+        _sparse(ctx, T, (var, accum, linear), _FTRL, grad, indices, steps.ftrl, hyper)
 
     return compute
 
@@ -660,6 +483,6 @@ def resource_sparse_apply_ftrl(T, multiply_linear_by_lr):
 def resource_sparse_apply_ftrl_v2(T, multiply_linear_by_lr):
     def compute(ctx, var, accum, linear, grad, indices, lr, l1, l2, l2_shrinkage, lr_power):
         hyper = _ftrl_hyper(lr, l1, l2, l2_shrinkage, lr_power, multiply_linear_by_lr)
-        _sparse(ctx, T, (var, accum, linear), _FTRL, grad, indices, _ftrl, hyper)
+        _sparse(ctx, T, (var, accum, linear), _FTRL, grad, indices, steps.ftrl, hyper)
 
     return compute

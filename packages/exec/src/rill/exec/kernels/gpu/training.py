@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels import optimizer_steps as steps
 from rill.exec.kernels import training_kernels as tk
 from rill.exec.kernels.gpu.generic import scatter_add
 from rill.exec.kernels.state_kernels import _check_dtype, lookup_var
@@ -53,19 +54,19 @@ def _rms(d, a):
 
 # op -> (update step, gradient input, hyperparameters(named inputs, attrs), constraints)
 _UPDATES = {
-    "GradientDescent": (tk._gradient_descent, "delta", lambda d, a: (_sc(d, "alpha"),), _FLOAT_COMPLEX),
-    "Momentum": (tk._momentum, "grad", _momentum, _FLOAT_COMPLEX),
-    "KerasMomentum": (tk._keras_momentum, "grad", _momentum, _FLOAT_COMPLEX),
-    "Adagrad": (tk._adagrad, "grad", lambda d, a: (_sc(d, "lr"), a["update_slots"]), _FLOAT_COMPLEX),
-    "AdagradV2": (tk._adagrad_v2, "grad",
+    "GradientDescent": (steps.gradient_descent, "delta", lambda d, a: (_sc(d, "alpha"),), _FLOAT_COMPLEX),
+    "Momentum": (steps.momentum, "grad", _momentum, _FLOAT_COMPLEX),
+    "KerasMomentum": (steps.keras_momentum, "grad", _momentum, _FLOAT_COMPLEX),
+    "Adagrad": (steps.adagrad, "grad", lambda d, a: (_sc(d, "lr"), a["update_slots"]), _FLOAT_COMPLEX),
+    "AdagradV2": (steps.adagrad_v2, "grad",
                   lambda d, a: (_sc(d, "lr"), _sc(d, "epsilon"), a["update_slots"]), _FLOAT_COMPLEX),
-    "Adadelta": (tk._adadelta, "grad",
+    "Adadelta": (steps.adadelta, "grad",
                  lambda d, a: (_sc(d, "lr"), _sc(d, "rho"), _sc(d, "epsilon")), _FLOAT_COMPLEX),
-    "RMSProp": (tk._rms_prop, "grad", _rms, _FLOAT_COMPLEX),
-    "CenteredRMSProp": (tk._centered_rms_prop, "grad", _rms, _FLOAT_COMPLEX),
-    "Adam": (tk._adam, "grad", _adam, _FLOAT_COMPLEX),
-    "Ftrl": (tk._ftrl, "grad", lambda d, a: _ftrl(d, a, False), _REAL),
-    "FtrlV2": (tk._ftrl, "grad", lambda d, a: _ftrl(d, a, True), _REAL),
+    "RMSProp": (steps.rms_prop, "grad", _rms, _FLOAT_COMPLEX),
+    "CenteredRMSProp": (steps.centered_rms_prop, "grad", _rms, _FLOAT_COMPLEX),
+    "Adam": (steps.adam, "grad", _adam, _FLOAT_COMPLEX),
+    "Ftrl": (steps.ftrl, "grad", lambda d, a: _ftrl(d, a, False), _REAL),
+    "FtrlV2": (steps.ftrl, "grad", lambda d, a: _ftrl(d, a, True), _REAL),
 }  # fmt: skip
 
 

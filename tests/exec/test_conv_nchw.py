@@ -150,9 +150,8 @@ DEPTHWISE = [
 ]
 
 
-@pytest.mark.parametrize("case", DEPTHWISE, ids=lambda c: f"x{c[0]}-k{c[1]}-s{c[2]}-{c[3]}")
-@pytest.mark.parametrize("act", [None, "Relu6", "HardSwish", "Swish", "Elu"])
-def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
+def _depthwise_both_paths(case, act):
+    """A fused NCHW depthwise convolution (bias, act) of special values, compiled and numpy."""
     from rill.exec.kernels.fused_conv_kernels import fused_depthwise_conv2d_native
 
     shape, k, strides, padding, pads, dilations = case
@@ -171,7 +170,13 @@ def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
                 results.append(kern(x, w, bias))
         finally:
             jit.set_enabled(old)
-    a, b = results
+    return results
+
+
+@pytest.mark.parametrize("case", DEPTHWISE, ids=lambda c: f"x{c[0]}-k{c[1]}-s{c[2]}-{c[3]}")
+@pytest.mark.parametrize("act", [None, "Relu6", "HardSwish", "Swish", "Elu"])
+def test_depthwise_of_small_planes_is_the_numpy_path_bit_for_bit(case, act):
+    a, b = _depthwise_both_paths(case, act)
     assert a.shape == b.shape and a.shape[2] * a.shape[3] <= _BY_CHANNEL_OUTPUTS
     if act == "Swish":  # float32: sigmoid32's own exp, a stated bound
         assert_sigmoid_close(a, b)
@@ -204,25 +209,8 @@ PLANES = [
 @pytest.mark.parametrize("case", PLANES, ids=lambda c: f"x{c[0]}-k{c[1]}-s{c[2]}-{c[4]}-d{c[5]}")
 @pytest.mark.parametrize("act", [None, "HardSwish"])
 def test_depthwise_plane_by_plane_is_the_numpy_path_bit_for_bit(case, act):
-    from rill.exec.kernels.fused_conv_kernels import fused_depthwise_conv2d_native
-
-    shape, k, strides, padding, pads, dilations = case
-    x = _special(shape, np.float32) * np.float32(0.7)
-    w = RNG.standard_normal((k, k, shape[1], 1)).astype(np.float32)
-    bias = RNG.standard_normal(shape[1]).astype(np.float32)
-    ep = [0, 0, 0, 0, *pads] if padding == "EXPLICIT" else []
-    results = []
-    for on in (True, False):
-        old = jit.set_enabled(on)
-        try:
-            kern = fused_depthwise_conv2d_native([1, 1, *strides], padding, ep, "NCHW",
-                                                 [1, 1, *dilations],
-                                                 ["BiasAdd", *([act] if act else [])], 1, 0.2)  # fmt: skip
-            with np.errstate(all="ignore"):
-                results.append(kern(x, w, bias))
-        finally:
-            jit.set_enabled(old)
-    a, b = results
+    a, b = _depthwise_both_paths(case, act)
+    shape = case[0]
     assert a.shape == b.shape
     assert a.shape[2] * a.shape[3] > _BY_CHANNEL_OUTPUTS or shape[1] < 16
     nan = np.isnan(b)

@@ -292,8 +292,10 @@ def test_softmax(beta, shape):
 
 
 def test_softmax_special_values():
-    x = np.array([[np.inf, 1.0, 2.0], [np.nan, 1.0, 0.0], [-np.inf, 0.0, 0.0]], np.float32)
-    _single("SOFTMAX", [fp(3, 3)], [fp(3, 3)], {"beta": 1.0}, feeds=[x])
+    x = np.array([[np.inf, 1.0, 2.0], [np.nan, 1.0, 0.0], [-np.inf, 0.0, 0.0],
+                  [1.0, np.nan, 0.0], [0.0, 2.0, np.nan]], np.float32)  # fmt: skip
+    got = _single("SOFTMAX", [fp(5, 3)], [fp(5, 3)], {"beta": 1.0}, feeds=[x])[0]
+    assert np.isnan(got[1:2]).all() and np.isnan(got[3:]).all()  # a NaN anywhere: a NaN row
 
 
 @pytest.mark.parametrize("shape,perm", [((1, 16, 2, 16), (0, 2, 1, 3)), ((3, 4, 5), (2, 0, 1)),

@@ -235,6 +235,25 @@ def test_binary_broadcasting(op, a, b):
     _single(op, [fp(*a), fp(*b)], [fp(*out)], opts, version, feeds)
 
 
+@pytest.mark.parametrize("a,b,dims", [((2, 3, 4, 5), (2, 3, 4, 5), [1, 1, 1, 120]),
+                                      ((3, 4, 5), (), [1, 1, 1, 60]),
+                                      ((1, 16, 32), (1, 16, 1), [1, 1, 16, 32]),
+                                      ((2, 3, 4), (2, 1, 4), [1, 2, 3, 4]),
+                                      ((2, 3, 4), (1, 3, 4), [1, 2, 1, 12])])  # fmt: skip
+def test_binary_rows_join_axes_both_operands_run_through(a, b, dims):
+    """Adjacent axes both operands read contiguously (or both broadcast) are one axis of the
+    row, so the inner loop is long; an axis one operand broadcasts stays apart."""
+    out = np.broadcast_shapes(a, b)
+    model = single_op("ADD", [fp(*a), fp(*b)], [fp(*out)])
+    it = Interpreter(model_content=model)
+    it.allocate_tensors()
+    prog = it._main.program.prog
+    assert prog[0] == program.OP_BINARY
+    assert list(prog[7:11]) == dims
+    feeds = [RNG.standard_normal(a).astype(np.float32), RNG.standard_normal(b).astype(np.float32)]
+    _single("ADD", [fp(*a), fp(*b)], [fp(*out)], feeds=feeds)
+
+
 def test_binary_with_a_constant_operand_and_special_values():
     x = np.array([[np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -2.5, 7.0]], np.float32)
     c = fconst(np.array([[1.0, np.nan, 2.0, -0.0, np.inf, -3.0, 0.0, 0.5]], np.float32))
@@ -292,8 +311,10 @@ def test_softmax(beta, shape):
 
 
 def test_softmax_special_values():
-    x = np.array([[np.inf, 1.0, 2.0], [np.nan, 1.0, 0.0], [-np.inf, 0.0, 0.0]], np.float32)
-    _single("SOFTMAX", [fp(3, 3)], [fp(3, 3)], {"beta": 1.0}, feeds=[x])
+    x = np.array([[np.inf, 1.0, 2.0], [np.nan, 1.0, 0.0], [-np.inf, 0.0, 0.0],
+                  [1.0, np.nan, 0.0], [0.0, 2.0, np.nan]], np.float32)  # fmt: skip
+    got = _single("SOFTMAX", [fp(5, 3)], [fp(5, 3)], {"beta": 1.0}, feeds=[x])[0]
+    assert np.isnan(got[1:2]).all() and np.isnan(got[3:]).all()  # a NaN anywhere: a NaN row
 
 
 @pytest.mark.parametrize("shape,perm", [((1, 16, 2, 16), (0, 2, 1, 3)), ((3, 4, 5), (2, 0, 1)),

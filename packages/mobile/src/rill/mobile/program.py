@@ -267,9 +267,21 @@ class _Builder:
                     if s[d] != 1:
                         raise _Unsupported("broadcast")
                     st[d] = 0
-            strides += st
+            strides.append(st)
+        # Adjacent axes that both operands run through contiguously (or both broadcast) become
+        # one, so the kernel's inner loop is as long as it can be (an elementwise row of 16x32
+        # is one loop of 512, a scalar operand too)
+        j = 3  # the axis the ones after d have become
+        for d in (2, 1, 0):
+            if all(st[d] == st[j] * out[j] for st in strides):
+                out[j] *= out[d]
+                out[d] = 1
+                for st in strides:
+                    st[d] = 0
+            else:
+                j = d
         self.emit(OP_BINARY, [self.at(ins[0]), self.at(ins[1]), self.at(y), code, act, *out,
-                              *strides])  # fmt: skip
+                              *strides[0], *strides[1]])  # fmt: skip
 
     def _conv_2d(self, op, ins, outs, o, act) -> None:
         x, w, y = ins[0], ins[1], outs[0]

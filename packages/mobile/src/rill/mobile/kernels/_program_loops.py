@@ -262,7 +262,7 @@ def depthwise(m, p):  # pragma: no cover - compiled
         _act_range(m, p[3], p[4] * p[8] * p[9] * p[10], p[20])
 
 
-@_jit
+@numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _binary1(op, a, b):  # pragma: no cover - compiled
     if op == ADD:
         return a + b
@@ -280,12 +280,13 @@ def _binary1(op, a, b):  # pragma: no cover - compiled
     return a if (a <= b or a != a) else b
 
 
-@_jit
-def binary(m, p):  # pragma: no cover - compiled
-    """y = a (op) b with numpy broadcasting over 4 dimensions (stride 0 on a broadcast one).
-    p: a, b, y, op, activation, the 4 output dimensions, a's 4 strides, b's 4 strides."""
+@numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _binary_rows(m, p, op):  # pragma: no cover - compiled
+    """`binary`'s loops for one operation: inlined (numba IR) with op a constant, so each
+    inner loop holds one arithmetic operation and vectorises, a broadcast operand (stride 0
+    on the last axis: layer norm's mean and scale) included."""
     u = np.uint64
-    ao, bo, yo, op, act = u(p[0]), u(p[1]), u(p[2]), p[3], p[4]
+    ao, bo, yo = u(p[0]), u(p[1]), u(p[2])
     d0, d1, d2, d3 = u(p[5]), u(p[6]), u(p[7]), u(p[8])
     sa0, sa1, sa2, sa3 = u(p[9]), u(p[10]), u(p[11]), u(p[12])
     sb0, sb1, sb2, sb3 = u(p[13]), u(p[14]), u(p[15]), u(p[16])
@@ -295,13 +296,7 @@ def binary(m, p):  # pragma: no cover - compiled
             for i2 in range(d2):
                 a = ao + i0 * sa0 + i1 * sa1 + i2 * sa2
                 b = bo + i0 * sb0 + i1 * sb1 + i2 * sb2
-                if sa3 == 1 and sb3 == 1 and op == ADD:
-                    for j in range(d3):
-                        m[y + j] = m[a + j] + m[b + j]
-                elif sa3 == 1 and sb3 == 1 and op == MUL:
-                    for j in range(d3):
-                        m[y + j] = m[a + j] * m[b + j]
-                elif sa3 == 1 and sb3 == 1:
+                if sa3 == 1 and sb3 == 1:
                     for j in range(d3):
                         m[y + j] = _binary1(op, m[a + j], m[b + j])
                 elif sa3 == 1 and sb3 == 0:
@@ -316,7 +311,28 @@ def binary(m, p):  # pragma: no cover - compiled
                     for j in range(d3):
                         m[y + j] = _binary1(op, m[a + j * sa3], m[b + j * sb3])
                 y += d3
-    _act_range(m, p[2], p[5] * p[6] * p[7] * p[8], act)
+
+
+@_jit
+def binary(m, p):  # pragma: no cover - compiled
+    """y = a (op) b with numpy broadcasting over 4 dimensions (stride 0 on a broadcast one).
+    p: a, b, y, op, activation, the 4 output dimensions, a's 4 strides, b's 4 strides."""
+    op = p[3]
+    if op == ADD:
+        _binary_rows(m, p, ADD)
+    elif op == SUB:
+        _binary_rows(m, p, SUB)
+    elif op == MUL:
+        _binary_rows(m, p, MUL)
+    elif op == DIV:
+        _binary_rows(m, p, DIV)
+    elif op == SQDIFF:
+        _binary_rows(m, p, SQDIFF)
+    elif op == MAXIMUM:
+        _binary_rows(m, p, MAXIMUM)
+    else:
+        _binary_rows(m, p, MINIMUM)
+    _act_range(m, p[2], p[5] * p[6] * p[7] * p[8], p[4])
 
 
 @_jit
@@ -392,22 +408,31 @@ def mean(m, p):  # pragma: no cover - compiled
 @_jit
 def softmax(m, p):  # pragma: no cover - compiled
     """Softmax over the last axis, exp(beta · (x − max)) / sum. p: x, y, rows, depth, the
-    offset of beta in m."""
+    offset of beta in m. Three passes: (x − max) · beta row by row into y, exp over all of y
+    in one loop (short rows — attention's 16 — vectorise badly one by one), then each row's
+    sum and division."""
     xo, yo, rows, depth = p[0], p[1], p[2], p[3]
     beta = m[p[4]]
     x = m[xo : xo + rows * depth].reshape((rows, depth))
     y = m[yo : yo + rows * depth].reshape((rows, depth))
     for r in range(rows):
         top = x[r, 0]
-        for j in range(1, depth):
+        nan = False
+        for j in range(depth):  # a select reduction (vectorises) and a NaN flag apart
             v = x[r, j]
-            if v > top or v != v:
-                top = v
+            top = v if v > top else top
+            nan |= v != v
+        if nan:
+            top = np.float32(np.nan)
+        for j in range(depth):
+            y[r, j] = (x[r, j] - top) * beta
+    f = m[yo : yo + rows * depth]
+    for i in range(rows * depth):
+        f[i] = np.float32(_exp(np.float64(f[i])))
+    for r in range(rows):
         s = np.float32(0.0)
         for j in range(depth):
-            e = np.float32(_exp(np.float64((x[r, j] - top) * beta)))
-            y[r, j] = e
-            s += e
+            s += y[r, j]
         for j in range(depth):
             y[r, j] = y[r, j] / s
 

@@ -104,12 +104,14 @@ def test_a_small_stack_times_one_matrix_splits_in_two_halves_only_with_one_calls
     """Below COARSE_GRAIN multiply-adds the stack is one call on one thread (pieces would cost
     CPU there) and two halves on two threads or more, where the halves give one call's bits on
     this BLAS (threads.pieces_exact); where they would not, it stays one call. Below
-    2 * SPLIT_GRAIN it is numpy's own product."""
+    SMALL_STACK_EXACT it is numpy's own product."""
+    from rill.exec.kernels.matmul_kernels import SMALL_STACK_EXACT
+
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((1, 64, 256)).astype(np.float32)
+    x = rng.standard_normal((1, 128, 256)).astype(np.float32)
     w = rng.standard_normal((256, 1024)).astype(np.float32)
-    assert threads.COARSE_GRAIN > 64 * 256 * 1024
-    assert threads.gemm_pieces(64, 256, 1024)[1] > 2  # threads.matmul alone: more pieces
+    assert SMALL_STACK_EXACT <= 128 * 256 * 1024 < threads.COARSE_GRAIN
+    assert threads.gemm_pieces(128, 256, 1024)[1] > 2  # threads.matmul alone: more pieces
     monkeypatch.setattr(intra_op, "_THREADS", 4)
     monkeypatch.setattr(threads, "_BUDGET", 4)
     monkeypatch.setattr(threads, "_exact", {})
@@ -141,12 +143,15 @@ def test_a_small_stack_times_one_matrix_splits_in_two_halves_only_with_one_calls
                         lambda a, b, out=None: np.nextafter(np.matmul(a, b), np.inf, out=out))  # fmt: skip
     assert not threads.pieces_exact(x[0], w, None, 1, 2)
     assert np.array_equal(run(2), want) and not pieces
-    # A product under 2 * SPLIT_GRAIN multiply-adds: numpy's own, unsplit.
-    small = rng.standard_normal((1, 31, 64)).astype(np.float32)
-    assert 2 * threads.SPLIT_GRAIN > 31 * 64 * 1024
+    # A product under SMALL_STACK_EXACT multiply-adds (a GPT-2-like block's [64, 256] x
+    # [256, 1024] at batch 1): numpy's own, unsplit, even where halves would be exact.
+    monkeypatch.setattr(threads, "_gemm", np.matmul)
+    small = rng.standard_normal((1, 64, 256)).astype(np.float32)
+    assert SMALL_STACK_EXACT > 64 * 256 * 1024
     assert np.array_equal(run(4), want)
     pieces.clear()
-    assert np.array_equal(_bmm(small, w[:64]), np.matmul(small, w[:64])) and not pieces
+    monkeypatch.setattr(threads, "_exact", {})
+    assert np.array_equal(_bmm(small, w), np.matmul(small, w)) and not pieces and not threads._exact
 
 
 def test_pieces_exact_is_tried_once_per_shape_and_layout(monkeypatch):

@@ -70,8 +70,10 @@ def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     312 µs in one call, 404 in four column pieces; two fixed halves made the whole decoder 4-9%
     slower on one thread): such a product is one call on one thread, and on two or more splits
     in two halves (SMALL_STACK_PIECES) only where they give one call's bits on this machine's
-    BLAS (rill.exec.threads.matmul's `exact`, from 2 * SPLIT_GRAIN multiply-adds), so the bits
-    never depend on the threads."""
+    BLAS (rill.exec.threads.matmul's `exact`), so the bits never depend on the threads. Below
+    SMALL_STACK_EXACT multiply-adds it is numpy's one call: the second thread's wake-up costs
+    more than its half saves (ViT-small and the GPT-2-like decoder at batch 1, default threads:
+    26.5 -> 23.5 and 10.7 -> 8.9 ms with halves only from 2^25 instead of 2^22)."""
     k, n = b.shape
     work = a.size // k * k * n
     if work < 2 * threads.SPLIT_GRAIN:
@@ -79,12 +81,16 @@ def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     rows = a.reshape(-1, k)
     if work >= threads.COARSE_GRAIN:
         return threads.matmul(rows, b).reshape(*a.shape[:-1], n)
+    if work < SMALL_STACK_EXACT:
+        return np.matmul(a, b)
     out = threads.matmul(rows, b, most=SMALL_STACK_PIECES, exact=True)
     return out.reshape(*a.shape[:-1], n)
 
 
-# The most pieces of a stack-times-matrix product below rill.exec.threads.COARSE_GRAIN.
+# The most pieces of a stack-times-matrix product below rill.exec.threads.COARSE_GRAIN, and the
+# least multiply-adds for which it splits at all.
 SMALL_STACK_PIECES = 2
+SMALL_STACK_EXACT = 1 << 25
 
 
 @register_kernel("BatchMatMulV2", devices=("CPU", "GPU"), expensive=True)

@@ -127,6 +127,19 @@ def _same_floats(args) -> np.dtype | None:
     return dt
 
 
+def _broadcast(args) -> tuple[tuple | None, int]:
+    """The operands' broadcast shape and its size; (None, 0) where they do not broadcast (the
+    kernel then raises its own error)."""
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in args))
+    except ValueError:
+        return None, 0
+    size = 1
+    for d in shape:
+        size *= d
+    return shape, size
+
+
 def _first_axis(shape, rowwise: bool) -> int | None:
     """The first axis with more than one entry (never the last one of a row-wise kernel):
     bands along it are contiguous parts of a C-contiguous tensor, so a kernel that takes
@@ -211,13 +224,9 @@ def _ufunc_bands(compute, ufunc):
         dt = _same_floats(args)
         if dt is None:
             return compute(*args)
-        try:
-            shape = np.broadcast_shapes(*(a.shape for a in args))
-        except ValueError:
+        shape, size = _broadcast(args)
+        if shape is None:
             return compute(*args)
-        size = 1
-        for s in shape:
-            size *= s
         threads = _threads(size)
         axis = _split_axis(shape, False) if threads > 1 else None
         if axis is None:
@@ -241,13 +250,9 @@ def _compute_bands(compute, passes: int, rowwise: bool):
         dt = _same_floats(args)
         if dt is None or (rowwise and (len(args) != 1 or args[0].ndim < 2)):
             return compute(*args)
-        try:
-            shape = np.broadcast_shapes(*(a.shape for a in args))
-        except ValueError:
+        shape, size = _broadcast(args)
+        if shape is None:
             return compute(*args)
-        size = 1
-        for s in shape:
-            size *= s
         threads = _threads(size * passes)
         axis = _first_axis(shape, rowwise) if threads > 1 else None
         if axis is None:

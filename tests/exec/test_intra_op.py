@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rill.exec import threads as thread_policy
-from rill.exec.kernels import intra_op
+from rill.exec.kernels import intra_op, jit
 
 
 @pytest.fixture(autouse=True)
@@ -235,3 +235,90 @@ def test_hand_off_declines_where_no_second_thread_may_run(monkeypatch):
     monkeypatch.setattr(intra_op, "_THREADS", 1)
     monkeypatch.setattr(thread_policy, "cores_idle", lambda: 2)
     assert intra_op.hand_off(lambda: None) is None
+
+
+@pytest.fixture(params=["polling", "sleeping"])
+def hand_offs(request, monkeypatch):
+    """The pool's two ways of waiting: polling (compiled, the GIL released) and sleeping."""
+    if request.param == "sleeping":
+        monkeypatch.setattr(intra_op, "_spin", [False, 0.0])
+    elif intra_op._poller() is None:
+        pytest.skip("no compiled waits here (numba missing, RILL_JIT=0 or RILL_SPIN=0)")
+    return request.param
+
+
+def test_pieces_run_once_whichever_way_the_pool_waits(hand_offs, monkeypatch):
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(thread_policy, "_BUDGET", 2)
+    for n in (2, 9, 64):
+        hits = np.zeros(n, np.int64)
+        for _ in range(30):
+            intra_op.parallel_for(
+                n, lambda lo, hi, h=hits: h[lo:hi].__iadd__(1), pieces_per_thread=4
+            )
+        assert (hits == 30).all()
+
+    # A worker's error still reaches the caller, and the pool serves the next call.
+    def fail(lo, hi):
+        if lo > 0:
+            raise ValueError(f"piece {lo}")
+
+    with pytest.raises(ValueError, match="piece"):
+        intra_op.parallel_for(4, fail, pieces_per_thread=2)
+    seen = []
+    intra_op.parallel_for(4, lambda lo, hi: seen.append(lo), pieces_per_thread=2)
+    assert sorted(seen) == [0, 1, 2, 3]
+
+
+def test_compiled_waits_see_a_store_and_give_up_after_their_polls():
+    mod = intra_op._poller()
+    if mod is None:
+        pytest.skip("no compiled waits here (numba missing, RILL_JIT=0 or RILL_SPIN=0)")
+    cells = np.zeros(4, np.int64)
+    # Nothing changes: the old value comes back after the polls.
+    assert mod.await_change(cells, 0, 0, 1000, 0) == 0
+    # Another thread stores 5 in cell 1 (released with the GIL), then polls cell 0 for a change.
+    got = []
+    forever = intra_op._polls(60.0)
+    t = threading.Thread(target=lambda: got.append(mod.store_await(cells, 1, 5, 0, 0, forever, 3)))
+    t.start()
+    assert mod.await_change(cells, 1, 0, forever, 0) == 5
+    cells[0] = 7
+    t.join(60)
+    assert not t.is_alive() and got == [7]
+
+
+def test_idle_workers_stop_polling_and_sleep(monkeypatch):
+    """A worker polls for a bounded time after its last job, then sleeps on the pool's condition
+    variable: an idle process burns no CPU."""
+    if intra_op._poller() is None:
+        pytest.skip("no compiled waits here (numba missing, RILL_JIT=0 or RILL_SPIN=0)")
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(thread_policy, "_BUDGET", 2)
+    intra_op.parallel_for(8, lambda lo, hi: None, pieces_per_thread=4)
+    pool = intra_op._pool
+    deadline = threading.Event()
+    for _ in range(600):  # up to 60 s; WORKER_POLL_S is 1 ms
+        with pool.cv:
+            if pool.sleeping == len(pool.workers):
+                break
+        deadline.wait(0.1)
+    with pool.cv:
+        assert pool.sleeping == len(pool.workers)
+
+
+def test_no_polling_beside_other_work_or_when_turned_off(monkeypatch):
+    if intra_op._poller() is None:
+        pytest.skip("no compiled waits here (numba missing, RILL_JIT=0 or RILL_SPIN=0)")
+    assert intra_op._poll_now() is not None  # two idle cores (the fixture)
+    monkeypatch.setattr(thread_policy, "cores_idle", lambda: 1)
+    assert intra_op._poll_now() is None  # another task runnable: no CPU taken from it
+    monkeypatch.setattr(thread_policy, "cores_idle", lambda: 2)
+    old = jit.set_enabled(False)
+    try:
+        assert intra_op._poll_now() is None  # compiled loops off (RILL_JIT=0)
+    finally:
+        jit.set_enabled(old)
+    monkeypatch.setattr(intra_op, "_spin", [None, 0.0])
+    monkeypatch.setenv("RILL_SPIN", "0")
+    assert intra_op._poller() is None and intra_op._poll_now() is None

@@ -22,7 +22,8 @@ one host, two rill processes side by side) every GEMM-bound step collapses. rill
   each still get at least half a core from the scheduler beside the host's other runnable
   tasks), and no more than the session's `ConfigProto.intra_op_parallelism_threads`
   (`intra_op_limit()`). Beside one busy process on two cores a second thread still gets two
-  thirds of a core, and since rill's threads never spin (a thread that is descheduled just takes
+  thirds of a core, and since rill's threads never spin on a busy machine (they poll for work
+  only while the host has an idle core, intra_op; a thread that is descheduled just takes
   fewer pieces; one that has not started when the pieces run out is withdrawn), using it beats
   running alone for a kernel of milliseconds, as TensorFlow's pools do; on a machine busier
   than that, extra threads would mostly wait. For a kernel of a fraction of a millisecond the

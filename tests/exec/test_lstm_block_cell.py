@@ -230,3 +230,25 @@ def test_gate_products_have_the_same_bits_on_any_thread_count(monkeypatch):
         want = np.stack([xh @ w[:, k * 256 : (k + 1) * 256] for k in range(4)])
     for r in results:
         assert r.shape == (4, 64, 256) and np.array_equal(r, want)
+
+
+def test_gate_products_on_one_thread_are_one_call_where_it_gives_their_bits(monkeypatch):
+    """On one thread the four gates' GEMMs are one [batch, 4n] call, seen as [4, batch, n],
+    where this BLAS gives the blocks' bits for it (tried once per shape); else the four."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    rng = np.random.default_rng(4)
+    xh = rng.standard_normal((64, 640)).astype(np.float32)
+    w = rng.standard_normal((640, 4 * 256)).astype(np.float32)
+    want = np.stack([xh @ w[:, k * 256 : (k + 1) * 256] for k in range(4)])
+    monkeypatch.setattr(intra_op, "_THREADS", 1)
+    monkeypatch.setattr(rnn_kernels, "_EXACT", {})
+    with threads.blas_owned():
+        got = rnn_kernels._gate_products(xh, w, 256)
+        (exact,) = rnn_kernels._EXACT.values()
+        assert np.array_equal(got, want) and got.shape == (4, 64, 256)
+        assert got.flags.c_contiguous == (not exact)  # one call's result is a [64, 1024] view
+        monkeypatch.setattr(rnn_kernels, "_EXACT", {next(iter(rnn_kernels._EXACT)): False})
+        four = rnn_kernels._gate_products(xh, w, 256)
+    assert four.flags.c_contiguous and np.array_equal(four, want)

@@ -64,11 +64,11 @@ class InputProjection:
             if k in self.done:  # iterations out of order: a block would be made twice
                 self.state, self.xw = False, None
                 return None
-            from rill.exec import threads
+            from rill.exec.kernels import serial_gemm
 
             lo = k * self.per_block
             part = self.xs[lo : lo + self.per_block]
-            self.xw = threads.matmul(np.concatenate(part), w[: x.shape[1]])
+            self.xw = serial_gemm.product(np.concatenate(part), w[: x.shape[1]])
             self.block = k
             self.done.add(k)
         return self.xw[at * self.rows : (at + 1) * self.rows]

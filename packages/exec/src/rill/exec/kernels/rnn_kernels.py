@@ -1,12 +1,13 @@
 """Kernels for rill.graph.ops.rnn_ops: the fused LSTM cell LSTMBlockCell and its gradient.
 
 The forward pass is one GEMM per gate ([x, h_prev] · w's four column blocks, written in place
-and shared by the intra-op threads) and one pass that adds the bias, applies the nonlinearities and
-updates the state; the gradient is one elementwise pass. For float32 the passes are compiled
-(`_lstm_loops`, numba); the numpy path below does the same operations in the same order
-(bit-identical; it runs for float16, without numba and with `RILL_JIT=0`). The sigmoid and tanh
-are computed in float64 by one exp written out on both paths (see `_lstm_loops`) and rounded
-once to the storage type.
+and shared by the intra-op threads; one call on one thread) and one pass that adds the bias,
+applies the nonlinearities and updates the state; the gradient is one elementwise pass. For
+float32 the passes are compiled (`_lstm_loops`, numba); the numpy path below does the same
+operations in the same order (bit-identical; it runs without numba and with `RILL_JIT=0`). In
+float32 the sigmoid and tanh are computed in float32, as TensorFlow's kernels do, by one exp
+written out on both paths (`_lstm_loops.exp_parts`, `exp_parts32` here); float16 (numpy path
+only) computes them in float64 (`exp64`) and rounds once to the storage type.
 """
 
 from __future__ import annotations
@@ -68,6 +69,44 @@ def tanh64(x: np.ndarray) -> np.ndarray:
     return np.where(a < 1e-4, x, np.where(x >= 0, t, -t))
 
 
+def exp_parts32(x: np.ndarray):
+    """(m, s) with exp(x) = s·m + s and exp(x) - 1 = s·m + (s - 1) for a float32 array: the
+    operations of _lstm_loops.exp_parts, elementwise (its constants)."""
+    from rill.exec.kernels import _lstm_consts as c
+
+    v = np.where(x == x, x, c.ZERO)
+    v = np.minimum(np.maximum(v, c.EXP_LO), c.EXP_HI)
+    k = np.floor(v * c.LOG2E + c.HALF)
+    r = (v - k * c.LN2_HI) - k * c.LN2_LO
+    p = np.full_like(r, c.P6)
+    for coef in (c.P5, c.P4, c.P3, c.P2, c.P1, c.ONE):
+        p = p * r + coef
+    m = r * p
+    with np.errstate(invalid="ignore"):
+        s = ((k.astype(np.int32) + np.int32(127)) << np.int32(23)).view(np.float32)
+    nan = x != x
+    return np.where(nan, x, m), np.where(nan, c.ONE, s)
+
+
+def sigmoid32(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) in float32, 0 where -x is past the exp's range (the compiled pass's
+    operations)."""
+    from rill.exec.kernels._lstm_consts import EXP_HI
+
+    a = -x
+    m, s = exp_parts32(a)
+    v = np.float32(1.0) / (np.float32(1.0) + (s * m + s))
+    return np.where(a > EXP_HI, np.float32(0.0), v)
+
+
+def tanh32(x: np.ndarray) -> np.ndarray:
+    """tanh in float32: x's sign times e / (e + 2), e = exp(2|x|) - 1 (the compiled pass's
+    operations; no cancellation for small x)."""
+    m, s = exp_parts32(np.float32(2.0) * np.abs(x))
+    e = s * m + (s - np.float32(1.0))
+    return np.copysign(e / (e + np.float32(2.0)), x)
+
+
 def _check(x, cs_prev, h_prev, w, wci, wcf, wco, b, op="LSTMBlockCell"):
     if x.ndim != 2 or cs_prev.ndim != 2 or h_prev.ndim != 2 or w.ndim != 2:
         raise InvalidArgumentError(
@@ -94,22 +133,24 @@ def _check(x, cs_prev, h_prev, w, wci, wcf, wco, b, op="LSTMBlockCell"):
 
 
 def _gate_products(xh: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
-    """[x, h] · w as the four gates' products, [4, batch, n]: one GEMM per gate, each written in
-    place (no copy of a column block) and run on the intra-op threads where the product is large.
-    Each is the same single-threaded BLAS call on whichever thread runs it.
+    """[x, h] · w, [batch, 4n]: one GEMM per gate, each written in place into its column block
+    (BLAS takes the row stride; no copy of a block of w) and run on the intra-op threads where
+    the product is large. Each is the same single-threaded BLAS call on whichever thread runs
+    it.
 
     Where the four would all run on this thread and one call gives their very bits
-    (_one_call_exact), it is that one call, [batch, 4n], seen as [4, batch, n]: each gate's call
-    repacks all of [x, h] and reads its column block of w with a stride (the LSTM 512x64x50
-    step's [64, 512] x [512, 2048]: about 1.2 ms in one call, 1.3 in four)."""
+    (_one_call_exact), it is that one call: each gate's call repacks all of [x, h] and reads
+    its column block of w with a stride (the LSTM 512x64x50 step's [64, 512] x [512, 2048]:
+    about 1.2 ms in one call, 1.3 in four)."""
     batch, k = xh.shape
     work = batch * k * 4 * n
+    out = np.empty((batch, 4 * n), np.result_type(xh, w))
     if min(threads_for(work, 4), threads_now()) < 2 and _one_call_exact(xh, w, n):
-        return np.matmul(xh, w).reshape(batch, 4, n).transpose(1, 0, 2)
-    out = np.empty((4, batch, n), np.result_type(xh, w))
+        return np.matmul(xh, w, out=out)
 
     def one(k):
-        np.matmul(xh, w[:, k * n : (k + 1) * n], out=out[k])
+        s = slice(k * n, (k + 1) * n)
+        np.matmul(xh, w[:, s], out=out[:, s])
 
     parallel_blocks(4, one, work)
     return out
@@ -165,7 +206,7 @@ def lstm_block_cell(forget_bias, cell_clip, use_peephole, T):
         loops = _loops() if dt == np.float32 else None
         if loops is not None:
             has_xw = xw is not None
-            args = (gates, has_xw, xw if has_xw else gates[0], np.ascontiguousarray(b),
+            args = (gates, has_xw, xw if has_xw else gates, np.ascontiguousarray(b),
                     np.ascontiguousarray(cs_prev), wci, wcf, wco, fb, clip, bool(use_peephole),
                     i, cs, f, o, ci, co, h)  # fmt: skip
             # Rows are independent: split them over the intra-op threads where each share
@@ -174,25 +215,34 @@ def lstm_block_cell(forget_bias, cell_clip, use_peephole, T):
             parallel_for(batch, lambda lo, hi: loops.cell_forward(*args, lo, hi), grain=grain)
             return tuple(outs)
         if xw is not None:
-            gates += xw.reshape(batch, 4, n).transpose(1, 0, 2)
-        f64 = np.float64
-        pi = gates[0] + b[:n]
-        pf = gates[2] + b[2 * n : 3 * n] + fb
+            gates += xw
+        if dt == np.float32:
+            sig, tanh = sigmoid32, tanh32
+        else:  # float16: in float64, rounded once
+
+            def sig(v):
+                return sigmoid64(v.astype(np.float64))
+
+            def tanh(v):
+                return tanh64(v.astype(np.float64))
+
+        pi = gates[:, :n] + b[:n]
+        pf = gates[:, 2 * n : 3 * n] + b[2 * n : 3 * n] + fb
         if use_peephole:
             pi = pi + cs_prev * wci
             pf = pf + cs_prev * wcf
-        i[...] = sigmoid64(pi.astype(f64))
-        ci[...] = tanh64((gates[1] + b[n : 2 * n]).astype(f64))
-        f[...] = sigmoid64(pf.astype(f64))
+        i[...] = sig(pi)
+        ci[...] = tanh(gates[:, n : 2 * n] + b[n : 2 * n])
+        f[...] = sig(pf)
         c = ci * i + cs_prev * f
         if clip > 0:
             c = np.minimum(np.maximum(c, -clip), clip)
         cs[...] = c
-        po = gates[3] + b[3 * n :]
+        po = gates[:, 3 * n :] + b[3 * n :]
         if use_peephole:
             po = po + cs * wco
-        o[...] = sigmoid64(po.astype(f64))
-        co[...] = tanh64(cs.astype(f64))
+        o[...] = sig(po)
+        co[...] = tanh(cs)
         np.multiply(co, o, out=h)
         return tuple(outs)
 

@@ -92,9 +92,24 @@ def test_the_bits_do_not_depend_on_the_threads(monkeypatch, name):
             threads_seen.append(len(calls))
     for r in results[1:]:
         assert np.array_equal(r, results[0])
-    # With two threads or more nothing is tried: threads.matmul's pieces.
+    # With two threads or more: threads.matmul's pieces.
     pieces = threads.gemm_pieces(a.shape[0], a.shape[1], b.shape[1])[1]
     assert threads_seen[1:] == [pieces, pieces]
+
+
+def test_the_verdict_is_tried_at_the_first_call_whatever_the_threads(monkeypatch):
+    a, b = _operands("rows")
+    monkeypatch.setattr(serial_gemm, "_verdicts", {})
+    with threads.blas_owned():
+        _cores(monkeypatch, 2)
+        want = threads.matmul(a, b)
+        assert np.array_equal(serial_gemm.product(a, b), want)
+        assert len(serial_gemm._verdicts) == 1  # tried on two threads already
+        _cores(monkeypatch, 1)
+        calls = _watch(monkeypatch)
+        assert np.array_equal(serial_gemm.product(a, b), want)
+    one = all(serial_gemm._verdicts.values())
+    assert len(calls) == (1 if one else threads.gemm_pieces(512, 256, 384)[1])
 
 
 def test_small_products_and_odd_layouts_are_threads_matmul(monkeypatch):

@@ -47,11 +47,15 @@ def _one_call(a: np.ndarray, b: np.ndarray, flip: bool) -> np.ndarray:
 def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b for 2-D float arrays with threads.matmul's bits: its pieces over the intra-op
     threads, or one BLAS call where they would all run on this thread and the call gives the
-    same bits on this machine (tried once per shapes, types and layouts)."""
+    same bits on this machine.
+
+    The verdict for a product's shapes, types and layouts is tried at its first call whatever
+    the threads (two products of its size on random operands), so that its cost falls in a
+    first step, not in whichever later step first finds a single thread to run on."""
     m, k = a.shape
     n = b.shape[1]
     axis, pieces = threads.gemm_pieces(m, k, n)
-    if pieces < 2 or min(threads.threads_for(m * k * n, pieces), threads_now()) >= 2:
+    if pieces < 2:
         return threads.matmul(a, b)
     lay = (_layout(a), _layout(b))
     if "" in lay or a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
@@ -61,9 +65,19 @@ def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     verdict = _verdicts.get(key)
     if verdict is None:
         rng = np.random.default_rng(len(_verdicts))
-        pa = np.asarray(rng.standard_normal(a.shape), a.dtype, order=lay[0])
-        pb = np.asarray(rng.standard_normal(b.shape), b.dtype, order=lay[1])
+        pa = np.asarray(_uniform(rng, a.shape, a.dtype), order=lay[0])
+        pb = np.asarray(_uniform(rng, b.shape, b.dtype), order=lay[1])
         verdict = bool(np.array_equal(_one_call(pa, pb, flip), threads.matmul(pa, pb)))
         with _lock:
             _verdicts[key] = verdict
-    return _one_call(a, b, flip) if verdict else threads.matmul(a, b)
+    if verdict and min(threads.threads_for(m * k * n, pieces), threads_now()) < 2:
+        return _one_call(a, b, flip)
+    return threads.matmul(a, b)
+
+
+def _uniform(rng, shape, dtype) -> np.ndarray:
+    """Random values in [-1, 1) of dtype (drawn in it: a trial's operands are large)."""
+    x = rng.random(shape, dtype=dtype)
+    x *= 2
+    x -= 1
+    return x

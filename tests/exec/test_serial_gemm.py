@@ -122,3 +122,16 @@ def test_small_products_and_odd_layouts_are_threads_matmul(monkeypatch):
     b = rng.standard_normal((256, 384)).astype(np.float32)
     assert np.array_equal(serial_gemm.product(strided, b), threads.matmul(strided, b))
     assert not serial_gemm._verdicts
+
+
+def test_products_too_large_to_try_are_threads_matmul(monkeypatch):
+    a, b = _operands("rows")
+    monkeypatch.setattr(serial_gemm, "_verdicts", {})
+    monkeypatch.setattr(serial_gemm, "TRIAL_BYTES", a.nbytes + b.nbytes - 1)
+    _cores(monkeypatch, 1)
+    with threads.blas_owned():
+        want = threads.matmul(a, b)
+        calls = _watch(monkeypatch)
+        got = serial_gemm.product(a, b)
+    assert np.array_equal(got, want) and not serial_gemm._verdicts
+    assert len(calls) == threads.gemm_pieces(512, 256, 384)[1]

@@ -26,6 +26,10 @@ __all__ = ["product"]
 
 _verdicts: dict = {}
 _lock = threading.Lock()
+# Products whose operands hold more bytes than this are never tried (a trial draws operands of
+# their size: its memory, and two products' time): threads.matmul's pieces, as before. The LSTM
+# 512x64x50 step's folded weight gradient holds 39 MB.
+TRIAL_BYTES = 1 << 26
 
 
 def _layout(x: np.ndarray) -> str:
@@ -59,6 +63,8 @@ def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return threads.matmul(a, b)
     lay = (_layout(a), _layout(b))
     if "" in lay or a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
+        return threads.matmul(a, b)
+    if a.nbytes + b.nbytes > TRIAL_BYTES:
         return threads.matmul(a, b)
     flip = axis == 1 and lay[1] == "F" and not b.flags.c_contiguous
     key = (a.shape, b.shape, a.dtype.str, lay)

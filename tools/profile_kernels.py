@@ -354,27 +354,39 @@ def _print_by_type(steps: int) -> None:
 def main_lstm(steps: int, threads: int | None) -> None:
     """Per-kernel time of the LSTM 512x64x50 dynamic_rnn train step, and its float GEMMs by
     shape ([m, k] x [k, n], with the operands' layouts: C for row-major, F for a transposed
-    view)."""
+    view): those of threads.matmul and of kernels.serial_gemm.product (MatMul, the folded and
+    hoisted products: one BLAS call where that gives threads.matmul's bits), each counted
+    once."""
     from rill.exec import threads as rill_threads
+    from rill.exec.kernels import serial_gemm
 
     gemms: collections.Counter = collections.Counter()
     calls: collections.Counter = collections.Counter()
-    orig_matmul = rill_threads.matmul
+    depth = [0]
 
     def layout(a):
         return "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "S"
 
-    def timed_matmul(a, b, out=None):
-        clock = CLOCK[0]
-        t0 = clock()
-        r = orig_matmul(a, b, out)
-        key = f"{list(a.shape)}{layout(a)} x {list(b.shape)}{layout(b)}"
-        gemms[key] += clock() - t0
-        calls[key] += 1
-        return r
+    def timed(orig):
+        def run(a, b, *args):
+            clock = CLOCK[0]
+            t0 = clock()
+            depth[0] += 1
+            try:
+                r = orig(a, b, *args)
+            finally:
+                depth[0] -= 1
+            if not depth[0]:
+                key = f"{list(a.shape)}{layout(a)} x {list(b.shape)}{layout(b)}"
+                gemms[key] += clock() - t0
+                calls[key] += 1
+            return r
+
+        return run
 
     # Kernels bind threads.matmul when they are built: patch it before the Session builds any.
-    rill_threads.matmul = timed_matmul
+    rill_threads.matmul = timed(rill_threads.matmul)
+    serial_gemm.product = timed(serial_gemm.product)
     common.KernelTable.get = _timed_get
     from rill.exec import ConfigProto, Session
     from tools.bench.lstm import BATCH, INPUT, STEPS, build
@@ -399,7 +411,7 @@ def main_lstm(steps: int, threads: int | None) -> None:
     sess.close()
     print(f"step {step_ms:.2f} ms, kernels {sum(STATS.values()) / steps * 1e3:.2f} ms")
     _print_by_type(steps)
-    print("-- threads.matmul by shape (per step: calls, ms)")
+    print("-- float GEMMs by shape (per step: calls, ms)")
     for key, total in gemms.most_common(10):
         print(f"{total / steps * 1e3:8.2f} ms  x{calls[key] / steps:g}  {key}")
 

@@ -103,9 +103,10 @@ def test_float16_runs_the_numpy_path():
     assert got[6].dtype == np.float16
 
 
-def test_nonlinearities_are_accurate_and_handle_extremes():
+def test_float64_nonlinearities_are_accurate_and_handle_extremes():
+    """The float16 cell's (numpy path only): in float64, rounded once."""
     x = np.concatenate([np.linspace(-30, 30, 20001), [0.0, -0.0, 1e-9, -1e-5, 800.0, -800.0]])
-    # Far more accurate than float32 needs (the results are rounded to the storage type).
+    # Far more accurate than float16 needs (the results are rounded to the storage type).
     with np.errstate(over="ignore"):
         want = 1 / (1 + np.exp(-x))
     np.testing.assert_allclose(rnn_kernels.sigmoid64(x), want, rtol=1e-10, atol=1e-300)
@@ -113,6 +114,36 @@ def test_nonlinearities_are_accurate_and_handle_extremes():
     assert np.isnan(rnn_kernels.tanh64(np.array([np.nan])))[0]
     assert np.isnan(rnn_kernels.sigmoid64(np.array([np.nan])))[0]
     assert rnn_kernels.sigmoid64(np.array([-np.inf, np.inf])).tolist()[1] == 1.0
+
+
+def _ulps(got, want):
+    """|got - want| in units of the last place of want rounded to float32."""
+    return np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want.astype(np.float32)))
+
+
+def test_float32_nonlinearities_are_within_a_few_ulps_and_handle_extremes():
+    """The float32 cell's sigmoid and tanh (both paths' operations) against float64: within 3
+    units of the last place (numpy's float32 1 / (1 + exp(-x)) is 3.4 off here) down to
+    sigmoid(-87) = 1.6e-38, 0 below, exact at the limits, NaN through."""
+    x = np.concatenate([np.linspace(-87, 90, 400001), np.geomspace(1e-30, 20, 20001)])
+    x = np.concatenate([x, -x]).astype(np.float32)
+    x64 = x.astype(np.float64)
+    sig, tanh = rnn_kernels.sigmoid32(x), rnn_kernels.tanh32(x)
+    assert sig.dtype == tanh.dtype == np.float32
+    normal = x >= -87
+    assert _ulps(sig[normal], 1 / (1 + np.exp(-x64[normal]))).max() <= 3
+    assert np.all(sig[~normal] == 0)
+    assert _ulps(tanh, np.tanh(x64)).max() <= 3
+    assert sig[normal].min() > 1e-38 and sig.max() == 1 and np.abs(tanh).max() == 1
+    ext = np.array([-np.inf, -1e30, -100, 100, 1e30, np.inf, 0.0, -0.0, 1e-40, -1e-40],
+                   np.float32)  # fmt: skip
+    assert rnn_kernels.sigmoid32(ext).tolist()[:6] == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    assert rnn_kernels.sigmoid32(ext).tolist()[6:8] == [0.5, 0.5]
+    t = rnn_kernels.tanh32(ext)
+    assert t.tolist()[:6] == [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]
+    assert t[6] == 0 and np.signbit(t[7]) and t[8] == np.float32(1e-40) and t[9] == -t[8]
+    nan = np.array([np.nan], np.float32)
+    assert np.isnan(rnn_kernels.sigmoid32(nan))[0] and np.isnan(rnn_kernels.tanh32(nan))[0]
 
 
 @pytest.mark.parametrize("peep", [False, True])
@@ -227,6 +258,38 @@ def test_gate_products_have_the_same_bits_on_any_thread_count(monkeypatch):
             monkeypatch.setattr(threads, "cores_free", lambda free=free: free)
             monkeypatch.setattr(threads, "cores_idle", lambda free=free: free)
             results.append(rnn_kernels._gate_products(xh, w, 256))
-        want = np.stack([xh @ w[:, k * 256 : (k + 1) * 256] for k in range(4)])
+        want = np.concatenate([xh @ w[:, k * 256 : (k + 1) * 256] for k in range(4)], axis=1)
     for r in results:
-        assert r.shape == (4, 64, 256) and np.array_equal(r, want)
+        assert r.shape == (64, 4 * 256) and np.array_equal(r, want)
+
+
+def test_gate_products_on_one_thread_are_one_call_where_it_gives_their_bits(monkeypatch):
+    """On one thread the four gates' GEMMs are one [batch, 4n] call where this BLAS gives the
+    blocks' bits for it (tried once per shape); else the four."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    rng = np.random.default_rng(4)
+    xh = rng.standard_normal((64, 640)).astype(np.float32)
+    w = rng.standard_normal((640, 4 * 256)).astype(np.float32)
+    want = np.concatenate([xh @ w[:, k * 256 : (k + 1) * 256] for k in range(4)], axis=1)
+    monkeypatch.setattr(intra_op, "_THREADS", 1)
+    monkeypatch.setattr(rnn_kernels, "_EXACT", {})
+    calls = []
+    real = np.matmul
+
+    def watch(a, b, out=None):
+        calls.append(b.shape)
+        return real(a, b, out=out)
+
+    with threads.blas_owned():
+        rnn_kernels._gate_products(xh, w, 256)  # the trial
+        (exact,) = rnn_kernels._EXACT.values()
+        monkeypatch.setattr(rnn_kernels.np, "matmul", watch)
+        got = rnn_kernels._gate_products(xh, w, 256)
+        assert calls == ([(640, 1024)] if exact else [(640, 256)] * 4)
+        monkeypatch.setattr(rnn_kernels, "_EXACT", {next(iter(rnn_kernels._EXACT)): False})
+        calls.clear()
+        four = rnn_kernels._gate_products(xh, w, 256)
+    assert calls == [(640, 256)] * 4
+    assert np.array_equal(got, want) and np.array_equal(four, want)

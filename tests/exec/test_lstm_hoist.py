@@ -176,3 +176,15 @@ def test_a_loop_that_goes_back_to_a_block_runs_the_plain_cell_from_there(monkeyp
         want = s.run(fetches, {xs: xv})
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_elements_of_one_scatter_are_projected_without_a_copy():
+    """Consecutive elements lying one below the other in one buffer (a scatter's rows) are
+    stacked as a view of it; any other elements are concatenated. The same values."""
+    value = np.random.default_rng(8).standard_normal((6, 3, 4)).astype(np.float32)
+    parts = [value[i] for i in range(6)]
+    view = hoist._stacked(parts[1:5])
+    assert np.shares_memory(view, value) and np.array_equal(view, value[1:5].reshape(12, 4))
+    for others in ([parts[0], parts[2]], [parts[1], parts[0]], [parts[0], parts[1].copy()]):
+        got = hoist._stacked(others)
+        assert not np.shares_memory(got, value) and np.array_equal(got, np.concatenate(others))

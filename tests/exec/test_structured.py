@@ -149,6 +149,8 @@ def test_folded_weight_gradient_of_a_loop_matmul(monkeypatch):
         with Session(graph=g) as s:
             s.run(init)
             got.append(s.run(dw, feed))
+            # The fold writes no initial value the next step starts from again.
+            assert np.array_equal(s.run(dw, feed), got[-1])
     # The six iterations' products in one GEMM, split in row blocks over the threads.
     assert folds and all(n == 6 and pieces > 1 for n, (_, pieces) in folds)
     assert all(np.array_equal(got[0], r) for r in got[1:])
@@ -184,15 +186,19 @@ def test_fold_rows_stack_as_they_come_and_fall_back_to_a_list():
     want = np.concatenate([parts[0], np.ones((2, 4)), parts[1]])
     np.testing.assert_array_equal(mixed.matrix(), want)
     assert mixed.matrix().dtype == np.float64
-    # acc + aᵀ·g over the appended parts, and nothing appended leaves acc as it is.
+    # acc + aᵀ·g over the appended parts, into a new array (acc is the loop's initial value,
+    # never written); nothing appended gives a copy of acc.
     g = Rows()
     for p in parts[:5]:
         g.append(p[:, :2])
     acc = np.ones((4, 2), np.float32)
     want = 1 + (2 * np.concatenate(parts[:5])).T @ np.concatenate([p[:, :2] for p in parts[:5]])
-    np.testing.assert_allclose(fold_matmuls(acc, again, g) - want, 0, atol=1e-5)
+    got = fold_matmuls(acc, again, g)
+    np.testing.assert_allclose(got - want, 0, atol=1e-5)
+    assert got is not acc and np.array_equal(acc, np.ones((4, 2), np.float32))
     empty = np.zeros((4, 2), np.float32)
-    assert fold_matmuls(empty, Rows(), Rows()) is empty
+    copy = fold_matmuls(empty, Rows(), Rows())
+    assert copy is not empty and np.array_equal(copy, empty) and copy.dtype == empty.dtype
     # Memory given back is reused by the next loop, which sees only its own rows.
     third = Rows()
     for p in parts[5:8]:

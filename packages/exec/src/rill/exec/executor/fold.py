@@ -173,20 +173,32 @@ class Rows:
 def fold_matmuls(acc, a_rows: Rows, g_rows: Rows):
     """acc + Σ aᵢᵀ·gᵢ as one GEMM: [a₀; a₁; …]ᵀ · [g₀; g₁; …] (the same sum, reassociated).
 
-    Float products go through rill.exec.threads.matmul (fixed blocks over the intra-op threads:
-    the same bits on any thread count)."""
-    from rill.exec import threads
-    from rill.exec.executor.structured import _accumulate
+    Float products go through rill.exec.kernels.serial_gemm (threads.matmul's fixed blocks
+    over the intra-op threads, or one call where that gives their bits: the same bits on any
+    thread count).
+
+    acc is the loop's initial value, not a copy of its own (the loop never writes it): the sum
+    goes into the fresh product, or into a new array."""
+    from rill.exec.executor.structured import _private_copy
+    from rill.exec.kernels import serial_gemm
 
     if not len(a_rows):
-        return acc
+        return _private_copy(acc)
     try:
         a, g = a_rows.matrix(), g_rows.matrix()
         if a.ndim == g.ndim == 2 and a.dtype == g.dtype and a.dtype in (np.float32, np.float64):
-            total = threads.matmul(a.T, g)
+            total = serial_gemm.product(a.T, g)
         else:
             total = np.matmul(a.T, g)
     finally:
         a_rows.release()
         g_rows.release()
-    return _accumulate(acc, total.astype(acc.dtype, copy=False))
+    total = total.astype(acc.dtype, copy=False)
+    if (
+        type(acc) is np.ndarray
+        and type(total) is np.ndarray
+        and total.dtype == acc.dtype
+        and np.broadcast_shapes(acc.shape, total.shape) == total.shape
+    ):
+        return np.add(acc, total, out=total)
+    return np.add(acc, total)

@@ -64,11 +64,11 @@ class InputProjection:
             if k in self.done:  # iterations out of order: a block would be made twice
                 self.state, self.xw = False, None
                 return None
-            from rill.exec import threads
+            from rill.exec.kernels import serial_gemm
 
             lo = k * self.per_block
             part = self.xs[lo : lo + self.per_block]
-            self.xw = threads.matmul(np.concatenate(part), w[: x.shape[1]])
+            self.xw = serial_gemm.product(_stacked(part), w[: x.shape[1]])
             self.block = k
             self.done.add(k)
         return self.xw[at * self.rows : (at + 1) * self.rows]
@@ -98,3 +98,20 @@ class InputProjection:
         self.xs, self.w, self.rows = xs, w, x.shape[0]
         self.per_block = max(1, BLOCK_BYTES // (x.shape[0] * w.shape[1] * x.itemsize))
         return True
+
+
+def _stacked(parts: list) -> np.ndarray:
+    """The matrices one below the other: a view where they already lie so in one buffer (the
+    elements of a TensorArray that one scatter filled: rows of one copy of its value), else
+    their concatenation. The same values either way."""
+    first = parts[0]
+    base, step = first.base, first.nbytes
+    if base is None or not first.flags.c_contiguous:
+        return np.concatenate(parts)
+    at = first.ctypes.data
+    for j, p in enumerate(parts):
+        if p.base is not base or not p.flags.c_contiguous or p.ctypes.data != at + j * step:
+            return np.concatenate(parts)
+    rows = len(parts) * first.shape[0]
+    return np.lib.stride_tricks.as_strided(first, (rows, first.shape[1]), first.strides,
+                                           writeable=False)  # fmt: skip

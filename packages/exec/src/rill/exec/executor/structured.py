@@ -370,8 +370,11 @@ class StructuredPartition:
         parent_it = f"_i{self.loops[lp.parent].id}" if lp.parent else "0"
         fid = f"_f{lp.id}"
         own = self._bind(_private_copy)
+        # A folded sum's accumulator is not written in the loop: fold_matmuls adds it to the
+        # fresh product after the loop (or copies it where the loop made no product).
+        folded = {m.id for mm, m in self.deferred.values()}
         inits = [
-            f"{own}({init})" if m.id in self.acc_merges else init
+            f"{own}({init})" if m.id in self.acc_merges and m.id not in folded else init
             for m, init in zip(lp.merges, inits)
         ]
         if mvars:

@@ -1,11 +1,11 @@
 """The compiled LSTM cell passes behind rill.exec.kernels.rnn_kernels (import that module).
 
 Each loop does the same operations in the same order as the kernel's numpy path, so the two give
-bit-identical results: storage-type (float32) arithmetic where the numpy path has it, and the
-gate nonlinearities in float64 through the same exp (`exp64`: Cody-Waite reduction and a Taylor
-polynomial, nothing but +, *, floor and exact powers of two) — libm's exp and numpy's vectorized
-one differ in the last bit, this one is the same code on both paths. No fast-math, no fused
-multiply-add.
+bit-identical results: float32 arithmetic throughout, the gate nonlinearities included, as
+TensorFlow computes them. The sigmoid and tanh go through one exp written out on both paths
+(`exp_parts`: Cody-Waite reduction and a Taylor polynomial, nothing but +, *, /, floor and exact
+powers of two; libm's exp and numpy's vectorized one differ in the last bit, this one is the same
+code on both paths). No fast-math, no fused multiply-add.
 """
 
 from __future__ import annotations
@@ -13,138 +13,113 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from rill.exec.kernels._lstm_consts import (
+    EXP_HI,
+    EXP_LO,
+    HALF,
+    LN2_HI,
+    LN2_LO,
+    LOG2E,
+    ONE,
+    P1,
+    P2,
+    P3,
+    P4,
+    P5,
+    P6,
+    TWO,
+    ZERO,
+)
+
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
-LOG2E = 1.4426950408889634
-LN2_HI = 0.6931471803691238
-LN2_LO = 1.9082149292705877e-10
-
 
 @_jit
-def exp64(x):  # pragma: no cover - compiled
-    if x != x:
-        return x
-    x = min(max(x, -700.0), 700.0)
-    k = np.floor(x * LOG2E + 0.5)
-    r = (x - k * LN2_HI) - k * LN2_LO
-    p = 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
-    return p * 2.0**k
-
-
-@_jit
-def sigmoid64(x):  # pragma: no cover - compiled
-    return 1.0 / (1.0 + exp64(-x))
-
-
-@_jit
-def tanh64(x):  # pragma: no cover - compiled
-    if x != x:
-        return x
-    a = abs(x)
-    if a < 1e-4:
-        return x
-    t = 1.0 - 2.0 / (exp64(min(2.0 * a, 700.0)) + 1.0)
-    return t if x >= 0 else -t
-
-
-@_jit
-def exp64_rows(x, out, bits):  # pragma: no cover - compiled
-    """out[j] = exp64(x[j]) for float64 rows, in loops the compiler vectorizes: the same
-    operations as exp64, with 2**k built from its exponent bits (`bits`, int64 scratch of x's
-    length) — exact, as the power of two is — and NaN passed through by a select."""
+def exp_parts(x, m, s, bits):  # pragma: no cover - compiled
+    """For float32 rows x: m and s with exp(x) = s·m + s and exp(x) - 1 = s·m + (s - 1), where
+    s = 2^k is built from its exponent bits (`bits`, int32 scratch of x's length: exact, as the
+    power of two is). A NaN's m is the NaN itself (s is 1)."""
     n = x.shape[0]
-    scale = bits.view(np.float64)
     for j in range(n):
         v = x[j]
-        v = v if v == v else 0.0  # a NaN's result is the NaN itself (below)
-        v = min(max(v, -700.0), 700.0)
-        k = np.floor(v * LOG2E + 0.5)
+        v = v if v == v else ZERO
+        v = min(max(v, EXP_LO), EXP_HI)
+        k = np.floor(v * LOG2E + HALF)
         r = (v - k * LN2_HI) - k * LN2_LO
-        p = 1.0 / 362880.0
-        p = p * r + 1.0 / 40320.0
-        p = p * r + 1.0 / 5040.0
-        p = p * r + 1.0 / 720.0
-        p = p * r + 1.0 / 120.0
-        p = p * r + 1.0 / 24.0
-        p = p * r + 1.0 / 6.0
-        p = p * r + 0.5
-        p = p * r + 1.0
-        p = p * r + 1.0
-        out[j] = p
-        bits[j] = (np.int64(k) + 1023) << 52
+        p = P6
+        p = p * r + P5
+        p = p * r + P4
+        p = p * r + P3
+        p = p * r + P2
+        p = p * r + P1
+        p = p * r + ONE
+        m[j] = r * p
+        bits[j] = (np.int32(k) + np.int32(127)) << np.int32(23)
+    scale = bits.view(np.float32)
     for j in range(n):
         v = x[j]
-        e = out[j] * scale[j]
-        out[j] = v if v != v else e
+        nan = v != v
+        m[j] = v if nan else m[j]
+        s[j] = ONE if nan else scale[j]
 
 
 @_jit
 def cell_forward(gates, has_xw, xw, b, cs_prev, wci, wcf, wco, forget_bias, cell_clip, peephole,
                  i, cs, f, o, ci, co, h, lo, hi):  # fmt: skip  # pragma: no cover - compiled
     """The gate nonlinearities and state update of one LSTM step, over rows [lo, hi); `gates`
-    holds the four gates' products, [4, batch, n]; with has_xw, the input's products xw
-    ([batch, 4n]) are added to them first (in place, as the numpy path's `gates += xw`).
+    holds the four gates' products side by side, [batch, 4n]; with has_xw, the input's products
+    xw (the same layout) are added to them first (in place, as the numpy path's `gates += xw`).
 
-    Row by row in stages over the units: the pre-activations (storage-type arithmetic), the
-    exps in float64 (exp64_rows), then the gates and the new state; the operations and their
-    order are exp64/sigmoid64/tanh64's. Each stage is a short loop over one row's views that
-    reads and writes few arrays, so that the compiler vectorizes every one of them (with many
-    arrays in one loop it cannot rule out their overlap and leaves the loop scalar)."""
+    Row by row in stages over the units: the pre-activations, the exps (exp_parts), then the
+    gates and the new state, all in float32: sigmoid(v) = 1 / (1 + exp(-v)) (0 where -v is
+    past EXP_HI), tanh(v) = the sign of v times e / (e + 2) with e = exp(2|v|) - 1 (no
+    cancellation for small v). Each
+    stage is a short loop over one row's views that reads and writes few arrays, so that the
+    compiler vectorizes every one of them (with many arrays in one loop it cannot rule out
+    their overlap and leaves the loop scalar)."""
     n = cs_prev.shape[1]
-    arg = np.empty(3 * n, np.float64)
-    ex = np.empty(3 * n, np.float64)
-    bits = np.empty(3 * n, np.int64)
-    arg2 = np.empty(2 * n, np.float64)
-    ex2 = np.empty(2 * n, np.float64)
-    bits2 = np.empty(2 * n, np.int64)
+    arg = np.empty(3 * n, np.float32)
+    em = np.empty(3 * n, np.float32)
+    es = np.empty(3 * n, np.float32)
+    bits = np.empty(3 * n, np.int32)
+    arg2 = np.empty(2 * n, np.float32)
+    em2 = np.empty(2 * n, np.float32)
+    es2 = np.empty(2 * n, np.float32)
+    bits2 = np.empty(2 * n, np.int32)
     bi, bc, bf, bo = b[:n], b[n : 2 * n], b[2 * n : 3 * n], b[3 * n :]
     for r in range(lo, hi):
-        gi, gc, gf, go = gates[0, r], gates[1, r], gates[2, r], gates[3, r]
+        g = gates[r]
         if has_xw:
             xr = xw[r]
-            for j in range(n):
-                gi[j] = gi[j] + xr[j]
-            for j in range(n):
-                gc[j] = gc[j] + xr[n + j]
-            for j in range(n):
-                gf[j] = gf[j] + xr[2 * n + j]
-            for j in range(n):
-                go[j] = go[j] + xr[3 * n + j]
+            for j in range(4 * n):
+                g[j] = g[j] + xr[j]
+        gi, gc, gf, go = g[:n], g[n : 2 * n], g[2 * n : 3 * n], g[3 * n :]
         cp = cs_prev[r]
         ir, cir, fr, csr, orow, cor, hr = i[r], ci[r], f[r], cs[r], o[r], co[r], h[r]
         if peephole:
             for j in range(n):
-                arg[j] = -np.float64((gi[j] + bi[j]) + cp[j] * wci[j])  # sigmoid: exp(-x)
+                arg[j] = -((gi[j] + bi[j]) + cp[j] * wci[j])  # sigmoid: exp(-v)
             for j in range(n):
-                arg[2 * n + j] = -np.float64(((gf[j] + bf[j]) + forget_bias) + cp[j] * wcf[j])
+                arg[2 * n + j] = -(((gf[j] + bf[j]) + forget_bias) + cp[j] * wcf[j])
         else:
             for j in range(n):
-                arg[j] = -np.float64(gi[j] + bi[j])
+                arg[j] = -(gi[j] + bi[j])
             for j in range(n):
-                arg[2 * n + j] = -np.float64((gf[j] + bf[j]) + forget_bias)
+                arg[2 * n + j] = -((gf[j] + bf[j]) + forget_bias)
         for j in range(n):
-            pc = np.float64(gc[j] + bc[j])
-            arg[n + j] = min(2.0 * abs(pc), 700.0)  # tanh: exp(min(2|x|, 700))
-        exp64_rows(arg, ex, bits)
+            pc = gc[j] + bc[j]
+            arg[n + j] = TWO * abs(pc)  # tanh: exp(2|v|) - 1
+        exp_parts(arg, em, es, bits)
         for j in range(n):
-            ir[j] = np.float32(1.0 / (1.0 + ex[j]))
+            v = ONE / (ONE + (es[j] * em[j] + es[j]))
+            ir[j] = ZERO if arg[j] > EXP_HI else v
         for j in range(n):
-            fr[j] = np.float32(1.0 / (1.0 + ex[2 * n + j]))
+            v = ONE / (ONE + (es[2 * n + j] * em[2 * n + j] + es[2 * n + j]))
+            fr[j] = ZERO if arg[2 * n + j] > EXP_HI else v
         for j in range(n):
-            pc = np.float64(gc[j] + bc[j])
-            t = 1.0 - 2.0 / (ex[n + j] + 1.0)
-            t = t if pc >= 0 else -t
-            t = pc if not abs(pc) >= 1e-4 else t  # small or NaN: x itself
-            cir[j] = np.float32(t)
+            pc = gc[j] + bc[j]
+            e = es[n + j] * em[n + j] + (es[n + j] - ONE)
+            cir[j] = np.copysign(e / (e + TWO), pc)
         for j in range(n):
             csr[j] = cir[j] * ir[j] + cp[j] * fr[j]
         if cell_clip > 0:
@@ -152,21 +127,19 @@ def cell_forward(gates, has_xw, xw, b, cs_prev, wci, wcf, wco, forget_bias, cell
                 csr[j] = min(max(csr[j], -cell_clip), cell_clip)
         if peephole:
             for j in range(n):
-                arg2[j] = -np.float64((go[j] + bo[j]) + csr[j] * wco[j])
+                arg2[j] = -((go[j] + bo[j]) + csr[j] * wco[j])
         else:
             for j in range(n):
-                arg2[j] = -np.float64(go[j] + bo[j])
+                arg2[j] = -(go[j] + bo[j])
         for j in range(n):
-            arg2[n + j] = min(2.0 * abs(np.float64(csr[j])), 700.0)
-        exp64_rows(arg2, ex2, bits2)
+            arg2[n + j] = TWO * abs(csr[j])
+        exp_parts(arg2, em2, es2, bits2)
         for j in range(n):
-            orow[j] = np.float32(1.0 / (1.0 + ex2[j]))
+            v = ONE / (ONE + (es2[j] * em2[j] + es2[j]))
+            orow[j] = ZERO if arg2[j] > EXP_HI else v
         for j in range(n):
-            c64 = np.float64(csr[j])
-            t = 1.0 - 2.0 / (ex2[n + j] + 1.0)
-            t = t if c64 >= 0 else -t
-            t = c64 if not abs(c64) >= 1e-4 else t
-            cor[j] = np.float32(t)
+            e = es2[n + j] * em2[n + j] + (es2[n + j] - ONE)
+            cor[j] = np.copysign(e / (e + TWO), csr[j])
         for j in range(n):
             hr[j] = cor[j] * orow[j]
 

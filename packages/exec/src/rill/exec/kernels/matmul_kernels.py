@@ -6,6 +6,7 @@ import numpy as np
 
 from rill.exec import threads
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels import serial_gemm
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks
 from rill.graph.errors import InvalidArgumentError
 
@@ -23,8 +24,9 @@ def _adjoint(xp, x, complex_: bool):
 def matmul(transpose_a, transpose_b, T, xp):
     want = T.np
     # On the CPU, float products go through the thread policy (split over the intra-op threads,
-    # single-threaded BLAS pieces: the same bits whatever the thread count).
-    mm = threads.matmul if xp is np and want in (np.float32, np.float64) else xp.matmul
+    # single-threaded BLAS pieces, or one call where that gives their bits: the same bits
+    # whatever the thread count).
+    mm = serial_gemm.product if xp is np and want in (np.float32, np.float64) else xp.matmul
 
     def compute(a, b):
         if a.ndim != 2 or b.ndim != 2:

@@ -15,6 +15,7 @@ import numpy as np
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels import jit
 from rill.exec.kernels.conv_kernels import _conv2d
+from rill.exec.kernels.intra_op import parallel_for
 from rill.exec.kernels.matmul_kernels import matmul
 from rill.exec.kernels.nn_kernels import _HALF
 from rill.graph.errors import InvalidArgumentError
@@ -135,5 +136,46 @@ def fused_matmul(transpose_a, transpose_b, T, fused_ops, num_args, leakyrelu_alp
 
     def compute(a, b, bias):
         return epilogue(mm(a, b), bias)
+
+    return compute
+
+
+# Elements per piece of _FusedTanhGelu (256 KiB of float32): its three passes over a piece run
+# while the piece is in cache.
+_GELU_PIECE = 1 << 16
+
+
+@register_kernel("_FusedTanhGelu")
+def fused_tanh_gelu(T, coefficients):
+    """d · (x · (c + tanh(b · (x + a · (x · (x · x)))))) for coefficients [a, b, c, d], each
+    operation rounded to T in that order, as the unfused chain's kernels (numpy's multiply, add
+    and tanh) compute it: with the compiled loops, the operations before the Tanh in one pass,
+    numpy's tanh in place, the rest in one more pass, piece by piece; else op by op."""
+    if len(coefficients) != 4:
+        raise InvalidArgumentError(
+            f"_FusedTanhGelu takes 4 coefficients [a, b, c, d], got {list(coefficients)}"
+        )
+    a, b, c, d = (T.np.type(v) for v in coefficients)
+
+    def compute(x):
+        from rill.exec.kernels.fused_conv_kernels import _loops
+
+        loops = _loops() if x.dtype in jit.FLOATS and x.dtype == T.np else None
+        if loops is None or not x.flags.c_contiguous:
+            t = np.multiply(x, np.multiply(x, x))
+            t = np.multiply(b, np.add(x, np.multiply(a, t)))
+            return np.multiply(d, np.multiply(x, np.add(c, np.tanh(t))))
+        out = np.empty(x.shape, x.dtype)
+        xf, of = x.reshape(-1), out.reshape(-1)
+
+        def pieces(lo, hi):
+            for p in range(lo, hi):
+                s, e = p * _GELU_PIECE, min(xf.size, (p + 1) * _GELU_PIECE)
+                loops.tanh_gelu_head(xf, of, a, b, s, e)
+                np.tanh(of[s:e], out=of[s:e])
+                loops.tanh_gelu_tail(xf, of, c, d, s, e)
+
+        parallel_for(-(-xf.size // _GELU_PIECE), pieces)
+        return out
 
     return compute

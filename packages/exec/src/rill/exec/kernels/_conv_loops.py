@@ -212,6 +212,17 @@ def bias_activation_planes(planes, bias, act, lo, hi):  # pragma: no cover - com
 
 
 @_jit
+def bias_activation_rows(rows, bias, act, lo, hi):  # pragma: no cover - compiled
+    """rows [m, n] in place, rows [lo, hi): + bias[column], then `act` as above (the epilogue
+    of a _FusedMatMul with the HardSigmoid or HardSwish chain)."""
+    zero, six = rows.dtype.type(0), rows.dtype.type(6)
+    for r in range(lo, hi):
+        row = rows[r]
+        for q in range(row.shape[0]):
+            row[q] = _epilogue(row[q], bias[q], act, zero, six)
+
+
+@_jit
 def bias_side_activation(planes, bias, side, relu, lo, hi):  # pragma: no cover - compiled
     """planes [n·C, h·w] in place, rows [lo, hi): (value + bias[row % C]) + side, then numpy's
     maximum(·, 0) when relu (a residual connection's BiasAdd, AddV2 and Relu)."""

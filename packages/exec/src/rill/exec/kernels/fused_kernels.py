@@ -76,6 +76,8 @@ def _epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
             )
 
     code = {None: 0, "Relu": 1, "Relu6": 2}.get(ops[1] if len(ops) == 2 else None)
+    # HardSigmoid and HardSwish: the channels-first epilogue's compiled chain (its codes 3, 4).
+    hard = {"HardSigmoid": 3, "HardSwish": 4}.get(ops[1] if len(ops) == 2 else None)
 
     def rows(piece, bias):
         """The epilogue of one piece of output rows, in place."""
@@ -83,6 +85,13 @@ def _epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
         if loops is not None and piece.ndim == 2 and piece.flags.c_contiguous:
             loops.bias_activation(piece, bias.astype(piece.dtype, copy=False), code, 0, len(piece))
             return
+        if hard is not None and piece.dtype in jit.FLOATS and jit.loops() is not None:
+            if piece.ndim == 2 and piece.flags.c_contiguous:
+                from rill.exec.kernels.fused_conv_kernels import _loops  # it imports this
+
+                b = bias.astype(piece.dtype, copy=False)
+                _loops().bias_activation_rows(piece, b, hard, 0, len(piece))
+                return
         piece += bias
         if act is not None:
             act(piece)

@@ -38,6 +38,10 @@ def matmul(transpose_a, transpose_b, T, xp):
                 f"Matrix size-incompatible: In[0]: {_dims(a)}, In[1]: {_dims(b)}"
             )
         # numpy multiplies bfloat16 in float32; the op's type is the operands'.
+        if mm is not xp.matmul and x.shape[0] * x.shape[1] * y.shape[1] < 2 * threads.GEMM_GRAIN:
+            # threads.matmul's one call (too small to split), without its policy's overhead
+            # (a batch-1 classifier head's GEMV)
+            return np.matmul(x, y).astype(want, copy=False)
         return mm(x, y).astype(want, copy=False)
 
     return compute

@@ -188,3 +188,40 @@ def fused_tanh_gelu(T, coefficients):
         return out
 
     return compute
+
+
+@register_kernel("_FusedLayerNorm")
+def fused_layer_norm(T, epsilon):
+    """((x - m) · Rsqrt(v + epsilon)) · scale + offset over x's last axis, m and v its mean and
+    the mean of (x - m)², each operation as the unfused chain's kernels compute it: with the
+    compiled loops one row loop (_norm_loops.layer_norm_rows), else op by op in numpy."""
+    eps = T.np.type(epsilon)
+
+    def compute(x, scale, offset):
+        n = x.shape[-1] if x.ndim else 0
+        if x.ndim < 1 or scale.shape != (n,) or offset.shape != (n,):
+            raise InvalidArgumentError(
+                f"_FusedLayerNorm needs scale and offset as long as the input's last axis: input "
+                f"{list(x.shape)}, scale {list(scale.shape)}, offset {list(offset.shape)}"
+            )
+        from rill.exec.kernels import _norm_loops
+
+        compiled = jit.loops() is not None and x.dtype in jit.FLOATS and x.flags.c_contiguous
+        if not compiled or not 0 < n <= _norm_loops.ROW_MAX:
+            from rill.exec.kernels.reduction_kernels import _mean
+
+            with np.errstate(invalid="ignore", divide="ignore"):
+                m = _mean(np, x, (x.ndim - 1,), True)
+                v = _mean(np, np.square(np.subtract(x, m)), (x.ndim - 1,), True)
+                inv = np.reciprocal(np.sqrt(np.add(v, eps)))
+                return np.add(np.multiply(np.multiply(np.subtract(x, m), inv), scale), offset)
+        rows = x.reshape(-1, n)
+        out = np.empty(x.shape, x.dtype)
+        flat = out.reshape(-1, n)
+        s = np.ascontiguousarray(scale, x.dtype)
+        o = np.ascontiguousarray(offset, x.dtype)
+        parallel_for(rows.shape[0], lambda lo, hi: _norm_loops.layer_norm_rows(
+            rows, s, o, eps, flat, lo, hi), grain=max(1, (1 << 14) // n))  # fmt: skip
+        return out
+
+    return compute

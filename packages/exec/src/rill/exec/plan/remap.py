@@ -14,7 +14,7 @@ Like TensorFlow's grappler remapper, it runs on the step plan (never on the user
 - ReluGrad(MaxPoolGrad(x, y, g), x)  becomes  _FusedMaxPoolGrad (the gradient of a max pool over a
   Relu's output, through the Relu);
 - the tanh-GELU chain of imported transformers (float32 and float64, see remap_gelu) becomes
-  _FusedTanhGelu.
+  _FusedTanhGelu, and their layer normalization chain (remap_layer_norm) _FusedLayerNorm.
 
 A chain fuses only when each intermediate value has that one consumer and is not fetched, the
 ops share a device whose type has a kernel for the fused op, the dtype is a floating one, and no
@@ -31,6 +31,7 @@ from rill.exec.kernel_registry import find_kernel
 from rill.exec.plan.ir import PlanGraph, PlanNode
 from rill.exec.plan.remap_activations import activation_chain
 from rill.exec.plan.remap_gelu import tanh_gelu_chain
+from rill.exec.plan.remap_layer_norm import layer_norm_chain
 from rill.graph import dtypes
 from rill.graph.op_def import get_op_def
 
@@ -159,6 +160,20 @@ def remap(pg: PlanGraph) -> int:
                 continue
             last = chain[-1]
             _become(last, "_FusedTanhGelu", attrs, [x_edge], chain[0], chain[:-1])
+            for m in chain[:-1]:
+                removed[m] = last
+            fused += 1
+        elif n.type == "Rsqrt":
+            found = layer_norm_chain(n, consumers, free)
+            if found is None:
+                continue
+            x_edge, scale_edge, offset_edge, eps, chain = found
+            attrs = {"T": n.attrs["T"], "epsilon": eps}
+            if not kernel_ok(n, "_FusedLayerNorm", attrs):
+                continue
+            last = chain[-1]
+            _become(last, "_FusedLayerNorm", attrs, [x_edge, scale_edge, offset_edge], chain[0],
+                    chain[:-1])  # fmt: skip
             for m in chain[:-1]:
                 removed[m] = last
             fused += 1

@@ -1,6 +1,6 @@
 """Fused ops that the step planner's remapper substitutes for chains of ops (names start with "_"
 and users do not build them): TensorFlow's _FusedConv2D, _FusedDepthwiseConv2dNative and
-_FusedMatMul, and rill's _FusedMaxPoolGrad and _FusedTanhGelu. Each computes exactly what the chain it replaces
+_FusedMatMul, and rill's _FusedMaxPoolGrad, _FusedTanhGelu and _FusedLayerNorm. Each computes exactly what the chain it replaces
 computes, in one kernel that skips the intermediate tensors.
 
 fused_ops is "BiasAdd" (with args[0]) then at most one activation: TensorFlow's Relu, Relu6, Elu
@@ -111,4 +111,16 @@ defop(
     doc="The tanh approximation of GELU as imported models spell it out, with coefficients "
     "[a, b, c, d]: d · (x · (c + tanh(b · (x + a · (x · (x · x)))))), each operation rounded to "
     "T in that order (PyTorch's: a = 0.044715, b = sqrt(2/pi), c = 1, d = 0.5).",
+)
+
+defop(
+    "_FusedLayerNorm",
+    inputs=["x: T", "scale: T", "offset: T"],
+    outputs=["y: T"],
+    attrs=["T: {float32, float64}", "epsilon: float"],
+    shape=shape_fns.unchanged,
+    doc="Layer normalization over x's last axis as the ONNX importer spells it out: m = Mean(x), "
+    "v = Mean((x - m)²), ((x - m) · Rsqrt(v + epsilon)) · scale + offset, each operation "
+    "rounded to T as the unfused kernels round it; scale and offset are vectors as long as the "
+    "last axis.",
 )

@@ -194,7 +194,7 @@ def fused_tanh_gelu(T, coefficients):
 def fused_layer_norm(T, epsilon):
     """((x - m) · Rsqrt(v + epsilon)) · scale + offset over x's last axis, m and v its mean and
     the mean of (x - m)², each operation as the unfused chain's kernels compute it: with the
-    compiled loops one row loop (_norm_loops.layer_norm_rows), else op by op in numpy."""
+    compiled loops one row loop (_loops.layer_norm_rows), else op by op in numpy."""
     eps = T.np.type(epsilon)
 
     def compute(x, scale, offset):
@@ -204,10 +204,8 @@ def fused_layer_norm(T, epsilon):
                 f"_FusedLayerNorm needs scale and offset as long as the input's last axis: input "
                 f"{list(x.shape)}, scale {list(scale.shape)}, offset {list(offset.shape)}"
             )
-        from rill.exec.kernels import _norm_loops
-
-        compiled = jit.loops() is not None and x.dtype in jit.FLOATS and x.flags.c_contiguous
-        if not compiled or not 0 < n <= _norm_loops.ROW_MAX:
+        loops = jit.loops() if x.dtype in jit.FLOATS and x.flags.c_contiguous else None
+        if loops is None or not 0 < n <= loops.NORM_ROW_MAX:
             from rill.exec.kernels.reduction_kernels import _mean
 
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -220,7 +218,7 @@ def fused_layer_norm(T, epsilon):
         flat = out.reshape(-1, n)
         s = np.ascontiguousarray(scale, x.dtype)
         o = np.ascontiguousarray(offset, x.dtype)
-        parallel_for(rows.shape[0], lambda lo, hi: _norm_loops.layer_norm_rows(
+        parallel_for(rows.shape[0], lambda lo, hi: loops.layer_norm_rows(
             rows, s, o, eps, flat, lo, hi), grain=max(1, (1 << 14) // n))  # fmt: skip
         return out
 

@@ -544,3 +544,48 @@ def layer_norm_rows(x, scale, offset, eps, out, lo, hi):  # pragma: no cover - c
         inv = one / np.sqrt(var + eps)
         for j in range(n):
             dst[j] = ((row[j] - mean) * inv) * scale[j] + offset[j]
+
+
+# -- softmax over the last axis (nn_kernels.Softmax): x - max, numpy's exp between the passes,
+# then / the row's pairwise sum — the numpy kernel's operations, so its bits (the maximum is
+# exact, taken in eight running maxima: which of +0 and -0 it keeps cannot change x - max's
+# exp, and a NaN anywhere makes the row NaN either way).
+
+
+@_jit
+def softmax_shift(x, out, lo, hi):  # pragma: no cover - compiled
+    """out[r] = x[r] - max(x[r]) for the rows r in [lo, hi) of x [rows, n], n >= 1."""
+    n = x.shape[1]
+    for r in range(lo, hi):
+        row, dst = x[r], out[r]
+        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
+        j = 0
+        while j + 8 <= n:
+            m0 = _max(m0, row[j])
+            m1 = _max(m1, row[j + 1])
+            m2 = _max(m2, row[j + 2])
+            m3 = _max(m3, row[j + 3])
+            m4 = _max(m4, row[j + 4])
+            m5 = _max(m5, row[j + 5])
+            m6 = _max(m6, row[j + 6])
+            m7 = _max(m7, row[j + 7])
+            j += 8
+        while j < n:
+            m0 = _max(m0, row[j])
+            j += 1
+        m = _max(_max(_max(m0, m1), _max(m2, m3)), _max(_max(m4, m5), _max(m6, m7)))
+        for k in range(n):
+            dst[k] = row[k] - m
+
+
+@_jit
+def softmax_scale(e, lo, hi):  # pragma: no cover - compiled
+    """e[r] /= (0 + numpy's pairwise sum of e[r]) in place for the rows r in [lo, hi) of e
+    [rows, n], n <= NORM_ROW_MAX."""
+    n = e.shape[1]
+    zero = e.dtype.type(0)
+    for r in range(lo, hi):
+        row = e[r]
+        s = zero + flat_pairwise(row, 0, n)
+        for k in range(n):
+            row[k] = row[k] / s

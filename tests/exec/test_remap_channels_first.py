@@ -207,6 +207,31 @@ def test_matmul_bias_swish_fuses_and_matches():
     assert_matches(fused, plain, "Swish")
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("act", ["HardSigmoid", "HardSwish"])
+def test_matmul_bias_hard_activations_keep_the_chains_bits(act, compiled):
+    # A classifier head's Gemm + HardSwish (MobileNetV3): the compiled epilogue's bits are the
+    # unfused chain's, with special values; rows from 1 (a batch-1 GEMV) up. (_FusedMatMul is
+    # TensorFlow's: no float64.)
+    dtype = np.float32
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.as_dtype(dtype), [None, 6])
+        m = rg.matmul(x, _const(RNG.standard_normal((6, 40)) * 4, dtype))
+        y = _act(act, _op("BiasAdd", [m, _const(RNG.standard_normal(40), dtype)]), dtype)
+    old = jit.set_enabled(compiled)
+    try:
+        for rows in (1, 7):
+            xv = (RNG.standard_normal((rows, 6)) * 4).astype(dtype)
+            xv[0, :3] = [np.nan, np.inf, -0.0]
+            with np.errstate(all="ignore"):
+                fused, plain, types = run_both(g, [y], {x: xv})
+            assert "_FusedMatMul" in types and "Maximum" not in types
+            assert_identical(fused, plain)
+    finally:
+        jit.set_enabled(old)
+
+
 def test_depthwise_planes_split_over_threads_match():
     import rill.exec.kernels.intra_op as intra_op
     from rill.exec.kernels.fused_conv_kernels import fused_depthwise_conv2d_native

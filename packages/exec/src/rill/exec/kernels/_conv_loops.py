@@ -212,6 +212,17 @@ def bias_activation_planes(planes, bias, act, lo, hi):  # pragma: no cover - com
 
 
 @_jit
+def bias_activation_rows(rows, bias, act, lo, hi):  # pragma: no cover - compiled
+    """rows [m, n] in place, rows [lo, hi): + bias[column], then `act` as above (the epilogue
+    of a _FusedMatMul with the HardSigmoid or HardSwish chain)."""
+    zero, six = rows.dtype.type(0), rows.dtype.type(6)
+    for r in range(lo, hi):
+        row = rows[r]
+        for q in range(row.shape[0]):
+            row[q] = _epilogue(row[q], bias[q], act, zero, six)
+
+
+@_jit
 def bias_side_activation(planes, bias, side, relu, lo, hi):  # pragma: no cover - compiled
     """planes [n·C, h·w] in place, rows [lo, hi): (value + bias[row % C]) + side, then numpy's
     maximum(·, 0) when relu (a residual connection's BiasAdd, AddV2 and Relu)."""
@@ -535,3 +546,21 @@ def bias_activation_span(out, b, bias, act, lo, hi):  # pragma: no cover - compi
         bq = bias[oc]
         for o in range(hi - lo):
             row[o] = _epilogue(row[o], bq, act, zero, six)
+
+
+@_jit
+def tanh_gelu_head(x, u, a, b, lo, hi):  # pragma: no cover - compiled
+    """u[i] = b · (x + a · (x · (x · x))) for i in [lo, hi) of the flat x: the operations of the
+    tanh-GELU chain before its Tanh (Mul, Mul, Mul, AddV2, Mul), each rounded to the dtype."""
+    xs, us = x[lo:hi], u[lo:hi]  # indices from 0: no negative-index test, the loop vectorizes
+    for i in range(hi - lo):
+        v = xs[i]
+        us[i] = b * (v + a * (v * (v * v)))
+
+
+@_jit
+def tanh_gelu_tail(x, t, c, d, lo, hi):  # pragma: no cover - compiled
+    """t[i] = d · (x · (c + t)) in place for i in [lo, hi): the chain's ops after its Tanh."""
+    xs, ts = x[lo:hi], t[lo:hi]
+    for i in range(hi - lo):
+        ts[i] = d * (xs[i] * (c + ts[i]))

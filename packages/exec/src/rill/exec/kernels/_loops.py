@@ -442,3 +442,150 @@ def max_pool_nchw(x, out, kh, kw, sh, sw, top, left, lo, hi):  # pragma: no cove
                     if 0 <= cc < wd:
                         acc = _max(acc, vm[cc])
                 dst[o] = acc
+
+
+# -- layer normalization (fused_kernels._FusedLayerNorm): the chain the ONNX importer builds,
+# row by row, with the unfused kernels' arithmetic in their order: Mean as numpy's pairwise sum
+# (0 + the sum, then / n: reduction_kernels._mean's bits), SquaredDifference as (x - mean)²,
+# AddV2, Rsqrt as 1 / sqrt, Sub, Mul, Mul, AddV2 — the chain's bits.
+
+
+@_inline
+def _flat_leaf(a, s, n):  # pragma: no cover - compiled
+    """numpy's pairwise block of a[s:s + n], n <= 128: below 8 values in order from 0, else
+    eight running sums combined ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the
+    rest in order."""
+    if n < 8:
+        res = a.dtype.type(0)
+        for i in range(s, s + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[s], a[s + 1], a[s + 2], a[s + 3]
+    r4, r5, r6, r7 = a[s + 4], a[s + 5], a[s + 6], a[s + 7]
+    end = s + n - n % 8
+    i = s + 8
+    while i < end:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < s + n:
+        res += a[i]
+        i += 1
+    return res
+
+
+# numpy's pairwise sum splits a sum of more than 128 values at n2 = n // 2 rounded down to a
+# multiple of 8 and sums each part the same way; numba cannot cache a recursive function, so the
+# levels are written out: _p1 takes up to 240 values, _p2 464, _p3 912, _p4 1808 (each part of
+# a split is at most n / 2 + 8 long).
+NORM_ROW_MAX = 1808
+
+
+@_inline
+def _pw1(a, s, n):  # pragma: no cover - compiled
+    if n <= 128:
+        return _flat_leaf(a, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _flat_leaf(a, s, n2) + _flat_leaf(a, s + n2, n - n2)
+
+
+@_inline
+def _pw2(a, s, n):  # pragma: no cover - compiled
+    if n <= 128:
+        return _flat_leaf(a, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw1(a, s, n2) + _pw1(a, s + n2, n - n2)
+
+
+@_inline
+def _pw3(a, s, n):  # pragma: no cover - compiled
+    if n <= 128:
+        return _flat_leaf(a, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw2(a, s, n2) + _pw2(a, s + n2, n - n2)
+
+
+@_jit
+def flat_pairwise(a, s, n):  # pragma: no cover - compiled
+    """numpy's pairwise sum of a[s:s + n], n <= NORM_ROW_MAX."""
+    if n <= 128:
+        return _flat_leaf(a, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw3(a, s, n2) + _pw3(a, s + n2, n - n2)
+
+
+@_jit
+def layer_norm_rows(x, scale, offset, eps, out, lo, hi):  # pragma: no cover - compiled
+    """out[r] for the rows r in [lo, hi) of x [rows, n]: ((x - m) · (1 / sqrt(v + eps))) ·
+    scale + offset, m the mean of the row, v the mean of (x - m)², as the chain computes them."""
+    n = x.shape[1]
+    zero, one = x.dtype.type(0), x.dtype.type(1)
+    count = x.dtype.type(n)
+    sq = np.empty(n, x.dtype)
+    for r in range(lo, hi):
+        row = x[r]
+        dst = out[r]
+        mean = (zero + flat_pairwise(row, 0, n)) / count
+        for j in range(n):
+            d = row[j] - mean
+            sq[j] = d * d
+        var = (zero + flat_pairwise(sq, 0, n)) / count
+        inv = one / np.sqrt(var + eps)
+        for j in range(n):
+            dst[j] = ((row[j] - mean) * inv) * scale[j] + offset[j]
+
+
+# -- softmax over the last axis (nn_kernels.Softmax): x - max, numpy's exp between the passes,
+# then / the row's pairwise sum — the numpy kernel's operations, so its bits (the maximum is
+# exact, taken in eight running maxima: which of +0 and -0 it keeps cannot change x - max's
+# exp, and a NaN anywhere makes the row NaN either way).
+
+
+@_jit
+def softmax_shift(x, out, lo, hi):  # pragma: no cover - compiled
+    """out[r] = x[r] - max(x[r]) for the rows r in [lo, hi) of x [rows, n], n >= 1."""
+    n = x.shape[1]
+    for r in range(lo, hi):
+        row, dst = x[r], out[r]
+        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
+        j = 0
+        while j + 8 <= n:
+            m0 = _max(m0, row[j])
+            m1 = _max(m1, row[j + 1])
+            m2 = _max(m2, row[j + 2])
+            m3 = _max(m3, row[j + 3])
+            m4 = _max(m4, row[j + 4])
+            m5 = _max(m5, row[j + 5])
+            m6 = _max(m6, row[j + 6])
+            m7 = _max(m7, row[j + 7])
+            j += 8
+        while j < n:
+            m0 = _max(m0, row[j])
+            j += 1
+        m = _max(_max(_max(m0, m1), _max(m2, m3)), _max(_max(m4, m5), _max(m6, m7)))
+        for k in range(n):
+            dst[k] = row[k] - m
+
+
+@_jit
+def softmax_scale(e, lo, hi):  # pragma: no cover - compiled
+    """e[r] /= (0 + numpy's pairwise sum of e[r]) in place for the rows r in [lo, hi) of e
+    [rows, n], n <= NORM_ROW_MAX."""
+    n = e.shape[1]
+    zero = e.dtype.type(0)
+    for r in range(lo, hi):
+        row = e[r]
+        s = zero + flat_pairwise(row, 0, n)
+        for k in range(n):
+            row[k] = row[k] / s

@@ -356,7 +356,11 @@ def _pointwise_product(x, w, s=None):
         x, s = np.multiply(x, s), None
     xs = x.reshape(n, c, h * wd)
     if s is None:
-        if n == 1:  # halves over the threads where they give one call's bits (threads.matmul)
+        if n == 1 and c * o * h * wd < 2 * threads.SPLIT_GRAIN:
+            # threads.matmul's one call (too small to split even in exact halves), without its
+            # policy's overhead (~2 µs, on a squeeze-excite layer a third of the kernel)
+            np.matmul(wt, xs[0], out=per_image[0])
+        elif n == 1:  # halves over the threads where they give one call's bits (threads.matmul)
             threads.matmul(wt, xs[0], out=per_image[0], most=2, exact=True)
         else:
             parallel_blocks(n, lambda i: np.matmul(wt, xs[i], out=per_image[i]),

@@ -15,6 +15,7 @@ import numpy as np
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels import jit
 from rill.exec.kernels.conv_kernels import _conv2d
+from rill.exec.kernels.intra_op import parallel_for
 from rill.exec.kernels.matmul_kernels import matmul
 from rill.exec.kernels.nn_kernels import _HALF
 from rill.graph.errors import InvalidArgumentError
@@ -75,6 +76,8 @@ def _epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
             )
 
     code = {None: 0, "Relu": 1, "Relu6": 2}.get(ops[1] if len(ops) == 2 else None)
+    # HardSigmoid and HardSwish: the channels-first epilogue's compiled chain (its codes 3, 4).
+    hard = {"HardSigmoid": 3, "HardSwish": 4}.get(ops[1] if len(ops) == 2 else None)
 
     def rows(piece, bias):
         """The epilogue of one piece of output rows, in place."""
@@ -82,6 +85,13 @@ def _epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
         if loops is not None and piece.ndim == 2 and piece.flags.c_contiguous:
             loops.bias_activation(piece, bias.astype(piece.dtype, copy=False), code, 0, len(piece))
             return
+        if hard is not None and piece.dtype in jit.FLOATS and jit.loops() is not None:
+            if piece.ndim == 2 and piece.flags.c_contiguous:
+                from rill.exec.kernels.fused_conv_kernels import _loops  # it imports this
+
+                b = bias.astype(piece.dtype, copy=False)
+                _loops().bias_activation_rows(piece, b, hard, 0, len(piece))
+                return
         piece += bias
         if act is not None:
             act(piece)
@@ -135,5 +145,81 @@ def fused_matmul(transpose_a, transpose_b, T, fused_ops, num_args, leakyrelu_alp
 
     def compute(a, b, bias):
         return epilogue(mm(a, b), bias)
+
+    return compute
+
+
+# Elements per piece of _FusedTanhGelu (256 KiB of float32): its three passes over a piece run
+# while the piece is in cache.
+_GELU_PIECE = 1 << 16
+
+
+@register_kernel("_FusedTanhGelu")
+def fused_tanh_gelu(T, coefficients):
+    """d · (x · (c + tanh(b · (x + a · (x · (x · x)))))) for coefficients [a, b, c, d], each
+    operation rounded to T in that order, as the unfused chain's kernels (numpy's multiply, add
+    and tanh) compute it: with the compiled loops, the operations before the Tanh in one pass,
+    numpy's tanh in place, the rest in one more pass, piece by piece; else op by op."""
+    if len(coefficients) != 4:
+        raise InvalidArgumentError(
+            f"_FusedTanhGelu takes 4 coefficients [a, b, c, d], got {list(coefficients)}"
+        )
+    a, b, c, d = (T.np.type(v) for v in coefficients)
+
+    def compute(x):
+        from rill.exec.kernels.fused_conv_kernels import _loops
+
+        loops = _loops() if x.dtype in jit.FLOATS and x.dtype == T.np else None
+        if loops is None or not x.flags.c_contiguous:
+            t = np.multiply(x, np.multiply(x, x))
+            t = np.multiply(b, np.add(x, np.multiply(a, t)))
+            return np.multiply(d, np.multiply(x, np.add(c, np.tanh(t))))
+        out = np.empty(x.shape, x.dtype)
+        xf, of = x.reshape(-1), out.reshape(-1)
+
+        def pieces(lo, hi):
+            for p in range(lo, hi):
+                s, e = p * _GELU_PIECE, min(xf.size, (p + 1) * _GELU_PIECE)
+                loops.tanh_gelu_head(xf, of, a, b, s, e)
+                np.tanh(of[s:e], out=of[s:e])
+                loops.tanh_gelu_tail(xf, of, c, d, s, e)
+
+        parallel_for(-(-xf.size // _GELU_PIECE), pieces)
+        return out
+
+    return compute
+
+
+@register_kernel("_FusedLayerNorm")
+def fused_layer_norm(T, epsilon):
+    """((x - m) · Rsqrt(v + epsilon)) · scale + offset over x's last axis, m and v its mean and
+    the mean of (x - m)², each operation as the unfused chain's kernels compute it: with the
+    compiled loops one row loop (_loops.layer_norm_rows), else op by op in numpy."""
+    eps = T.np.type(epsilon)
+
+    def compute(x, scale, offset):
+        n = x.shape[-1] if x.ndim else 0
+        if x.ndim < 1 or scale.shape != (n,) or offset.shape != (n,):
+            raise InvalidArgumentError(
+                f"_FusedLayerNorm needs scale and offset as long as the input's last axis: input "
+                f"{list(x.shape)}, scale {list(scale.shape)}, offset {list(offset.shape)}"
+            )
+        loops = jit.loops() if x.dtype in jit.FLOATS and x.flags.c_contiguous else None
+        if loops is None or not 0 < n <= loops.NORM_ROW_MAX:
+            from rill.exec.kernels.reduction_kernels import _mean
+
+            with np.errstate(invalid="ignore", divide="ignore"):
+                m = _mean(np, x, (x.ndim - 1,), True)
+                v = _mean(np, np.square(np.subtract(x, m)), (x.ndim - 1,), True)
+                inv = np.reciprocal(np.sqrt(np.add(v, eps)))
+                return np.add(np.multiply(np.multiply(np.subtract(x, m), inv), scale), offset)
+        rows = x.reshape(-1, n)
+        out = np.empty(x.shape, x.dtype)
+        flat = out.reshape(-1, n)
+        s = np.ascontiguousarray(scale, x.dtype)
+        o = np.ascontiguousarray(offset, x.dtype)
+        parallel_for(rows.shape[0], lambda lo, hi: loops.layer_norm_rows(
+            rows, s, o, eps, flat, lo, hi), grain=max(1, (1 << 14) // n))  # fmt: skip
+        return out
 
     return compute

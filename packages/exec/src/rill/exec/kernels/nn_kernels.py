@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels import jit
 from rill.exec.kernels.intra_op import parallel_for
 from rill.graph import dtypes
 from rill.graph.errors import InvalidArgumentError
@@ -253,6 +254,32 @@ def _check_rank_at_least_1(x, what: str) -> None:
         raise InvalidArgumentError(f"{what} must be at least 1-D, got a scalar")
 
 
+# Elements per piece of the compiled softmax (256 KiB of float32): its three passes over a
+# piece's rows run while they are in cache.
+_SOFTMAX_PIECE = 1 << 16
+
+
+def _softmax_rows(loops, x):
+    """The numpy kernel's softmax of a C-contiguous float32/float64 x over its last axis (n <=
+    _loops.NORM_ROW_MAX), its operations in its order: the compiled x - max, numpy's exp in
+    place, the compiled division by the row's pairwise sum; piece by piece."""
+    n = x.shape[-1]
+    rows = x.reshape(-1, n)
+    out = np.empty(x.shape, x.dtype)
+    flat = out.reshape(-1, n)
+    step = max(1, _SOFTMAX_PIECE // n)
+
+    def pieces(lo, hi):
+        for r0 in range(lo, hi, step):
+            r1 = min(hi, r0 + step)
+            loops.softmax_shift(rows, flat, r0, r1)
+            np.exp(flat[r0:r1], out=flat[r0:r1])
+            loops.softmax_scale(flat, r0, r1)
+
+    parallel_for(rows.shape[0], pieces, grain=step)
+    return out
+
+
 @register_kernel("Softmax", devices=_BOTH)
 def softmax(xp):
     def compute(logits):
@@ -260,6 +287,10 @@ def softmax(xp):
         x = _wide(logits)
         if x.shape[-1] == 0:
             return logits.copy()
+        if xp is np and x.dtype in jit.FLOATS and x.flags.c_contiguous and x.size:
+            loops = jit.loops()
+            if loops is not None and x.shape[-1] <= loops.NORM_ROW_MAX:
+                return _softmax_rows(loops, x).astype(logits.dtype, copy=False)
         e = xp.exp(x - x.max(axis=-1, keepdims=True))
         return (e / e.sum(axis=-1, keepdims=True)).astype(logits.dtype, copy=False)
 

@@ -12,7 +12,9 @@ Like TensorFlow's grappler remapper, it runs on the step plan (never on the user
 - the activation: Relu, Relu6, Elu, LeakyRelu, or (float32 and float64) the Sigmoid, Swish,
   HardSigmoid and HardSwish chains of imported models (see remap_activations);
 - ReluGrad(MaxPoolGrad(x, y, g), x)  becomes  _FusedMaxPoolGrad (the gradient of a max pool over a
-  Relu's output, through the Relu).
+  Relu's output, through the Relu);
+- the tanh-GELU chain of imported transformers (float32 and float64, see remap_gelu) becomes
+  _FusedTanhGelu, and their layer normalization chain (remap_layer_norm) _FusedLayerNorm.
 
 A chain fuses only when each intermediate value has that one consumer and is not fetched, the
 ops share a device whose type has a kernel for the fused op, the dtype is a floating one, and no
@@ -28,6 +30,8 @@ from __future__ import annotations
 from rill.exec.kernel_registry import find_kernel
 from rill.exec.plan.ir import PlanGraph, PlanNode
 from rill.exec.plan.remap_activations import activation_chain
+from rill.exec.plan.remap_gelu import tanh_gelu_chain
+from rill.exec.plan.remap_layer_norm import layer_norm_chain
 from rill.graph import dtypes
 from rill.graph.op_def import get_op_def
 
@@ -145,6 +149,33 @@ def remap(pg: PlanGraph) -> int:
                 continue
             _become(rg, "_FusedMaxPoolGrad", attrs, list(n.inputs), n, (n,))
             removed[n] = rg
+            fused += 1
+        elif n.type == "Tanh":
+            found = tanh_gelu_chain(n, consumers, free)
+            if found is None:
+                continue
+            x_edge, coefficients, chain = found
+            attrs = {"T": n.attrs["T"], "coefficients": coefficients}
+            if not kernel_ok(n, "_FusedTanhGelu", attrs):
+                continue
+            last = chain[-1]
+            _become(last, "_FusedTanhGelu", attrs, [x_edge], chain[0], chain[:-1])
+            for m in chain[:-1]:
+                removed[m] = last
+            fused += 1
+        elif n.type == "Rsqrt":
+            found = layer_norm_chain(n, consumers, free)
+            if found is None:
+                continue
+            x_edge, scale_edge, offset_edge, eps, chain = found
+            attrs = {"T": n.attrs["T"], "epsilon": eps}
+            if not kernel_ok(n, "_FusedLayerNorm", attrs):
+                continue
+            last = chain[-1]
+            _become(last, "_FusedLayerNorm", attrs, [x_edge, scale_edge, offset_edge], chain[0],
+                    chain[:-1])  # fmt: skip
+            for m in chain[:-1]:
+                removed[m] = last
             fused += 1
     if removed:
         # No op has an intermediate as a control input: drop them.

@@ -1,6 +1,6 @@
 """Fused ops that the step planner's remapper substitutes for chains of ops (names start with "_"
 and users do not build them): TensorFlow's _FusedConv2D, _FusedDepthwiseConv2dNative and
-_FusedMatMul, and rill's _FusedMaxPoolGrad. Each computes exactly what the chain it replaces
+_FusedMatMul, and rill's _FusedMaxPoolGrad, _FusedTanhGelu and _FusedLayerNorm. Each computes exactly what the chain it replaces
 computes, in one kernel that skips the intermediate tensors.
 
 fused_ops is "BiasAdd" (with args[0]) then at most one activation: TensorFlow's Relu, Relu6, Elu
@@ -15,6 +15,7 @@ the convolution."""
 
 from __future__ import annotations
 
+from rill.graph import shape_fns
 from rill.graph.op_def import defop
 from rill.graph.ops.conv_ops import _conv2d_shape, _depthwise_shape
 from rill.graph.ops.matmul_ops import _matmul_shape
@@ -99,4 +100,27 @@ defop(
     shape=_max_pool_grad_shape,
     doc="ReluGrad(MaxPoolGrad(orig_input, orig_output, grad), orig_input): the max-pool gradient "
     "of a pool whose input is a Relu's output, through that Relu.",
+)
+
+defop(
+    "_FusedTanhGelu",
+    inputs=["x: T"],
+    outputs=["y: T"],
+    attrs=["T: {float32, float64}", "coefficients: list(float)"],
+    shape=shape_fns.unchanged,
+    doc="The tanh approximation of GELU as imported models spell it out, with coefficients "
+    "[a, b, c, d]: d · (x · (c + tanh(b · (x + a · (x · (x · x)))))), each operation rounded to "
+    "T in that order (PyTorch's: a = 0.044715, b = sqrt(2/pi), c = 1, d = 0.5).",
+)
+
+defop(
+    "_FusedLayerNorm",
+    inputs=["x: T", "scale: T", "offset: T"],
+    outputs=["y: T"],
+    attrs=["T: {float32, float64}", "epsilon: float"],
+    shape=shape_fns.unchanged,
+    doc="Layer normalization over x's last axis as the ONNX importer spells it out: m = Mean(x), "
+    "v = Mean((x - m)²), ((x - m) · Rsqrt(v + epsilon)) · scale + offset, each operation "
+    "rounded to T as the unfused kernels round it; scale and offset are vectors as long as the "
+    "last axis.",
 )

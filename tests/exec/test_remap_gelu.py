@@ -1,0 +1,149 @@
+"""The remapper's tanh-GELU fusion: the chain PyTorch exports for GELU(approximate="tanh") (and
+GPT-2's hand-written gelu), 0.5 · (x · (1 + tanh(sqrt(2/pi) · (x + 0.044715 · (x · (x · x)))))),
+becomes one _FusedTanhGelu whose results are the unfused chain's bit for bit — with the compiled
+loops and without them, in float32 and float64, for NaN, ±inf, ±0 and saturated values — and it
+fuses only the exact chain whose intermediates nothing else reads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rill.graph as rg
+from rill.exec import ConfigProto, RunMetadata, RunOptions, Session
+from rill.exec.kernels import fused_kernels, jit
+
+RNG = np.random.default_rng(2026)
+_A, _B = 0.044715, float(np.sqrt(2.0 / np.pi))
+
+
+def _op(type_, inputs, attrs=None):
+    return rg.get_default_graph().create_op(type_, inputs, attrs or {}).outputs[0]
+
+
+def _const(v, dtype):
+    return rg.constant(np.asarray(v, dtype))
+
+
+def _gelu(x, dtype, swap=False, a=_A, b=_B, c=1.0, d=0.5, keep=None):
+    """The exported chain on x (operands swapped where `swap`); keep collects intermediates."""
+
+    def mul(p, q):
+        return _op("Mul", [q, p] if swap else [p, q])
+
+    def add(p, q):
+        return _op("AddV2", [q, p] if swap else [p, q])
+
+    m1 = mul(x, mul(x, x))
+    inner = mul(_const(b, dtype), add(x, mul(_const(a, dtype), m1)))
+    t = _op("Tanh", [inner])
+    if keep is not None:
+        keep.append(t)
+    return mul(_const(d, dtype), mul(x, add(_const(c, dtype), t)))
+
+
+def _config(remap: bool) -> ConfigProto:
+    cfg = ConfigProto()
+    cfg.rill.disable_remapper = not remap
+    return cfg
+
+
+def _run_both(g, fetches, feeds):
+    """(fused results, unfused results, op types of the fused plan)."""
+    out, types = [], []
+    for remap in (True, False):
+        with Session(graph=g, config=_config(remap)) as s:
+            md = RunMetadata()
+            res = s.run(fetches, feeds, options=RunOptions(output_partition_graphs=True),
+                        run_metadata=md)  # fmt: skip
+            out.append(res)
+            if remap:
+                types = [n.op for gd in md.partition_graphs for n in gd.node]
+    return out[0], out[1], types
+
+
+def _values(shape, dtype):
+    x = (RNG.standard_normal(shape) * 3).astype(dtype)
+    flat = x.reshape(-1)
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30, 1e-40, -1e-40, 20.0, -20.0]
+    flat[: len(special)] = np.asarray(special, dtype)
+    return x
+
+
+def _assert_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    nan = np.isnan(b)
+    np.testing.assert_array_equal(np.isnan(a), nan)
+    np.testing.assert_array_equal(a[~nan], b[~nan])
+    np.testing.assert_array_equal(np.signbit(a[~nan]), np.signbit(b[~nan]))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2, 5, 7), (3, 70000), (0, 4)])
+def test_the_chain_fuses_and_keeps_its_bits(shape, dtype, swap, compiled):
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.as_dtype(dtype), [None] * len(shape), name="x")
+        y = _gelu(_op("Identity", [x]), dtype, swap)
+    old = jit.set_enabled(compiled)
+    try:
+        with np.errstate(all="ignore"):
+            xv = _values(shape, dtype) if np.prod(shape) else np.zeros(shape, dtype)
+            fused, plain, types = _run_both(g, y, {x: xv})
+    finally:
+        jit.set_enabled(old)
+    assert types.count("_FusedTanhGelu") == 1 and "Tanh" not in types and "Mul" not in types
+    _assert_bits(fused, plain)
+    if xv.size:  # and the value is GELU's (to float rounding) where it is finite
+        ok = np.isfinite(xv) & (np.abs(xv) < 1e3)
+        v = xv[ok].astype(np.float64)
+        ref = 0.5 * v * (1 + np.tanh(_B * (v + _A * v**3)))
+        np.testing.assert_allclose(np.asarray(fused)[ok], ref, rtol=1e-5, atol=1e-6)
+
+
+def test_other_coefficients_fuse_as_they_are():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None], name="x")
+        y = _gelu(_op("Identity", [x]), np.float32, a=0.05, b=0.8, c=1.5, d=0.25)
+    with np.errstate(all="ignore"):
+        fused, plain, types = _run_both(g, y, {x: _values((1000,), np.float32)})
+    assert "_FusedTanhGelu" in types
+    _assert_bits(fused, plain)
+
+
+def test_a_chain_whose_tanh_is_fetched_or_reused_does_not_fuse():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None], name="x")
+        keep = []
+        y = _gelu(_op("Identity", [x]), np.float32, keep=keep)
+        z = _gelu(_op("Identity", [x]), np.float32, keep=[])
+        other = _op("Neg", [z.op.inputs[1]])  # a second reader of an intermediate
+    xv = _values((64,), np.float32)
+    with np.errstate(all="ignore"):
+        fused, plain, types = _run_both(g, [y, keep[0], z, other], {x: xv})
+    assert "_FusedTanhGelu" not in types
+    for a, b in zip(fused, plain):
+        _assert_bits(a, b)
+
+
+def test_an_integer_or_half_chain_is_left_alone():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float16, [None], name="x")
+        y = _gelu(_op("Identity", [x]), np.float16)
+    fused, plain, types = _run_both(g, y, {x: np.linspace(-3, 3, 50).astype(np.float16)})
+    assert "_FusedTanhGelu" not in types
+    _assert_bits(fused, plain)
+
+
+def test_the_kernel_checks_its_coefficients():
+    from rill.graph import dtypes
+    from rill.graph.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="4 coefficients"):
+        fused_kernels.fused_tanh_gelu(dtypes.float32, [0.5, 1.0])

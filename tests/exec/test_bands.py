@@ -74,9 +74,9 @@ CASES = [
     ("Softmax, 2-D", lambda a: rg.nn.softmax(a), [(900, 333)]),
     ("LogSoftmax", lambda a: rg.nn.log_softmax(a), [(8, 4, 64, 64)]),
     ("ConcatV2", lambda a, b: rg.concat([a, b], axis=1), [(8, 64, 23, 29), (8, 96, 23, 29)]),
-    ("Mean, planes", lambda a: rg.reduce_mean(a, axis=[2, 3], keepdims=True), [(8, 48, 56, 56)]),
-    ("Mean, last axis", lambda a: rg.reduce_mean(a, axis=-1), [(1, 197, 768)]),
-    ("Sum, planes", lambda a: rg.reduce_sum(a, axis=[2, 3]), [(1, 96, 112, 112)]),
+    ("Mean, inner axes", lambda a: rg.reduce_mean(a, axis=[1, 2], keepdims=True), [(8, 48, 56, 7)]),
+    ("Mean, middle axis", lambda a: rg.reduce_mean(a, axis=1), [(4, 197, 96)]),
+    ("Sum, inner axes", lambda a: rg.reduce_sum(a, axis=[1, 2]), [(2, 96, 112, 9)]),
     ("Max, inner axes", lambda a: rg.reduce_max(a, axis=[1, 2]), [(16, 100, 90)]),
     ("ConcatV2, last axis", lambda a, b: rg.concat([a, b], axis=-1), [(1, 500, 300), (1, 500, 77)]),
 ]
@@ -99,6 +99,28 @@ def test_banded_kernels_give_the_whole_kernels_bits_on_any_thread_count(
         assert got.dtype == whole.dtype and got.shape == whole.shape
         assert np.array_equal(got, whole, equal_nan=True), name
     assert np.isfinite(whole).all()
+
+
+@pytest.mark.parametrize(
+    "build, shape",
+    [
+        (lambda a: rg.reduce_mean(a, axis=[2, 3], keepdims=True), (8, 48, 56, 56)),
+        (lambda a: rg.reduce_mean(a, axis=-1), (1, 197, 768)),
+        (lambda a: rg.reduce_sum(a, axis=[2, 3]), (1, 96, 112, 112)),
+    ],
+    ids=["Mean, planes", "Mean, last axis", "Sum, planes"],
+)
+def test_trailing_means_and_sums_are_left_to_their_kernel(cores, build, shape):
+    """Mean and Sum over trailing axes split themselves (reduction_kernels' row sums): the
+    bands leave them whole, and the bits are the one-thread kernel's on any thread count."""
+    x = _data(shape)
+    cores(1)
+    whole = _run(build, [x])
+    for n in (2, 4):
+        calls = cores(n)
+        got = _run(build, [x])
+        assert not calls
+        assert np.array_equal(got, whole)
 
 
 def test_small_tensors_other_dtypes_and_busy_cores_run_the_kernel_whole(cores):
@@ -157,18 +179,18 @@ def test_a_band_failure_on_a_worker_is_raised_by_the_step(cores, monkeypatch):
 
 
 def test_the_split_starts_at_min_work(cores, monkeypatch):
-    """A ViT-small batch-1 MLP activation (151 K values, about 30 µs for a Mul) stays one
-    call; a batch-8 residual add (303 K) splits in two bands, the MLP activation (1.2 M) in
-    eight."""
+    """A ViT-small batch-8 residual add (303 K values, 1.2 MB: about as fast on one thread as in
+    two halves) stays one call; a 1.05 M-value add and its batch-8 MLP activation (1.2 M
+    values) split in eight bands."""
     monkeypatch.setattr(bands, "MIN_WORK", _MIN_WORK)
     y = _data((768,))
     calls = cores(2)
-    small = _data((1, 197, 768))
-    assert np.array_equal(_run(rg.multiply, [small, y]), small * y)
-    assert not calls
     residual = _data((8, 197, 192))
     assert np.array_equal(_run(rg.add, [residual, residual]), residual + residual)
-    assert calls == [(2, 2)]
+    assert not calls
+    just = _data((4, 256, 1024))
+    assert np.array_equal(_run(rg.add, [just, just]), just + just)
+    assert calls == [(8, 2)]
     calls.clear()
     large = _data((8, 197, 768))
     assert np.array_equal(_run(rg.multiply, [large, y]), large * y)

@@ -107,3 +107,33 @@ def test_the_mean_of_a_graph_uses_the_loops_and_keeps_errors():
     _assert_same_bits(sess.run(fed, {x: v, axes: np.array([3, 2], np.int32)}), got[:, :, 0, 0])
     with pytest.raises(InvalidArgumentError, match="duplicate"):
         sess.run(fed, {x: v, axes: np.array([2, 2], np.int32)})
+
+
+@pytest.mark.parametrize("fn", [reduction_kernels._mean, reduction_kernels._sum])
+def test_a_large_pool_splits_over_threads_with_numpys_bits(fn, monkeypatch):
+    """From 2^20 values the rows split over the intra-op threads (pieces of at least
+    _ROWS_GRAIN values); the bits are numpy's on any thread count."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    if jit.loops() is None:
+        pytest.skip("compiled loops off (RILL_JIT=0)")
+    x = RNG.standard_normal((64, 256, 8, 8)).astype(np.float32)
+    pieces = []
+    real = reduction_kernels.parallel_for
+
+    def watch(n, body, grain=1, pieces_per_thread=1, max_threads=None):
+        pieces.append(max(1, n // grain))  # the pieces parallel_for may make
+        return real(n, body, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(reduction_kernels, "parallel_for", watch)
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    compiled, reference = _both(fn, x, (2, 3), False)
+    _assert_same_bits(compiled, reference)
+    assert pieces == [2]  # 2^20 values in pieces of 2^19
+    small = RNG.standard_normal((8, 576, 7, 7)).astype(np.float32)  # 0.9 MB: one piece
+    pieces.clear()
+    compiled, reference = _both(fn, small, (2, 3), True)
+    _assert_same_bits(compiled, reference)
+    assert pieces == [1]

@@ -30,12 +30,14 @@ from rill.exec.kernels.intra_op import parallel_for
 __all__ = ["wrap", "MIN_WORK", "BAND"]
 
 # Element-passes (output elements x the kernel's passes over them) from which a kernel splits.
-# A band costs a few µs of Python (its slices and call, under the GIL) and a split a hand-off
-# of 10-20 µs: a Mul of 151 K float32 values (ViT-small's MLP at batch 1) takes about 30 µs on
-# one core here, and in 8 bands over two threads took 90 µs of CPU. From 2^18 (ViT-small's
-# residual adds at batch 8, 303 K values, 0.1-0.2 ms each: 15% of its one-thread time) a
-# kernel splits, in few bands where it is small (UFUNC_ELEMENTS).
-MIN_WORK = 1 << 18
+# These kernels are memory-bound, and a second thread adds little bandwidth to a small one:
+# quiet, with polling hand-offs, an add of two 1 MB float32 arrays took 130 µs on one thread
+# and 163 µs in two halves; of 4 MB ones 470 and 348 µs; of 16 MB ones 1.9 and 1.15 ms. In
+# whole models (default threads, same process, alternating) splitting from 2^20 instead of
+# 2^18 took EfficientNet-B0 ½ b1 12.2 -> 11.7 ms, MobileNetV3-small b8 27.1 -> 25.3 ms,
+# EfficientNet-B0 ½ b8 60.4 -> 58.0 ms, ViT-small b1 21.6 -> 20.5 ms, and changed no other
+# imported model by more than noise.
+MIN_WORK = 1 << 20
 # Output elements per band of a kernel of several passes (512 KiB of float32): its
 # temporaries (Softmax makes three of its size) stay in the core's caches until its result is
 # copied into place.
@@ -74,6 +76,10 @@ _ELEMENTWISE = {"SquaredDifference": 2, "Rsqrt": 2, "Pow": 2, "Sigmoid": 4, "Rel
 _ROWWISE = {"Softmax": 5, "LogSoftmax": 6}
 # Reductions (x, axes): independent per index of the axes before the first reduced one.
 _REDUCTIONS = frozenset({"Mean", "Sum", "Max", "Min"})
+# Reductions whose kernel splits a reduction over trailing axes itself (reduction_kernels'
+# compiled row sums): those calls are left to it. Banded as well, the [8, 96, 56, 56] global
+# average pool took 594 µs on two threads against the kernel's own 512 µs.
+_SPLIT_TRAILING = frozenset({"Mean", "Sum"})
 OPS = (frozenset(_UFUNCS) | frozenset(_ELEMENTWISE) | frozenset(_ROWWISE) | _REDUCTIONS
        | {"ConcatV2"})  # fmt: skip
 
@@ -92,7 +98,7 @@ def wrap(op_type: str, compute):
     if op_type == "ConcatV2":
         return _concat_bands(compute)
     if op_type in _REDUCTIONS:
-        return _reduce_bands(compute)
+        return _reduce_bands(compute, trailing_own=op_type in _SPLIT_TRAILING)
     return compute
 
 
@@ -326,10 +332,11 @@ def _concat_bands(compute):
     return banded
 
 
-def _reduce_bands(compute):
+def _reduce_bands(compute, trailing_own: bool = False):
     """A reduction (x, axes) split along an axis before the first reduced one: each band's
     result is the kernel's on that band (a sum over the same values in the same order),
-    copied into place."""
+    copied into place. With `trailing_own`, a reduction over the trailing axes is left to the
+    kernel whole (it splits those itself)."""
 
     def banded(x, axes):
         if getattr(x, "size", 0) < MIN_WORK:
@@ -343,6 +350,8 @@ def _reduce_bands(compute):
         if not raw or any(not -x.ndim <= a < x.ndim for a in raw):
             return compute(x, axes)
         first = min(a % x.ndim for a in raw)
+        if trailing_own and sorted({a % x.ndim for a in raw}) == list(range(first, x.ndim)):
+            return compute(x, axes)
         threads = _threads(x.size)
         d = _first_axis(x.shape[:first], False) if threads > 1 else None
         if d is None:

@@ -14,8 +14,11 @@ from rill.exec.kernels import jit
 from rill.exec.kernels.intra_op import parallel_for
 from rill.graph.errors import InvalidArgumentError
 
-# Rows per piece of a split trailing-axes sum: at least this many values per piece.
-_ROWS_GRAIN = 1 << 15
+# Rows per piece of a split trailing-axes sum: at least this many values per piece. The sum is
+# memory-bound, and a second thread pays only from a few MB (quiet, polling hand-offs: an add
+# of two 1 MB float32 arrays took 130 µs on one thread and 163 µs in two halves, of 4 MB ones
+# 470 and 348 µs): a pool of [8, 576, 7, 7] (0.9 MB) stays one piece.
+_ROWS_GRAIN = 1 << 19
 
 
 def _dims(shape) -> str:

@@ -147,3 +147,34 @@ def test_the_kernel_checks_its_coefficients():
 
     with pytest.raises(InvalidArgumentError, match="4 coefficients"):
         fused_kernels.fused_tanh_gelu(dtypes.float32, [0.5, 1.0])
+
+
+def test_large_inputs_split_over_threads_with_the_same_bits(monkeypatch):
+    """_FusedTanhGelu splits over the intra-op threads only with _GELU_PIECES_PER_THREAD pieces
+    or more for each (ViT-small's [197, 1536] at batch 1 lost split in two); every piece is
+    computed the same way on whichever thread, so the bits are the one-thread run's."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    if jit.loops() is None:
+        pytest.skip("compiled loops off (RILL_JIT=0)")
+    compute = fused_kernels.fused_tanh_gelu(rg.float32, [0.044715, 0.7978846, 1.0, 0.5])
+    calls = []
+    real = fused_kernels.parallel_for
+
+    def watch(n, body, grain=1, pieces_per_thread=1, max_threads=None):
+        calls.append(n // grain)
+        return real(n, body, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(fused_kernels, "parallel_for", watch)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    for shape, grains in (((197, 1536), 0), ((1576, 1536), 4)):
+        with np.errstate(all="ignore"):
+            x = _values(shape, np.float32)
+            monkeypatch.setattr(intra_op, "_THREADS", 1)
+            one = compute(x)
+            monkeypatch.setattr(intra_op, "_THREADS", 2)
+            calls.clear()
+            two = compute(x)
+        assert calls == [grains]  # whole grains of pieces: 0 and 1 run on one thread
+        _assert_bits(two, one)

@@ -115,3 +115,34 @@ def test_the_kernel_checks_its_vectors():
     x = np.ones((2, 4), np.float32)
     with pytest.raises(InvalidArgumentError, match="last axis"):
         k(x, np.ones(3, np.float32), np.ones(4, np.float32))
+
+
+def test_large_inputs_split_over_threads_with_the_same_bits(monkeypatch):
+    """From 2 * _NORM_PIECE values the rows split over the intra-op threads (a smaller input,
+    ViT-small's [197, 384] at batch 1, stays on one thread: split it lost); each row is computed
+    the same way on whichever thread, so the bits are the one-thread run's."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    if jit.loops() is None:
+        pytest.skip("compiled loops off (RILL_JIT=0)")
+    compute = fused_kernels.fused_layer_norm(rg.float32, 1e-5)
+    scale, offset = RNG.standard_normal((2, 384)).astype(np.float32)
+    calls = []
+    real = fused_kernels.parallel_for
+
+    def watch(n, body, grain=1, pieces_per_thread=1, max_threads=None):
+        calls.append(n // grain)
+        return real(n, body, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(fused_kernels, "parallel_for", watch)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    for rows, pieces in ((197, 0), (1576, 2)):
+        x = RNG.standard_normal((rows, 384)).astype(np.float32)
+        monkeypatch.setattr(intra_op, "_THREADS", 1)
+        one = compute(x, scale, offset)
+        monkeypatch.setattr(intra_op, "_THREADS", 2)
+        calls.clear()
+        two = compute(x, scale, offset)
+        assert calls == [pieces]  # whole grains: 0 and 1 run on one thread
+        _assert_bits(two, one)

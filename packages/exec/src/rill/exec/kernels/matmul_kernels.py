@@ -89,8 +89,10 @@ def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     in two halves (SMALL_STACK_PIECES) only where they give one call's bits on this machine's
     BLAS (rill.exec.threads.matmul's `exact`), so the bits never depend on the threads. Below
     SMALL_STACK_EXACT multiply-adds it is numpy's one call: the second thread's wake-up costs
-    more than its half saves (ViT-small and the GPT-2-like decoder at batch 1, default threads:
-    26.5 -> 23.5 and 10.7 -> 8.9 ms with halves only from 2^25 instead of 2^22)."""
+    more than its half saves. (With sleeping hand-offs ViT-small and the GPT-2-like decoder at
+    batch 1 ran 26.5 -> 23.5 and 10.7 -> 8.9 ms with halves only from 2^25 instead of 2^22;
+    with polling hand-offs, halves from 2^24 instead of 2^25 took them 19.4 -> 17.6 and
+    7.42 -> 7.28 ms, same process, alternating.)"""
     k, n = b.shape
     work = a.size // k * k * n
     if work < 2 * threads.SPLIT_GRAIN:
@@ -107,7 +109,7 @@ def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # The most pieces of a stack-times-matrix product below rill.exec.threads.COARSE_GRAIN, and the
 # least multiply-adds for which it splits at all.
 SMALL_STACK_PIECES = 2
-SMALL_STACK_EXACT = 1 << 25
+SMALL_STACK_EXACT = 1 << 24
 
 
 @register_kernel("BatchMatMulV2", devices=("CPU", "GPU"), expensive=True)

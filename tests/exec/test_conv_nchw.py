@@ -257,3 +257,38 @@ def test_depthwise_planes_leave_nothing_in_the_padding(case):
     np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
     ok = ~np.isnan(b)
     np.testing.assert_array_equal(a[ok].view(np.uint32), b[ok].view(np.uint32))
+
+
+def test_only_convolutions_of_many_patch_rows_split_over_threads(monkeypatch):
+    """Bands split over the threads from conv_nchw._SPLIT_K patch rows (kh·kw·c): an RGB 3×3
+    stem (27) is memory-bound and lost split; a 7×7 one (147) gains. Either way the bits are
+    the one-thread run's."""
+    from rill.exec import threads as policy
+    from rill.exec.kernels import conv_nchw
+    from rill.exec.kernels.conv_common import _Window
+
+    if conv_nchw._loops() is None:
+        pytest.skip("compiled loops off (RILL_JIT=0)")
+    monkeypatch.setattr(policy, "cores_idle", lambda: 2)
+    monkeypatch.setattr(policy, "cores_free", lambda: 2)
+    split = []
+    real = conv_nchw.parallel_blocks
+
+    def watch(count, fn, work):
+        split.append(policy.threads_for(work, count) > 1)
+        return real(count, fn, work)
+
+    monkeypatch.setattr(conv_nchw, "parallel_blocks", watch)
+    x = RNG.standard_normal((2, 3, 224, 224)).astype(np.float32)
+    for kernel, splits in ((3, False), (7, True)):
+        w = RNG.standard_normal((kernel, kernel, 3, 32)).astype(np.float32)
+        bias = RNG.standard_normal(32).astype(np.float32)
+        pad = kernel // 2
+        win = _Window([1, 1, 2, 2], [1, 1, 1, 1], "EXPLICIT", [0, 0, 0, 0] + [pad] * 4, "NCHW")
+        monkeypatch.setattr(intra_op, "_THREADS", 1)
+        one = conv_nchw.nchw_conv(x, w, win, bias, 1)
+        monkeypatch.setattr(intra_op, "_THREADS", 2)
+        split.clear()
+        two = conv_nchw.nchw_conv(x, w, win, bias, 1)
+        assert split == [splits]
+        np.testing.assert_array_equal(two, one)

@@ -35,6 +35,12 @@ _BAND = 1 << 17
 # Output elements per band (128 KiB of float32): with few filter rows k (an RGB stem's 27) and
 # many output channels the band's product outgrows the patches; beyond this the GEMM slowed.
 _OUT_BAND = 1 << 15
+# The fewest patch rows (kh·kw·c) for which the bands split over threads. With fewer, each
+# output value takes few multiply-adds and the bands are bound by memory and by their calls'
+# Python: an RGB 3×3 stride-2 stem to 16 channels (k = 27) took 0.21 ms on one thread and
+# 0.35 ms in bands over two at batch 1, SqueezeNet's to 64 channels 5.4 and 7.8 ms at batch 8;
+# ResNet-18 ½'s 7×7 stem (k = 147) 1.46 and 0.95 ms at batch 1, 12.2 and 7.2 at batch 8.
+_SPLIT_K = 64
 # The most extra columns per row (the phase width wq past the output width ow) for which the
 # patches are built at the output width, so that the GEMM writes the output band in place; with
 # more (a padding wider than the window, rare), the product is built at the phase width and
@@ -119,7 +125,10 @@ def nchw_conv(
         for i in range(lo, hi):
             loops.conv_phases(x, i, ph[i], hq, wq, sh, sw, top, left)
 
-    parallel_for(n, fill)
+    if k >= _SPLIT_K:
+        parallel_for(n, fill)
+    else:  # the copy is memory-bound too
+        fill(0, n)
     rows = max(1, min(oh, (_BAND // k - ow) // wq + 1, _OUT_BAND // (o * ow)))
     bands = [(i, r0, min(oh, r0 + rows)) for i in range(n) for r0 in range(0, oh, rows)]
 
@@ -147,5 +156,5 @@ def nchw_conv(
         if swish is not None:
             loops.sigmoid32_span(out, i, swish, r0 * ow, r1 * ow)
 
-    parallel_blocks(len(bands), one_band, work)
+    parallel_blocks(len(bands), one_band, work if k >= _SPLIT_K else 0)
     return out

@@ -10,7 +10,7 @@ import pytest
 import rill.exec.kernels  # noqa: F401 - registers every kernel
 import rill.graph as rg
 from rill.exec import threads
-from rill.exec.kernels import conv_winograd, intra_op, jit
+from rill.exec.kernels import conv_winograd, fused_conv_kernels, intra_op, jit
 from rill.exec.kernels import fused_kernels as fk
 from rill.exec.testing import run_kernel
 
@@ -90,7 +90,8 @@ def test_a_one_block_winograd_convolution_splits_by_tile_position(cores, dtype):
     "xs, ws, strides, fused",
     [
         ((1, 64, 28, 28), (1, 1, 64, 256), (1, 1), None),  # pointwise, batch 1 (Conv2D)
-        ((1, 64, 28, 28), (1, 1, 64, 256), (1, 1), ["BiasAdd", "Relu"]),  # _FusedConv2D
+        # _FusedConv2D (from fused_conv_kernels._B1_HALVES multiply-adds)
+        ((1, 128, 28, 28), (1, 1, 128, 256), (1, 1), ["BiasAdd", "Relu"]),
         ((1, 128, 7, 7), (3, 3, 128, 256), (1, 1), None),  # patches, one block
         ((1, 128, 14, 14), (3, 3, 128, 256), (2, 2), None),  # strided patches
     ],
@@ -122,3 +123,18 @@ def test_batch1_channels_first_gemms_keep_one_calls_bits_on_any_thread_count(
     calls = cores(2)
     assert np.array_equal(_conv_nchw(x, w, strides, fused=fused, bias=bias), one)
     assert (2, 2) not in calls and not any(threads._exact.values())
+
+
+def test_a_small_batch1_pointwise_product_stays_one_call(cores):
+    """Below fused_conv_kernels._B1_HALVES multiply-adds a batch-1 pointwise product is one
+    call on any thread count: split, it lost more in the next kernels (half their input in the
+    other core's cache) than its halves saved."""
+    x = RNG.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    w = RNG.standard_normal((1, 1, 64, 256)).astype(np.float32)
+    bias = RNG.standard_normal(256).astype(np.float32)
+    assert fused_conv_kernels._B1_HALVES > 64 * 28 * 28 * 256
+    cores(1)
+    one = _conv_nchw(x, w, fused=["BiasAdd", "Relu"], bias=bias)
+    calls = cores(2)
+    assert np.array_equal(_conv_nchw(x, w, fused=["BiasAdd", "Relu"], bias=bias), one)
+    assert not calls

@@ -31,12 +31,24 @@ from rill.graph.errors import InvalidArgumentError
 
 # Elements per piece of the in-place epilogue (1 MiB of float32).
 _PIECE = 1 << 18
+# The fewest elements per thread where an epilogue splits over threads: it is memory-bound,
+# and a second thread pays only from a few MB (an add of two 1 MB float32 arrays took 130 µs on
+# one thread and 163 µs in two halves, of 4 MB ones 470 and 348 µs).
+_SPLIT_PIECE = 1 << 19
 # Output elements per chunk of the depthwise loop, activated right after it (256 KiB of float32).
 _CHUNK = 1 << 16
 # Multiply-adds per piece of a depthwise convolution split over threads: a hand-off and a
 # worker's wake-up cost 10-50 µs, so 65536 (~16 µs of work) made MobileNetV3-small slower on
 # two threads than on one (b1 7.6 vs 5.6 ms); 2^20 was best at batch 1 and 8.
 _DW_GRAIN = 1 << 20
+# At batch 1, splits lose more than the split kernel's own time shows: the next kernel on the
+# calling thread finds half its input in the other core's cache. Default threads, same process,
+# alternating: EfficientNet-B0 ½ b1 10.1 ms with 2^20 per depthwise piece and 2^22 per
+# pointwise half (one thread 9.4), 9.1 with these; SqueezeNet b1 9.8 -> 9.3 (one thread 9.8);
+# at batch 8 a coarser depthwise grain was slower (MobileNetV3-small 25.3 -> 27.0 ms).
+_DW_GRAIN_B1 = 1 << 22
+# The fewest multiply-adds of a batch-1 pointwise product split in exact halves over threads.
+_B1_HALVES = 1 << 24
 # The activations the compiled loops apply themselves (their code), and the others.
 _LOOP_CODES = {None: 0, "Relu": 1, "Relu6": 2, "HardSigmoid": 3, "HardSwish": 4}
 # The activations whose exp is numpy's, between two compiled passes (their value is Swish's).
@@ -192,7 +204,8 @@ def nchw_epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
                     if act is not None:
                         act(piece)
 
-        parallel_for(planes.shape[0], run, grain=rows)
+        split = max(rows, _SPLIT_PIECE // max(planes.shape[1], 1))
+        parallel_for(planes.shape[0], run, grain=split)
         return out
 
     return apply
@@ -261,7 +274,9 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
                     else:
                         act(planes[r0:r1])
 
-            parallel_for(planes.shape[0], run, grain=rows)
+            parallel_for(
+                planes.shape[0], run, grain=max(rows, _SPLIT_PIECE // max(planes.shape[1], 1))
+            )
         return out
 
     return compute
@@ -356,7 +371,7 @@ def _pointwise_product(x, w, s=None):
         x, s = np.multiply(x, s), None
     xs = x.reshape(n, c, h * wd)
     if s is None:
-        if n == 1 and c * o * h * wd < 2 * threads.SPLIT_GRAIN:
+        if n == 1 and c * o * h * wd < _B1_HALVES:
             # threads.matmul's one call (too small to split even in exact halves), without its
             # policy's overhead (~2 µs, on a squeeze-excite layer a third of the kernel)
             np.matmul(wt, xs[0], out=per_image[0])
@@ -400,8 +415,8 @@ def _pointwise(x, w, bias, code, exp_swish, epilogue, s=None):
         return epilogue(out, bias)
     bias = bias.astype(out.dtype, copy=False)
     planes = out.reshape(out.shape[0] * out.shape[1], -1)
-    rows = max(1, _PIECE // max(planes.shape[1], 1))
-    if planes.shape[0] <= rows:
+    rows = max(1, _SPLIT_PIECE // max(planes.shape[1], 1))
+    if planes.shape[0] < 2 * rows:
         loops.bias_activation_planes(planes, bias, code, 0, planes.shape[0])
     else:
         parallel_for(planes.shape[0], lambda lo, hi: loops.bias_activation_planes(
@@ -450,7 +465,7 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
             return out
         planes = out.reshape(out.shape[0] * out.shape[1], -1)
         sides = side.reshape(planes.shape)
-        rows = max(1, _PIECE // max(planes.shape[1], 1))
+        rows = max(1, _SPLIT_PIECE // max(planes.shape[1], 1))
         parallel_for(planes.shape[0],
                      lambda lo, hi: loops.bias_side_activation(planes, bias, sides, relu, lo, hi),
                      grain=rows)  # fmt: skip
@@ -522,7 +537,8 @@ def fused_depthwise_conv2d_native(
                 if exp_swish is not None:  # while the planes are in cache
                     _exp_activation(loops, planes, bias[:0], exp_swish, r0, r1)
 
-        parallel_for(n * c * mult, run, grain=max(1, _DW_GRAIN // per_plane))
+        grain = _DW_GRAIN if n > 1 else _DW_GRAIN_B1
+        parallel_for(n * c * mult, run, grain=max(1, grain // per_plane))
         return out
 
     return compute

@@ -31,10 +31,22 @@ from rill.graph.errors import InvalidArgumentError
 
 # Elements per piece of the in-place epilogue (1 MiB of float32).
 _PIECE = 1 << 18
-# The fewest elements per thread where an epilogue splits over threads: it is memory-bound,
-# and a second thread pays only from a few MB (an add of two 1 MB float32 arrays took 130 µs on
-# one thread and 163 µs in two halves, of 4 MB ones 470 and 348 µs).
+# The fewest elements per thread where an epilogue splits over threads, at batch 1 and above.
+# At batch 1 a split loses more in the next kernels (half their input in the other core's
+# cache) than it saves: EfficientNet-B0 ½ b1 with default threads 9.7 ms from 2^18 values a
+# thread, 9.3 from 2^19. At batch 8 its Swish epilogues (an exp per value) pay split finer:
+# EfficientNet-B0 ½ b8 56.4-56.8 ms from 2^19, 51.1-55.8 from 2^17 (same process, alternating,
+# two runs).
 _SPLIT_PIECE = 1 << 19
+_SPLIT_PIECE_BATCH = 1 << 17
+
+
+def _split_rows(out: np.ndarray, plane: int, rows: int = 1) -> int:
+    """The grain, in planes, of an epilogue over out's [n·c, plane] planes (at least rows)."""
+    piece = _SPLIT_PIECE if out.shape[0] == 1 else _SPLIT_PIECE_BATCH
+    return max(rows, piece // max(plane, 1))
+
+
 # Output elements per chunk of the depthwise loop, activated right after it (256 KiB of float32).
 _CHUNK = 1 << 16
 # Multiply-adds per piece of a depthwise convolution split over threads: a hand-off and a
@@ -204,8 +216,7 @@ def nchw_epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
                     if act is not None:
                         act(piece)
 
-        split = max(rows, _SPLIT_PIECE // max(planes.shape[1], 1))
-        parallel_for(planes.shape[0], run, grain=split)
+        parallel_for(planes.shape[0], run, grain=_split_rows(out, planes.shape[1], rows))
         return out
 
     return apply
@@ -274,9 +285,7 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
                     else:
                         act(planes[r0:r1])
 
-            parallel_for(
-                planes.shape[0], run, grain=max(rows, _SPLIT_PIECE // max(planes.shape[1], 1))
-            )
+            parallel_for(planes.shape[0], run, grain=_split_rows(out, planes.shape[1], rows))
         return out
 
     return compute
@@ -415,7 +424,7 @@ def _pointwise(x, w, bias, code, exp_swish, epilogue, s=None):
         return epilogue(out, bias)
     bias = bias.astype(out.dtype, copy=False)
     planes = out.reshape(out.shape[0] * out.shape[1], -1)
-    rows = max(1, _SPLIT_PIECE // max(planes.shape[1], 1))
+    rows = _split_rows(out, planes.shape[1])
     if planes.shape[0] < 2 * rows:
         loops.bias_activation_planes(planes, bias, code, 0, planes.shape[0])
     else:
@@ -465,7 +474,7 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
             return out
         planes = out.reshape(out.shape[0] * out.shape[1], -1)
         sides = side.reshape(planes.shape)
-        rows = max(1, _SPLIT_PIECE // max(planes.shape[1], 1))
+        rows = _split_rows(out, planes.shape[1])
         parallel_for(planes.shape[0],
                      lambda lo, hi: loops.bias_side_activation(planes, bias, sides, relu, lo, hi),
                      grain=rows)  # fmt: skip

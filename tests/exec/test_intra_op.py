@@ -322,3 +322,32 @@ def test_no_polling_beside_other_work_or_when_turned_off(monkeypatch):
     monkeypatch.setattr(intra_op, "_spin", [None, 0.0])
     monkeypatch.setenv("RILL_SPIN", "0")
     assert intra_op._poller() is None and intra_op._poll_now() is None
+
+
+def test_a_caller_whose_own_pieces_were_long_does_not_poll(monkeypatch):
+    """A caller whose own pieces took longer than a poll lasts sleeps on the job's event at
+    once (polling beside milliseconds-long pieces only passed the GIL back and forth)."""
+    if intra_op._poller() is None:
+        pytest.skip("no compiled waits here (numba missing, RILL_JIT=0 or RILL_SPIN=0)")
+    asked = []
+    real = intra_op._poll_now
+
+    def poll_now():
+        asked.append(threading.current_thread().name)
+        return real()
+
+    monkeypatch.setattr(intra_op, "_poll_now", poll_now)
+    job = intra_op._Job(lambda lo, hi: None, [0, 1], 1, np.geterr())
+    job.id = 10**9
+    done = threading.Timer(0.05, job.done.set)
+    done.start()
+    job.wait(own_ns=intra_op._POLL_GAP_NS)  # long own pieces: straight to the event
+    assert job.done.is_set() and not asked
+    done.join(60)
+    job = intra_op._Job(lambda lo, hi: None, [0, 1], 1, np.geterr())
+    job.id = 10**9 + 1
+    done = threading.Timer(0.05, job.done.set)
+    done.start()
+    job.wait(own_ns=0)  # short ones: it polls first
+    assert job.done.is_set() and asked
+    done.join(60)

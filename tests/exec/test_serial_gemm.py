@@ -135,3 +135,31 @@ def test_products_too_large_to_try_are_threads_matmul(monkeypatch):
         got = serial_gemm.product(a, b)
     assert np.array_equal(got, want) and not serial_gemm._verdicts
     assert len(calls) == threads.gemm_pieces(512, 256, 384)[1]
+
+
+def test_a_coarse_product_splits_beside_another_busy_task(monkeypatch):
+    """A product of COARSE_GRAIN multiply-adds or more takes a core another task shares
+    (threads_for's cores_free): with one other runnable task (no idle core) it still runs in
+    threads.matmul's pieces on two threads, not as one call."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((256, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 256)).astype(np.float32)
+    assert a.shape[0] * a.shape[1] * b.shape[1] >= threads.COARSE_GRAIN
+    monkeypatch.setattr(serial_gemm, "_verdicts", {})
+    with threads.blas_owned():
+        _cores(monkeypatch, 2)
+        monkeypatch.setattr(threads, "cores_idle", lambda: 1)  # another task runnable
+        split = []
+        real = intra_op.parallel_for
+
+        def watch(n, fn, grain=1, pieces_per_thread=1, max_threads=None):
+            split.append(max_threads)
+            return real(n, fn, grain, pieces_per_thread, max_threads)
+
+        monkeypatch.setattr(intra_op, "parallel_for", watch)
+        want = threads.matmul(a, b)
+        serial_gemm.product(a, b)  # its first call tries the one-call verdict
+        split.clear()
+        got = serial_gemm.product(a, b)
+        assert np.array_equal(got, want)
+        assert split == [2]  # pieces on two threads, whatever the verdict

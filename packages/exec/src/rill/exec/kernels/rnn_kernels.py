@@ -19,7 +19,7 @@ import numpy as np
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels import _lstm_consts as _k
 from rill.exec.kernels import jit
-from rill.exec.kernels.intra_op import parallel_blocks, parallel_for, threads_now
+from rill.exec.kernels.intra_op import parallel_blocks, parallel_for, pool_threads
 from rill.exec.threads import threads_for
 from rill.graph.errors import InvalidArgumentError
 
@@ -146,7 +146,7 @@ def _gate_products(xh: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
     work = batch * k * 4 * n
     out = np.empty((batch, 4 * n), np.result_type(xh, w))
     # The verdict first, whatever the threads: its trial then falls in a first step.
-    if _one_call_exact(xh, w, n) and min(threads_for(work, 4), threads_now()) < 2:
+    if _one_call_exact(xh, w, n) and min(threads_for(work, 4), pool_threads()) < 2:
         return np.matmul(xh, w, out=out)
 
     def one(k):

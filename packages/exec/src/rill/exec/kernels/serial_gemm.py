@@ -20,7 +20,7 @@ import threading
 import numpy as np
 
 from rill.exec import threads
-from rill.exec.kernels.intra_op import threads_now
+from rill.exec.kernels.intra_op import pool_threads
 
 __all__ = ["product"]
 
@@ -76,7 +76,10 @@ def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         verdict = bool(np.array_equal(_one_call(pa, pb, flip), threads.matmul(pa, pb)))
         with _lock:
             _verdicts[key] = verdict
-    if verdict and min(threads.threads_for(m * k * n, pieces), threads_now()) < 2:
+    # threads_for weighs the load for this product's size (a coarse one takes a core another
+    # task shares); threads_now's idle cores only would make it one call whenever anything
+    # else ran at the 50 ms sample (a CNN step's dense-layer products, one step in ten).
+    if verdict and min(threads.threads_for(m * k * n, pieces), pool_threads()) < 2:
         return _one_call(a, b, flip)
     return threads.matmul(a, b)
 

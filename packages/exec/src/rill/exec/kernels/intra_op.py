@@ -185,6 +185,8 @@ class _Pool:
             if self.pid != os.getpid():  # a forked child has none of the parent's threads
                 self.workers, self.pid, self.sleeping = [], os.getpid(), 0
                 self.queue.clear()
+            if not self.workers:
+                _poller()  # compiled (or loaded) with the first worker, not at a later step
             while len(self.workers) < helpers:
                 t = threading.Thread(target=self._work, name=f"rill-intra-op-{len(self.workers)}",
                                      daemon=True)  # fmt: skip

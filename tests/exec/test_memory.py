@@ -15,8 +15,14 @@ def test_no_page_faults_in_steady_state(graph):
         assert tune_malloc()
         for _ in range(3):
             sess.run(y, {x: xv})
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        for _ in range(10):
-            sess.run(y, {x: xv})
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-    assert faults < 200  # fresh pages for every 4 MB array would be thousands
+        # The fewest faults of three windows of ten steps: the process's other threads and
+        # libraries fault a page now and then (a few hundred in a window, at times, with
+        # everything the test suite has loaded); fresh pages for the step's arrays would show
+        # in every window.
+        windows = []
+        for _ in range(3):
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            for _ in range(10):
+                sess.run(y, {x: xv})
+            windows.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    assert min(windows) < 200, windows  # fresh pages for every 4 MB array: thousands a step

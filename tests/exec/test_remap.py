@@ -5,34 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from remap_runs import remap_config, run_both
 
 import rill.graph as rg
 from rill.autodiff import gradients
-from rill.exec import ConfigProto, RunMetadata, RunOptions, Session
+from rill.exec import Session
 from rill.graph.errors import InvalidArgumentError
 
 RNG = np.random.default_rng(77)
-
-
-def _config(remap: bool) -> ConfigProto:
-    cfg = ConfigProto()
-    cfg.rill.disable_remapper = not remap
-    return cfg
-
-
-def run_both(g, fetches, feeds):
-    """(fused results, unfused results, op types of the fused plan)."""
-    out = []
-    types: list[str] = []
-    for remap in (True, False):
-        with Session(graph=g, config=_config(remap)) as s:
-            md = RunMetadata()
-            res = s.run(fetches, feeds, options=RunOptions(output_partition_graphs=True),
-                        run_metadata=md)  # fmt: skip
-            out.append(res)
-            if remap:
-                types = [n.op for gd in md.partition_graphs for n in gd.node]
-    return out[0], out[1], types
 
 
 def assert_identical(a, b):
@@ -214,7 +194,7 @@ def test_a_cnn_trains_identically_fused_and_unfused():
     yv = np.eye(3, dtype=np.float32)[RNG.integers(0, 3, 8)]
     finals = []
     for remap in (True, False):
-        with Session(graph=g, config=_config(remap)) as s:
+        with Session(graph=g, config=remap_config(remap)) as s:
             s.run(init)
             for _ in range(4):
                 s.run(train, {x: xv, y: yv})

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from remap_runs import run_both
 from sigmoid_bound import assert_sigmoid_close
 
 import rill.graph as rg
-from rill.exec import ConfigProto, RunMetadata, RunOptions, Session
+from rill.exec import Session
 from rill.exec.kernels import jit
 from rill.graph.errors import InvalidArgumentError
 
@@ -44,26 +45,6 @@ def _act(name, x, dtype):
     if name == "LeakyRelu":
         return _op("LeakyRelu", [x], {"alpha": 0.3})
     return _op(name, [x])
-
-
-def _config(remap: bool) -> ConfigProto:
-    cfg = ConfigProto()
-    cfg.rill.disable_remapper = not remap
-    return cfg
-
-
-def run_both(g, fetches, feeds):
-    """(fused results, unfused results, op types of the fused plan)."""
-    out, types = [], []
-    for remap in (True, False):
-        with Session(graph=g, config=_config(remap)) as s:
-            md = RunMetadata()
-            res = s.run(fetches, feeds, options=RunOptions(output_partition_graphs=True),
-                        run_metadata=md)  # fmt: skip
-            out.append(res)
-            if remap:
-                types = [n.op for gd in md.partition_graphs for n in gd.node]
-    return out[0], out[1], types
 
 
 def assert_identical(a, b):

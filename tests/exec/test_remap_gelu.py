@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from remap_runs import run_both
 
 import rill.graph as rg
-from rill.exec import ConfigProto, RunMetadata, RunOptions, Session
 from rill.exec.kernels import fused_kernels, jit
 
 RNG = np.random.default_rng(2026)
@@ -40,26 +40,6 @@ def _gelu(x, dtype, swap=False, a=_A, b=_B, c=1.0, d=0.5, keep=None):
     if keep is not None:
         keep.append(t)
     return mul(_const(d, dtype), mul(x, add(_const(c, dtype), t)))
-
-
-def _config(remap: bool) -> ConfigProto:
-    cfg = ConfigProto()
-    cfg.rill.disable_remapper = not remap
-    return cfg
-
-
-def _run_both(g, fetches, feeds):
-    """(fused results, unfused results, op types of the fused plan)."""
-    out, types = [], []
-    for remap in (True, False):
-        with Session(graph=g, config=_config(remap)) as s:
-            md = RunMetadata()
-            res = s.run(fetches, feeds, options=RunOptions(output_partition_graphs=True),
-                        run_metadata=md)  # fmt: skip
-            out.append(res)
-            if remap:
-                types = [n.op for gd in md.partition_graphs for n in gd.node]
-    return out[0], out[1], types
 
 
 def _values(shape, dtype):
@@ -92,7 +72,7 @@ def test_the_chain_fuses_and_keeps_its_bits(shape, dtype, swap, compiled):
     try:
         with np.errstate(all="ignore"):
             xv = _values(shape, dtype) if np.prod(shape) else np.zeros(shape, dtype)
-            fused, plain, types = _run_both(g, y, {x: xv})
+            fused, plain, types = run_both(g, y, {x: xv})
     finally:
         jit.set_enabled(old)
     assert types.count("_FusedTanhGelu") == 1 and "Tanh" not in types and "Mul" not in types
@@ -110,7 +90,7 @@ def test_other_coefficients_fuse_as_they_are():
         x = rg.placeholder(rg.float32, [None], name="x")
         y = _gelu(_op("Identity", [x]), np.float32, a=0.05, b=0.8, c=1.5, d=0.25)
     with np.errstate(all="ignore"):
-        fused, plain, types = _run_both(g, y, {x: _values((1000,), np.float32)})
+        fused, plain, types = run_both(g, y, {x: _values((1000,), np.float32)})
     assert "_FusedTanhGelu" in types
     _assert_bits(fused, plain)
 
@@ -125,7 +105,7 @@ def test_a_chain_whose_tanh_is_fetched_or_reused_does_not_fuse():
         other = _op("Neg", [z.op.inputs[1]])  # a second reader of an intermediate
     xv = _values((64,), np.float32)
     with np.errstate(all="ignore"):
-        fused, plain, types = _run_both(g, [y, keep[0], z, other], {x: xv})
+        fused, plain, types = run_both(g, [y, keep[0], z, other], {x: xv})
     assert "_FusedTanhGelu" not in types
     for a, b in zip(fused, plain):
         _assert_bits(a, b)
@@ -136,7 +116,7 @@ def test_an_integer_or_half_chain_is_left_alone():
     with g.as_default():
         x = rg.placeholder(rg.float16, [None], name="x")
         y = _gelu(_op("Identity", [x]), np.float16)
-    fused, plain, types = _run_both(g, y, {x: np.linspace(-3, 3, 50).astype(np.float16)})
+    fused, plain, types = run_both(g, y, {x: np.linspace(-3, 3, 50).astype(np.float16)})
     assert "_FusedTanhGelu" not in types
     _assert_bits(fused, plain)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from remap_runs import run_both
 
 import rill.graph as rg
-from rill.exec import ConfigProto, RunMetadata, RunOptions, Session
 from rill.exec.kernels import fused_kernels, jit
 
 RNG = np.random.default_rng(2027)
@@ -30,25 +30,6 @@ def _layer_norm(x, scale, offset, dtype, axis=-1, eps=1e-5, keep=None):
         keep.append(mean)
     y = _op("Mul", [_op("Sub", [x, mean]), inv])
     return _op("AddV2", [_op("Mul", [y, scale]), offset])
-
-
-def _config(remap: bool) -> ConfigProto:
-    cfg = ConfigProto()
-    cfg.rill.disable_remapper = not remap
-    return cfg
-
-
-def _run_both(g, fetches, feeds):
-    out, types = [], []
-    for remap in (True, False):
-        with Session(graph=g, config=_config(remap)) as s:
-            md = RunMetadata()
-            res = s.run(fetches, feeds, options=RunOptions(output_partition_graphs=True),
-                        run_metadata=md)  # fmt: skip
-            out.append(res)
-            if remap:
-                types = [n.op for gd in md.partition_graphs for n in gd.node]
-    return out[0], out[1], types
 
 
 def _assert_bits(a, b):
@@ -85,7 +66,7 @@ def test_the_chain_fuses_and_keeps_its_bits(shape, dtype, compiled):
     old = jit.set_enabled(compiled)
     try:
         with np.errstate(all="ignore"):
-            fused, plain, types = _run_both(g, y, {x: xv})
+            fused, plain, types = run_both(g, y, {x: xv})
     finally:
         jit.set_enabled(old)
     assert types.count("_FusedLayerNorm") == 1
@@ -97,12 +78,12 @@ def test_a_fetched_mean_or_another_axis_does_not_fuse():
     keep = []
     g, x, y = _graph((2, 16), np.float32, keep=keep)
     xv = RNG.standard_normal((2, 16)).astype(np.float32)
-    fused, plain, types = _run_both(g, [y, keep[0]], {x: xv})
+    fused, plain, types = run_both(g, [y, keep[0]], {x: xv})
     assert "_FusedLayerNorm" not in types
     for a, b in zip(fused, plain):
         _assert_bits(a, b)
     g, x, y = _graph((2, 16), np.float32, axis=0)  # over the batch: not a layer norm
-    fused, plain, types = _run_both(g, y, {x: xv})
+    fused, plain, types = run_both(g, y, {x: xv})
     assert "_FusedLayerNorm" not in types and "Rsqrt" in types
     _assert_bits(fused, plain)
 

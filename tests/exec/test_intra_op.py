@@ -241,7 +241,7 @@ def test_hand_off_declines_where_no_second_thread_may_run(monkeypatch):
 def hand_offs(request, monkeypatch):
     """The pool's two ways of waiting: polling (compiled, the GIL released) and sleeping."""
     if request.param == "sleeping":
-        monkeypatch.setattr(intra_op, "_spin", [False, 0.0])
+        monkeypatch.setattr(intra_op, "_waits", [False, 0.0])
     elif intra_op._poller() is None:
         pytest.skip("no compiled waits here (numba missing, RILL_JIT=0 or RILL_SPIN=0)")
     return request.param
@@ -319,7 +319,7 @@ def test_no_polling_beside_other_work_or_when_turned_off(monkeypatch):
         assert intra_op._poll_now() is None  # compiled loops off (RILL_JIT=0)
     finally:
         jit.set_enabled(old)
-    monkeypatch.setattr(intra_op, "_spin", [None, 0.0])
+    monkeypatch.setattr(intra_op, "_waits", [None, 0.0])
     monkeypatch.setenv("RILL_SPIN", "0")
     assert intra_op._poller() is None and intra_op._poll_now() is None
 

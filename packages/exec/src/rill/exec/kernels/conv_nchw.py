@@ -125,9 +125,10 @@ def nchw_conv(
         for i in range(lo, hi):
             loops.conv_phases(x, i, ph[i], hq, wq, sh, sw, top, left)
 
-    if k >= _SPLIT_K:
+    split = k >= _SPLIT_K  # else the bands and their input copy are memory-bound: one thread
+    if split:
         parallel_for(n, fill)
-    else:  # the copy is memory-bound too
+    else:
         fill(0, n)
     rows = max(1, min(oh, (_BAND // k - ow) // wq + 1, _OUT_BAND // (o * ow)))
     bands = [(i, r0, min(oh, r0 + rows)) for i in range(n) for r0 in range(0, oh, rows)]
@@ -156,5 +157,5 @@ def nchw_conv(
         if swish is not None:
             loops.sigmoid32_span(out, i, swish, r0 * ow, r1 * ow)
 
-    parallel_blocks(len(bands), one_band, work if k >= _SPLIT_K else 0)
+    parallel_blocks(len(bands), one_band, work if split else 0)
     return out

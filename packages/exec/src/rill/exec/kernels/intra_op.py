@@ -6,12 +6,13 @@ thread per core of the budget, the caller's included), using no more threads tha
 and the step's intra-op bound allow (`rill.exec.threads`).
 
 Hand-offs poll while the host has idle cores. A worker that has run a job polls for the next
-one for up to WORKER_POLL_S before it sleeps on the pool's condition variable, and a caller
-whose pieces are done polls for the workers' last one for up to CALLER_POLL_S before it
-sleeps on the job's event (`_spin`, with the GIL released). Through the condition variable
-alone a two-thread parallel_for cost 110-120 µs more than its pieces on the 2-vCPU VMs rill
-is measured on (an idle vCPU there halts at once, and each wake-up is a trip through the
-hypervisor); polling makes it 10-15 µs. Where another task is runnable (cores_idle() < 2)
+one for up to WORKER_POLL_S before it sleeps on the pool's condition variable (where jobs have
+lately come closer together than that), and a caller whose own pieces were short polls for the
+workers' last one for up to CALLER_POLL_S before it sleeps on the job's event (`_spin`, with
+the GIL released). Through the condition variable alone a two-thread parallel_for cost
+110-120 µs more than its pieces on the 2-vCPU VMs rill is measured on (an idle vCPU there
+halts at once, and each wake-up is a trip through the hypervisor); a prototype of the polling
+protocol, 12-16 µs. Where another task is runnable (cores_idle() < 2)
 nothing polls: the polling thread would take CPU that task wants. `RILL_SPIN=0` in the
 environment, or the compiled loops turned off (`RILL_JIT=0`), leaves only the sleeping waits.
 """
@@ -66,35 +67,34 @@ def scratch(slot: str, n: int, dtype) -> np.ndarray:
 _THREADS = _policy.core_budget()
 
 
-_spin = [None, 0.0]  # [the compiled waits (rill.exec.kernels._spin) or False, polls per µs]
+# [the compiled waits (the rill.exec.kernels._spin module) or False once tried, polls a second]
+_waits = [None, 0.0]
 
 
 def _poller():
     """The compiled waits, or None where polling is off (RILL_SPIN=0, the compiled loops off
     or unavailable)."""
-    mod = _spin[0]
+    mod = _waits[0]
     if mod is None:
         mod = False
         if os.environ.get("RILL_SPIN", "1").strip().lower() not in ("0", "false", "off", "no"):
             if _jit.loops() is not None:
                 try:
-                    import time
-
                     from rill.exec.kernels import _spin as mod
 
                     cells = np.zeros(2, np.int64)
                     mod.await_change(cells, 0, 0, 10, 0)  # compiled (or loaded) first
                     t0 = time.perf_counter()
                     mod.await_change(cells, 0, 0, 200_000, 0)
-                    _spin[1] = 200_000 / max(time.perf_counter() - t0, 1e-6)
+                    _waits[1] = 200_000 / max(time.perf_counter() - t0, 1e-6)
                 except Exception:  # noqa: BLE001 - no polling: the sleeping waits remain
                     mod = False
-        _spin[0] = mod
+        _waits[0] = mod
     return mod or None
 
 
 def _polls(seconds: float) -> int:
-    return int(seconds * _spin[1])
+    return int(seconds * _waits[1])
 
 
 def _poll_now():

@@ -125,6 +125,7 @@ def test_batch1_channels_first_gemms_keep_one_calls_bits_on_any_thread_count(
     assert (2, 2) not in calls and not any(threads._exact.values())
 
 
+@needs_jit  # the lean pointwise path (with RILL_JIT=0 Conv2D's general path splits)
 def test_a_small_batch1_pointwise_product_stays_one_call(cores):
     """Below fused_conv_kernels._B1_HALVES multiply-adds a batch-1 pointwise product is one
     call on any thread count: split, it lost more in the next kernels (half their input in the
@@ -138,3 +139,50 @@ def test_a_small_batch1_pointwise_product_stays_one_call(cores):
     calls = cores(2)
     assert np.array_equal(_conv_nchw(x, w, fused=["BiasAdd", "Relu"], bias=bias), one)
     assert not calls
+
+
+@needs_jit
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "ops", [["BiasAdd", "HardSwish"], ["BiasAdd", "Swish"], ["BiasAdd"], ["Mul", "BiasAdd", "Relu"],
+            ["BiasAdd", "Add", "Relu"], ["Mul", "BiasAdd", "Add"]],
+    ids=str,
+)  # fmt: skip
+def test_a_batched_pointwise_convolution_finishes_each_image_on_its_thread(cores, dtype, ops):
+    """From batch 2, each image's bias, activation (and residual) run right after its product,
+    in the same block of the split: the unsplit run's bits on any thread count, gated (a
+    squeeze-excite Mul first) or not, with planes large enough for the per-image gate."""
+    from rill.exec.kernels.fused_kernels import fused_conv2d
+
+    n, c, h, o = 4, 64, 33, 48
+    x = RNG.standard_normal((n, c, h, h)).astype(dtype)
+    w = RNG.standard_normal((1, 1, c, o)).astype(dtype)
+    bias = RNG.standard_normal(o).astype(dtype)
+    args = [x, w]
+    if ops[0] == "Mul":
+        args.append(RNG.standard_normal((n, c, 1, 1)).astype(dtype))
+    args.append(bias)
+    if "Add" in ops:
+        args.append(RNG.standard_normal((n, o, h, h)).astype(dtype))
+    conv = fused_conv2d([1, 1, 1, 1], "VALID", [], "NCHW", [1] * 4, ops, len(args) - 2, 0.2,
+                        "HWIO", 0)  # fmt: skip
+    cores(1)
+    one = conv(*args)
+    calls = cores(2)
+    two = conv(*args)
+    assert calls, "the batch was not split over the two threads"
+    assert one.shape == (n, o, h, h) and two.dtype == dtype
+    np.testing.assert_array_equal(two.view(np.uint8), one.view(np.uint8))
+    # The unfused ops' values: the product then the epilogue over the whole output.
+    xs = x * args[2] if ops[0] == "Mul" else x
+    want = np.einsum("nchw,co->nohw", xs, w[0, 0], optimize=False) + bias[:, None, None]
+    if "Add" in ops:
+        want = want + args[-1]
+    if ops[-1] == "Relu":
+        want = np.maximum(want, 0)
+    elif ops[-1] == "HardSwish":
+        want = want * np.clip(want / 6 + 0.5, 0, 1)
+    elif ops[-1] == "Swish":
+        want = want / (1 + np.exp(-want))
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(two, want, rtol=tol, atol=tol * 10)

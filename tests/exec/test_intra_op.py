@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -286,6 +287,23 @@ def test_compiled_waits_see_a_store_and_give_up_after_their_polls():
     cells[0] = 7
     t.join(60)
     assert not t.is_alive() and got == [7]
+
+
+def test_the_settle_after_a_change_lasts_its_polls():
+    """A poll that sees a change waits `settle` more polls, each as long as a waiting poll (a
+    sched_yield and a load), so that the storing thread reaches its kernel and releases the
+    GIL first. (Settle polls without the yield lasted about a nanosecond each, a hundredth of
+    the intended wait, and the woken thread asked for the GIL too early.) Only a lower bound
+    with a wide margin is asserted: a loaded machine makes the polls slower, never faster."""
+    mod = intra_op._poller()
+    if mod is None:
+        pytest.skip("no compiled waits here (numba missing, RILL_JIT=0 or RILL_SPIN=0)")
+    cells = np.zeros(2, np.int64)
+    cells[0] = 1  # already changed from 0: only the settle polls run
+    polls = intra_op._polls(0.05)
+    t0 = time.perf_counter()
+    assert mod.await_change(cells, 0, 0, 10, polls) == 1
+    assert time.perf_counter() - t0 >= 0.005
 
 
 def test_idle_workers_stop_polling_and_sleep(monkeypatch):

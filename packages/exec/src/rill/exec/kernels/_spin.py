@@ -83,6 +83,7 @@ def await_change(cells, i, old, polls, settle):  # pragma: no cover - compiled
         n += 1
     if v != old:
         for _ in range(settle):
+            _yield()
             _load(cells, i)
     return v
 

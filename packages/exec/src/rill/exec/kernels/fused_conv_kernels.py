@@ -353,12 +353,21 @@ def _input_scaled(strides, padding, explicit_paddings, dilations, ops, num_args,
 _SCALED_PLANE = 1024
 
 
-def _pointwise_product(x, w, s=None):
+def _pointwise_product(x, w, s=None, finish=None):
     """x [n, c, h, w] ⋆ a 1×1 filter w [1, 1, c, o] → [n, o, h, w] for a stride-1, unpadded
     NCHW convolution: one GEMM per image on the input as it is, W [o, c] · X [c, h·w] (the
     operands and GEMM of _conv_forward's channels-first 1×1 case, so the same bits). With a
     gate s [n, c, 1, 1] the input is x·s (fused_ops [Mul, ...]). None where that case does not
-    apply (the general path then runs)."""
+    apply (the general path then runs).
+
+    `finish(planes, r0, r1)`, for a batch of two or more images, is applied to each image's
+    rows [r0, r1) of the output planes [n·o, h·w] right after its product, in the same block
+    (an elementwise epilogue: the same bits as one pass afterwards). Each thread's share is
+    then its images' products and epilogues, with one hand-off, and each epilogue finds its
+    image in the cache of the core that wrote it. (A separate epilogue split over threads in
+    its own pieces read half of them from the other core's cache: at batch 8, 96 → 576
+    channels on 7×7 planes took 464 µs on one thread and 498 on two, against 394 and 295 for
+    the products alone.)"""
     if (
         x.ndim != 4
         or w.ndim != 4
@@ -379,6 +388,9 @@ def _pointwise_product(x, w, s=None):
         # One image, or small planes: x·s whole (Mul's own multiply), then the plain product.
         x, s = np.multiply(x, s), None
     xs = x.reshape(n, c, h * wd)
+    planes = out.reshape(n * o, h * wd)
+    # The epilogue's share of a block's work (a few multiply-adds' worth per value).
+    work = n * h * wd * o * (c + (8 if finish is not None else 0))
     if s is None:
         if n == 1 and c * o * h * wd < _B1_HALVES:
             # threads.matmul's one call (too small to split even in exact halves), without its
@@ -387,8 +399,16 @@ def _pointwise_product(x, w, s=None):
         elif n == 1:  # halves over the threads where they give one call's bits (threads.matmul)
             threads.matmul(wt, xs[0], out=per_image[0], most=2, exact=True)
         else:
-            parallel_blocks(n, lambda i: np.matmul(wt, xs[i], out=per_image[i]),
-                            n * h * wd * c * o)  # fmt: skip
+
+            def one(i):
+                np.matmul(wt, xs[i], out=per_image[i])
+                if finish is not None:
+                    finish(planes, i * o, (i + 1) * o)
+
+            parallel_blocks(n, one, work)
+            return out
+        if finish is not None:
+            finish(planes, 0, o)
         return out
     gates = s.reshape(n, c, 1)
 
@@ -401,8 +421,10 @@ def _pointwise_product(x, w, s=None):
         t = buf[skip : skip + size].reshape(c, h * wd)
         np.multiply(xs[i], gates[i], out=t)
         np.matmul(wt, t, out=per_image[i])
+        if finish is not None:
+            finish(planes, i * o, (i + 1) * o)
 
-    parallel_blocks(n, scaled, n * h * wd * c * o)
+    parallel_blocks(n, scaled, work)
     return out
 
 
@@ -417,6 +439,21 @@ def _pointwise(x, w, bias, code, exp_swish, epilogue, s=None):
     loops = _loops()
     if loops is None or (code is None and exp_swish is None):
         return None
+    if x.ndim == 4 and x.shape[0] >= 2 and x.dtype in jit.FLOATS:
+        # Each image's bias and activation right after its product (_pointwise_product).
+        b = np.ascontiguousarray(bias.astype(x.dtype, copy=False))
+        if exp_swish is None:
+
+            def finish(planes, r0, r1):
+                loops.bias_activation_planes(planes, b, code, r0, r1)
+        else:
+
+            def finish(planes, r0, r1):
+                rows = max(1, _CHUNK // max(planes.shape[1], 1))
+                for lo in range(r0, r1, rows):
+                    _exp_activation(loops, planes, b, exp_swish, lo, min(r1, lo + rows))
+
+        return _pointwise_product(x, w, s, finish)
     out = _pointwise_product(x, w, s)
     if out is None:
         return None
@@ -450,6 +487,9 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
     def compute(x, w, bias, side, s=None):
         out = None
         if pointwise and w.ndim == 4 and w.shape[:2] == (1, 1) and _loops() is not None:
+            out = _per_image(x, w, bias, side, s, relu, op)
+            if out is not None:
+                return out
             out = _pointwise_product(x, w, s)
         if out is None:
             out = plain(x if s is None else x * s, w)
@@ -481,6 +521,35 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
         return out
 
     return compute
+
+
+def _per_image(x, w, bias, side, s, relu: bool, op: str):
+    """_conv_bias_add's pointwise product for a batch of two or more float images, with each
+    image's bias, residual and Relu applied right after its product (_pointwise_product's
+    `finish`); None where that path does not apply (one image, other dtypes or layouts)."""
+    loops = _loops()
+    if (
+        x.ndim != 4
+        or x.shape[0] < 2
+        or x.dtype not in jit.FLOATS
+        or w.dtype != x.dtype
+        or w.shape[2] != x.shape[1]
+    ):
+        return None
+    shape = (x.shape[0], w.shape[3], x.shape[2], x.shape[3])
+    _check_bias(bias, shape, 1, op)
+    if side.shape != shape:
+        raise InvalidArgumentError(
+            f"the side input of {op}'s Add has shape {list(side.shape)}; it must have the "
+            f"output's shape {list(shape)}"
+        )
+    b = np.ascontiguousarray(bias.astype(x.dtype, copy=False))
+    sides = np.ascontiguousarray(side.astype(x.dtype, copy=False)).reshape(shape[0] * shape[1], -1)
+
+    def finish(planes, r0, r1):
+        loops.bias_side_activation(planes, b, sides, relu, r0, r1)
+
+    return _pointwise_product(x, w, s, finish)
 
 
 @register_kernel("_FusedDepthwiseConv2dNative", **_CONV_KW)

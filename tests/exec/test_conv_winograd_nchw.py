@@ -16,6 +16,10 @@ from rill.exec.testing import run_kernel
 
 pytest.importorskip("numba")
 
+# The Winograd paths are compiled loops: with RILL_JIT=0 only the GEMM paths run (checked by
+# test_without_the_compiled_loops_the_gemm_path_runs, which turns the loops off itself).
+needs_jit = pytest.mark.skipif(not jit.enabled(), reason="RILL_JIT=0 turns Winograd off")
+
 RNG = np.random.default_rng(2020)
 
 GEOMETRIES = [
@@ -72,6 +76,7 @@ def close(got, want, dtype):
     assert np.abs(got.astype(np.float64) - want.astype(np.float64)).max() <= tol * scale
 
 
+@needs_jit
 @pytest.mark.parametrize("geom", GEOMETRIES, ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_nchw_conv2d_takes_winograd_and_matches_the_gemm_path(small, geom, dtype):
@@ -85,6 +90,7 @@ def test_nchw_conv2d_takes_winograd_and_matches_the_gemm_path(small, geom, dtype
     close(got, want, dtype)
 
 
+@needs_jit
 @pytest.mark.parametrize("act", [None, "Relu", "Relu6", "Swish"])
 def test_fused_nchw_conv_with_bias_and_activation(small, act):
     x = RNG.standard_normal((2, 16, 12, 10)).astype(np.float32)
@@ -101,6 +107,7 @@ def test_fused_nchw_conv_with_bias_and_activation(small, act):
         assert (got >= 0).all() and (got == 0).any()
 
 
+@needs_jit
 @pytest.mark.parametrize("relu", [False, True])
 def test_fused_nchw_conv_with_a_residual(small, relu):
     x = RNG.standard_normal((2, 16, 9, 11)).astype(np.float32)
@@ -117,6 +124,7 @@ def test_fused_nchw_conv_with_a_residual(small, relu):
     np.testing.assert_array_equal(side, kept)  # the side input is read, never written
 
 
+@needs_jit
 def test_resnet_sized_convolutions_pass_the_tile_floor():
     # ResNet-18 at half width: its first stage (56×56, 32 channels) at batch 1 makes 196 tiles;
     # its 7×7 stage makes 4 per image, too few even at batch 8.
@@ -130,6 +138,7 @@ def test_resnet_sized_convolutions_pass_the_tile_floor():
     assert conv_winograd.winograd_tile_nchw(strided, 3, 3, 32, 32, 1, 28, 28, (0, 0), "f4") == 0
 
 
+@needs_jit
 def test_resnet_sized_convolution_matches_without_monkeypatching(monkeypatch):
     calls = []
     real = conv_winograd.winograd_forward_nchw
@@ -153,6 +162,7 @@ def test_without_the_compiled_loops_the_gemm_path_runs(small):
     assert np.array_equal(off, gemm(conv2d, x, w, "SAME"))  # bit-identical to the GEMM path
 
 
+@needs_jit
 def test_a_node_reuses_its_filter_transform_only_for_an_equal_filter(small, monkeypatch):
     made = []
     real = conv_winograd._filter_tiles
@@ -174,6 +184,7 @@ def test_a_node_reuses_its_filter_transform_only_for_an_equal_filter(small, monk
     assert not np.array_equal(changed, first)
 
 
+@needs_jit
 def test_few_tiles_take_winograd_once_the_filter_comes_again(small, monkeypatch):
     # Between _MIN_TILES_CACHED and _MIN_TILES_NCHW tiles a node makes a filter's transform on
     # its first call or when the filter comes a second time in a row; a new filter in between
@@ -196,6 +207,7 @@ def test_few_tiles_take_winograd_once_the_filter_comes_again(small, monkeypatch)
     close(y1, gemm(conv2d, x, w1, "SAME"), np.float32)
 
 
+@needs_jit
 def test_a_read_only_filter_object_seen_twice_skips_the_compare(small, monkeypatch):
     # A constant's read-only view, handed to the node step after step: after the second call
     # (the elements compared equal) the node keys the transform by the object and no longer

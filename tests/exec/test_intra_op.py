@@ -126,6 +126,34 @@ def test_parallel_blocks_runs_every_block_once(monkeypatch):
             assert callers <= {threading.get_ident()}  # too small to split: on the caller
 
 
+def test_an_idle_worker_holds_nothing_of_its_last_job(monkeypatch):
+    """Once a worker's pieces are done, nothing they referred to is kept alive by it while it
+    waits for the next job. (A worker that held its last job kept a variable's state arrays
+    referenced, so that the next dense update, which writes in place only where nothing else
+    refers to the state, copied instead.)"""
+    import sys
+
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(thread_policy, "_BUDGET", 2)
+    state = np.zeros(1000, np.float32)
+    baseline = sys.getrefcount(state)
+    both = threading.Barrier(2, timeout=60)
+    ran = set()
+
+    def piece(lo, hi, state=state):
+        both.wait()  # the caller's piece waits for a worker to start the other one
+        ran.add(threading.current_thread().name)
+        state[lo * 500 : hi * 500] += 1
+
+    intra_op.parallel_for(2, piece, max_threads=2)
+    del piece
+    assert len(ran) == 2 and (state == 1).all()
+    deadline = time.monotonic() + 30
+    while sys.getrefcount(state) > baseline and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert sys.getrefcount(state) == baseline
+
+
 def test_a_worker_that_has_not_started_is_not_waited_for(monkeypatch):
     """With every pool worker held by other work, the caller does all the pieces itself and
     returns: its queued hand-off is withdrawn (waiting for it would hang here)."""
@@ -293,17 +321,23 @@ def test_the_settle_after_a_change_lasts_its_polls():
     """A poll that sees a change waits `settle` more polls, each as long as a waiting poll (a
     sched_yield and a load), so that the storing thread reaches its kernel and releases the
     GIL first. (Settle polls without the yield lasted about a nanosecond each, a hundredth of
-    the intended wait, and the woken thread asked for the GIL too early.) Only a lower bound
-    with a wide margin is asserted: a loaded machine makes the polls slower, never faster."""
+    a waiting poll, and the woken thread asked for the GIL too early.) Compared with the same
+    number of waiting polls, interleaved, fastest of five each (load only adds time)."""
     mod = intra_op._poller()
     if mod is None:
         pytest.skip("no compiled waits here (numba missing, RILL_JIT=0 or RILL_SPIN=0)")
     cells = np.zeros(2, np.int64)
-    cells[0] = 1  # already changed from 0: only the settle polls run
-    polls = intra_op._polls(0.05)
-    t0 = time.perf_counter()
-    assert mod.await_change(cells, 0, 0, 10, polls) == 1
-    assert time.perf_counter() - t0 >= 0.005
+    cells[0] = 1
+    polls = 20_000
+    settle, wait = [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        assert mod.await_change(cells, 0, 0, 10, polls) == 1  # changed: only the settle polls
+        settle.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        assert mod.await_change(cells, 0, 1, polls, 0) == 1  # unchanged: the waiting polls
+        wait.append(time.perf_counter() - t0)
+    assert min(settle) >= 0.1 * min(wait)
 
 
 def test_idle_workers_stop_polling_and_sleep(monkeypatch):

@@ -258,6 +258,11 @@ class _Pool:
                 finished = job.id if job.take() else 0
             finally:
                 me.rill_busy = False
+                # Not held while waiting for the next job: the job's pieces may refer to arrays
+                # (a variable's state, scratch of a step), which would stay alive until then,
+                # and an update that writes in place only where nothing else refers to its
+                # state (rill.exec.resources.update_vars) would copy instead.
+                job = None
 
 
 _pool = _Pool()

@@ -126,6 +126,15 @@ def test_parallel_blocks_runs_every_block_once(monkeypatch):
             assert callers <= {threading.get_ident()}  # too small to split: on the caller
 
 
+def test_a_jobs_completion_flag_is_set_once_from_any_thread():
+    done = intra_op._Done()
+    assert not done.is_set() and not done.wait(0.01)
+    t = threading.Thread(target=done.set)
+    t.start()
+    t.join(60)
+    assert done.wait(60) and done.is_set() and done.wait()  # stays set for every waiter
+
+
 def test_an_idle_worker_holds_nothing_of_its_last_job(monkeypatch):
     """Once a worker's pieces are done, nothing they referred to is kept alive by it while it
     waits for the next job. (A worker that held its last job kept a variable's state arrays

@@ -103,6 +103,30 @@ def _poll_now():
     return mod if mod is not None and _policy.cores_idle() >= 2 else None
 
 
+class _Done:
+    """A job's completion flag, set once (by the thread that finishes its last piece): a lock
+    held from creation and released by set(). Making it costs a tenth of a threading.Event,
+    which a split kernel paid at every call (1.6 µs)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        self._lock.release()
+
+    def is_set(self) -> bool:
+        return not self._lock.locked()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            self._lock.release()
+            return True
+        return False
+
+
 class _Job:
     """One parallel_for call: its pieces, taken from a shared counter by the caller and by the
     pool workers that reach it; `done` is set when the last piece has finished (and a worker
@@ -116,7 +140,7 @@ class _Job:
         # and counted finished, exactly once whichever thread gets there.
         self.claim = itertools.count()
         self.finish = itertools.count()
-        self.done = threading.Event()
+        self.done = _Done()
         self.error = None
         self.id = 0
 

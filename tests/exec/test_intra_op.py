@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
@@ -133,6 +134,42 @@ def test_a_jobs_completion_flag_is_set_once_from_any_thread():
     t.start()
     t.join(60)
     assert done.wait(60) and done.is_set() and done.wait()  # stays set for every waiter
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_starts_its_own_workers(monkeypatch):
+    """A child forked while the pool runs has none of its threads: its pool starts over (no
+    workers, nothing queued, a new lock) and its split loops cover every item once."""
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(thread_policy, "_BUDGET", 2)
+    hits = np.zeros(8, np.int64)
+
+    def count(lo, hi):
+        hits[lo:hi] += 1
+
+    intra_op.parallel_for(8, count, pieces_per_thread=4, max_threads=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() beside threads
+        pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        code = 3
+        try:
+            fresh = not intra_op._pool.workers and not intra_op._pool.queue
+            intra_op.parallel_for(8, count, pieces_per_thread=4, max_threads=2)
+            code = 0 if fresh and (hits == 2).all() else 4
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    if not done:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert done and os.waitstatus_to_exitcode(status) == 0
+    assert (hits == 1).all()  # the parent's own array is untouched by the child
 
 
 def test_an_idle_worker_holds_nothing_of_its_last_job(monkeypatch):

@@ -143,12 +143,12 @@ def test_a_small_stack_times_one_matrix_splits_in_two_halves_only_with_one_calls
                         lambda a, b, out=None: np.nextafter(np.matmul(a, b), np.inf, out=out))  # fmt: skip
     assert not threads.pieces_exact(x[0], w, None, 1, 2)
     assert np.array_equal(run(2), want) and not pieces
-    # A product under SMALL_STACK_EXACT multiply-adds (a GPT-2-like block's [64, 256] x
-    # [256, 512] at batch 1): numpy's own, unsplit, even where halves would be exact.
+    # A product under SMALL_STACK_EXACT multiply-adds (a GPT-2-like block's output projection,
+    # [64, 256] x [256, 256] at batch 1): numpy's own, unsplit, even where halves would be exact.
     monkeypatch.setattr(threads, "_gemm", np.matmul)
     small = rng.standard_normal((1, 64, 256)).astype(np.float32)
-    w_small = np.ascontiguousarray(w[:, :512])
-    assert SMALL_STACK_EXACT > 64 * 256 * 512
+    w_small = np.ascontiguousarray(w[:, :256])
+    assert SMALL_STACK_EXACT > 64 * 256 * 256
     assert np.array_equal(run(4), want)
     pieces.clear()
     monkeypatch.setattr(threads, "_exact", {})

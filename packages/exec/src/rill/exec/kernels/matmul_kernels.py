@@ -92,7 +92,9 @@ def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     more than its half saves. (With sleeping hand-offs ViT-small and the GPT-2-like decoder at
     batch 1 ran 26.5 -> 23.5 and 10.7 -> 8.9 ms with halves only from 2^25 instead of 2^22;
     with polling hand-offs, halves from 2^24 instead of 2^25 took them 19.4 -> 17.6 and
-    7.42 -> 7.28 ms, same process, alternating.)"""
+    7.42 -> 7.28 ms, same process, alternating; once a woken worker no longer slept on the GIL
+    (intra_op's settle polls), halves from 2^23 took the decoder 6.90 -> 6.24 and 7.47 -> 6.96
+    ms in two runs and ViT-small 15.36 -> 15.17 ms; 2^22 was slower again, 6.51 -> 6.80.)"""
     k, n = b.shape
     work = a.size // k * k * n
     if work < 2 * threads.SPLIT_GRAIN:
@@ -109,7 +111,7 @@ def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # The most pieces of a stack-times-matrix product below rill.exec.threads.COARSE_GRAIN, and the
 # least multiply-adds for which it splits at all.
 SMALL_STACK_PIECES = 2
-SMALL_STACK_EXACT = 1 << 24
+SMALL_STACK_EXACT = 1 << 23
 
 
 @register_kernel("BatchMatMulV2", devices=("CPU", "GPU"), expensive=True)

@@ -123,6 +123,30 @@ def test_batched_pointwise_epilogues_image_by_image_match_the_chain(monkeypatch,
     _same(one, two, None, dtype, False)  # the threads never change the bits
 
 
+@pytest.mark.parametrize("act", [None, "Relu", "HardSigmoid", "HardSwish"])
+@pytest.mark.parametrize("gate", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_image_pointwise_takes_the_lean_path_with_the_chains_bits(monkeypatch, act, gate,
+                                                                      dtype):  # fmt: skip
+    # Batch 1, squeeze-excite sizes (1×1 planes) and a small expansion (6×5 planes).
+    lean = _spy(monkeypatch, "_pointwise_b1")
+    for shape, out_c in (([1, 24, 1, 1], 8), ([1, 8, 6, 5], 24)):
+        g, y, feeds = _graph(shape, out_c, 1, act, dtype, gate=gate)
+
+        def run(compiled, g=g, y=y, feeds=feeds):
+            lean.clear()
+            with np.errstate(all="ignore"):
+                fused, plain, types = run_both(g, [y], feeds)
+            assert types.count("_FusedConv2D") == 1 and "Conv2D" not in types
+            _same(fused[0], plain[0], act, dtype, compiled)
+            if compiled:
+                assert lean and all(v is not None for v in lean)
+            return fused[0]
+
+        one, two = _each_setting(monkeypatch, run)
+        _same(one, two, None, dtype, False)
+
+
 @pytest.mark.parametrize("relu", [True, False])
 @pytest.mark.parametrize("gate", [False, True])
 @pytest.mark.parametrize("batch", [1, 3])
@@ -132,16 +156,20 @@ def test_batched_residual_pointwise_matches_the_chain(monkeypatch, relu, gate, b
                          gate=gate)  # fmt: skip
 
     products = _spy(monkeypatch, "_pointwise_product")
+    lean = _spy(monkeypatch, "_pointwise_b1")
 
     def run(compiled):
         products.clear()
+        lean.clear()
         with np.errstate(all="ignore"):
             fused, plain, types = run_both(g, [y], feeds)
         assert types.count("_FusedConv2D") == 1
         assert not {"Conv2D", "BiasAdd", "AddV2", "Relu", "Mul"} & set(types)
         _same(fused[0], plain[0], None, np.float32, compiled)
-        if compiled:  # image by image from two images on; the caller's pass at batch 1
-            assert products and all(done == (batch > 1) for _, done in products)
+        if compiled and batch > 1:  # image by image
+            assert products and all(done for _, done in products)
+        elif compiled:  # one image: the lean path
+            assert lean and all(v is not None for v in lean)
         return fused[0]
 
     one, two = _each_setting(monkeypatch, run)

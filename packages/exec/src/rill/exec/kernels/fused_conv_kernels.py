@@ -261,6 +261,10 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
     pointwise = _is_pointwise(win)
 
     def compute(x, w, bias):
+        if pointwise and code is not None and x.ndim == 4 and x.shape[0] == 1:
+            out = _pointwise_b1(x, w, bias, code)
+            if out is not None:
+                return out
         if pointwise and w.shape[:2] == (1, 1):
             out = _pointwise(x, w, bias, code, exp_swish, epilogue)
             if out is not None:
@@ -359,6 +363,11 @@ def _input_scaled(strides, padding, explicit_paddings, dilations, ops, num_args,
 
     def compute(x, w, s, bias):
         check(x, s)
+        if pointwise and code is not None and x.shape[0] == 1 and s.dtype == x.dtype:
+            # One image: x·s whole (Mul's own multiply), then the plain product.
+            out = _pointwise_b1(np.multiply(x, s), w, bias, code)
+            if out is not None:
+                return out
         if pointwise and w.ndim == 4 and w.shape[:2] == (1, 1) and s.dtype == x.dtype:
             out = _pointwise(x, w, bias, code, exp_swish, epilogue, s)
             if out is not None:
@@ -436,6 +445,56 @@ def _pointwise_product(x, w, s=None, after=None):
     return out, after is not None
 
 
+def _pointwise_b1(x, w, bias, code, side=None, relu=False):
+    """_pointwise for one image, a compiled activation `code` and an output one epilogue call
+    covers, with as few Python steps as may be: a batch-1 MobileNet's pointwise and
+    squeeze-excite layers are a few microseconds of product each, and the general path's checks
+    and views cost about as much (the same operations: np.matmul of the transposed filter and
+    the input, then bias_activation_planes, or with a residual `side` bias_side_activation (Relu
+    when relu); so the same bits). None where it does not apply."""
+    loops = _loops()
+    dt = x.dtype
+    if (
+        loops is None
+        or w.ndim != 4
+        or w.dtype != dt
+        or bias.dtype != dt
+        or dt not in jit.FLOATS
+        or not x.flags.c_contiguous
+        or bias.ndim != 1
+    ):
+        return None
+    _, c, h, wd = x.shape
+    kh, kw, kc, o = w.shape
+    hw = h * wd
+    if (kh, kw, kc) != (1, 1, c) or bias.shape[0] != o or not x.size or not o:
+        return None
+    if c * o * hw >= _B1_HALVES or o >= 2 * max(1, _SPLIT_PIECE // hw):
+        return None  # threads.matmul's halves, or an epilogue split over threads
+    wt = _WT.get(id(w))
+    if wt is None or wt[0] is not w:
+        if len(_WT) > 4096:
+            _WT.clear()
+        wt = _WT[id(w)] = (w, w.reshape(c, o).T)
+    if side is not None and (
+        side.shape != (1, o, h, wd) or side.dtype != dt or not side.flags.c_contiguous
+    ):
+        return None
+    out = np.empty((1, o, h, wd), dt)
+    planes = out.reshape(o, hw)
+    np.matmul(wt[1], x.reshape(c, hw), out=planes)
+    if side is None:
+        loops.bias_activation_planes(planes, bias, code, 0, o)
+    else:
+        loops.bias_side_activation(planes, bias, side.reshape(o, hw), relu, 0, o)
+    return out
+
+
+# Filters' transposed [o, c] views by id (each entry holds its filter, so an id is never reused
+# while it is cached): a view costs about as much as a small layer's epilogue.
+_WT: dict = {}
+
+
 def _pointwise(x, w, bias, code, exp_swish, epilogue, s=None):
     """The lean path of a 1×1, stride-1, unpadded NCHW _FusedConv2D (the expand, project and
     squeeze-excite layers of MobileNet-like models): _pointwise_product, then the compiled bias
@@ -511,6 +570,11 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
         return run
 
     def compute(x, w, bias, side, s=None):
+        if pointwise and x.ndim == 4 and x.shape[0] == 1 and (s is None or s.dtype == x.dtype):
+            # One image: x·s whole (Mul's own multiply), then the plain product.
+            out = _pointwise_b1(x if s is None else np.multiply(x, s), w, bias, 0, side, relu)
+            if out is not None:
+                return out
         out = None
         x0 = x
         sampled = None if pointwise or _loops() is None else _sampled(win, x, w)

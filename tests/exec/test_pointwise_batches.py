@@ -256,3 +256,25 @@ def test_an_rgb_stem_gives_each_image_its_own_bits_image_by_image(monkeypatch, s
     for i in range(3):
         alone = conv_nchw.nchw_conv(x[i : i + 1], w, win, bias, code, swish)
         np.testing.assert_array_equal(runs[0][i : i + 1].view(np.uint32), alone.view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [[1, 6, 7, 7], [3, 5, 9, 11], [2, 4, 2, 2]])
+def test_the_compiled_gate_multiply_has_numpys_bits(dtype, shape):
+    # x · s of a squeeze-excite gate (fck._gated): the compiled pass where it runs, numpy's
+    # multiply otherwise; NaN, infinities, zeros of both signs and subnormals on both sides.
+    x = _inputs(shape, dtype)
+    x.reshape(-1)[6:9] = [-0.0, np.finfo(dtype).tiny / 4, -np.finfo(dtype).max]
+    s = RNG.standard_normal([shape[0], shape[1], 1, 1]).astype(dtype)
+    s.reshape(-1)[:3] = [np.inf, -0.0, np.nan][: s.size]
+    want = np.multiply(x, s)
+    for compiled in (True, False):
+        old = jit.set_enabled(compiled)
+        try:
+            with np.errstate(all="ignore"):
+                got = fck._gated(x, s)
+        finally:
+            jit.set_enabled(old)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        bits = np.uint32 if dtype == np.float32 else np.uint64
+        np.testing.assert_array_equal(got.view(bits), want.view(bits))

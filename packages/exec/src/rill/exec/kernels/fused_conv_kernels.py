@@ -365,7 +365,7 @@ def _input_scaled(strides, padding, explicit_paddings, dilations, ops, num_args,
         check(x, s)
         if pointwise and code is not None and x.shape[0] == 1 and s.dtype == x.dtype:
             # One image: x·s whole (Mul's own multiply), then the plain product.
-            out = _pointwise_b1(np.multiply(x, s), w, bias, code)
+            out = _pointwise_b1(_gated(x, s), w, bias, code)
             if out is not None:
                 return out
         if pointwise and w.ndim == 4 and w.shape[:2] == (1, 1) and s.dtype == x.dtype:
@@ -411,7 +411,7 @@ def _pointwise_product(x, w, s=None, after=None):
     wt = w.reshape(c, o).T
     if s is not None and (n == 1 or h * wd < _SCALED_PLANE):
         # One image, or small planes: x·s whole (Mul's own multiply), then the plain product.
-        x, s = np.multiply(x, s), None
+        x, s = _gated(x, s), None
     xs = x.reshape(n, c, h * wd)
     if n == 1:
         if s is None and c * o * h * wd < _B1_HALVES:
@@ -433,7 +433,11 @@ def _pointwise_product(x, w, s=None, after=None):
             buf = scratch("pointwise_scaled", size + 64 // x.itemsize, x.dtype)
             skip = (-buf.ctypes.data % 64) // x.itemsize
             t = buf[skip : skip + size].reshape(c, h * wd)
-            np.multiply(xs[i], gates[i], out=t)
+            loops = _loops()
+            if loops is not None:
+                loops.scale_planes(xs[i], gates[i].reshape(c), t, 0, c)
+            else:
+                np.multiply(xs[i], gates[i], out=t)
             np.matmul(wt, t, out=per_image[i])
         if after is not None:
             # The epilogue of image i while its planes are in cache: at batch 8 a pass over
@@ -443,6 +447,27 @@ def _pointwise_product(x, w, s=None, after=None):
 
     parallel_blocks(n, image, n * h * wd * c * o)
     return out, after is not None
+
+
+def _gated(x, s):
+    """x · s for x [n, c, h, w] and a gate s [n, c, 1, 1] of x's dtype: numpy's multiply, or its
+    bits from the compiled loop (_conv_loops.scale_planes) where it runs."""
+    loops = _loops()
+    if (
+        loops is None
+        or x.dtype not in jit.FLOATS
+        or s.dtype != x.dtype
+        or x.ndim != 4
+        or s.shape != (x.shape[0], x.shape[1], 1, 1)
+        or not x.flags.c_contiguous
+        or not x.size
+    ):
+        return np.multiply(x, s)
+    out = np.empty(x.shape, x.dtype)
+    planes = x.shape[0] * x.shape[1]
+    loops.scale_planes(x.reshape(planes, -1), np.ascontiguousarray(s).reshape(planes),
+                       out.reshape(planes, -1), 0, planes)  # fmt: skip
+    return out
 
 
 def _pointwise_b1(x, w, bias, code, side=None, relu=False):
@@ -572,7 +597,7 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
     def compute(x, w, bias, side, s=None):
         if pointwise and x.ndim == 4 and x.shape[0] == 1 and (s is None or s.dtype == x.dtype):
             # One image: x·s whole (Mul's own multiply), then the plain product.
-            out = _pointwise_b1(x if s is None else np.multiply(x, s), w, bias, 0, side, relu)
+            out = _pointwise_b1(x if s is None else _gated(x, s), w, bias, 0, side, relu)
             if out is not None:
                 return out
         out = None

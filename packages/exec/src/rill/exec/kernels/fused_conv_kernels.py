@@ -694,6 +694,10 @@ def fused_depthwise_conv2d_native(
         planes = out.reshape(n * c * mult, oh * ow)
         rows = max(1, _CHUNK // (oh * ow))
         if mult == 1 and oh * ow <= _BY_CHANNEL_OUTPUTS and c >= 16:
+            if n == 1 and exp_swish is None:  # one piece, on the caller: no closure, no split
+                loops.depthwise_nchw_by_channel(x, w, bias, out, sh, sw, dh, dw, top, left, hp,
+                                                wp, code or 0, 0, 1)  # fmt: skip
+                return out
 
             def images(lo, hi):
                 loops.depthwise_nchw_by_channel(x, w, bias, out, sh, sw, dh, dw, top, left,

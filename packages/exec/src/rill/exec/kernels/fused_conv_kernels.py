@@ -363,11 +363,13 @@ def _input_scaled(strides, padding, explicit_paddings, dilations, ops, num_args,
 
     def compute(x, w, s, bias):
         check(x, s)
-        if pointwise and code is not None and x.shape[0] == 1 and s.dtype == x.dtype:
+        if pointwise and x.shape[0] == 1 and s.dtype == x.dtype:
             # One image: x·s whole (Mul's own multiply), then the plain product.
-            out = _pointwise_b1(_gated(x, s), w, bias, code)
-            if out is not None:
-                return out
+            xs = _gated(x, s)
+            out = None if code is None else _pointwise_b1(xs, w, bias, code)
+            if out is None and w.ndim == 4 and w.shape[:2] == (1, 1):
+                out = _pointwise(xs, w, bias, code, exp_swish, epilogue)
+            return out if out is not None else inner(xs, w, bias)
         if pointwise and w.ndim == 4 and w.shape[:2] == (1, 1) and s.dtype == x.dtype:
             out = _pointwise(x, w, bias, code, exp_swish, epilogue, s)
             if out is not None:
@@ -389,10 +391,9 @@ def _pointwise_product(x, w, s=None, after=None):
     operands and GEMM of _conv_forward's channels-first 1×1 case, so the same bits). With a
     gate s [n, c, 1, 1] the input is x·s (fused_ops [Mul, ...]). With several images and
     `after`, after(out, i) runs on image i's planes right after its product, on the same thread,
-    while they are in cache (the caller's epilogue, elementwise, so the bits do not change); the
-    caller runs it itself otherwise (after None returned as the second value tells it). Returns
-    (out, done) with done whether `after` ran; None where that case does not apply (the
-    general path then runs)."""
+    while they are in cache (the caller's epilogue, elementwise, so the bits do not change).
+    Returns (out, done), done telling whether `after` ran (else the caller applies its
+    epilogue); None where that case does not apply (the general path then runs)."""
     if (
         x.ndim != 4
         or w.ndim != 4
@@ -496,28 +497,18 @@ def _pointwise_b1(x, w, bias, code, side=None, relu=False):
         return None
     if c * o * hw >= _B1_HALVES or o >= 2 * max(1, _SPLIT_PIECE // hw):
         return None  # threads.matmul's halves, or an epilogue split over threads
-    wt = _WT.get(id(w))
-    if wt is None or wt[0] is not w:
-        if len(_WT) > 4096:
-            _WT.clear()
-        wt = _WT[id(w)] = (w, w.reshape(c, o).T)
     if side is not None and (
         side.shape != (1, o, h, wd) or side.dtype != dt or not side.flags.c_contiguous
     ):
         return None
     out = np.empty((1, o, h, wd), dt)
     planes = out.reshape(o, hw)
-    np.matmul(wt[1], x.reshape(c, hw), out=planes)
+    np.matmul(w.reshape(c, o).T, x.reshape(c, hw), out=planes)
     if side is None:
         loops.bias_activation_planes(planes, bias, code, 0, o)
     else:
         loops.bias_side_activation(planes, bias, side.reshape(o, hw), relu, 0, o)
     return out
-
-
-# Filters' transposed [o, c] views by id (each entry holds its filter, so an id is never reused
-# while it is cached): a view costs about as much as a small layer's epilogue.
-_WT: dict = {}
 
 
 def _pointwise(x, w, bias, code, exp_swish, epilogue, s=None):
@@ -597,7 +588,9 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
     def compute(x, w, bias, side, s=None):
         if pointwise and x.ndim == 4 and x.shape[0] == 1 and (s is None or s.dtype == x.dtype):
             # One image: x·s whole (Mul's own multiply), then the plain product.
-            out = _pointwise_b1(x if s is None else _gated(x, s), w, bias, 0, side, relu)
+            if s is not None:
+                x, s = _gated(x, s), None
+            out = _pointwise_b1(x, w, bias, 0, side, relu)
             if out is not None:
                 return out
         out = None

@@ -212,6 +212,20 @@ def bias_activation_planes(planes, bias, act, lo, hi):  # pragma: no cover - com
 
 
 @_jit
+def scale_planes(x, s, out, lo, hi):  # pragma: no cover - compiled
+    """out[p] = x[p] · s[p] for the planes p in [lo, hi) of x and out [planes, h·w] (s one value
+    per plane: a squeeze-excite gate [n, c, 1, 1] read flat): numpy's multiply of x by s, each
+    product rounded once, the same bits in one pass (numpy's broadcasting loop took 2-3×
+    as long on 7×7 to 56×56 planes)."""
+    for p in range(lo, hi):
+        v = s[p]
+        src = x[p]
+        dst = out[p]
+        for i in range(src.shape[0]):
+            dst[i] = src[i] * v
+
+
+@_jit
 def bias_activation_rows(rows, bias, act, lo, hi):  # pragma: no cover - compiled
     """rows [m, n] in place, rows [lo, hi): + bias[column], then `act` as above (the epilogue
     of a _FusedMatMul with the HardSigmoid or HardSwish chain)."""

@@ -261,8 +261,18 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
     pointwise = _is_pointwise(win)
 
     def compute(x, w, bias):
+        if pointwise and code is not None and x.ndim == 4 and x.shape[0] == 1:
+            out = _pointwise_b1(x, w, bias, code)
+            if out is not None:
+                return out
         if pointwise and w.shape[:2] == (1, 1):
             out = _pointwise(x, w, bias, code, exp_swish, epilogue)
+            if out is not None:
+                return out
+        elif w.ndim == 4 and w.shape[:2] == (1, 1) and _loops() is not None:
+            sampled = _sampled(win, x, w)  # a strided 1×1 filter: its sampled input at stride 1
+            out = None if sampled is None else _pointwise(sampled, w, bias, code, exp_swish,
+                                                          epilogue)  # fmt: skip
             if out is not None:
                 return out
         if not conv_nchw.usable(x, w) or x.shape[1] > _NCHW_CHANNELS:
@@ -289,6 +299,21 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
         return out
 
     return compute
+
+
+def _sampled(win, x, w):
+    """For a 1×1 filter w with strides over x (NCHW) and no padding before the input, x at the
+    sampled positions, copied contiguous (the input of the same convolution at stride 1, which
+    conv_kernels' channels-first path multiplies too, so the same bits); else None."""
+    if (x.ndim != 4 or w.ndim != 4 or w.shape[:2] != (1, 1) or win.strides == (1, 1)
+            or win.dilations != (1, 1)):  # fmt: skip
+        return None
+    h, wd = x.shape[2], x.shape[3]
+    oh, ow, pads = win.resolve(h, wd, 1, 1)
+    sh, sw = win.strides
+    if pads != (0, 0) or (oh - 1) * sh >= h or (ow - 1) * sw >= wd or not x.size:
+        return None
+    return np.ascontiguousarray(x[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw])
 
 
 def _is_pointwise(win) -> bool:
@@ -338,6 +363,13 @@ def _input_scaled(strides, padding, explicit_paddings, dilations, ops, num_args,
 
     def compute(x, w, s, bias):
         check(x, s)
+        if pointwise and x.shape[0] == 1 and s.dtype == x.dtype:
+            # One image: x·s whole (Mul's own multiply), then the plain product.
+            xs = _gated(x, s)
+            out = None if code is None else _pointwise_b1(xs, w, bias, code)
+            if out is None and w.ndim == 4 and w.shape[:2] == (1, 1):
+                out = _pointwise(xs, w, bias, code, exp_swish, epilogue)
+            return out if out is not None else inner(xs, w, bias)
         if pointwise and w.ndim == 4 and w.shape[:2] == (1, 1) and s.dtype == x.dtype:
             out = _pointwise(x, w, bias, code, exp_swish, epilogue, s)
             if out is not None:
@@ -353,21 +385,15 @@ def _input_scaled(strides, padding, explicit_paddings, dilations, ops, num_args,
 _SCALED_PLANE = 1024
 
 
-def _pointwise_product(x, w, s=None, finish=None):
+def _pointwise_product(x, w, s=None, after=None):
     """x [n, c, h, w] ⋆ a 1×1 filter w [1, 1, c, o] → [n, o, h, w] for a stride-1, unpadded
     NCHW convolution: one GEMM per image on the input as it is, W [o, c] · X [c, h·w] (the
     operands and GEMM of _conv_forward's channels-first 1×1 case, so the same bits). With a
-    gate s [n, c, 1, 1] the input is x·s (fused_ops [Mul, ...]). None where that case does not
-    apply (the general path then runs).
-
-    `finish(planes, r0, r1)`, for a batch of two or more images, is applied to each image's
-    rows [r0, r1) of the output planes [n·o, h·w] right after its product, in the same block
-    (an elementwise epilogue: the same bits as one pass afterwards). Each thread's share is
-    then its images' products and epilogues, with one hand-off, and each epilogue finds its
-    image in the cache of the core that wrote it. (A separate epilogue split over threads in
-    its own pieces read half of them from the other core's cache: at batch 8, 96 → 576
-    channels on 7×7 planes took 464 µs on one thread and 498 on two, against 394 and 295 for
-    the products alone.)"""
+    gate s [n, c, 1, 1] the input is x·s (fused_ops [Mul, ...]). With several images and
+    `after`, after(out, i) runs on image i's planes right after its product, on the same thread,
+    while they are in cache (the caller's epilogue, elementwise, so the bits do not change).
+    Returns (out, done), done telling whether `after` ran (else the caller applies its
+    epilogue); None where that case does not apply (the general path then runs)."""
     if (
         x.ndim != 4
         or w.ndim != 4
@@ -386,45 +412,102 @@ def _pointwise_product(x, w, s=None, finish=None):
     wt = w.reshape(c, o).T
     if s is not None and (n == 1 or h * wd < _SCALED_PLANE):
         # One image, or small planes: x·s whole (Mul's own multiply), then the plain product.
-        x, s = np.multiply(x, s), None
+        x, s = _gated(x, s), None
     xs = x.reshape(n, c, h * wd)
-    planes = out.reshape(n * o, h * wd)
-    # The epilogue's share of a block's work (a few multiply-adds' worth per value).
-    work = n * h * wd * o * (c + (8 if finish is not None else 0))
-    if s is None:
-        if n == 1 and c * o * h * wd < _B1_HALVES:
+    if n == 1:
+        if s is None and c * o * h * wd < _B1_HALVES:
             # threads.matmul's one call (too small to split even in exact halves), without its
             # policy's overhead (~2 µs, on a squeeze-excite layer a third of the kernel)
             np.matmul(wt, xs[0], out=per_image[0])
-        elif n == 1:  # halves over the threads where they give one call's bits (threads.matmul)
+        else:  # halves over the threads where they give one call's bits (threads.matmul)
             threads.matmul(wt, xs[0], out=per_image[0], most=2, exact=True)
+        return out, False
+    gates = None if s is None else s.reshape(n, c, 1)
+
+    def image(i):
+        if gates is None:
+            np.matmul(wt, xs[i], out=per_image[i])
         else:
+            # x·s of image i (numpy's multiply: Mul's bits) into a cache-line-aligned scratch
+            # buffer, then the product: the scaled input is never written out whole.
+            size = c * h * wd
+            buf = scratch("pointwise_scaled", size + 64 // x.itemsize, x.dtype)
+            skip = (-buf.ctypes.data % 64) // x.itemsize
+            t = buf[skip : skip + size].reshape(c, h * wd)
+            loops = _loops()
+            if loops is not None:
+                loops.scale_planes(xs[i], gates[i].reshape(c), t, 0, c)
+            else:
+                np.multiply(xs[i], gates[i], out=t)
+            np.matmul(wt, t, out=per_image[i])
+        if after is not None:
+            # The epilogue of image i while its planes are in cache: at batch 8 a pass over
+            # the whole output after the products read it all back from memory (MobileNetV3's
+            # 16 -> 72 expansion on 56×56 with Relu, one thread: 1.10 -> 0.96 ms).
+            after(out, i)
 
-            def one(i):
-                np.matmul(wt, xs[i], out=per_image[i])
-                if finish is not None:
-                    finish(planes, i * o, (i + 1) * o)
+    parallel_blocks(n, image, n * h * wd * c * o)
+    return out, after is not None
 
-            parallel_blocks(n, one, work)
-            return out
-        if finish is not None:
-            finish(planes, 0, o)
-        return out
-    gates = s.reshape(n, c, 1)
 
-    def scaled(i):
-        # x·s of image i (numpy's multiply: Mul's bits) into a cache-line-aligned scratch
-        # buffer, then the product: the scaled input is never written out whole.
-        size = c * h * wd
-        buf = scratch("pointwise_scaled", size + 64 // x.itemsize, x.dtype)
-        skip = (-buf.ctypes.data % 64) // x.itemsize
-        t = buf[skip : skip + size].reshape(c, h * wd)
-        np.multiply(xs[i], gates[i], out=t)
-        np.matmul(wt, t, out=per_image[i])
-        if finish is not None:
-            finish(planes, i * o, (i + 1) * o)
+def _gated(x, s):
+    """x · s for x [n, c, h, w] and a gate s [n, c, 1, 1] of x's dtype: numpy's multiply, or its
+    bits from the compiled loop (_conv_loops.scale_planes) where it runs."""
+    loops = _loops()
+    if (
+        loops is None
+        or x.dtype not in jit.FLOATS
+        or s.dtype != x.dtype
+        or x.ndim != 4
+        or s.shape != (x.shape[0], x.shape[1], 1, 1)
+        or not x.flags.c_contiguous
+        or not x.size
+    ):
+        return np.multiply(x, s)
+    out = np.empty(x.shape, x.dtype)
+    planes = x.shape[0] * x.shape[1]
+    loops.scale_planes(x.reshape(planes, -1), np.ascontiguousarray(s).reshape(planes),
+                       out.reshape(planes, -1), 0, planes)  # fmt: skip
+    return out
 
-    parallel_blocks(n, scaled, work)
+
+def _pointwise_b1(x, w, bias, code, side=None, relu=False):
+    """_pointwise for one image, a compiled activation `code` and an output one epilogue call
+    covers, with as few Python steps as may be: a batch-1 MobileNet's pointwise and
+    squeeze-excite layers are a few microseconds of product each, and the general path's checks
+    and views cost about as much (the same operations: np.matmul of the transposed filter and
+    the input, then bias_activation_planes, or with a residual `side` bias_side_activation (Relu
+    when relu); so the same bits). None where it does not apply."""
+    loops = _loops()
+    dt = x.dtype
+    if (
+        loops is None
+        or w.ndim != 4
+        or w.dtype != dt
+        or bias.dtype != dt
+        or dt not in jit.FLOATS
+        or not x.flags.c_contiguous
+        or bias.ndim != 1
+    ):
+        return None
+    _, c, h, wd = x.shape
+    kh, kw, kc, o = w.shape
+    hw = h * wd
+    if (kh, kw, kc) != (1, 1, c) or bias.shape[0] != o or not x.size or not o:
+        return None
+    if c * o * hw >= _B1_HALVES or o >= 2 * max(1, _SPLIT_PIECE // hw):
+        return None  # threads.matmul's halves, or an epilogue split over threads
+    if side is not None and (
+        side.shape != (1, o, h, wd) or side.dtype != dt or not side.flags.c_contiguous
+    ):
+        return None
+    out = np.empty((1, o, h, wd), dt)
+    planes = out.reshape(o, hw)
+    np.matmul(w.reshape(c, o).T, x.reshape(c, hw), out=planes)
+    if side is None:
+        loops.bias_activation_planes(planes, bias, code, 0, o)
+    else:
+        loops.bias_side_activation(planes, bias, side.reshape(o, hw), relu, 0, o)
     return out
 
 
@@ -439,27 +522,15 @@ def _pointwise(x, w, bias, code, exp_swish, epilogue, s=None):
     loops = _loops()
     if loops is None or (code is None and exp_swish is None):
         return None
-    if x.ndim == 4 and x.shape[0] >= 2 and x.dtype in jit.FLOATS:
-        # Each image's bias and activation right after its product (_pointwise_product).
-        b = np.ascontiguousarray(bias.astype(x.dtype, copy=False))
-        if exp_swish is None:
-
-            def finish(planes, r0, r1):
-                loops.bias_activation_planes(planes, b, code, r0, r1)
-        else:
-
-            def finish(planes, r0, r1):
-                rows = max(1, _CHUNK // max(planes.shape[1], 1))
-                for lo in range(r0, r1, rows):
-                    _exp_activation(loops, planes, b, exp_swish, lo, min(r1, lo + rows))
-
-        return _pointwise_product(x, w, s, finish)
-    out = _pointwise_product(x, w, s)
-    if out is None:
+    bias = bias.astype(x.dtype, copy=False)
+    got = _pointwise_product(x, w, s, _image_epilogue(loops, bias, code, exp_swish))
+    if got is None:
         return None
+    out, done = got
+    if done:
+        return out
     if exp_swish is not None:
         return epilogue(out, bias)
-    bias = bias.astype(out.dtype, copy=False)
     planes = out.reshape(out.shape[0] * out.shape[1], -1)
     rows = _split_rows(out, planes.shape[1])
     if planes.shape[0] < 2 * rows:
@@ -468,6 +539,24 @@ def _pointwise(x, w, bias, code, exp_swish, epilogue, s=None):
         parallel_for(planes.shape[0], lambda lo, hi: loops.bias_activation_planes(
             planes, bias, code, lo, hi), grain=rows)  # fmt: skip
     return out
+
+
+def _image_epilogue(loops, bias, code, exp_swish):
+    """after(out, i) for _pointwise_product: + bias and the activation (compiled `code`, or
+    Sigmoid / Swish when exp_swish is not None) on image i's planes of out, the operations of
+    nchw_epilogue's compiled passes (elementwise, so the same bits)."""
+
+    def after(out, i):
+        o = out.shape[1]
+        planes = out.reshape(out.shape[0] * o, -1)
+        if exp_swish is None:
+            loops.bias_activation_planes(planes, bias, code, i * o, (i + 1) * o)
+            return
+        rows = max(1, _CHUNK // max(planes.shape[1], 1))
+        for r0 in range(i * o, (i + 1) * o, rows):
+            _exp_activation(loops, planes, bias, exp_swish, r0, min((i + 1) * o, r0 + rows))
+
+    return after
 
 
 def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args, op):
@@ -484,15 +573,47 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
     win = _Window(strides, dilations, padding, explicit_paddings, "NCHW")
     pointwise = _is_pointwise(win)
 
+    def after(bias, side):
+        """The residual epilogue of one image (for _pointwise_product), on checked inputs."""
+        loops = _loops()
+
+        def run(out, i):
+            o = out.shape[1]
+            planes = out.reshape(out.shape[0] * o, -1)
+            loops.bias_side_activation(planes, bias, side.reshape(planes.shape), relu, i * o,
+                                       (i + 1) * o)  # fmt: skip
+
+        return run
+
     def compute(x, w, bias, side, s=None):
-        out = None
-        if pointwise and w.ndim == 4 and w.shape[:2] == (1, 1) and _loops() is not None:
-            out = _per_image(x, w, bias, side, s, relu, op)
+        if pointwise and x.ndim == 4 and x.shape[0] == 1 and (s is None or s.dtype == x.dtype):
+            # One image: x·s whole (Mul's own multiply), then the plain product.
+            if s is not None:
+                x, s = _gated(x, s), None
+            out = _pointwise_b1(x, w, bias, 0, side, relu)
             if out is not None:
                 return out
-            out = _pointwise_product(x, w, s)
+        out = None
+        x0 = x
+        sampled = None if pointwise or _loops() is None else _sampled(win, x, w)
+        if sampled is not None:
+            x = sampled
+        if ((pointwise or sampled is not None) and w.ndim == 4 and w.shape[:2] == (1, 1)
+                and _loops() is not None):  # fmt: skip
+            tail = None
+            if (x.ndim == 4 and x.dtype in jit.FLOATS and bias.ndim == 1
+                    and bias.shape[0] == w.shape[3]
+                    and side.shape == (x.shape[0], w.shape[3], x.shape[2], x.shape[3])):  # fmt: skip
+                bias = bias.astype(x.dtype, copy=False)
+                side = np.ascontiguousarray(side.astype(x.dtype, copy=False))
+                tail = after(bias, side)
+            got = _pointwise_product(x, w, s, tail)
+            if got is not None:
+                out, done = got
+                if done:
+                    return out
         if out is None:
-            out = plain(x if s is None else x * s, w)
+            out = plain(x0 if s is None else x0 * s, w)
         if not (out.flags.c_contiguous and out.flags.writeable and out.base is None):
             out = np.array(out)
         _check_bias(bias, out.shape, 1, op)
@@ -521,35 +642,6 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
         return out
 
     return compute
-
-
-def _per_image(x, w, bias, side, s, relu: bool, op: str):
-    """_conv_bias_add's pointwise product for a batch of two or more float images, with each
-    image's bias, residual and Relu applied right after its product (_pointwise_product's
-    `finish`); None where that path does not apply (one image, other dtypes or layouts)."""
-    loops = _loops()
-    if (
-        x.ndim != 4
-        or x.shape[0] < 2
-        or x.dtype not in jit.FLOATS
-        or w.dtype != x.dtype
-        or w.shape[2] != x.shape[1]
-    ):
-        return None
-    shape = (x.shape[0], w.shape[3], x.shape[2], x.shape[3])
-    _check_bias(bias, shape, 1, op)
-    if side.shape != shape:
-        raise InvalidArgumentError(
-            f"the side input of {op}'s Add has shape {list(side.shape)}; it must have the "
-            f"output's shape {list(shape)}"
-        )
-    b = np.ascontiguousarray(bias.astype(x.dtype, copy=False))
-    sides = np.ascontiguousarray(side.astype(x.dtype, copy=False)).reshape(shape[0] * shape[1], -1)
-
-    def finish(planes, r0, r1):
-        loops.bias_side_activation(planes, b, sides, relu, r0, r1)
-
-    return _pointwise_product(x, w, s, finish)
 
 
 @register_kernel("_FusedDepthwiseConv2dNative", **_CONV_KW)
@@ -595,6 +687,10 @@ def fused_depthwise_conv2d_native(
         planes = out.reshape(n * c * mult, oh * ow)
         rows = max(1, _CHUNK // (oh * ow))
         if mult == 1 and oh * ow <= _BY_CHANNEL_OUTPUTS and c >= 16:
+            if n == 1 and exp_swish is None:  # one piece, on the caller: no closure, no split
+                loops.depthwise_nchw_by_channel(x, w, bias, out, sh, sw, dh, dw, top, left, hp,
+                                                wp, code or 0, 0, 1)  # fmt: skip
+                return out
 
             def images(lo, hi):
                 loops.depthwise_nchw_by_channel(x, w, bias, out, sh, sw, dh, dw, top, left,

@@ -236,22 +236,18 @@ _tls = threading.local()
 _gemm = np.matmul  # one piece's product (a module global so that tests can watch the calls)
 
 
-# One entry per kernel running now on an inter-op thread (rill.exec.executor's pool), beside
-# the kernels of the steps' own threads (deque appends and pops are atomic under the GIL).
+# One entry per kernel running now beside the step's own thread (the compiled path's pairs:
+# rill.exec.executor.compiled._Pair; deque appends and pops are atomic under the GIL).
 BESIDE: collections.deque = collections.deque()
 
 
 def intra_op_limit() -> int:
     """The intra-op thread bound of the step running on this thread (the core budget outside
-    steps, or where its ConfigProto says 0), shared with the kernels running beside it on
-    inter-op threads: with k of them, a kernel gets 1/(k + 1) of the bound (at least one
-    thread), so that two kernels running side by side on two cores run unsplit each, rather
-    than each splitting its pieces over both."""
+    steps, or where its ConfigProto says 0), shared with the kernels running beside it: with k
+    of them, a kernel gets 1/(k + 1) of the bound (at least one thread), so that two kernels
+    side by side on two cores run unsplit each, rather than each splitting over both."""
     n = getattr(_tls, "intra", 0) or _BUDGET
-    return max(1, n // (1 + len(BESIDE))) if BESIDE and _SHARE else n
-
-
-_SHARE = True
+    return max(1, n // (1 + len(BESIDE))) if BESIDE else n
 
 
 class limits:

@@ -372,17 +372,13 @@ class _Step:
         tagged = (item, frame, it, False)
         done_q = self.done_q
         compute = item.compute
-        beside = threads.BESIDE
 
         def task():
             t0 = time.perf_counter_ns()
-            beside.append(None)  # shares the intra-op bound with the kernels beside it
             try:
                 out = compute(*args) if args else compute()
-                beside.pop()
                 done_q.put((tagged, out, False, None, t0, time.perf_counter_ns(), get_ident()))
             except BaseException as e:  # noqa: BLE001
-                beside.pop()
                 done_q.put((tagged, None, False, e, 0, 0, 0))
 
         self.p.pool.submit(task)

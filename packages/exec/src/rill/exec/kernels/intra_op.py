@@ -39,8 +39,14 @@ WORKER_POLL_S = 1e-3
 CALLER_POLL_S = 1e-3
 _POLL_GAP_NS = int(WORKER_POLL_S * 1e9)
 # Polls a worker waits after it sees a job posted, so that the poster, which holds the GIL
-# until its own piece reaches compiled code or BLAS, has let go of it (about 3 µs).
-SETTLE_S = 3e-6
+# until its own piece reaches compiled code or BLAS, has let go of it. A worker that asks
+# earlier sleeps on the GIL and is woken through its halted vCPU, tens of µs late: with 3 µs,
+# the worker's half of an exact-halves [197, 192] x [192, 768] product started 32-96 µs after
+# the call (the caller's at 19-36), with 8 µs 34-48. Default threads, quiet, same process,
+# alternating, 3 -> 10 µs: ViT-small b1 14.77 -> 14.25 ms, the GPT-2-like decoder b1 5.88 ->
+# 5.58, ResNet-18 ½ b1 9.45 -> 9.28, SqueezeNet b1 9.21 -> 9.12; 6 and 10 µs were level, 20 µs
+# 1-2% slower than 10.
+SETTLE_S = 8e-6
 # Cells of the pool's poll array: [0] counts posts; a job's id lands in cell 1 + id % _RING
 # when a worker finishes its last piece; the last cell is written and never read.
 _RING = 63

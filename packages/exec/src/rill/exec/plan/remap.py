@@ -71,6 +71,13 @@ def remap(pg: PlanGraph) -> int:
         dev = n.device
         return dev is not None and find_kernel(fused_type, dev.device_type, attrs) is not None
 
+    def fuse(last: PlanNode, fused_type: str, attrs: dict, inputs, head: PlanNode, gone) -> int:
+        """Turns `last` into the fused op (see _become); the ops in `gone` disappear into it."""
+        _become(last, fused_type, attrs, inputs, head, gone)
+        for m in gone:
+            removed[m] = last
+        return 1
+
     fused = 0
     for n in list(pg.nodes):
         if n in removed:
@@ -134,10 +141,7 @@ def remap(pg: PlanGraph) -> int:
                 gone = (mul, *gone)
             if not kernel_ok(n, fused_type, attrs):
                 continue
-            _become(last, fused_type, attrs, inputs, n, gone)
-            for m in gone:
-                removed[m] = last
-            fused += 1
+            fused += fuse(last, fused_type, attrs, inputs, n, gone)
         elif n.type == "MaxPoolGrad" and n.attrs.get("T") in _FLOATS:
             rg = sole_consumer(n)
             if rg is None or rg.type != "ReluGrad" or rg.inputs[0] != (n, 0):
@@ -147,9 +151,7 @@ def remap(pg: PlanGraph) -> int:
             attrs = dict(n.attrs)
             if not kernel_ok(n, "_FusedMaxPoolGrad", attrs):
                 continue
-            _become(rg, "_FusedMaxPoolGrad", attrs, list(n.inputs), n, (n,))
-            removed[n] = rg
-            fused += 1
+            fused += fuse(rg, "_FusedMaxPoolGrad", attrs, list(n.inputs), n, (n,))
         elif n.type == "Tanh":
             found = tanh_gelu_chain(n, consumers, free)
             if found is None:
@@ -158,11 +160,7 @@ def remap(pg: PlanGraph) -> int:
             attrs = {"T": n.attrs["T"], "coefficients": coefficients}
             if not kernel_ok(n, "_FusedTanhGelu", attrs):
                 continue
-            last = chain[-1]
-            _become(last, "_FusedTanhGelu", attrs, [x_edge], chain[0], chain[:-1])
-            for m in chain[:-1]:
-                removed[m] = last
-            fused += 1
+            fused += fuse(chain[-1], "_FusedTanhGelu", attrs, [x_edge], chain[0], chain[:-1])
         elif n.type == "Rsqrt":
             found = layer_norm_chain(n, consumers, free)
             if found is None:
@@ -171,12 +169,8 @@ def remap(pg: PlanGraph) -> int:
             attrs = {"T": n.attrs["T"], "epsilon": eps}
             if not kernel_ok(n, "_FusedLayerNorm", attrs):
                 continue
-            last = chain[-1]
-            _become(last, "_FusedLayerNorm", attrs, [x_edge, scale_edge, offset_edge], chain[0],
-                    chain[:-1])  # fmt: skip
-            for m in chain[:-1]:
-                removed[m] = last
-            fused += 1
+            fused += fuse(chain[-1], "_FusedLayerNorm", attrs, [x_edge, scale_edge, offset_edge],
+                          chain[0], chain[:-1])  # fmt: skip
     if removed:
         # No op has an intermediate as a control input: drop them.
         pg.nodes = [n for n in pg.nodes if n not in removed]

@@ -15,8 +15,10 @@ import itertools
 import re
 import time
 
+from rill.exec import threads
 from rill.exec.context import OpKernelContext
 from rill.exec.executor.common import KernelTable, owned, readonly, run_error
+from rill.exec.kernels import intra_op
 from rill.exec.rendezvous import make_key
 
 __all__ = ["CompiledPartition"]
@@ -235,9 +237,6 @@ class _Pair:
         self.cost_a = self.cost_b = 0
 
     def __call__(self, a_args: tuple, b_args: tuple):
-        from rill.exec import threads
-        from rill.exec.kernels import intra_op
-
         now = time.perf_counter_ns
         job = None
         if self.cost_a >= PAIR_NS and self.cost_b >= PAIR_NS:

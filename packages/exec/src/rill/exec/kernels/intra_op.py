@@ -208,7 +208,8 @@ class _Pool:
         self.ids = itertools.count(1)
         self.cells = np.zeros(2 + _RING, np.int64)
         self.pid = os.getpid()
-        # (A getpid() per post cost 1.4 µs here, a fifth of a split kernel's own overhead.)
+        # Reset at the fork itself, not by comparing getpid() at each post: the lock may have
+        # been held by another of the parent's threads at that moment.
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:

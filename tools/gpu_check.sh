@@ -52,23 +52,8 @@ echo "== training, errors, swap_memory" | tee "$OUT/train.log"
 timeout "${TRAIN_S:-100}" $PYTEST -m gpu tests/gpu -k "not sample_on_gpu" -s --timeout 90 2>&1 \
   | tail -80 | tee -a "$OUT/train.log"
 if [ "${PROFILE:-0}" = 1 ]; then
-  echo "== profile: 30 CNN train steps at batch 64 on the GPU (cProfile, by own time)"
-  timeout "${PROFILE_S:-60}" python3 - <<'PY' 2>&1 | tee "$OUT/profile.txt"
-import cProfile, pstats, numpy as np, cupy
-from rill.exec import Session
-from tools.bench.cnn_train import build_rill
-g, x, y, loss, train, init = build_rill()
-rng = np.random.default_rng(0)
-xv = rng.random((64, 28, 28, 1), dtype=np.float32)
-yv = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)]
-s = Session(graph=g); s.run(init)
-for _ in range(5): s.run(train, {x: xv, y: yv})
-cupy.cuda.runtime.deviceSynchronize()
-pr = cProfile.Profile(); pr.enable()
-for _ in range(30): s.run(train, {x: xv, y: yv})
-cupy.cuda.runtime.deviceSynchronize()
-pr.disable()
-pstats.Stats(pr).sort_stats("tottime").print_stats(30)
-PY
+  echo "== profile (tools/gpu_profile.py ${PROFILE_CASES:-}) in $OUT/profile.txt"
+  timeout "${PROFILE_S:-120}" python3 -m tools.gpu_profile ${PROFILE_CASES:-} > "$OUT/profile.txt" 2>&1
+  grep "^== " "$OUT/profile.txt"
 fi
 echo "== done"

@@ -29,6 +29,7 @@ __all__ = [
     "output_memory",
     "device_boundary",
     "runs_on_host",
+    "SHAPE_ONLY_OPS",
 ]
 
 # op -> names of its inputs that are host memory on a GPU.
@@ -106,12 +107,37 @@ HOST_INT_OPS = frozenset(
 
 _HOST_LOGIC_OPS = frozenset({"LogicalAnd", "LogicalOr", "LogicalNot"})
 
+# Shape arithmetic on int32 runs on the host too (TensorFlow registers these ops' int32 GPU
+# kernels with every argument in host memory): a gradient's shape computations (Mean's count:
+# Shape -> GatherV2 -> Prod) then cost no device round trip and never synchronize the step.
+# op -> the attr that holds the int32 data type.
+HOST_INT32_SHAPE_OPS = {
+    "GatherV2": "Tparams",
+    "Prod": "T",
+    "Sum": "T",
+    "Max": "T",
+    "Min": "T",
+    "Pack": "T",
+    "ConcatV2": "T",
+    "StridedSlice": "T",
+    "Slice": "T",
+    "DynamicStitch": "T",
+    "Fill": "T",
+}
+
+# Ops whose outputs are all shape values (host memory) computed from their inputs' shapes alone:
+# on a GPU their host kernel runs (an input's device array is only looked at, never copied).
+SHAPE_ONLY_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+
 
 def runs_on_host(op_type: str, attrs: dict, out_shapes=None) -> bool:
-    """Whether a GPU node of `op_type` computes on the host: int32 arithmetic and ranges (see
-    above), and logic on scalar booleans (a loop predicate such as i < n and t < T)."""
+    """Whether a GPU node of `op_type` computes on the host: int32 arithmetic, ranges and shape
+    arithmetic (see above), and logic on scalar booleans (a loop predicate such as i < n and t < T)."""
     if op_type in HOST_INT_OPS:
         return attrs.get("T") is dtypes.int32
+    attr = HOST_INT32_SHAPE_OPS.get(op_type)
+    if attr is not None:
+        return attrs.get(attr) is dtypes.int32
     if op_type == "Range":
         return attrs.get("Tidx") is dtypes.int32
     if op_type in _HOST_LOGIC_OPS and out_shapes:

@@ -235,3 +235,60 @@ def test_swap_memory_trains_an_lstm_whose_activations_exceed_the_memory_cap():
     print(f"saved activations {saved / 2**20:.0f} MiB; results {results}")
     assert str(results[False]).startswith("ResourceExhaustedError"), results
     assert results[True] is True, results
+
+
+def _lstm_static():
+    import rill.train as rt
+
+    g = rg.Graph()
+    with g.as_default():
+        g.seed = 0
+        x = rg.placeholder(rg.float32, [6, 8, 12], name="x")
+        out, _ = rt.static_rnn(rt.BasicLSTMCell(16), rg.unstack(x), dtype=rg.float32)
+        loss = rg.reduce_mean(rg.square(rg.stack(out)))
+        train = rt.GradientDescentOptimizer(0.5).minimize(loss)
+    rng = np.random.default_rng(1)
+    return g, {"x": x, "loss": loss, "train": train}, lambda i: {
+        x: rng.standard_normal((6, 8, 12)).astype(np.float32)
+    }
+
+
+def _demo_model(name):
+    demo, digits = _demo()
+    g, m = {"mlp": demo.figure1, "cnn": demo.small_cnn}[name]()
+    train_set, _ = digits.load()
+    src = digits.batches(train_set, 64, seed=3)
+
+    def feeds(i):
+        xb, yb = next(src)
+        return {m["x"]: xb, m["y"]: np.eye(10, dtype=np.float32)[yb]}
+
+    return g, m, feeds
+
+
+@pytest.mark.parametrize("which", ["mlp", "cnn", "lstm_static"])
+def test_captured_steps_match_uncaptured_steps(which, monkeypatch):
+    """CUDA graphs (rill.exec.step_graphs): the same train steps with and without capture give
+    the same losses and variables, and the captured session replays its step."""
+    runs = {}
+    for graphs in (False, True):
+        monkeypatch.setenv("RILL_CUDA_GRAPHS", "1" if graphs else "0")
+        g, m, feeds = _lstm_static() if which == "lstm_static" else _demo_model(which)
+        with g.as_default():
+            init = rg.global_variables_initializer()
+            variables = rg.global_variables()
+        with Session(graph=g) as sess:
+            sess.run(init)
+            losses = [float(sess.run([m["loss"], m["train"]], feeds(i))[0]) for i in range(12)]
+            vals = sess.run(variables)
+            state = [(p.graphs.captures, p.graphs.replays, p.graphs.off)
+                     for p in sess._plans.values() if p.graphs is not None]  # fmt: skip
+            placed = _placed(sess)
+        runs[graphs] = (losses, vals, state)
+    print(f"{which}: graphs (captures, replays, why off) {runs[True][2]}; CPU ops "
+          f"{sorted(placed.get('CPU', ()))}")  # fmt: skip
+    np.testing.assert_allclose(runs[True][0], runs[False][0], rtol=1e-4, atol=1e-6)
+    for a, b in zip(runs[True][1], runs[False][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert any(rep > 0 for _, rep, off in runs[True][2] if off is None), runs[True][2]
+    assert not runs[False][2]

@@ -26,6 +26,7 @@ class Device:
         self.resources = None  # set by the session: this device's ResourceMgr
 
     xp = np
+    graph_backend = None  # captures straight-line steps (rill.exec.step_graphs), where offered
 
     def to_host(self, value):
         return value
@@ -64,6 +65,9 @@ class GpuDevice(Device):
         with cupy.cuda.Device(index):
             self.copy_stream = cupy.cuda.Stream(non_blocking=True)  # swap_memory's copies
         self._in_flight: list = []  # (event, arrays kept alive until the event completes)
+        from rill.exec.step_graphs import CupyGraphs
+
+        self.graph_backend = CupyGraphs(self)  # straight-line steps as CUDA graphs
         self._swap_lock = threading.Lock()
         self.swapped_bytes = 0  # bytes moved to the host by swap_out (a counter for tests)
 
@@ -148,9 +152,9 @@ def gpu_devices(count: int | None = None) -> list:
 
     sim = simulated_config()
     if sim is not None:
-        n, limit = sim
+        n, limit, graphs = sim
         n = n if count is None else min(count, n)
-        return [SimGpuDevice(i, memory_limit=limit) for i in range(n)]
+        return [SimGpuDevice(i, memory_limit=limit, graphs=graphs) for i in range(n)]
     have = gpu_available()
     n = have if count is None else min(count, have)
     return [GpuDevice(i) for i in range(n)]

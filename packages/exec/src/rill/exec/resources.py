@@ -103,6 +103,7 @@ class ResourceMgr:
         self.default_container = default_container
         self._lock = threading.Lock()
         self._containers: dict[str, dict[str, object]] = {}
+        self.generation = 0  # counts creations and deletions (a captured step's check)
 
     def _container(self, container: str) -> str:
         return container or self.default_container
@@ -115,6 +116,7 @@ class ResourceMgr:
             if name in items:
                 raise AlreadyExistsError(f"resource {c}/{name} already exists")
             items[name] = resource
+            self.generation += 1
 
     def lookup(self, container: str, name: str, cls: type | None = None):
         """The resource (container, name); NotFoundError when absent, InvalidArgumentError when it
@@ -144,6 +146,7 @@ class ResourceMgr:
             r = items.get(name)
             if r is None:
                 r = items[name] = factory()
+                self.generation += 1
             return r
 
     def delete(self, container: str, name: str) -> None:
@@ -152,6 +155,7 @@ class ResourceMgr:
         c = self._container(container)
         with self._lock:
             r = self._containers.get(c, {}).pop(name, None)
+            self.generation += 1
         if r is None:
             raise NotFoundError(f"resource {c}/{name} does not exist")
         _release(r)
@@ -160,12 +164,14 @@ class ResourceMgr:
         """Removes a whole container (no error when it does not exist)."""
         with self._lock:
             items = self._containers.pop(self._container(container), {})
+            self.generation += 1
         for r in items.values():
             _release(r)
 
     def clear(self) -> None:
         with self._lock:
             containers, self._containers = self._containers, {}
+            self.generation += 1
         for items in containers.values():
             for r in items.values():
                 _release(r)
@@ -183,6 +189,11 @@ class ResourceMgr:
     def __len__(self) -> int:
         with self._lock:
             return sum(len(items) for items in self._containers.values())
+
+    def all(self) -> list:
+        """Every resource held (a snapshot)."""
+        with self._lock:
+            return [r for items in self._containers.values() for r in items.values()]
 
 
 def _release(resource) -> None:

@@ -40,6 +40,7 @@ from rill.exec.plan.remap import remap
 from rill.exec.proto import config_pb2
 from rill.exec.rendezvous import LocalRendezvous
 from rill.exec.resources import ResourceMgr
+from rill.exec.step_graphs import StepGraphs
 from rill.exec.threads import blas_check, blas_owned, core_budget, limits
 from rill.exec.transfer import CopyingRendezvous, DeviceCopier, copy_feeds
 from rill.graph import dtypes
@@ -195,6 +196,7 @@ class _StepPlan:
             p, ex = self.partitions[0]
             self.direct_order = [i for i, _, _ in p.fetches] == list(range(self.num_fetches))
         self.plan_graph = pg
+        self.graphs = StepGraphs.for_plan(self)  # a GPU step replayed as a CUDA graph
 
     def partition_graphs(self):
         from rill.exec.plan.graphdef import plan_to_graph_def
@@ -488,6 +490,12 @@ class Session(SessionBase):
             self._rendezvous() if not plan.single or plan.has_control_flow else None,
             tracing,
         )
+        graphs = plan.graphs
+        if graphs is not None and not tracing and run_metadata is None:
+            out = graphs.replay(feeds)
+            if out is not None:
+                out = self._in_fetch_order(plan, out)
+                return [out[s] if s >= 0 else None for s in plan.element_slots]
         if copies:
             copy_feeds(feeds, copies, step)
         blas_check()  # BLAS stays single-threaded whatever other code set (rill.exec.threads)
@@ -507,16 +515,25 @@ class Session(SessionBase):
     def _execute(self, plan: _StepPlan, feeds, step) -> list:
         if plan.single and plan.compiled:
             part, ex = plan.partitions[0]
-            out = ex.run(feeds, step)
-            if part.device.device_type != "CPU":
-                out = [part.device.to_host(v) for v in out]
-            if not plan.direct_order:
-                res = [None] * plan.num_fetches
-                for (i, _, _), v in zip(part.fetches, out):
-                    res[i] = v
-                out = res
-            return out
+            out = None
+            if plan.graphs is not None:
+                out = plan.graphs.maybe_capture(feeds, step)  # host values, or None
+            if out is None:
+                out = ex.run(feeds, step)
+                if part.device.device_type != "CPU":
+                    out = [part.device.to_host(v) for v in out]
+            return self._in_fetch_order(plan, out)
         return self._run_partitions(plan, feeds, step)
+
+    @staticmethod
+    def _in_fetch_order(plan: _StepPlan, out: list) -> list:
+        """A single partition's fetched values (in its order) in the plan's fetch order."""
+        if plan.direct_order:
+            return out
+        res = [None] * plan.num_fetches
+        for (i, _, _), v in zip(plan.partitions[0][0].fetches, out):
+            res[i] = v
+        return res
 
     def _run_partitions(self, plan: _StepPlan, feeds, step) -> list:
         results: dict = {}

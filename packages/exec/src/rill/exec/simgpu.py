@@ -37,7 +37,7 @@ import numpy as np
 
 from rill.exec.device import Device
 
-__all__ = ["SimArray", "simcupy", "SimGpuDevice", "simulated_gpus", "OutOfMemoryError"]
+__all__ = ["SimArray", "simcupy", "SimGpuDevice", "simulated_gpus", "OutOfMemoryError", "capturing"]
 
 _IMPLICIT = (
     "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a "
@@ -52,6 +52,29 @@ class OutOfMemoryError(MemoryError):
 # Bytes a single array may take on the simulated device (None: unlimited); set per thread
 # by SimGpuDevice while its kernels run.
 _limit = threading.local()
+
+_CAPTURING = (
+    "operation not permitted when stream is capturing (a device-to-host copy during a CUDA "
+    "graph capture)"
+)
+
+
+def _no_copy_out() -> None:
+    """Device-to-host copies fail while a (simulated) stream captures, as on a real GPU."""
+    if getattr(_limit, "capturing", False):
+        raise RuntimeError(_CAPTURING)
+
+
+@contextlib.contextmanager
+def capturing():
+    """This thread's device-to-host copies raise, as during a CUDA graph capture (rill.exec.
+    step_graphs' simulated graphs)."""
+    prev = getattr(_limit, "capturing", False)
+    _limit.capturing = True
+    try:
+        yield
+    finally:
+        _limit.capturing = prev
 
 
 def _check_dtype(dt: np.dtype) -> None:
@@ -179,6 +202,7 @@ class SimArray:
         return _Fn(func, name)(*args, **kwargs)
 
     def get(self, stream=None, order="C", out=None):
+        _no_copy_out()
         return self._a.copy()
 
     # -- attributes -------------------------------------------------------------------------------
@@ -198,6 +222,7 @@ class SimArray:
 
     def __getattr__(self, name):
         if name in ("tolist", "tobytes", "item"):
+            _no_copy_out()
             return getattr(self._a, name)
         if name.startswith("__"):
             raise AttributeError(name)
@@ -218,18 +243,23 @@ class SimArray:
         self._a[_key(key)] = _unwrap(value, "__setitem__")
 
     def __bool__(self):
+        _no_copy_out()
         return bool(self._a)
 
     def __int__(self):
+        _no_copy_out()
         return int(self._a)
 
     def __float__(self):
+        _no_copy_out()
         return float(self._a)
 
     def __complex__(self):
+        _no_copy_out()
         return complex(self._a)
 
     def __index__(self):
+        _no_copy_out()
         return operator.index(self._a)
 
     def __repr__(self):
@@ -345,6 +375,7 @@ def _asarray(a, dtype=None, order=None, *, blocking=False, copy=None):
 
 def _asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
     if type(a) is SimArray:
+        _no_copy_out()
         return a._a.copy()
     return np.asarray(a)
 
@@ -461,13 +492,19 @@ class SimGpuDevice(Device):
     device_type = "GPU"
     simulated = True
 
-    def __init__(self, index: int, memory_limit: int | None = None, **kw):
+    def __init__(self, index: int, memory_limit: int | None = None, graphs: bool = False, **kw):
         super().__init__(index, **kw)
         self.xp = simcupy
         self.memory_limit = memory_limit
+        self.graph_backend = None
+        if graphs:
+            from rill.exec.step_graphs import SimGraphs
+
+            self.graph_backend = SimGraphs(self)
 
     def to_host(self, value):
         if type(value) is SimArray:
+            _no_copy_out()
             return value._a.copy()
         return value
 
@@ -509,8 +546,10 @@ _SIMULATED: list = []  # stack of (count, memory_limit) installed by simulated_g
 
 
 @contextlib.contextmanager
-def simulated_gpus(count: int = 1, memory_limit: int | None = None):
-    """Sessions created inside get `count` simulated GPUs (in place of real ones).
+def simulated_gpus(count: int = 1, memory_limit: int | None = None, graphs: bool = False):
+    """Sessions created inside get `count` simulated GPUs (in place of real ones); `graphs`:
+    their straight-line steps are captured and replayed (rill.exec.step_graphs.SimGraphs) as a
+    real GPU's are.
 
     >>> import rill.graph as rg
     >>> from rill.exec import Session
@@ -520,7 +559,7 @@ def simulated_gpus(count: int = 1, memory_limit: int | None = None):
     '/job:localhost/replica:0/task:0/device:GPU:0'
     >>> sess.close()
     """
-    _SIMULATED.append((count, memory_limit))
+    _SIMULATED.append((count, memory_limit, graphs))
     try:
         yield
     finally:
@@ -528,5 +567,5 @@ def simulated_gpus(count: int = 1, memory_limit: int | None = None):
 
 
 def simulated_config():
-    """(count, memory_limit) of the innermost `simulated_gpus`, or None."""
+    """(count, memory_limit, graphs) of the innermost `simulated_gpus`, or None."""
     return _SIMULATED[-1] if _SIMULATED else None

@@ -94,6 +94,7 @@ class CompiledPartition:
             prev = lines[-1][1] if lines else None
             if (
                 not traced
+                and self.device.device_type == "CPU"  # (a GPU kernel's host time is short)
                 and _pairable(n, kern)
                 and prev is not None
                 and prev is pending.get("node")
@@ -118,7 +119,7 @@ class CompiledPartition:
                 call = f"{k}({', '.join(args)})"
                 lines.append((self._wrap(call, n, traced, outs, bind), n))
                 pending.clear()
-                if _pairable(n, kern):
+                if self.device.device_type == "CPU" and _pairable(n, kern):
                     pending.update(node=n, kernel=kern, args=list(args), outs=outs)
             for i, o in enumerate(outs):
                 name[(n.id, i)] = o

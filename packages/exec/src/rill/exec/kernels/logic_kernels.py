@@ -60,7 +60,9 @@ def select(xp):
                 f"{_dims(e)}"
             )
         if c.ndim == 0:
-            return t if bool(c) else e
+            if xp is np:
+                return t if bool(c) else e
+            return where(c, t, e)  # a device condition is not read on the host
         if c.shape == t.shape:
             return where(c, t, e)
         if c.ndim == 1:

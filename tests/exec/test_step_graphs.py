@@ -1,0 +1,163 @@
+"""Straight-line GPU steps captured and replayed as CUDA graphs (rill.exec.step_graphs), on the
+simulated GPU: the bookkeeping (warm-up, input and variable buffers, checks, fallbacks). The real
+capture runs in tests/gpu (marker gpu)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import rill.graph as rg
+from rill.exec import RunOptions, Session, step_graphs
+from rill.exec.simgpu import simulated_gpus
+from rill.train import GradientDescentOptimizer, MomentumOptimizer
+
+
+def _model(opt="sgd"):
+    g = rg.Graph()
+    with g.as_default():
+        g.seed = 3
+        x = rg.placeholder(rg.float32, [None, 6], name="x")
+        y = rg.placeholder(rg.float32, [None, 3], name="y")
+        w = rg.Variable(rg.random_uniform([6, 3], -0.5, 0.5), name="w")
+        b = rg.Variable(rg.zeros([3]), name="b")
+        logits = rg.matmul(x, w) + b
+        loss = rg.reduce_mean(rg.softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        o = GradientDescentOptimizer(0.5) if opt == "sgd" else MomentumOptimizer(0.1, 0.9)
+        train = o.minimize(loss)
+        init = rg.global_variables_initializer()
+    return g, x, y, w, b, loss, train, init
+
+
+def _data(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, 6)).astype(np.float32),
+            np.eye(3, dtype=np.float32)[rng.integers(0, 3, n)])  # fmt: skip
+
+
+def _session(graphs: bool, opt="sgd"):
+    m = _model(opt)
+    with simulated_gpus(1, graphs=graphs):
+        sess = Session(graph=m[0])
+    sess.run(m[-1])
+    return sess, m
+
+
+def _train_plan(sess):
+    plans = [p for p in sess._plans.values()
+             if p.graphs is not None and p.graphs.captures and p.feed_checks]  # fmt: skip
+    assert len(plans) == 1
+    return plans[0].graphs
+
+
+@pytest.mark.parametrize("opt", ["sgd", "momentum"])
+def test_replayed_steps_match_normal_steps(opt):
+    a, (_, x, y, w, b, loss, train, _) = _session(True, opt)
+    c, m = _session(False, opt)
+    xv, yv = _data()
+    for _ in range(8):
+        la, _ = a.run([loss, train], {x: xv, y: yv})
+        lc, _ = c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})
+        assert la == lc  # the same kernels, the same order: the same bits
+    g = _train_plan(a)
+    assert g.off is None and g.captures == 1
+    assert g.replays == 8 - step_graphs.WARM_RUNS - 1  # the capture's own run is a normal one
+    np.testing.assert_array_equal(a.run(w), c.run(m[3]))
+    np.testing.assert_array_equal(a.run(b), c.run(m[4]))
+
+
+def test_a_fetched_variable_value_is_read_before_the_update():
+    a, (_, x, y, w, _, _, train, _) = _session(True)
+    xv, yv = _data()
+    for _ in range(6):
+        before = a.run(w)
+        got, _ = a.run([w, train], {x: xv, y: yv})
+        np.testing.assert_array_equal(got, before)
+        assert not np.array_equal(a.run(w), before)
+    assert _train_plan(a).replays > 0
+
+
+def test_an_assignment_between_steps_is_seen_and_the_step_is_captured_again():
+    a, (g, x, y, w, _, loss, train, _) = _session(True)
+    c, m = _session(False)
+    with g.as_default():
+        reset = w.assign(rg.zeros([6, 3]))
+    with m[0].as_default():
+        reset_c = m[3].assign(rg.zeros([6, 3]))
+    xv, yv = _data()
+    for i in range(14):
+        if i == 7:
+            a.run(reset)
+            c.run(reset_c)
+        assert a.run([loss, train], {x: xv, y: yv})[0] == c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})[0]
+    gr = _train_plan(a)
+    assert gr.captures == 2 and gr.off is None
+    np.testing.assert_array_equal(a.run(w), c.run(m[3]))
+
+
+def test_each_feed_signature_has_its_graph():
+    a, (_, x, y, w, _, loss, train, _) = _session(True)
+    c, m = _session(False)
+    for i in range(12):
+        xv, yv = _data(n=8 if i % 2 else 5, seed=i)
+        assert a.run([loss, train], {x: xv, y: yv})[0] == c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})[0]
+    gr = _train_plan(a)
+    assert gr.captures == 2 and len(gr._graphs) == 2 and gr.replays > 0
+
+
+def test_a_step_that_copies_to_the_host_is_not_captured():
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None], name="x")
+        i = rg.placeholder(rg.int64, [None], name="i")
+        v = rg.Variable(rg.ones([5]), name="v")
+        # GatherV2's GPU kernel checks the indices on the host (a device-to-host copy).
+        out = rg.gather(v, i) * rg.reduce_sum(x)
+        init = rg.global_variables_initializer()
+    with simulated_gpus(1, graphs=True):
+        sess = Session(graph=g)
+    sess.run(init)
+    for _ in range(5):
+        got = sess.run(out, {x: np.ones(3, np.float32), i: np.array([0, 4], np.int64)})
+        np.testing.assert_array_equal(got, [3.0, 3.0])
+    gr = [p.graphs for p in sess._plans.values() if p.graphs is not None and p.graphs.off]
+    assert gr and "capturing" in gr[0].off and gr[0].replays == 0
+
+
+def test_a_replay_that_differs_turns_capture_off_and_keeps_the_normal_result(monkeypatch):
+    real = step_graphs._SimGraph.launch
+
+    def off_by_one(self, feeds, on_device=False, step=None):
+        return [o + 1 for o in real(self, feeds, on_device, step)]
+
+    monkeypatch.setattr(step_graphs._SimGraph, "launch", off_by_one)
+    a, (_, x, y, _, _, loss, train, _) = _session(True)
+    c, m = _session(False)
+    xv, yv = _data()
+    for _ in range(6):
+        assert a.run([loss, train], {x: xv, y: yv})[0] == c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})[0]
+    gr = [p.graphs for p in a._plans.values() if p.graphs is not None and p.graphs.off]
+    assert gr and "differed" in gr[0].off and "fetched value" in gr[0].off
+
+
+def test_traced_steps_and_the_switch_run_as_usual(monkeypatch):
+    a, (_, x, y, _, _, loss, train, _) = _session(True)
+    xv, yv = _data()
+    opts = RunOptions(trace_level=RunOptions.FULL_TRACE)
+    for _ in range(5):
+        a.run([loss, train], {x: xv, y: yv}, options=opts)
+    assert all(not p.graphs.captures for p in a._plans.values() if p.graphs is not None)
+    monkeypatch.setenv("RILL_CUDA_GRAPHS", "0")
+    b, _ = _session(True)
+    assert all(p.graphs is None for p in b._plans.values())
+
+
+def test_cpu_sessions_and_plain_simulated_gpus_have_no_graphs():
+    m = _model()
+    for ctx in (contextlib.nullcontext(), simulated_gpus(1)):
+        with ctx:
+            sess = Session(graph=m[0])
+        sess.run(m[-1])
+        assert all(p.graphs is None for p in sess._plans.values())

@@ -60,6 +60,13 @@ def _torch():
 # -- rill ------------------------------------------------------------------------------------------
 
 
+def _graphs_note(sess, what: str) -> None:
+    """Prints whether the step ran as a CUDA graph (rill.exec.step_graphs)."""
+    state = [(p.graphs.captures, p.graphs.replays, p.graphs.off) for p in sess._plans.values()
+             if p.graphs is not None and p.feed_checks]  # fmt: skip
+    print(f"  {what}: CUDA graphs (captures, replays, why off): {state}", flush=True)
+
+
 def rill_cnn(batch: int) -> float:
     from rill.exec import Session
     from tools.bench.cnn_train import build_rill
@@ -74,7 +81,9 @@ def rill_cnn(batch: int) -> float:
     for _ in range(5):
         sess.run(train, {x: xv, y: yv})
     assert sess.run(loss, {x: xv, y: yv}) < first  # it trains
-    return _time(lambda: sess.run(train, {x: xv, y: yv}), _sync_rill)
+    t = _time(lambda: sess.run(train, {x: xv, y: yv}), _sync_rill)
+    _graphs_note(sess, f"CNN b{batch}")
+    return t
 
 
 def rill_lstm(dynamic: bool) -> float:
@@ -85,7 +94,9 @@ def rill_lstm(dynamic: bool) -> float:
     xv = np.random.default_rng(0).standard_normal((STEPS, BATCH, INPUT)).astype(np.float32)
     sess = Session(graph=g)
     sess.run(init)
-    return _time(lambda: sess.run(train, {x: xv}), _sync_rill, min_time=2.0, repeats=3)
+    t = _time(lambda: sess.run(train, {x: xv}), _sync_rill, min_time=2.0, repeats=3)
+    _graphs_note(sess, "LSTM " + ("dynamic_rnn" if dynamic else "static_rnn"))
+    return t
 
 
 def rill_mlp() -> float:
@@ -102,7 +113,9 @@ def rill_mlp() -> float:
     sess = Session(graph=m["graph"])
     sess.run(init)
     feed = {m["x"]: xv, m["y"]: yv}
-    return _time(lambda: sess.run(train, feed), _sync_rill)
+    t = _time(lambda: sess.run(train, feed), _sync_rill)
+    _graphs_note(sess, "MLP")
+    return t
 
 
 # -- PyTorch on the same GPU -------------------------------------------------------------------------

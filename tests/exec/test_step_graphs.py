@@ -12,7 +12,7 @@ import pytest
 import rill.graph as rg
 from rill.exec import RunOptions, Session, step_graphs
 from rill.exec.simgpu import simulated_gpus
-from rill.train import GradientDescentOptimizer, MomentumOptimizer
+from rill.train import AdamOptimizer, GradientDescentOptimizer, MomentumOptimizer
 
 
 def _model(opt="sgd"):
@@ -25,7 +25,9 @@ def _model(opt="sgd"):
         b = rg.Variable(rg.zeros([3]), name="b")
         logits = rg.matmul(x, w) + b
         loss = rg.reduce_mean(rg.softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        o = GradientDescentOptimizer(0.5) if opt == "sgd" else MomentumOptimizer(0.1, 0.9)
+        o = {"sgd": lambda: GradientDescentOptimizer(0.5),
+             "momentum": lambda: MomentumOptimizer(0.1, 0.9),
+             "adam": lambda: AdamOptimizer(0.05)}[opt]()  # fmt: skip
         train = o.minimize(loss)
         init = rg.global_variables_initializer()
     return g, x, y, w, b, loss, train, init
@@ -52,8 +54,9 @@ def _train_plan(sess):
     return plans[0].graphs
 
 
-@pytest.mark.parametrize("opt", ["sgd", "momentum"])
+@pytest.mark.parametrize("opt", ["sgd", "momentum", "adam"])
 def test_replayed_steps_match_normal_steps(opt):
+    """(Adam's beta powers stay on the device: read on the host they would end the capture.)"""
     a, (_, x, y, w, b, loss, train, _) = _session(True, opt)
     c, m = _session(False, opt)
     xv, yv = _data()

@@ -77,9 +77,15 @@ def _names(op_type):
     return od, ins, states
 
 
-def _dense_factory(op_type, step, grad_name, hyper):
+# Scalars that stay in device memory, as in TensorFlow's GPU kernels: Adam's beta powers are
+# variables updated every step, and reading them on the host would synchronize the step (and keep
+# it from running as a CUDA graph); the update's formula computes with them on the device.
+_DEVICE_SCALARS = {"Adam": ("beta1_power", "beta2_power")}
+
+
+def _dense_factory(op_type, step, grad_name, hyper, device_scalars=()):
     od, ins, states = _names(op_type)
-    scalars = [n for n in ins if n not in states and n != grad_name]
+    scalars = [n for n in ins if n not in states and n != grad_name and n not in device_scalars]
     declare_host_memory(op_type, inputs=scalars)
     attr_names = [a.name for a in od.attrs]
 
@@ -178,7 +184,7 @@ def _sparse_factory(op_type, step, hyper):
 for _name, (_step, _grad, _hyper, _cons) in _UPDATES.items():
     _op = f"ResourceApply{_name}"
     register_kernel(_op, devices="GPU", context=True, constraints=_cons)(
-        _dense_factory(_op, _step, _grad, _hyper)
+        _dense_factory(_op, _step, _grad, _hyper, _DEVICE_SCALARS.get(_name, ()))
     )
     _sop = f"ResourceSparseApply{_name}"
     if _name in ("GradientDescent", "Adam"):

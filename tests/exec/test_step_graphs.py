@@ -164,3 +164,39 @@ def test_cpu_sessions_and_plain_simulated_gpus_have_no_graphs():
             sess = Session(graph=m[0])
         sess.run(m[-1])
         assert all(p.graphs is None for p in sess._plans.values())
+
+
+def _loop_model():
+    g = rg.Graph()
+    with g.as_default():
+        g.seed = 5
+        x = rg.placeholder(rg.float32, [None, 4], name="x")
+        w = rg.Variable(rg.random_uniform([4, 4], -0.5, 0.5), name="w")
+
+        def body(i, h):
+            return i + 1, rg.tanh(rg.matmul(h, w))
+
+        _, h = rg.while_loop(lambda i, h: i < 5, body, [rg.constant(0), x])
+        loss = rg.reduce_mean(rg.square(h - 0.5))
+        train = GradientDescentOptimizer(0.3).minimize(loss)
+        init = rg.global_variables_initializer()
+    return g, x, w, loss, train, init
+
+
+def test_a_gpu_step_with_a_while_loop_and_its_gradient_is_replayed():
+    runs = []
+    for graphs in (True, False):
+        g, x, w, loss, train, init = _loop_model()
+        with simulated_gpus(1, graphs=graphs):
+            sess = Session(graph=g)
+        sess.run(init)
+        xv = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+        losses = [sess.run([loss, train], {x: xv})[0] for _ in range(7)]
+        state = [(p.graphs.captures, p.graphs.replays, p.graphs.off)
+                 for p in sess._plans.values() if p.graphs is not None and p.feed_checks]  # fmt: skip
+        loops = any(p.has_control_flow for p in sess._plans.values())
+        runs.append((losses, sess.run(w), state, loops))
+    assert runs[0][0] == runs[1][0]
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    assert runs[0][2] == [(1, 7 - step_graphs.WARM_RUNS - 1, None)], runs[0][2]
+    assert runs[0][3]

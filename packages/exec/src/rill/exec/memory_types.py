@@ -30,6 +30,8 @@ __all__ = [
     "device_boundary",
     "runs_on_host",
     "SHAPE_ONLY_OPS",
+    "const_value",
+    "host_const",
 ]
 
 # op -> names of its inputs that are host memory on a GPU.
@@ -162,13 +164,29 @@ def output_memory(op_type: str, attrs: dict, out_shapes=None) -> list[bool]:
     return _flatten(get_op_def(op_type).outputs, attrs, HOST_OUTPUTS.get(op_type, frozenset()))
 
 
+def host_const(dtype, device) -> bool:
+    """Whether a constant of `dtype` on `device` stays in host memory: int32 on accelerators, as
+    TensorFlow keeps it (a loop's counter and bound, shapes and axes are read on the host)."""
+    return dtype is dtypes.int32 and device.device_type != "CPU"
+
+
+def const_value(node, device):
+    """A Const node's value as kernels on `device` receive it."""
+    value = node.attrs["value"]
+    if host_const(node.out_dtypes[0], device):
+        return value
+    return device.from_host(value)
+
+
 def _producer_on_host(src, idx: int, device) -> bool:
     """Whether output `idx` of plan node `src` is a host value when it reaches a kernel on
     `device`: a value from another device arrives through a _Recv (device memory); one made on
     `device` is host memory where its op declares so."""
     if src.device is not device:
         return False
-    if src.type in ("_Arg", "_Recv", "Const"):
+    if src.type == "Const":
+        return host_const(src.out_dtypes[0], device)
+    if src.type in ("_Arg", "_Recv"):
         return False
     flags = output_memory(src.type, src.attrs, src.out_shapes)
     return idx < len(flags) and flags[idx]
@@ -203,6 +221,8 @@ def device_boundary(compute, node, device, context: bool):
         else:
             # Checked every call: a host value may also arrive through Merge/Enter/Identity.
             to_dev.append(i)
+            if src.type == "Const":
+                const_src.add(i)  # an int32 constant kept on the host: copied once, then reused
     host_outs = [i for i, h in enumerate(out_host) if h]
     dev_outs = [i for i, h in enumerate(out_host) if not h]
     strict = getattr(device, "simulated", False)
@@ -245,7 +265,16 @@ def device_boundary(compute, node, device, context: bool):
         for i in to_dev:
             v = args[i + off]
             if type(v) is np.ndarray or isinstance(v, xp_generic):
-                args[i + off] = from_host(v)
+                if i in const_src:
+                    hit = cache.get(i)
+                    if hit is not None and hit[0] is v:
+                        args[i + off] = hit[1]
+                        continue
+                    d = from_host(v)
+                    cache[i] = (v, d)
+                    args[i + off] = d
+                else:
+                    args[i + off] = from_host(v)
         for i in to_host:
             v = args[i + off]
             if type(v) is xp_array:

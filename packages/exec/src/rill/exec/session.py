@@ -523,6 +523,10 @@ class Session(SessionBase):
                 if part.device.device_type != "CPU":
                     out = [part.device.to_host(v) for v in out]
             return self._in_fetch_order(plan, out)
+        if plan.graphs is not None:  # one GPU partition with control flow
+            out = plan.graphs.maybe_capture(feeds, step)
+            if out is not None:
+                return self._in_fetch_order(plan, out)
         return self._run_partitions(plan, feeds, step)
 
     @staticmethod

@@ -86,16 +86,22 @@ class StepGraphs:
 
     @classmethod
     def for_plan(cls, plan) -> StepGraphs | None:
-        """A StepGraphs where `plan` can be captured: one compiled partition on a GPU whose
-        device offers graphs, every feed copied there, no transfers."""
+        """A StepGraphs where `plan` can be captured: one partition on a GPU whose device
+        offers graphs (straight-line, or with control flow on the dataflow executor), every feed
+        copied there, no transfers, no swap_memory (its copies run on a stream of their own)."""
         from rill.exec.executor.compiled import CompiledPartition
+        from rill.exec.executor.dataflow import DataflowPartition
 
-        if not enabled() or not (plan.single and plan.compiled):
+        if not enabled() or not plan.single:
             return None
         part, ex = plan.partitions[0]
         dev = part.device
         backend = getattr(dev, "graph_backend", None)
-        if backend is None or dev.device_type != "GPU" or not isinstance(ex, CompiledPartition):
+        if backend is None or dev.device_type != "GPU":
+            return None
+        if not isinstance(ex, (CompiledPartition, DataflowPartition)):
+            return None
+        if any(n.attrs.get("swap_memory") for n in part.nodes):
             return None
         if getattr(dev, "memory_limit", None):
             return None
@@ -106,6 +112,10 @@ class StepGraphs:
         if any(n.type in ("_Send", "_Recv") for n in part.nodes):
             return None
         return cls(part, ex, backend)
+
+    def run(self, feeds: list, step, inline: bool = False) -> list:
+        """One normal run of the partition: its fetched values (device arrays), in its order."""
+        return run_partition(self.part, self.ex, feeds, step, inline)
 
     def replay(self, feeds: list):
         """The step's fetched values (host arrays, in the partition's order) from its graph, or
@@ -154,17 +164,21 @@ class StepGraphs:
         dev = self.device
         variables = _device_vars(dev)
         try:
-            g = self.backend.capture(self.ex, feeds, step, variables)
+            g = self.backend.capture(self, feeds, step, variables)
         except NotCapturable as e:
             self.off = str(e)
+            step.step_resources = {}  # the step runs as usual, from the start
             return None
-        # Check: the graph's step against a normal run of it from the same state.
+        # Check: the graph's step against a normal run of it from the same state. (Each run of
+        # the step starts with no per-step resources: stacks, TensorArrays.)
         before = [v._value.copy() for v in variables]
+        step.step_resources = {}
         got = g.launch(feeds, on_device=True, step=step)
         got_vars = [dev.to_host(v._value) for v in variables]
         for v, b in zip(variables, before):
             g.write(v, b)
-        ref = [dev.to_host(o) for o in self.ex.run(feeds, step)]
+        step.step_resources = {}
+        ref = [dev.to_host(o) for o in self.run(feeds, step)]
         why = _differs(got, ref, "fetched value") or _differs(
             got_vars, [dev.to_host(v._value) for v in variables], "variable",
             [v.name for v in variables],
@@ -176,6 +190,18 @@ class StepGraphs:
         self._graphs[sig] = g
         self._runs[sig] = 0
         return ref
+
+
+def run_partition(part, ex, feeds: list, step, inline: bool = False) -> list:
+    """The partition's fetched values in its order (None where a fetch produced no value),
+    from either executor; inline: the dataflow executor runs every kernel on this thread."""
+    from rill.exec.executor.compiled import CompiledPartition
+
+    if isinstance(ex, CompiledPartition):
+        return list(ex.run(feeds, step))
+    results: dict = {}
+    ex.run(feeds, step, results, inline=inline)
+    return [results.get(i) for i, _, _ in part.fetches]
 
 
 def _differs(a: list, b: list, what: str, names=None) -> str | None:
@@ -208,13 +234,16 @@ class CupyGraphs:
         self.cp = cupy
         self.device = device
 
-    def capture(self, ex, feeds, step, variables):
+    def capture(self, runner, feeds, step, variables):
         cp, dev = self.cp, self.device
         olds = [v._value for v in variables]
         keep: list = []  # pinned host buffers the graph copies from
         with dev.scope():
             stream = cp.cuda.Stream(non_blocking=True)
             pool = cp.cuda.MemoryPool()
+            limit = cp.get_default_memory_pool().get_limit()
+            if limit:
+                pool.set_limit(size=limit)  # a cap set on cupy's pool holds for graphs too
             with cp.cuda.using_allocator(pool.malloc), stream:
                 ins = [cp.empty(f.shape, f.dtype) for f in feeds]
                 stream.begin_capture()
@@ -223,7 +252,9 @@ class CupyGraphs:
                         # Fetched values copied out of the step's arrays (a fetched variable's
                         # value is its buffer, which the writes below change).
                         outs = [o.copy() if type(o) is cp.ndarray else o
-                                for o in ex.run(ins, step)]  # fmt: skip
+                                for o in runner.run(ins, step, inline=True)]  # fmt: skip
+                        if any(o is None for o in outs):
+                            raise NotCapturable("a fetched value was not produced")
                         for v, old in zip(variables, olds):
                             new = v._value
                             if new is old:
@@ -353,20 +384,22 @@ class SimGraphs:
     def __init__(self, device):
         self.device = device
 
-    def capture(self, ex, feeds, step, variables):
+    def capture(self, runner, feeds, step, variables):
         from rill.exec import simgpu
 
         olds = [v._value for v in variables]
         ins = [simgpu.SimArray(np.array(f._a)) for f in feeds]
         try:
             with simgpu.capturing():
-                ex.run(ins, step)
+                outs = runner.run(ins, step, inline=True)
+            if any(o is None for o in outs):
+                raise NotCapturable("a fetched value was not produced")
         except BaseException as e:  # noqa: BLE001 - reported as why capture is off
             raise NotCapturable(f"{type(e).__name__}: {str(e)[:300]}") from None
         finally:
             for v, old in zip(variables, olds):
                 v._value = old
-        return _SimGraph(self.device, ex, ins, variables, olds)
+        return _SimGraph(self.device, runner, ins, variables, olds)
 
 
 class _SimGraph:
@@ -382,11 +415,12 @@ class _SimGraph:
         return all(v._value is old for v, old in zip(self.variables, self.olds))
 
     def launch(self, feeds, on_device: bool = False, step=None) -> list:
-        from rill.exec.session import StepState
+        from rill.exec.context import StepState
+        from rill.exec.rendezvous import LocalRendezvous
 
         for buf, f in zip(self.ins, feeds):
             buf._a[...] = f._a if on_device else f
-        out = self.ex.run(self.ins, step or StepState(0, None, None, False))
+        out = self.ex.run(self.ins, step or StepState(0, None, LocalRendezvous(), False))
         res = [self.device.to_host(o) for o in out]
         self.adopt()
         return res

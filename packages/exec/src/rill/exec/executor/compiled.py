@@ -19,6 +19,7 @@ from rill.exec import threads
 from rill.exec.context import OpKernelContext
 from rill.exec.executor.common import KernelTable, owned, readonly, run_error
 from rill.exec.kernels import intra_op
+from rill.exec.memory_types import const_value
 from rill.exec.rendezvous import make_key
 
 __all__ = ["CompiledPartition"]
@@ -63,7 +64,7 @@ class CompiledPartition:
                 name[(n.id, 0)] = var
                 continue
             if t == "Const":
-                var = bind(readonly(self.device.from_host(n.attrs["value"])))
+                var = bind(readonly(const_value(n, self.device)))
                 name[(n.id, 0)] = var
                 if n.control_inputs:
                     lines.append(("pass", n))

@@ -34,6 +34,7 @@ import numpy as np
 from rill.exec import threads
 from rill.exec.context import OpKernelContext
 from rill.exec.executor.common import KernelTable, owned, readonly, run_error
+from rill.exec.memory_types import const_value
 from rill.exec.rendezvous import make_key
 from rill.graph.errors import DeadlineExceededError, InvalidArgumentError
 
@@ -127,7 +128,7 @@ class DataflowPartition:
                 it.expensive, it.blocking = k.expensive and not k.context, k.blocking
                 it.cost_ns = _EXPENSIVE_NS
             elif it.kind == CONST:
-                it.value = readonly(self.device.from_host(n.attrs["value"]))
+                it.value = readonly(const_value(n, self.device))
             elif it.kind in (SEND, RECV):
                 a = n.attrs
                 # The root frame's keys end in "0:0", as the compiled path's do: partitions of one
@@ -168,8 +169,9 @@ class DataflowPartition:
             if it.frame.name == "" and it.num_inputs == 0 and not it.node.control_inputs
         ]
 
-    def run(self, feeds: list, step, results: dict) -> None:
-        _Step(self, feeds, step, results).run()
+    def run(self, feeds: list, step, results: dict, inline: bool = False) -> None:
+        """inline: every non-blocking kernel on the calling thread (a CUDA graph capture)."""
+        _Step(self, feeds, step, results, inline).run()
 
 
 class _Iteration:
@@ -208,8 +210,9 @@ class _Frame:
 
 
 class _Step:
-    def __init__(self, part: DataflowPartition, feeds, step, results):
+    def __init__(self, part: DataflowPartition, feeds, step, results, inline: bool = False):
         self.p = part
+        self.inline = inline
         self.feeds = feeds
         self.step = step
         self.results = results
@@ -318,6 +321,7 @@ class _Step:
                 item.expensive
                 and item.cost_ns >= _EXPENSIVE_NS
                 and self.p.pool is not None
+                and not self.inline
                 and threads.cores_idle() > 1
             ):
                 if self.held is not None:

@@ -30,6 +30,7 @@ from rill.exec.executor.common import KernelTable, owned, readonly, run_error
 from rill.exec.executor.fold import Rows
 from rill.exec.executor.fold import fold_matmuls as _fold_matmuls
 from rill.exec.executor.hoist import InputProjection
+from rill.exec.memory_types import const_value
 from rill.exec.executor.loop_patterns import (
     Unsupported,
     drop_dead,
@@ -444,7 +445,7 @@ class StructuredPartition:
             self.name[(n.id, 0)] = var
             return
         if t == "Const":
-            self.name[(n.id, 0)] = bind(readonly(self.device.from_host(n.attrs["value"])))
+            self.name[(n.id, 0)] = bind(readonly(const_value(n, self.device)))
             return
         if t in _ALIAS_OPS:
             self.name[(n.id, 0)] = args[0]

@@ -200,3 +200,31 @@ def test_a_gpu_step_with_a_while_loop_and_its_gradient_is_replayed():
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
     assert runs[0][2] == [(1, 7 - step_graphs.WARM_RUNS - 1, None)], runs[0][2]
     assert runs[0][3]
+
+
+@pytest.mark.parametrize("cell", ["GRUCell", "BasicRNNCell"])
+def test_a_dynamic_rnn_train_step_is_replayed(cell):
+    """TensorArrays, stacks of saved values and loop counters stay replayable: positions and
+    int32 stack elements are host memory, as in TensorFlow."""
+    import rill.train as rt
+
+    runs = []
+    for graphs in (True, False):
+        g = rg.Graph()
+        with g.as_default():
+            g.seed = 0
+            x = rg.placeholder(rg.float32, [7, 4, 5], name="x")
+            out, _ = rt.dynamic_rnn(getattr(rt, cell)(8), x, dtype=rg.float32, time_major=True)
+            loss = rg.reduce_mean(rg.square(out))
+            train = rt.GradientDescentOptimizer(0.5).minimize(loss)
+            init = rg.global_variables_initializer()
+        with simulated_gpus(1, graphs=graphs):
+            sess = Session(graph=g)
+        sess.run(init)
+        xv = np.random.default_rng(0).standard_normal((7, 4, 5)).astype(np.float32)
+        losses = [sess.run([loss, train], {x: xv})[0] for _ in range(6)]
+        runs.append((losses, [(p.graphs.captures, p.graphs.replays, p.graphs.off)
+                              for p in sess._plans.values()
+                              if p.graphs is not None and p.feed_checks]))  # fmt: skip
+    assert runs[0][0] == runs[1][0]
+    assert runs[0][1] == [(1, 6 - step_graphs.WARM_RUNS - 1, None)], runs[0][1]

@@ -32,6 +32,7 @@ __all__ = [
     "SHAPE_ONLY_OPS",
     "const_value",
     "host_const",
+    "all_host",
 ]
 
 # op -> names of its inputs that are host memory on a GPU.
@@ -148,12 +149,29 @@ def runs_on_host(op_type: str, attrs: dict, out_shapes=None) -> bool:
     return False
 
 
+# Arguments that are host memory when their type attr is int32, as TensorFlow registers these
+# ops' int32 GPU kernels (a stack of loop counters saved for a gradient loop stays on the host):
+# op -> (type attr, inputs, outputs).
+INT32_HOST_ARGS = {
+    "StackPushV2": ("T", ("elem",), ("output",)),
+    "StackPopV2": ("elem_type", (), ("elem",)),
+}
+
+
+def _int32_host(op_type: str, attrs: dict, which: int) -> frozenset:
+    spec = INT32_HOST_ARGS.get(op_type)
+    if spec is None or attrs.get(spec[0]) is not dtypes.int32:
+        return frozenset()
+    return frozenset(spec[which])
+
+
 def input_memory(op_type: str, attrs: dict, out_shapes=None) -> list[bool]:
     if not has_op(op_type):
         return []
     if runs_on_host(op_type, attrs, out_shapes):
         return [True] * len(_flatten(get_op_def(op_type).inputs, attrs, frozenset()))
-    return _flatten(get_op_def(op_type).inputs, attrs, HOST_INPUTS.get(op_type, frozenset()))
+    names = HOST_INPUTS.get(op_type, frozenset()) | _int32_host(op_type, attrs, 1)
+    return _flatten(get_op_def(op_type).inputs, attrs, names)
 
 
 def output_memory(op_type: str, attrs: dict, out_shapes=None) -> list[bool]:
@@ -161,7 +179,15 @@ def output_memory(op_type: str, attrs: dict, out_shapes=None) -> list[bool]:
         return []
     if runs_on_host(op_type, attrs, out_shapes):
         return [True] * len(_flatten(get_op_def(op_type).outputs, attrs, frozenset()))
-    return _flatten(get_op_def(op_type).outputs, attrs, HOST_OUTPUTS.get(op_type, frozenset()))
+    names = HOST_OUTPUTS.get(op_type, frozenset()) | _int32_host(op_type, attrs, 2)
+    return _flatten(get_op_def(op_type).outputs, attrs, names)
+
+
+def all_host(node) -> bool:
+    """Whether every input and output of `node` is host memory (it has at least one of each)."""
+    ins = input_memory(node.type, node.attrs, node.out_shapes)
+    outs = output_memory(node.type, node.attrs, node.out_shapes)
+    return bool(ins) and bool(outs) and all(ins) and all(outs)
 
 
 def host_const(dtype, device) -> bool:

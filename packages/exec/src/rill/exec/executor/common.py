@@ -79,10 +79,15 @@ class KernelTable:
             )
         device = node.device
         if device.device_type != "CPU":
-            from rill.exec.memory_types import SHAPE_ONLY_OPS, runs_on_host
+            from rill.exec.memory_types import SHAPE_ONLY_OPS, all_host, runs_on_host
 
-            if node.type in SHAPE_ONLY_OPS or runs_on_host(node.type, node.attrs, node.out_shapes):
-                # int32 math, and shapes made straight into host memory: on the host
+            if (
+                node.type in SHAPE_ONLY_OPS
+                or runs_on_host(node.type, node.attrs, node.out_shapes)
+                or all_host(node)
+            ):
+                # int32 math, shapes made straight into host memory, ops whose every argument is
+                # host memory (ConcatOffset, BroadcastGradientArgs): on the host
                 kdef = find_kernel(node.type, "CPU", node.attrs) or kdef
                 device = _host_device(node.device)
         try:

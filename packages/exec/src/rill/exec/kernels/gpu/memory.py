@@ -48,6 +48,14 @@ _INPUTS = {
     "RandomStandardNormal": ("shape",),
     "TruncatedNormal": ("shape",),
     "RandomUniformInt": ("shape", "minval", "maxval"),
+    # TensorArrays and stacks: sizes and positions are read on the host.
+    "TensorArrayV3": ("size",),
+    "TensorArrayReadV3": ("index",),
+    "TensorArrayWriteV3": ("index",),
+    "TensorArrayGatherV3": ("indices",),
+    "TensorArrayScatterV3": ("indices",),
+    "TensorArraySplitV3": ("lengths",),
+    "StackV2": ("max_size",),
 }
 _OUTPUTS = {
     "Shape": ("output",),
@@ -56,6 +64,8 @@ _OUTPUTS = {
     "Rank": ("output",),
     "BroadcastGradientArgs": ("r0", "r1"),
     "ConcatOffset": ("offset",),
+    "TensorArraySizeV3": ("size",),
+    "TensorArrayConcatV3": ("lengths",),
 }
 
 for _op, _names in _INPUTS.items():

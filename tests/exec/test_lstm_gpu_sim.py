@@ -221,6 +221,25 @@ def test_kernels_read_no_device_value_on_the_host(no_host_reads, dtype, peep, cl
     for v in (*outs, *outs_xw, *grads):
         assert type(v) is SimArray and v.dtype == dt
     assert [v.shape for v in grads] == [(B, N), (B, 4 * N), (N,), (N,), (N,)]
+    tol = 1e-6 if dt == np.float32 else 1e-3
+    for a, b in zip(outs, outs_xw):
+        np.testing.assert_allclose(a._a, b._a, rtol=tol, atol=tol)
+
+
+def test_a_bad_input_projection_gives_the_cpu_error():
+    from rill.exec.kernels import rnn_kernels
+
+    vals = _values(np.float32)
+    attrs = dict(forget_bias=1.0, cell_clip=-1.0, use_peephole=False, T=rg.float32)
+    cpu = rnn_kernels.lstm_block_cell(**attrs)
+    gpu = gpu_rnn.lstm_block_cell(**attrs, xp=simcupy)
+    messages = []
+    for compute, xp, conv in ((cpu, np, np.asarray), (gpu, simcupy, simcupy.asarray)):
+        with pytest.raises(InvalidArgumentError) as e:
+            compute(*(conv(v) for v in vals), xp.zeros((B, 4 * N + 1), np.float32))
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+    assert "the input projection must be a row-major" in messages[0]
 
 
 def test_train_step_reads_no_device_value_on_the_host_in_lstm_kernels(monkeypatch):

@@ -6,10 +6,12 @@ declarations of GPU kernel arguments (see rill.exec.memory_types).
 - `nn`: convolutions (im2col + GEMM on the device), pooling and their gradients, sparse softmax
   cross-entropy.
 - `random`: random ops on cupy's generator, seeded per op.
+- `rnn`: the fused LSTM cell and its gradient (two GEMMs and one elementwise pass, fused into
+  one kernel by cupy.fuse).
 - `training`: variables' gathers/scatters and every optimizer's dense and sparse update.
 
 Every kernel here runs in CI on the simulated GPU (rill.exec.simgpu) and on a real one under the
 `gpu` test marker.
 """
 
-from rill.exec.kernels.gpu import generic, loops, memory, nn, random, training  # noqa: F401
+from rill.exec.kernels.gpu import generic, loops, memory, nn, random, rnn, training  # noqa: F401

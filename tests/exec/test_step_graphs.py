@@ -94,7 +94,9 @@ def test_an_assignment_between_steps_is_seen_and_the_step_is_captured_again():
         if i == 7:
             a.run(reset)
             c.run(reset_c)
-        assert a.run([loss, train], {x: xv, y: yv})[0] == c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})[0]
+        assert (
+            a.run([loss, train], {x: xv, y: yv})[0] == c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})[0]
+        )
     gr = _train_plan(a)
     assert gr.captures == 2 and gr.off is None
     np.testing.assert_array_equal(a.run(w), c.run(m[3]))
@@ -105,7 +107,9 @@ def test_each_feed_signature_has_its_graph():
     c, m = _session(False)
     for i in range(12):
         xv, yv = _data(n=8 if i % 2 else 5, seed=i)
-        assert a.run([loss, train], {x: xv, y: yv})[0] == c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})[0]
+        assert (
+            a.run([loss, train], {x: xv, y: yv})[0] == c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})[0]
+        )
     gr = _train_plan(a)
     assert gr.captures == 2 and len(gr._graphs) == 2 and gr.replays > 0
 
@@ -140,7 +144,9 @@ def test_a_replay_that_differs_turns_capture_off_and_keeps_the_normal_result(mon
     c, m = _session(False)
     xv, yv = _data()
     for _ in range(6):
-        assert a.run([loss, train], {x: xv, y: yv})[0] == c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})[0]
+        assert (
+            a.run([loss, train], {x: xv, y: yv})[0] == c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})[0]
+        )
     gr = [p.graphs for p in a._plans.values() if p.graphs is not None and p.graphs.off]
     assert gr and "differed" in gr[0].off and "fetched value" in gr[0].off
 

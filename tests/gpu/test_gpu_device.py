@@ -237,20 +237,26 @@ def test_swap_memory_trains_an_lstm_whose_activations_exceed_the_memory_cap():
     assert results[True] is True, results
 
 
-def _lstm_static():
+def _lstm_model(dynamic: bool):
     import rill.train as rt
 
     g = rg.Graph()
     with g.as_default():
         g.seed = 0
         x = rg.placeholder(rg.float32, [6, 8, 12], name="x")
-        out, _ = rt.static_rnn(rt.BasicLSTMCell(16), rg.unstack(x), dtype=rg.float32)
-        loss = rg.reduce_mean(rg.square(rg.stack(out)))
+        if dynamic:
+            out, _ = rt.dynamic_rnn(rt.BasicLSTMCell(16), x, dtype=rg.float32, time_major=True)
+        else:
+            out, _ = rt.static_rnn(rt.BasicLSTMCell(16), rg.unstack(x), dtype=rg.float32)
+            out = rg.stack(out)
+        loss = rg.reduce_mean(rg.square(out))
         train = rt.GradientDescentOptimizer(0.5).minimize(loss)
     rng = np.random.default_rng(1)
-    return g, {"x": x, "loss": loss, "train": train}, lambda i: {
-        x: rng.standard_normal((6, 8, 12)).astype(np.float32)
-    }
+    return (
+        g,
+        {"x": x, "loss": loss, "train": train},
+        lambda i: {x: rng.standard_normal((6, 8, 12)).astype(np.float32)},
+    )
 
 
 def _demo_model(name):
@@ -266,14 +272,17 @@ def _demo_model(name):
     return g, m, feeds
 
 
-@pytest.mark.parametrize("which", ["mlp", "cnn", "lstm_static"])
+@pytest.mark.parametrize("which", ["mlp", "cnn", "lstm_static", "lstm_dynamic"])
 def test_captured_steps_match_uncaptured_steps(which, monkeypatch):
     """CUDA graphs (rill.exec.step_graphs): the same train steps with and without capture give
     the same losses and variables, and the captured session replays its step."""
     runs = {}
     for graphs in (False, True):
         monkeypatch.setenv("RILL_CUDA_GRAPHS", "1" if graphs else "0")
-        g, m, feeds = _lstm_static() if which == "lstm_static" else _demo_model(which)
+        if which.startswith("lstm"):
+            g, m, feeds = _lstm_model(which == "lstm_dynamic")
+        else:
+            g, m, feeds = _demo_model(which)
         with g.as_default():
             init = rg.global_variables_initializer()
             variables = rg.global_variables()

@@ -65,9 +65,11 @@ class GpuDevice(Device):
         with cupy.cuda.Device(index):
             self.copy_stream = cupy.cuda.Stream(non_blocking=True)  # swap_memory's copies
         self._in_flight: list = []  # (event, arrays kept alive until the event completes)
+        from rill.exec import capture_gemm
         from rill.exec.step_graphs import CupyGraphs
 
-        self.graph_backend = CupyGraphs(self)  # straight-line steps as CUDA graphs
+        self.graph_backend = CupyGraphs(self)  # steps as CUDA graphs
+        capture_gemm.install(cupy)  # products a capture can record (before any kernel is built)
         self._swap_lock = threading.Lock()
         self.swapped_bytes = 0  # bytes moved to the host by swap_out (a counter for tests)
 

@@ -235,7 +235,14 @@ class CupyGraphs:
         self.device = device
 
     def capture(self, runner, feeds, step, variables):
+        from rill.exec import capture_gemm
+
         cp, dev = self.cp, self.device
+        try:
+            with dev.scope():
+                capture_gemm.blas(cp)  # rill's cuBLAS handle, made outside the capture
+        except Exception as e:  # noqa: BLE001 - no capturable products: no capture
+            raise NotCapturable(f"cuBLAS for captures: {type(e).__name__}: {e}") from None
         olds = [v._value for v in variables]
         keep: list = []  # pinned host buffers the graph copies from
         with dev.scope():
@@ -248,7 +255,7 @@ class CupyGraphs:
                 ins = [cp.empty(f.shape, f.dtype) for f in feeds]
                 stream.begin_capture()
                 try:
-                    with _Staged(cp, keep):
+                    with _Staged(cp, keep), capture_gemm.capturing():
                         # Fetched values copied out of the step's arrays (a fetched variable's
                         # value is its buffer, which the writes below change).
                         outs = [o.copy() if type(o) is cp.ndarray else o
@@ -259,8 +266,10 @@ class CupyGraphs:
                             new = v._value
                             if new is old:
                                 continue
-                            if type(new) is not cp.ndarray or new.shape != old.shape or (
-                                new.dtype != old.dtype
+                            if (
+                                type(new) is not cp.ndarray
+                                or new.shape != old.shape
+                                or (new.dtype != old.dtype)
                             ):
                                 raise NotCapturable(
                                     f"variable {v.name!r} changed its shape or dtype"

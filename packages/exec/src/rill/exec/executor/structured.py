@@ -30,7 +30,6 @@ from rill.exec.executor.common import KernelTable, owned, readonly, run_error
 from rill.exec.executor.fold import Rows
 from rill.exec.executor.fold import fold_matmuls as _fold_matmuls
 from rill.exec.executor.hoist import InputProjection
-from rill.exec.memory_types import const_value
 from rill.exec.executor.loop_patterns import (
     Unsupported,
     drop_dead,
@@ -39,6 +38,7 @@ from rill.exec.executor.loop_patterns import (
     merge_guard,
     order_items,
 )
+from rill.exec.memory_types import const_value
 from rill.graph.errors import InvalidArgumentError
 
 __all__ = ["StructuredPartition", "Unsupported"]

@@ -316,7 +316,10 @@ def softmax_cross_entropy_with_logits(xp):
             e = xp.exp(shifted)
             s = e.sum(axis=1, keepdims=True)
             logp = shifted - xp.log(s)
-            loss = -xp.einsum("ij,ij->i", labels, logp)
+            if xp is np:
+                loss = -np.einsum("ij,ij->i", labels, logp)
+            else:  # (cupy's einsum may call cuBLAS, which a CUDA graph capture refuses)
+                loss = -(labels * logp).sum(axis=1)
             e /= s
             e -= labels
             return loss, e

@@ -26,10 +26,14 @@ print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'protobuf', p.__vers
 
 PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts= --import-mode=importlib -rfE"
 
+section_bench() {
 echo "== benchmarks" | tee "$OUT/bench.log"
 RILL_BENCH_JSON=$OUT/bench.json timeout "${BENCH_S:-110}" python3 -m tools.bench gpu 2>&1 \
   | tee -a "$OUT/bench.log"
 
+}
+
+section_samples() {
 echo "== op samples on the GPU" | tee "$OUT/samples.log"
 RILL_GPU_REPORT=$OUT/samples timeout "${SAMPLES_S:-120}" $PYTEST -m gpu tests/gpu \
   -k sample_on_gpu $([ "${WORKERS:-8}" != 0 ] && echo "-n ${WORKERS:-8}") --timeout 90 2>&1 | tail -60 | tee -a "$OUT/samples.log"
@@ -48,9 +52,18 @@ print({k: v for k, v in tot.items() if k != "failures"})
 PY
 rm -f "$OUT"/samples.gw*
 
-echo "== training, errors, swap_memory" | tee "$OUT/train.log"
+}
+
+section_train() {
+echo "== training, errors, swap_memory, CUDA graphs" | tee "$OUT/train.log"
 timeout "${TRAIN_S:-100}" $PYTEST -m gpu tests/gpu -k "not sample_on_gpu" -s --timeout 90 2>&1 \
   | tail -80 | tee -a "$OUT/train.log"
+}
+
+# SECTIONS: which sections, in which order (default: all three, benchmarks first).
+for sec in ${SECTIONS:-bench samples train}; do
+  "section_$sec"
+done
 if [ "${PROFILE:-0}" = 1 ]; then
   echo "== profile (tools/gpu_profile.py ${PROFILE_CASES:-}) in $OUT/profile.txt"
   timeout "${PROFILE_S:-120}" python3 -m tools.gpu_profile ${PROFILE_CASES:-} > "$OUT/profile.txt" 2>&1

@@ -53,3 +53,23 @@ def test_operands_neither_row_nor_column_major_are_refused():
     assert gemm_args(x, np.zeros((3, 2), np.float32)) is None
     y = np.zeros((6, 4), np.float32)[::-1]  # negative row stride
     assert operand(y.shape, y.strides, y.itemsize) is None
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_joins_while_capturing_copy_each_part(axis):
+    """Pack/ConcatV2/TensorArray joins on a GPU while capturing: one copy into each part of the
+    result (cupy's joins of many arrays copy a pointer table from the host, which a capture
+    refuses); the same values as stack/concatenate."""
+    from rill.exec import capture_gemm
+    from rill.exec.simgpu import simcupy
+
+    rng = np.random.default_rng(axis)
+    parts = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(9)]
+    dev = [simcupy.asarray(p) for p in parts]
+    with capture_gemm.capturing():
+        assert capture_gemm.active()
+        st = capture_gemm.stack(simcupy, dev, axis=axis)
+        cat = capture_gemm.concatenate(simcupy, dev, axis=min(axis, 1))
+    assert not capture_gemm.active()
+    np.testing.assert_array_equal(st.get(), np.stack(parts, axis=axis))
+    np.testing.assert_array_equal(cat.get(), np.concatenate(parts, axis=min(axis, 1)))

@@ -24,7 +24,10 @@ import threading
 
 import numpy as np
 
-__all__ = ["install", "blas", "capturing", "operand", "gemm_args", "NotCapturable"]
+__all__ = [
+    "install", "blas", "capturing", "active", "stack", "concatenate", "operand", "gemm_args",
+    "NotCapturable",
+]  # fmt: skip
 
 WORKSPACE_BYTES = 32 << 20
 _OP_N, _OP_T = 0, 1
@@ -34,6 +37,50 @@ _state = threading.local()  # .on: this thread is capturing
 
 class NotCapturable(Exception):
     """A product the capture path does not record."""
+
+
+def active() -> bool:
+    """Whether this thread is capturing a step (see `capturing`)."""
+    return getattr(_state, "on", False)
+
+
+def _joined(xp, arrays, axis: int, new_axis: bool):
+    """stack (new_axis) or concatenate of device arrays by one copy into each part of the
+    result: while capturing, cupy's own joins of many arrays copy a table of pointers from the
+    host, which a capture refuses."""
+    first = arrays[0]
+    if new_axis:
+        shape = first.shape[:axis] + (len(arrays),) + first.shape[axis:]
+    else:
+        shape = list(first.shape)
+        shape[axis] = sum(a.shape[axis] for a in arrays)
+        shape = tuple(shape)
+    dtype = np.result_type(*[a.dtype for a in arrays])
+    out = xp.empty(shape, dtype)
+    lead = (slice(None),) * axis
+    at = 0
+    for a in arrays:
+        if new_axis:
+            out[lead + (at,)] = a
+            at += 1
+        else:
+            out[lead + (slice(at, at + a.shape[axis]),)] = a
+            at += a.shape[axis]
+    return out
+
+
+def stack(xp, arrays, axis: int = 0):
+    """xp.stack, capturable on a GPU."""
+    if xp is np or not getattr(_state, "on", False) or not arrays:
+        return xp.stack(arrays, axis=axis)
+    return _joined(xp, arrays, axis, True)
+
+
+def concatenate(xp, arrays, axis: int = 0):
+    """xp.concatenate, capturable on a GPU."""
+    if xp is np or not getattr(_state, "on", False) or not arrays:
+        return xp.concatenate(arrays, axis=axis)
+    return _joined(xp, arrays, axis, False)
 
 
 class capturing:

@@ -367,7 +367,12 @@ class _Staged:
                 pinned[...] = h
                 keep.append(pinned)
                 out = cp.empty(h.shape, h.dtype)
-                out.set(pinned, stream=cp.cuda.get_current_stream())
+                if h.nbytes:
+                    # (cupy's own copies refuse a capturing stream; the runtime's does not)
+                    cp.cuda.runtime.memcpyAsync(
+                        out.data.ptr, pinned.ctypes.data, h.nbytes,
+                        cp.cuda.runtime.memcpyHostToDevice, cp.cuda.get_current_stream().ptr,
+                    )  # fmt: skip
                 return out
 
             return fn
@@ -394,12 +399,12 @@ class SimGraphs:
         self.device = device
 
     def capture(self, runner, feeds, step, variables):
-        from rill.exec import simgpu
+        from rill.exec import capture_gemm, simgpu
 
         olds = [v._value for v in variables]
         ins = [simgpu.SimArray(np.array(f._a)) for f in feeds]
         try:
-            with simgpu.capturing():
+            with simgpu.capturing(), capture_gemm.capturing():
                 outs = runner.run(ins, step, inline=True)
             if any(o is None for o in outs):
                 raise NotCapturable("a fetched value was not produced")

@@ -239,3 +239,46 @@ def test_a_dynamic_rnn_train_step_is_replayed(cell):
                               if p.graphs is not None and p.feed_checks]))  # fmt: skip
     assert runs[0][0] == runs[1][0]
     assert runs[0][1] == [(1, 6 - step_graphs.WARM_RUNS - 1, None)], runs[0][1]
+
+
+def test_graphs_per_plan_are_bounded():
+    """At most MAX_SIGNATURES graphs per plan, and at most MAX_CAPTURES captures (a variable
+    reassigned before every step would otherwise be captured again and again)."""
+    a, (g, x, y, w, _, loss, train, _) = _session(True)
+    c, m = _session(False)
+    for n in range(2, 2 + step_graphs.MAX_SIGNATURES + 2):  # more signatures than kept
+        xv, yv = _data(n=n, seed=n)
+        for _ in range(step_graphs.WARM_RUNS + 2):
+            got = a.run([loss, train], {x: xv, y: yv})[0]
+            assert got == c.run([m[5], m[6]], {m[1]: xv, m[2]: yv})[0]
+    gr = _train_plan(a)
+    assert len(gr._graphs) == step_graphs.MAX_SIGNATURES and gr.replays > 0
+
+    a, (g, x, y, w, _, loss, train, _) = _session(True)
+    (var,) = [r for r in a._devices[-1].resources.all() if r.name == "w"]
+    xv, yv = _data()
+    for _ in range((step_graphs.MAX_CAPTURES + 1) * (step_graphs.WARM_RUNS + 2)):
+        a.run([loss, train], {x: xv, y: yv})
+        var._value = var._value.copy()  # a new buffer (as a restore from the host installs)
+    gr = _train_plan(a)
+    assert gr.captures == step_graphs.MAX_CAPTURES
+    assert gr.off is not None and "captured" in gr.off
+
+
+def test_two_captured_plans_updating_one_variable_agree_with_normal_steps():
+    """The train step and an assign_add step, both captured: each writes w's buffer in place and
+    each sees the other's writes."""
+    out = []
+    for graphs in (True, False):
+        a, (g, x, y, w, _, loss, train, _) = _session(graphs)
+        with g.as_default():
+            bump = w.assign_add(rg.ones([6, 3]) * 0.01)
+        xv, yv = _data()
+        losses = []
+        for _ in range(10):
+            losses.append(a.run([loss, train], {x: xv, y: yv})[0])
+            a.run(bump)
+        out.append((losses, a.run(w), [p.graphs.replays for p in a._plans.values() if p.graphs]))
+    assert out[0][0] == out[1][0]
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+    assert sum(out[0][2]) >= 2 * (10 - step_graphs.WARM_RUNS - 1)

@@ -282,3 +282,32 @@ def test_two_captured_plans_updating_one_variable_agree_with_normal_steps():
     assert out[0][0] == out[1][0]
     np.testing.assert_array_equal(out[0][1], out[1][1])
     assert sum(out[0][2]) >= 2 * (10 - step_graphs.WARM_RUNS - 1)
+
+
+def test_a_variable_sharing_its_value_with_another_is_not_written_through():
+    """After v1.assign(v2) both hold one array; a graph that updates v2 in place must not change
+    v1 (each gets a buffer of its own before the capture)."""
+    out = []
+    for graphs in (True, False):
+        g = rg.Graph()
+        with g.as_default():
+            x = rg.placeholder(rg.float32, [None, 3])
+            v1 = rg.Variable(rg.ones([3, 2]), name="v1")
+            v2 = rg.Variable(rg.ones([3, 2]) * 2, name="v2")
+            share = v1.assign(v2)
+            loss = rg.reduce_sum(rg.matmul(x, v2))
+            train = GradientDescentOptimizer(0.1).minimize(loss, var_list=[v2])
+            init = rg.global_variables_initializer()
+        with simulated_gpus(1, graphs=graphs):
+            sess = Session(graph=g)
+        sess.run(init)
+        for i in range(6):
+            if i == step_graphs.WARM_RUNS:  # shared when the step is captured
+                sess.run(share)
+            sess.run(train, {x: np.ones((2, 3), np.float32)})
+        replays = sum(p.graphs.replays for p in sess._plans.values() if p.graphs is not None)
+        out.append((sess.run(v1), sess.run(v2), replays))
+    np.testing.assert_array_equal(out[0][0], out[1][0])  # v1 as assigned, 2 - 2·2·0.1
+    np.testing.assert_allclose(out[0][0], np.full((3, 2), 1.6, np.float32), rtol=1e-6)
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+    assert out[0][2] > 0

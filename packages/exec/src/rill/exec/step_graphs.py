@@ -149,6 +149,8 @@ class StepGraphs:
         if sig is None or sig in self._graphs or not self._lock.acquire(blocking=False):
             return None
         try:
+            if len(self._runs) > 64:  # (shapes that change at every step: count afresh)
+                self._runs.clear()
             n = self._runs[sig] = self._runs.get(sig, 0) + 1
             if n <= WARM_RUNS or len(self._graphs) >= MAX_SIGNATURES:
                 return None
@@ -173,10 +175,17 @@ class StepGraphs:
         # the step starts with no per-step resources: stacks, TensorArrays.)
         before = [v._value.copy() for v in variables]
         step.step_resources = {}
-        got = g.launch(feeds, on_device=True, step=step)
-        got_vars = [dev.to_host(v._value) for v in variables]
+        try:
+            got = g.launch(feeds, on_device=True, step=step)
+            got_vars = [dev.to_host(v._value) for v in variables]
+        except Exception as e:  # noqa: BLE001 - the graph does not run here: no graphs
+            self.off = f"the captured step failed to run: {type(e).__name__}: {str(e)[:300]}"
+            got = None
         for v, b in zip(variables, before):
             g.write(v, b)
+        if got is None:
+            step.step_resources = {}
+            return None
         step.step_resources = {}
         ref = [dev.to_host(o) for o in self.run(feeds, step)]
         why = _differs(got, ref, "fetched value") or _differs(
@@ -243,9 +252,10 @@ class CupyGraphs:
                 capture_gemm.blas(cp)  # rill's cuBLAS handle, made outside the capture
         except Exception as e:  # noqa: BLE001 - no capturable products: no capture
             raise NotCapturable(f"cuBLAS for captures: {type(e).__name__}: {e}") from None
-        olds = [v._value for v in variables]
         keep: list = []  # pinned host buffers the graph copies from
         with dev.scope():
+            _own_buffers(cp, variables)
+            olds = [v._value for v in variables]
             stream = cp.cuda.Stream(non_blocking=True)
             pool = cp.cuda.MemoryPool()
             limit = cp.get_default_memory_pool().get_limit()
@@ -283,14 +293,25 @@ class CupyGraphs:
                         pass
                     for v, old in zip(variables, olds):
                         v._value = old
-                    if isinstance(e, NotCapturable):
-                        raise
+                    if isinstance(e, NotCapturable) or not isinstance(e, Exception):
+                        raise  # (an interrupt stays one)
                     raise NotCapturable(f"{type(e).__name__}: {str(e)[:300]}") from None
                 try:
                     graph = stream.end_capture()
                 except Exception as e:  # noqa: BLE001 - an invalidated capture
                     raise NotCapturable(f"{type(e).__name__}: {str(e)[:300]}") from None
         return _CupyGraph(self, stream, graph, pool, ins, outs, variables, olds, keep)
+
+
+def _own_buffers(cp, variables) -> None:
+    """Gives a variable whose value is a view, or an array another variable also holds, a copy
+    of its own (copy-on-write allows that at any time): a graph writes variables in place."""
+    seen: set = set()
+    for v in variables:
+        a = v._value
+        if a.base is not None or a.data.ptr in seen or not a.flags.c_contiguous:
+            v._value = a = cp.ascontiguousarray(a).copy()
+        seen.add(a.data.ptr)
 
 
 class _CupyGraph:
@@ -310,9 +331,9 @@ class _CupyGraph:
 
     def launch(self, feeds, on_device: bool = False, step=None) -> list:
         cp, s = self.cp, self.stream
-        null = cp.cuda.Stream.null
         with self.device.scope():
-            self.ready.record(null)  # the feeds and variables the null stream made first
+            here = cp.cuda.get_current_stream()  # where this thread's other GPU work runs
+            self.ready.record(here)  # the feeds and variables made there first
             s.wait_event(self.ready)
             if on_device:
                 with s:
@@ -324,7 +345,7 @@ class _CupyGraph:
             self.graph.launch(stream=s)
             res = [o.get(stream=s) if type(o) is cp.ndarray else np.array(o) for o in self.outs]
             self.done.record(s)
-            null.wait_event(self.done)  # later null-stream work sees the step's writes
+            here.wait_event(self.done)  # later work there sees the step's writes
         return res
 
     def write(self, var, value) -> None:
@@ -401,6 +422,11 @@ class SimGraphs:
     def capture(self, runner, feeds, step, variables):
         from rill.exec import capture_gemm, simgpu
 
+        seen: set = set()
+        for v in variables:  # (as _own_buffers does on a real GPU)
+            if v._value._a.base is not None or id(v._value) in seen:
+                v._value = simgpu.SimArray(v._value._a.copy())
+            seen.add(id(v._value))
         olds = [v._value for v in variables]
         ins = [simgpu.SimArray(np.array(f._a)) for f in feeds]
         try:
@@ -408,7 +434,7 @@ class SimGraphs:
                 outs = runner.run(ins, step, inline=True)
             if any(o is None for o in outs):
                 raise NotCapturable("a fetched value was not produced")
-        except BaseException as e:  # noqa: BLE001 - reported as why capture is off
+        except Exception as e:  # noqa: BLE001 - reported as why capture is off
             raise NotCapturable(f"{type(e).__name__}: {str(e)[:300]}") from None
         finally:
             for v, old in zip(variables, olds):

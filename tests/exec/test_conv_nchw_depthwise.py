@@ -127,3 +127,28 @@ def test_pointwise_residual_conv_is_the_numpy_path_bit_for_bit(shape, relu):
     nan = np.isnan(b)
     np.testing.assert_array_equal(np.isnan(a), nan)
     np.testing.assert_array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+
+
+@pytest.mark.parametrize("act", ["Sigmoid", "Swish"])
+@pytest.mark.parametrize(("c", "hw", "k"), [(16, 7, 3), (24, 8, 5), (1400, 7, 3)])
+def test_one_image_channels_innermost_sigmoid_has_the_batched_bits(act, c, hw, k):
+    # Batch 1 of the channels-innermost loop with a float32 Sigmoid / Swish runs on the caller,
+    # sigmoid32 over the planes in pieces (1400 channels of 7×7: two pieces); batch 2 runs the
+    # per-image pieces. Each image gets the same bits either way, and the numpy path's values
+    # within the sigmoid bound.
+    x = _special((1, c, hw, hw), np.float32)
+    w = RNG.standard_normal((k, k, c, 1)).astype(np.float32)
+    bias = RNG.standard_normal(c).astype(np.float32)
+
+    def make():
+        return fused_depthwise_conv2d_native([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1],
+                                             ["BiasAdd", act], 1, 0.2)  # fmt: skip
+
+    one, plain = _both(make, x, w, bias)
+    if jit.loops() is None:
+        pytest.skip("compiled loops off (RILL_JIT=0)")
+    with np.errstate(all="ignore"):
+        two = make()(np.concatenate([x, x]), w, bias)
+    for i in range(2):
+        np.testing.assert_array_equal(two[i : i + 1].view(np.uint32), one.view(np.uint32))
+    assert_sigmoid_close(one, plain)

@@ -279,3 +279,60 @@ def test_the_compiled_gate_multiply_has_numpys_bits(dtype, shape):
         assert got.dtype == want.dtype and got.shape == want.shape
         bits = np.uint32 if dtype == np.float32 else np.uint64
         np.testing.assert_array_equal(got.view(bits), want.view(bits))
+
+
+@pytest.mark.parametrize("act", ["Sigmoid", "Swish"])
+@pytest.mark.parametrize("gate", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_image_sigmoid_and_swish_pointwise_take_the_lean_path(monkeypatch, act, gate, dtype):
+    # Batch 1, squeeze-excite sizes (1×1 planes, as EfficientNet's) and a small expansion: the
+    # float32 Sigmoid / Swish run on the lean path (sigmoid32, within the bound of the chain);
+    # float64 keeps the general path (numpy's exp, the chain's bits).
+    lean = _spy(monkeypatch, "_pointwise_b1")
+    for shape, out_c in (([1, 24, 1, 1], 8), ([1, 8, 1, 1], 40), ([1, 8, 6, 5], 24)):
+        g, y, feeds = _graph(shape, out_c, 1, act, dtype, gate=gate)
+
+        def run(compiled, g=g, y=y, feeds=feeds):
+            lean.clear()
+            with np.errstate(all="ignore"):
+                fused, plain, types = run_both(g, [y], feeds)
+            assert types.count("_FusedConv2D") == 1 and "Conv2D" not in types
+            _same(fused[0], plain[0], act, dtype, compiled)
+            if compiled:
+                assert lean and all((v is not None) == (dtype == np.float32) for v in lean)
+            return fused[0]
+
+        one, two = _each_setting(monkeypatch, run)
+        _same(one, two, None, dtype, False)
+
+
+@pytest.mark.parametrize("swish", [False, True])
+@pytest.mark.parametrize(("shape", "out_c"),
+                         [((1, 24, 1, 1), 8), ((1, 8, 6, 5), 24), ((1, 4, 64, 130), 8)])  # fmt: skip
+def test_the_lean_sigmoid_path_has_the_general_paths_bits(monkeypatch, swish, shape, out_c):
+    # The lean path (one sigmoid32_planes pass over the product) against the general one (the
+    # epilogue's cache-sized pieces): the same bits. An output above one piece (8 × 64·130
+    # values) is left to the general path.
+    if fck._loops() is None:
+        pytest.skip("compiled loops off (RILL_JIT=0)")
+    x = _inputs(shape)
+    w = RNG.standard_normal((1, 1, shape[1], out_c)).astype(np.float32)
+    bias = RNG.standard_normal(out_c).astype(np.float32)
+    bias[0] = -0.0
+    act = "Swish" if swish else "Sigmoid"
+    kern = fck.fused_conv2d_nchw([1, 1, 1, 1], "VALID", [], [1, 1, 1, 1], ["BiasAdd", act], 1,
+                                 0.2)  # fmt: skip
+    lean = _spy(monkeypatch, "_pointwise_b1")
+    with np.errstate(all="ignore"):
+        got = kern(x, w, bias)
+    big = out_c * shape[2] * shape[3] > fck._CHUNK
+    assert len(lean) == 1 and (lean[0] is None) == big
+    monkeypatch.setattr(fck, "_pointwise_b1", lambda *a, **k: None)
+    with np.errstate(all="ignore"):
+        general = kern(x, w, bias)
+    np.testing.assert_array_equal(got.view(np.uint32), general.view(np.uint32))
+    # Batch 2 of the same image twice (the product and epilogue image by image): its bits too.
+    with np.errstate(all="ignore"):
+        two = kern(np.concatenate([x, x]), w, bias)
+    for i in range(2):
+        np.testing.assert_array_equal(two[i : i + 1].view(np.uint32), got.view(np.uint32))

@@ -167,3 +167,66 @@ def test_span_activates_one_band_of_one_image(swish):
     np.testing.assert_array_equal(flat[0], ref[0])
     np.testing.assert_array_equal(flat[1, :, :5], ref[1, :, :5])
     np.testing.assert_array_equal(flat[1, :, 15:], ref[1, :, 15:])
+
+
+def _sig():
+    from rill.exec.kernels import _sigmoid_loops
+
+    return _sigmoid_loops
+
+
+def _ordinary_values() -> np.ndarray:
+    """Float32 values from -87 (ORDINARY_LOW) up: every 257th bit pattern of [-87, -0] and of
+    [0, inf], dense runs where sigmoid32 switches its scaling (|x| near 44.36) and near -87,
+    subnormal inputs, +inf and positive NaNs."""
+    neg = np.arange(0x80000000, 0xC2AE0001, 257, dtype=np.uint64).astype(np.uint32)
+    pos = np.arange(0, 0x7F800001, 257, dtype=np.uint64).astype(np.uint32)
+    dense = [
+        np.linspace(-87, -80, 20001, dtype=np.float32),
+        np.linspace(-46, -42, 20001, dtype=np.float32),
+        np.linspace(42, 90, 20001, dtype=np.float32),
+        np.float32([-87.0, np.inf, 0.0, -0.0, 1e-45, -1e-45]),
+        np.array([0x7FC00001, 0x7F800005], np.uint32).view(np.float32),
+    ]
+    return np.concatenate([neg.view(np.float32), pos.view(np.float32), *dense])
+
+
+@pytest.mark.parametrize("swish", [False, True], ids=["Sigmoid", "Swish"])
+def test_ordinary_runs_have_the_tail_handling_paths_bits(swish):
+    # A run with no value below -87 takes the lean formula; one more value below sends the
+    # whole run through sigmoid32 itself. Both give the same bits for every value of the run.
+    x = _ordinary_values()
+    assert _sig().ordinary(x)
+    lean = x.copy()
+    _loops().sigmoid32_flat(lean, swish, 0, x.size)
+    full = np.concatenate([x, np.float32([-100.0])])
+    assert not _sig().ordinary(full)
+    _loops().sigmoid32_flat(full, swish, 0, full.size)
+    np.testing.assert_array_equal(lean.view(np.uint32), full[:-1].view(np.uint32))
+    # And the lean run is within the bound of the exact value.
+    exact = _exact(x, swish)
+    fin = np.isfinite(exact)
+    assert ulp_error(lean[fin], exact[fin]).max() <= BOUND_ULP
+
+
+def test_what_counts_as_ordinary():
+    below = np.nextafter(np.float32(-87.0), np.float32(-np.inf))
+    neg_nan = np.array([0xFFC00001], np.uint32).view(np.float32)[0]
+    pos_nan = np.array([0x7FC00001], np.uint32).view(np.float32)[0]
+    for v, want in [(-87.0, True), (below, False), (-np.inf, False), (neg_nan, False),
+                    (pos_nan, True), (np.inf, True), (-0.0, True), (3.0e38, True)]:  # fmt: skip
+        run = np.float32([1.0, v, -2.0])
+        assert _sig().ordinary(run) is want, v
+        assert _sig().ordinary(run[:1])  # only the run looked at counts
+    # A planes call looks at its own rows only: a low value outside [lo, hi) leaves the lean
+    # formula to the rows inside, which get the same bits as alone.
+    rng = np.random.default_rng(5)
+    planes = (rng.standard_normal((4, 9)) * 30).astype(np.float32)
+    planes[0, 3] = -500.0
+    for swish in (False, True):
+        p = planes.copy()
+        _loops().sigmoid32_planes(p, planes[0, :0], swish, 1, 4)
+        alone = planes[1:].copy().reshape(-1)
+        _loops().sigmoid32_flat(alone, swish, 0, alone.size)
+        np.testing.assert_array_equal(p[1:].reshape(-1).view(np.uint32), alone.view(np.uint32))
+        np.testing.assert_array_equal(p[0], planes[0])

@@ -4,8 +4,8 @@ pooling of pool_kernels (that one in _loops, re-exported here; import those modu
 The epilogue and depthwise loops do the same operations in the same order as the unfused
 kernels' numpy code, so the two give bit-identical results: no fast-math, no fused multiply-add
 (max_pool_nchw says where it differs; conv_nchw's loops only copy). The float32 Sigmoid and
-Swish (sigmoid32 and the loops after it) are the exception: their own exp, within a stated
-bound of the exact value rather than numpy's bits. Arrays are C-contiguous and
+Swish (sigmoid32 and its loops, in _sigmoid_loops, re-exported here) are the exception: their
+own exp, within a stated bound of the exact value rather than numpy's bits. Arrays are C-contiguous and
 channels-first (NCHW); most loops work on [lo, hi) of the flattened (image, channel) planes.
 """
 
@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba.core import types
-from numba.extending import intrinsic
 
 from rill.exec.kernels._depthwise_loops import chan_3x3, chan_5x5, taps_3x3, taps_5x5
 from rill.exec.kernels._loops import max_pool_nchw  # noqa: F401 - pool_kernels' loop
+from rill.exec.kernels._sigmoid_loops import (  # noqa: F401 - re-exported for the kernels
+    sigmoid32,
+    sigmoid32_flat,
+    sigmoid32_planes,
+    sigmoid32_span,
+)
 
 # error_model="numpy": IEEE results (inf, NaN) instead of exceptions.
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
@@ -283,115 +287,6 @@ def sigmoid_tail(planes, t, swish, lo, hi):  # pragma: no cover - compiled
             s = one / (src[o] + one)
             v = row[o]
             row[o] = (v if v != v else v * s) if swish else s
-
-
-# The float32 Sigmoid / Swish: fused multiply-adds allowed (contract), nothing else of fast-math
-# (NaN and the infinities stay IEEE's).
-_fjit = numba.njit(
-    nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"contract"}
-)
-
-
-@intrinsic
-def _pow2_magic(typingctx, j):
-    """2**n as a float32 for j = 1.5·2**23 + n, n an integer in [-126, 127]: n is in the low
-    bits of j's pattern, and (bits + 127) << 23 drops the rest (no conversion, no libm call,
-    so that the loops calling it vectorize)."""
-    if j != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        i32 = context.get_value_type(types.int32)
-        k = builder.add(builder.bitcast(args[0], i32), context.get_constant(types.int32, 127))
-        k = builder.shl(k, context.get_constant(types.int32, 23))
-        return builder.bitcast(k, context.get_value_type(types.float32))
-
-    return types.float32(types.float32), codegen
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
-def sigmoid32(x, swish):  # pragma: no cover - compiled
-    """1 / (1 + exp(-x)) (or x times it, for Swish) for a float32 x, within 4 ulp of the exact
-    value over float32's whole range, subnormal results included (tests/exec/
-    test_sigmoid32.py checks it against float64); NaN stays the same NaN. Branch-free, so that
-    the loops calling it vectorize: e = exp(-|x|) = 2**n · exp(r) with n = round(-|x|/ln 2)
-    (rounded by adding 1.5·2**23, which leaves n in the low bits) and r = -|x| - n·ln 2 in two
-    parts (Cody and Waite; ln 2's first part has 12 bits, so n times it is exact), exp(r) by
-    its Taylor series to r**7/7! (|r| <= ln 2 / 2: the first term left out is below 1.2e-8
-    relative), 2**n from its bits, as 2**(n + 64) · 2**-64 below n = -64 (n reaches -174,
-    where float32 has no exponent). Sigmoid is 1 / (1 + e) for x >= 0 and e / (1 + e) for
-    x < 0, the 2**-64 applied last so that a subnormal result is rounded once. -|x| is clamped
-    at -120; below, x < -120 gives (-)0 (the exact values round to it), and x = -inf NaN in
-    Swish, as -inf · 0 does in the unfused chain."""
-    f = np.float32
-    magic = f(12582912.0)  # 1.5·2**23
-    a = -np.abs(x)
-    far = a < f(-120.0)
-    a = a if a > f(-120.0) else f(-120.0)  # a NaN becomes -120 here, and x at the end
-    j = a * f(1.4426950408889634) + magic
-    n = j - magic
-    r = a - n * f(0.693359375)
-    r = r - n * f(-2.1219444e-4)
-    q = f(1.0 / 5040.0)
-    q = q * r + f(1.0 / 720.0)
-    q = q * r + f(1.0 / 120.0)
-    q = q * r + f(1.0 / 24.0)
-    q = q * r + f(1.0 / 6.0)
-    q = q * r + f(0.5)
-    q = q * r + f(1.0)
-    q = q * r + f(1.0)
-    low = n < f(-64.0)
-    ea = q * _pow2_magic(j + (f(64.0) if low else f(0.0)))
-    sc = f(5.421010862427522e-20) if low else f(1.0)  # 2**-64
-    den = f(1.0) + ea * sc
-    neg = x < f(0.0)
-    num = ea if neg else f(1.0)
-    scale = (f(0.0) if far else sc) if neg else f(1.0)  # x < -120: the value rounds to 0
-    if swish:
-        num = x * num
-    res = (num / den) * scale
-    return x if x != x else res
-
-
-@_fjit
-def sigmoid32_flat(a, swish, lo, hi):  # pragma: no cover - compiled
-    """a[lo:hi] = sigmoid32(a[lo:hi]) (Swish's value when swish), a 1-D float32 array, in place
-    (one array read and written at the same index: separate input and output arrays would need
-    LLVM's overlap check, which sends an in-place call to the scalar loop, 8x slower)."""
-    v = a[lo:hi]
-    for o in range(v.shape[0]):  # from 0: no negative-index select, no gather
-        v[o] = sigmoid32(v[o], swish)
-
-
-@_fjit
-def sigmoid32_planes(planes, bias, swish, lo, hi):  # pragma: no cover - compiled
-    """planes [n·C, h·w] float32 (C-contiguous) in place, rows [lo, hi): + bias[row % C] (none
-    when bias is empty), then sigmoid32 (Swish's value when swish) over the rows as one run:
-    a loop per row would leave each short row's tail (up to 31 values of a 7×7 plane) to the
-    scalar loop, several times slower."""
-    c = bias.shape[0]
-    if c > 0:
-        for r in range(lo, hi):
-            row = planes[r]
-            bq = bias[r % c]
-            for o in range(row.shape[0]):
-                row[o] = row[o] + bq
-    w = planes.shape[1]
-    v = planes.reshape(-1)[lo * w : hi * w]
-    for o in range(v.shape[0]):
-        v[o] = sigmoid32(v[o], swish)
-
-
-@_fjit
-def sigmoid32_span(out, b, swish, lo, hi):  # pragma: no cover - compiled
-    """out[b, oc] (float32 [n, C, h, w], read flat) elements [lo, hi) of every channel oc, in
-    place: sigmoid32 (Swish's value when swish), on a band conv_nchw's product wrote."""
-    _, co, oh, ow = out.shape
-    flat = out.reshape(out.shape[0], co, oh * ow)
-    for oc in range(co):
-        v = flat[b, oc, lo:hi]
-        for o in range(v.shape[0]):
-            v[o] = sigmoid32(v[o], swish)
 
 
 @_jit

@@ -261,8 +261,9 @@ def fused_conv2d_nchw(strides, padding, explicit_paddings, dilations, fused_ops,
     pointwise = _is_pointwise(win)
 
     def compute(x, w, bias):
-        if pointwise and code is not None and x.ndim == 4 and x.shape[0] == 1:
-            out = _pointwise_b1(x, w, bias, code)
+        if pointwise and x.ndim == 4 and x.shape[0] == 1 and (code is not None
+                                                             or exp_swish is not None):  # fmt: skip
+            out = _pointwise_b1(x, w, bias, code, exp_swish=exp_swish)
             if out is not None:
                 return out
         if pointwise and w.shape[:2] == (1, 1):
@@ -366,7 +367,9 @@ def _input_scaled(strides, padding, explicit_paddings, dilations, ops, num_args,
         if pointwise and x.shape[0] == 1 and s.dtype == x.dtype:
             # One image: x·s whole (Mul's own multiply), then the plain product.
             xs = _gated(x, s)
-            out = None if code is None else _pointwise_b1(xs, w, bias, code)
+            out = None
+            if code is not None or exp_swish is not None:
+                out = _pointwise_b1(xs, w, bias, code, exp_swish=exp_swish)
             if out is None and w.ndim == 4 and w.shape[:2] == (1, 1):
                 out = _pointwise(xs, w, bias, code, exp_swish, epilogue)
             return out if out is not None else inner(xs, w, bias)
@@ -471,15 +474,18 @@ def _gated(x, s):
     return out
 
 
-def _pointwise_b1(x, w, bias, code, side=None, relu=False):
-    """_pointwise for one image, a compiled activation `code` and an output one epilogue call
-    covers, with as few Python steps as may be: a batch-1 MobileNet's pointwise and
-    squeeze-excite layers are a few microseconds of product each, and the general path's checks
-    and views cost about as much (the same operations: np.matmul of the transposed filter and
-    the input, then bias_activation_planes, or with a residual `side` bias_side_activation (Relu
-    when relu); so the same bits). None where it does not apply."""
+def _pointwise_b1(x, w, bias, code, side=None, relu=False, exp_swish=None):
+    """_pointwise for one image, a compiled activation `code` (or, for float32, Sigmoid or
+    Swish: exp_swish False or True) and an output one epilogue call covers, with as few Python
+    steps as may be: a batch-1 MobileNet's pointwise and squeeze-excite layers are a few
+    microseconds of product each, and the general path's checks and views cost about as much
+    (the same operations: np.matmul of the transposed filter and the input, then
+    bias_activation_planes, sigmoid32_planes, or with a residual `side` bias_side_activation
+    (Relu when relu); so the same bits). None where it does not apply."""
     loops = _loops()
     dt = x.dtype
+    if exp_swish is not None and (dt != np.float32 or side is not None):
+        return None  # float64 Sigmoid / Swish: numpy's exp, on the general path
     if (
         loops is None
         or w.ndim != 4
@@ -497,6 +503,8 @@ def _pointwise_b1(x, w, bias, code, side=None, relu=False):
         return None
     if c * o * hw >= _B1_HALVES or o >= 2 * max(1, _SPLIT_PIECE // hw):
         return None  # threads.matmul's halves, or an epilogue split over threads
+    if exp_swish is not None and o * hw > _CHUNK:
+        return None  # the epilogue's cache-sized pieces
     if side is not None and (
         side.shape != (1, o, h, wd) or side.dtype != dt or not side.flags.c_contiguous
     ):
@@ -504,7 +512,9 @@ def _pointwise_b1(x, w, bias, code, side=None, relu=False):
     out = np.empty((1, o, h, wd), dt)
     planes = out.reshape(o, hw)
     np.matmul(w.reshape(c, o).T, x.reshape(c, hw), out=planes)
-    if side is None:
+    if exp_swish is not None:
+        loops.sigmoid32_planes(planes, bias, exp_swish, 0, o)
+    elif side is None:
         loops.bias_activation_planes(planes, bias, code, 0, o)
     else:
         loops.bias_side_activation(planes, bias, side.reshape(o, hw), relu, 0, o)
@@ -687,9 +697,14 @@ def fused_depthwise_conv2d_native(
         planes = out.reshape(n * c * mult, oh * ow)
         rows = max(1, _CHUNK // (oh * ow))
         if mult == 1 and oh * ow <= _BY_CHANNEL_OUTPUTS and c >= 16:
-            if n == 1 and exp_swish is None:  # one piece, on the caller: no closure, no split
+            if n == 1 and (exp_swish is None or x.dtype == np.float32):
+                # One piece, on the caller: no closure, no split (float32 Sigmoid / Swish:
+                # sigmoid32 after the sums, elementwise, so the bits of the pieces below).
                 loops.depthwise_nchw_by_channel(x, w, bias, out, sh, sw, dh, dw, top, left, hp,
                                                 wp, code or 0, 0, 1)  # fmt: skip
+                if exp_swish is not None:
+                    for r0 in range(0, c, rows):
+                        loops.sigmoid32_planes(planes, bias[:0], exp_swish, r0, min(c, r0 + rows))
                 return out
 
             def images(lo, hi):

@@ -36,6 +36,22 @@ _jit = numba.njit(
 '''
 
 
+TRANSPOSE = '''
+
+@_jit
+def to_channels_first(src, dst):  # pragma: no cover - compiled
+    """dst[k, y, x] = src[y, x, k] for src [rows, w, c] (channels-last output rows made in cache)
+    and dst [c, rows, w] (one image's rows of a channels-first output): a plain copy, so the
+    bits are the tile loops'. Writing the channels-first output from the tile loops directly
+    stores one value per cache line; this reads the rows back with the stores contiguous."""
+    rows, w, c = src.shape
+    for y in range(rows):
+        for k in range(c):
+            for x in range(w):
+                dst[k, y, x] = src[y, x, k]
+'''
+
+
 def _name(c: float) -> str:
     c = float(c)
     return "k" + repr(abs(c)).replace(".", "_") if c != int(c) else f"k{abs(int(c))}"
@@ -104,20 +120,22 @@ def gen_output(a: int, m: int, at: np.ndarray) -> str:
             f'    """out[n, t_y * {m} + i, t_x * {m} + j, :] = (A^T M A)[i, j] for the tiles t in [t0, t1)',
             f'    (the parts inside out), from mm [{a * a}, t1 - t0, o]."""',
             *_consts([at], "out"), "    o = out.shape[3]",
-            f"    cols = np.empty(({a}, {m}, o), out.dtype)", f"    ys = np.empty(({m}, o), out.dtype)",
+            f"    cols = np.empty(({a}, {m}, o), out.dtype)",
             "    for t in range(t0, t1):", "        b = t // tpi", "        q = t - b * tpi",
             "        ty = q // tw", f"        y0 = ty * {m}", f"        x0 = (q - ty * tw) * {m}",
-            "        tt = t - t0", f"        for xi in range({a}):", f"            r = xi * {a}",
-            "            for k in range(o):"]  # fmt: skip
-    body += [f"                s{k} = mm[r + {k}, tt, k]" for k in range(a)]
-    body += [f"                cols[xi, {j}, k] = {_expr(at[j], s)}" for j in range(m)]
-    body += [f"        for j in range({m}):", "            xx = x0 + j", "            if xx >= ow:",
-             "                break", "            for k in range(o):"]  # fmt: skip
-    body += [f"                s{k} = cols[{k}, j, k]" for k in range(a)]
-    body += [f"                ys[{i}, k] = {_expr(at[i], s)}" for i in range(m)]
-    body += [f"            for i in range({m}):", "                y = y0 + i", "                if y >= oh:",
-             "                    break", "                for k in range(o):",
-             "                    out[b, y, xx, k] = ys[i, k]"]  # fmt: skip
+            "        tt = t - t0", f"        ni = min({m}, oh - y0)", f"        nj = min({m}, ow - x0)",
+            f"        for xi in range({a}):", f"            r = xi * {a}"]  # fmt: skip
+    for j in range(m):
+        p = [f"mm[r + {k}, tt, k]" for k in range(a)]
+        body += [
+            "            for k in range(o):",
+            f"                cols[xi, {j}, k] = {_expr(at[j], p)}",
+        ]
+    body += ["        for j in range(nj):", "            xx = x0 + j"]
+    for i in range(m):
+        p = [f"cols[{k}, j, k]" for k in range(a)]
+        body += [f"            if {i} < ni:", "                for k in range(o):",
+                 f"                    out[b, y0 + {i}, xx, k] = {_expr(at[i], p)}"]  # fmt: skip
     return _lines(body)
 
 
@@ -149,7 +167,7 @@ def gen_gradient(a: int, m: int, at: np.ndarray) -> str:
 
 
 def main() -> None:
-    src = [HEAD]
+    src = [HEAD, TRANSPOSE]
     inputs = set()
     for m, r in _TILE_SETS:
         at, _, bt = _matrices(m, r)

@@ -266,3 +266,56 @@ def test_a_held_filter_keeps_a_variables_updates_visible():
                 want = gemm(conv2d, x, w0 + i, "SAME")
                 close(got, want, np.float32)
                 s.run(step)
+
+
+@needs_jit
+@pytest.mark.parametrize("block_bytes", [1, 4000, 1 << 30])
+@pytest.mark.parametrize(
+    "xs, r, pads",
+    [
+        ((1, 5, 11, 13), 3, (1, 1)),  # batch 1, partial tiles at the bottom and right
+        ((3, 4, 9, 10), 3, (1, 0)),  # batch 3, unpadded columns
+        ((2, 3, 14, 7), 5, (2, 2)),  # 5×5 in 4×4 tiles
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_channels_first_output_rows_have_the_channels_last_bits(
+    monkeypatch, block_bytes, xs, r, pads, dtype
+):
+    # The channels-first path makes each block's output rows channels-last in scratch memory
+    # and copies them out (blocks of one tile row of one image, of several images, or one
+    # block): the same tile loops and products as the channels-last convolution of the
+    # transposed input, so the same bits, on one thread and on three.
+    monkeypatch.setattr(conv_winograd, "_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(conv_winograd, "_MIN_TILES", 1)
+    monkeypatch.setattr(conv_winograd, "_SPLIT_TILES", 1 << 30)
+    from rill.exec.kernels import intra_op
+
+    x = RNG.standard_normal(xs).astype(dtype)
+    w = RNG.standard_normal((r, r, xs[1], 6)).astype(dtype)
+    oh, ow = xs[2] + 2 * pads[0] - r + 1, xs[3] + 2 * pads[1] - r + 1
+    m = 4
+    tiles = conv_winograd._Tiles(xs[0], oh, ow, m, m + r - 1, xs[1] + 6, x.itemsize)
+    if block_bytes == 1:
+        assert len(tiles.blocks) == xs[0] * -(-oh // m)  # one tile row a block
+    want = conv_winograd.winograd_forward(x.transpose(0, 2, 3, 1), w, oh, ow, pads, m)
+    for threads in (1, 3):
+        monkeypatch.setattr(intra_op, "_THREADS", threads)
+        out = np.full((xs[0], 6, oh, ow), np.nan, dtype)
+        got = conv_winograd.winograd_forward_nchw(x, w, oh, ow, pads, m, out)
+        assert got is out
+        np.testing.assert_array_equal(got, want.transpose(0, 3, 1, 2))
+    # and it is the convolution (float64 windows of the zero-padded input)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0],) * 2, (pads[1],) * 2))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (r, r), axis=(2, 3))[:, :, :oh, :ow]
+    close(got, np.einsum("ncyxij,ijco->noyx", win, w.astype(np.float64)), dtype)
+
+
+@needs_jit
+def test_to_channels_first_copies_rows_into_a_strided_view():
+    loops = conv_winograd._loops()
+    src = RNG.standard_normal((3, 5, 7)).astype(np.float32)  # [rows, w, c]
+    dst = np.zeros((2, 7, 9, 5), np.float32)  # [n, c, h, w]
+    loops.to_channels_first(src, dst[1, :, 4:7])
+    np.testing.assert_array_equal(dst[1, :, 4:7], src.transpose(2, 0, 1))
+    assert not dst[0].any() and not dst[1, :, :4].any() and not dst[1, :, 7:].any()

@@ -19,6 +19,19 @@ _jit = numba.njit(
 
 
 @_jit
+def to_channels_first(src, dst):  # pragma: no cover - compiled
+    """dst[k, y, x] = src[y, x, k] for src [rows, w, c] (channels-last output rows made in cache)
+    and dst [c, rows, w] (one image's rows of a channels-first output): a plain copy, so the
+    bits are the tile loops'. Writing the channels-first output from the tile loops directly
+    stores one value per cache line; this reads the rows back with the stores contiguous."""
+    rows, w, c = src.shape
+    for y in range(rows):
+        for k in range(c):
+            for x in range(w):
+                dst[k, y, x] = src[y, x, k]
+
+
+@_jit
 def input_tiles_6(x, m, pt, pl, tw, tpi, t0, t1, v):  # pragma: no cover - compiled
     """v[xi * 6 + nu, t - t0, :] = (B^T d B)[xi, nu] for the tiles t in [t0, t1) (whole
     tile rows): d is the 6 × 6 window of x [n, h, w, c] at rows t_y * m - pt, columns
@@ -93,7 +106,6 @@ def output_tiles_6_2(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
     k2 = out.dtype.type(2.0)
     o = out.shape[3]
     cols = np.empty((6, 2, o), out.dtype)
-    ys = np.empty((2, o), out.dtype)
     for t in range(t0, t1):
         b = t // tpi
         q = t - b * tpi
@@ -101,36 +113,46 @@ def output_tiles_6_2(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
         y0 = ty * 2
         x0 = (q - ty * tw) * 2
         tt = t - t0
+        ni = min(2, oh - y0)
+        nj = min(2, ow - x0)
         for xi in range(6):
             r = xi * 6
             for k in range(o):
-                s0 = mm[r + 0, tt, k]
-                s1 = mm[r + 1, tt, k]
-                s2 = mm[r + 2, tt, k]
-                s3 = mm[r + 3, tt, k]
-                s4 = mm[r + 4, tt, k]
-                s5 = mm[r + 5, tt, k]
-                cols[xi, 0, k] = s0 + s1 + s2 + s3 + s4
-                cols[xi, 1, k] = s1 - s2 + k2 * s3 - k2 * s4 + s5
-        for j in range(2):
-            xx = x0 + j
-            if xx >= ow:
-                break
+                cols[xi, 0, k] = (
+                    mm[r + 0, tt, k]
+                    + mm[r + 1, tt, k]
+                    + mm[r + 2, tt, k]
+                    + mm[r + 3, tt, k]
+                    + mm[r + 4, tt, k]
+                )
             for k in range(o):
-                s0 = cols[0, j, k]
-                s1 = cols[1, j, k]
-                s2 = cols[2, j, k]
-                s3 = cols[3, j, k]
-                s4 = cols[4, j, k]
-                s5 = cols[5, j, k]
-                ys[0, k] = s0 + s1 + s2 + s3 + s4
-                ys[1, k] = s1 - s2 + k2 * s3 - k2 * s4 + s5
-            for i in range(2):
-                y = y0 + i
-                if y >= oh:
-                    break
+                cols[xi, 1, k] = (
+                    mm[r + 1, tt, k]
+                    - mm[r + 2, tt, k]
+                    + k2 * mm[r + 3, tt, k]
+                    - k2 * mm[r + 4, tt, k]
+                    + mm[r + 5, tt, k]
+                )
+        for j in range(nj):
+            xx = x0 + j
+            if 0 < ni:
                 for k in range(o):
-                    out[b, y, xx, k] = ys[i, k]
+                    out[b, y0 + 0, xx, k] = (
+                        cols[0, j, k]
+                        + cols[1, j, k]
+                        + cols[2, j, k]
+                        + cols[3, j, k]
+                        + cols[4, j, k]
+                    )
+            if 1 < ni:
+                for k in range(o):
+                    out[b, y0 + 1, xx, k] = (
+                        cols[1, j, k]
+                        - cols[2, j, k]
+                        + k2 * cols[3, j, k]
+                        - k2 * cols[4, j, k]
+                        + cols[5, j, k]
+                    )
 
 
 @_jit
@@ -188,7 +210,6 @@ def output_tiles_6_4(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
     k8 = out.dtype.type(8.0)
     o = out.shape[3]
     cols = np.empty((6, 4, o), out.dtype)
-    ys = np.empty((4, o), out.dtype)
     for t in range(t0, t1):
         b = t // tpi
         q = t - b * tpi
@@ -196,40 +217,70 @@ def output_tiles_6_4(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
         y0 = ty * 4
         x0 = (q - ty * tw) * 4
         tt = t - t0
+        ni = min(4, oh - y0)
+        nj = min(4, ow - x0)
         for xi in range(6):
             r = xi * 6
             for k in range(o):
-                s0 = mm[r + 0, tt, k]
-                s1 = mm[r + 1, tt, k]
-                s2 = mm[r + 2, tt, k]
-                s3 = mm[r + 3, tt, k]
-                s4 = mm[r + 4, tt, k]
-                s5 = mm[r + 5, tt, k]
-                cols[xi, 0, k] = s0 + s1 + s2 + s3 + s4
-                cols[xi, 1, k] = s1 - s2 + k2 * s3 - k2 * s4
-                cols[xi, 2, k] = s1 + s2 + k4 * s3 + k4 * s4
-                cols[xi, 3, k] = s1 - s2 + k8 * s3 - k8 * s4 + s5
-        for j in range(4):
-            xx = x0 + j
-            if xx >= ow:
-                break
+                cols[xi, 0, k] = (
+                    mm[r + 0, tt, k]
+                    + mm[r + 1, tt, k]
+                    + mm[r + 2, tt, k]
+                    + mm[r + 3, tt, k]
+                    + mm[r + 4, tt, k]
+                )
             for k in range(o):
-                s0 = cols[0, j, k]
-                s1 = cols[1, j, k]
-                s2 = cols[2, j, k]
-                s3 = cols[3, j, k]
-                s4 = cols[4, j, k]
-                s5 = cols[5, j, k]
-                ys[0, k] = s0 + s1 + s2 + s3 + s4
-                ys[1, k] = s1 - s2 + k2 * s3 - k2 * s4
-                ys[2, k] = s1 + s2 + k4 * s3 + k4 * s4
-                ys[3, k] = s1 - s2 + k8 * s3 - k8 * s4 + s5
-            for i in range(4):
-                y = y0 + i
-                if y >= oh:
-                    break
+                cols[xi, 1, k] = (
+                    mm[r + 1, tt, k]
+                    - mm[r + 2, tt, k]
+                    + k2 * mm[r + 3, tt, k]
+                    - k2 * mm[r + 4, tt, k]
+                )
+            for k in range(o):
+                cols[xi, 2, k] = (
+                    mm[r + 1, tt, k]
+                    + mm[r + 2, tt, k]
+                    + k4 * mm[r + 3, tt, k]
+                    + k4 * mm[r + 4, tt, k]
+                )
+            for k in range(o):
+                cols[xi, 3, k] = (
+                    mm[r + 1, tt, k]
+                    - mm[r + 2, tt, k]
+                    + k8 * mm[r + 3, tt, k]
+                    - k8 * mm[r + 4, tt, k]
+                    + mm[r + 5, tt, k]
+                )
+        for j in range(nj):
+            xx = x0 + j
+            if 0 < ni:
                 for k in range(o):
-                    out[b, y, xx, k] = ys[i, k]
+                    out[b, y0 + 0, xx, k] = (
+                        cols[0, j, k]
+                        + cols[1, j, k]
+                        + cols[2, j, k]
+                        + cols[3, j, k]
+                        + cols[4, j, k]
+                    )
+            if 1 < ni:
+                for k in range(o):
+                    out[b, y0 + 1, xx, k] = (
+                        cols[1, j, k] - cols[2, j, k] + k2 * cols[3, j, k] - k2 * cols[4, j, k]
+                    )
+            if 2 < ni:
+                for k in range(o):
+                    out[b, y0 + 2, xx, k] = (
+                        cols[1, j, k] + cols[2, j, k] + k4 * cols[3, j, k] + k4 * cols[4, j, k]
+                    )
+            if 3 < ni:
+                for k in range(o):
+                    out[b, y0 + 3, xx, k] = (
+                        cols[1, j, k]
+                        - cols[2, j, k]
+                        + k8 * cols[3, j, k]
+                        - k8 * cols[4, j, k]
+                        + cols[5, j, k]
+                    )
 
 
 @_jit
@@ -388,7 +439,6 @@ def output_tiles_8_4(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
     k8 = out.dtype.type(8.0)
     o = out.shape[3]
     cols = np.empty((8, 4, o), out.dtype)
-    ys = np.empty((4, o), out.dtype)
     for t in range(t0, t1):
         b = t // tpi
         q = t - b * tpi
@@ -396,44 +446,92 @@ def output_tiles_8_4(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
         y0 = ty * 4
         x0 = (q - ty * tw) * 4
         tt = t - t0
+        ni = min(4, oh - y0)
+        nj = min(4, ow - x0)
         for xi in range(8):
             r = xi * 8
             for k in range(o):
-                s0 = mm[r + 0, tt, k]
-                s1 = mm[r + 1, tt, k]
-                s2 = mm[r + 2, tt, k]
-                s3 = mm[r + 3, tt, k]
-                s4 = mm[r + 4, tt, k]
-                s5 = mm[r + 5, tt, k]
-                s6 = mm[r + 6, tt, k]
-                s7 = mm[r + 7, tt, k]
-                cols[xi, 0, k] = s0 + s1 + s2 + s3 + s4 + s5 + s6
-                cols[xi, 1, k] = s1 - s2 + k2 * s3 - k2 * s4 + k0_5 * s5 - k0_5 * s6
-                cols[xi, 2, k] = s1 + s2 + k4 * s3 + k4 * s4 + k0_25 * s5 + k0_25 * s6
-                cols[xi, 3, k] = s1 - s2 + k8 * s3 - k8 * s4 + k0_125 * s5 - k0_125 * s6 + s7
-        for j in range(4):
-            xx = x0 + j
-            if xx >= ow:
-                break
+                cols[xi, 0, k] = (
+                    mm[r + 0, tt, k]
+                    + mm[r + 1, tt, k]
+                    + mm[r + 2, tt, k]
+                    + mm[r + 3, tt, k]
+                    + mm[r + 4, tt, k]
+                    + mm[r + 5, tt, k]
+                    + mm[r + 6, tt, k]
+                )
             for k in range(o):
-                s0 = cols[0, j, k]
-                s1 = cols[1, j, k]
-                s2 = cols[2, j, k]
-                s3 = cols[3, j, k]
-                s4 = cols[4, j, k]
-                s5 = cols[5, j, k]
-                s6 = cols[6, j, k]
-                s7 = cols[7, j, k]
-                ys[0, k] = s0 + s1 + s2 + s3 + s4 + s5 + s6
-                ys[1, k] = s1 - s2 + k2 * s3 - k2 * s4 + k0_5 * s5 - k0_5 * s6
-                ys[2, k] = s1 + s2 + k4 * s3 + k4 * s4 + k0_25 * s5 + k0_25 * s6
-                ys[3, k] = s1 - s2 + k8 * s3 - k8 * s4 + k0_125 * s5 - k0_125 * s6 + s7
-            for i in range(4):
-                y = y0 + i
-                if y >= oh:
-                    break
+                cols[xi, 1, k] = (
+                    mm[r + 1, tt, k]
+                    - mm[r + 2, tt, k]
+                    + k2 * mm[r + 3, tt, k]
+                    - k2 * mm[r + 4, tt, k]
+                    + k0_5 * mm[r + 5, tt, k]
+                    - k0_5 * mm[r + 6, tt, k]
+                )
+            for k in range(o):
+                cols[xi, 2, k] = (
+                    mm[r + 1, tt, k]
+                    + mm[r + 2, tt, k]
+                    + k4 * mm[r + 3, tt, k]
+                    + k4 * mm[r + 4, tt, k]
+                    + k0_25 * mm[r + 5, tt, k]
+                    + k0_25 * mm[r + 6, tt, k]
+                )
+            for k in range(o):
+                cols[xi, 3, k] = (
+                    mm[r + 1, tt, k]
+                    - mm[r + 2, tt, k]
+                    + k8 * mm[r + 3, tt, k]
+                    - k8 * mm[r + 4, tt, k]
+                    + k0_125 * mm[r + 5, tt, k]
+                    - k0_125 * mm[r + 6, tt, k]
+                    + mm[r + 7, tt, k]
+                )
+        for j in range(nj):
+            xx = x0 + j
+            if 0 < ni:
                 for k in range(o):
-                    out[b, y, xx, k] = ys[i, k]
+                    out[b, y0 + 0, xx, k] = (
+                        cols[0, j, k]
+                        + cols[1, j, k]
+                        + cols[2, j, k]
+                        + cols[3, j, k]
+                        + cols[4, j, k]
+                        + cols[5, j, k]
+                        + cols[6, j, k]
+                    )
+            if 1 < ni:
+                for k in range(o):
+                    out[b, y0 + 1, xx, k] = (
+                        cols[1, j, k]
+                        - cols[2, j, k]
+                        + k2 * cols[3, j, k]
+                        - k2 * cols[4, j, k]
+                        + k0_5 * cols[5, j, k]
+                        - k0_5 * cols[6, j, k]
+                    )
+            if 2 < ni:
+                for k in range(o):
+                    out[b, y0 + 2, xx, k] = (
+                        cols[1, j, k]
+                        + cols[2, j, k]
+                        + k4 * cols[3, j, k]
+                        + k4 * cols[4, j, k]
+                        + k0_25 * cols[5, j, k]
+                        + k0_25 * cols[6, j, k]
+                    )
+            if 3 < ni:
+                for k in range(o):
+                    out[b, y0 + 3, xx, k] = (
+                        cols[1, j, k]
+                        - cols[2, j, k]
+                        + k8 * cols[3, j, k]
+                        - k8 * cols[4, j, k]
+                        + k0_125 * cols[5, j, k]
+                        - k0_125 * cols[6, j, k]
+                        + cols[7, j, k]
+                    )
 
 
 @_jit

@@ -114,7 +114,6 @@ def gen_input(a: int, bt: np.ndarray) -> str:
 
 
 def gen_output(a: int, m: int, at: np.ndarray) -> str:
-    s = [f"s{k}" for k in range(a)]
     body = ["", "", "@_jit",
             f"def output_tiles_{a}_{m}(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - compiled",
             f'    """out[n, t_y * {m} + i, t_x * {m} + j, :] = (A^T M A)[i, j] for the tiles t in [t0, t1)',
@@ -134,8 +133,11 @@ def gen_output(a: int, m: int, at: np.ndarray) -> str:
     body += ["        for j in range(nj):", "            xx = x0 + j"]
     for i in range(m):
         p = [f"cols[{k}, j, k]" for k in range(a)]
-        body += [f"            if {i} < ni:", "                for k in range(o):",
-                 f"                    out[b, y0 + {i}, xx, k] = {_expr(at[i], p)}"]  # fmt: skip
+        loop = ["for k in range(o):", f"    out[b, y0 + {i}, xx, k] = {_expr(at[i], p)}"]
+        if i:  # (a tile's first output row always lies inside out)
+            body += [f"            if ni > {i}:"] + ["                " + s for s in loop]
+        else:
+            body += ["            " + s for s in loop]
     return _lines(body)
 
 

@@ -135,16 +135,11 @@ def output_tiles_6_2(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
                 )
         for j in range(nj):
             xx = x0 + j
-            if 0 < ni:
-                for k in range(o):
-                    out[b, y0 + 0, xx, k] = (
-                        cols[0, j, k]
-                        + cols[1, j, k]
-                        + cols[2, j, k]
-                        + cols[3, j, k]
-                        + cols[4, j, k]
-                    )
-            if 1 < ni:
+            for k in range(o):
+                out[b, y0 + 0, xx, k] = (
+                    cols[0, j, k] + cols[1, j, k] + cols[2, j, k] + cols[3, j, k] + cols[4, j, k]
+                )
+            if ni > 1:
                 for k in range(o):
                     out[b, y0 + 1, xx, k] = (
                         cols[1, j, k]
@@ -253,26 +248,21 @@ def output_tiles_6_4(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
                 )
         for j in range(nj):
             xx = x0 + j
-            if 0 < ni:
-                for k in range(o):
-                    out[b, y0 + 0, xx, k] = (
-                        cols[0, j, k]
-                        + cols[1, j, k]
-                        + cols[2, j, k]
-                        + cols[3, j, k]
-                        + cols[4, j, k]
-                    )
-            if 1 < ni:
+            for k in range(o):
+                out[b, y0 + 0, xx, k] = (
+                    cols[0, j, k] + cols[1, j, k] + cols[2, j, k] + cols[3, j, k] + cols[4, j, k]
+                )
+            if ni > 1:
                 for k in range(o):
                     out[b, y0 + 1, xx, k] = (
                         cols[1, j, k] - cols[2, j, k] + k2 * cols[3, j, k] - k2 * cols[4, j, k]
                     )
-            if 2 < ni:
+            if ni > 2:
                 for k in range(o):
                     out[b, y0 + 2, xx, k] = (
                         cols[1, j, k] + cols[2, j, k] + k4 * cols[3, j, k] + k4 * cols[4, j, k]
                     )
-            if 3 < ni:
+            if ni > 3:
                 for k in range(o):
                     out[b, y0 + 3, xx, k] = (
                         cols[1, j, k]
@@ -490,18 +480,17 @@ def output_tiles_8_4(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
                 )
         for j in range(nj):
             xx = x0 + j
-            if 0 < ni:
-                for k in range(o):
-                    out[b, y0 + 0, xx, k] = (
-                        cols[0, j, k]
-                        + cols[1, j, k]
-                        + cols[2, j, k]
-                        + cols[3, j, k]
-                        + cols[4, j, k]
-                        + cols[5, j, k]
-                        + cols[6, j, k]
-                    )
-            if 1 < ni:
+            for k in range(o):
+                out[b, y0 + 0, xx, k] = (
+                    cols[0, j, k]
+                    + cols[1, j, k]
+                    + cols[2, j, k]
+                    + cols[3, j, k]
+                    + cols[4, j, k]
+                    + cols[5, j, k]
+                    + cols[6, j, k]
+                )
+            if ni > 1:
                 for k in range(o):
                     out[b, y0 + 1, xx, k] = (
                         cols[1, j, k]
@@ -511,7 +500,7 @@ def output_tiles_8_4(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
                         + k0_5 * cols[5, j, k]
                         - k0_5 * cols[6, j, k]
                     )
-            if 2 < ni:
+            if ni > 2:
                 for k in range(o):
                     out[b, y0 + 2, xx, k] = (
                         cols[1, j, k]
@@ -521,7 +510,7 @@ def output_tiles_8_4(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - co
                         + k0_25 * cols[5, j, k]
                         + k0_25 * cols[6, j, k]
                     )
-            if 3 < ni:
+            if ni > 3:
                 for k in range(o):
                     out[b, y0 + 3, xx, k] = (
                         cols[1, j, k]

@@ -36,6 +36,7 @@ def small(monkeypatch):
     """Winograd for small test shapes too (no work, channel or tile floor), and a record of
     the channels-first Winograd calls."""
     monkeypatch.setattr(conv_winograd, "_MIN_WORK", 0)
+    monkeypatch.setattr(conv_winograd, "_MIN_WORK_HELD", 0)
     monkeypatch.setattr(conv_winograd, "_MIN_CHANNELS", 1)
     monkeypatch.setattr(conv_winograd, "_MIN_TILES_NCHW", 1)
     monkeypatch.setattr(conv_winograd, "_MIN_TILES_CACHED", 1)
@@ -319,3 +320,34 @@ def test_to_channels_first_copies_rows_into_a_strided_view():
     loops.to_channels_first(src, dst[1, :, 4:7])
     np.testing.assert_array_equal(dst[1, :, 4:7], src.transpose(2, 0, 1))
     assert not dst[0].any() and not dst[1, :, :4].any() and not dst[1, :, 7:].any()
+
+
+@needs_jit
+@pytest.mark.parametrize("n", [1, 3])
+def test_held_transforms_take_winograd_from_less_work(monkeypatch, n):
+    # Between _MIN_WORK_HELD and _MIN_WORK multiply-adds a node makes the transform on its first
+    # call and whenever a filter comes twice in a row, never for a new filter in between (its
+    # transform would cost more than the tiles save); below _MIN_WORK_HELD the GEMM path runs.
+    calls = []
+    real = conv_winograd.winograd_forward_nchw
+    monkeypatch.setattr(conv_winograd, "winograd_forward_nchw",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))  # fmt: skip
+    from rill.exec.kernels.conv_kernels import conv2d as make
+
+    x = RNG.standard_normal((n, 16, 17, 15)).astype(np.float32)  # 20 tiles an image
+    w1 = (RNG.standard_normal((3, 3, 16, 24)) * 0.2).astype(np.float32)
+    w2 = (RNG.standard_normal((3, 3, 16, 24)) * 0.2).astype(np.float32)
+    work = n * 17 * 15 * 9 * 16 * 24
+    monkeypatch.setattr(conv_winograd, "_MIN_WORK", work + 1)
+    monkeypatch.setattr(conv_winograd, "_MIN_WORK_HELD", work)
+    monkeypatch.setattr(conv_winograd, "_MIN_TILES_NCHW", 1)  # tiles alone would transform
+    compute = make([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1])
+    close(compute(x, w1), gemm(conv2d, x, w1, "SAME"), np.float32)
+    assert len(calls) == 1  # the first call
+    assert np.array_equal(compute(x, w2), gemm(conv2d, x, w2, "SAME"))  # a new filter: GEMM
+    assert len(calls) == 1
+    close(compute(x, w2), gemm(conv2d, x, w2, "SAME"), np.float32)
+    assert len(calls) == 2  # the same filter again: Winograd
+    monkeypatch.setattr(conv_winograd, "_MIN_WORK_HELD", work + 1)
+    assert np.array_equal(compute(x, w2), gemm(conv2d, x, w2, "SAME"))  # below the floor
+    assert len(calls) == 2

@@ -219,6 +219,19 @@ def test_many_channels_still_make_blocks_of_many_tiles():
     assert len(tiles.blocks) == 2 and tiles.blocks[0] == (0, 32)
 
 
+@pytest.mark.parametrize("n, side, channels", [(1, 55, 80), (8, 55, 80), (3, 41, 300)])
+def test_blocks_of_tile_rows_are_even(n, side, channels):
+    # SqueezeNet's 16 -> 64 channels at 55×55: 14 tile rows of 4×4 tiles, at most 13 a block,
+    # make two blocks of 7 (not 13 and 1: a block of 14 tiles, its products mostly overhead).
+    tiles = conv_winograd._Tiles(n, side, side, 4, 6, channels, 4)
+    per_image = [t1 - t0 for t0, t1 in tiles.blocks if t0 < tiles.tpi]
+    assert sum(per_image) == tiles.tpi and len(per_image) > 1
+    assert max(per_image) - min(per_image) <= tiles.tw  # tile rows differ by one at most
+    assert all(size % tiles.tw == 0 for size in per_image)
+    if (n, side, channels) == (1, 55, 80):
+        assert tiles.blocks == [(0, 98), (98, 196)]
+
+
 def test_fused_conv_epilogue_on_winograd_blocks(small):
     small.setattr(conv_winograd, "_BLOCK_BYTES", 1)  # an epilogue per tile row
     small.setattr(conv_winograd, "_MIN_TILES", 1)

@@ -313,12 +313,23 @@ def test_channels_first_output_rows_have_the_channels_last_bits(
 
 
 @needs_jit
-def test_to_channels_first_copies_rows_into_a_strided_view():
+@pytest.mark.parametrize("code", [None, 0, 1, 2, 3, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_to_channels_first_copies_rows_into_a_strided_view(code, dtype):
+    # A plain copy (no bias), or + bias and the activation: the bits of the copy followed by
+    # the fused convolutions' separate pass (bias_activation_planes), NaNs included.
     loops = conv_winograd._loops()
-    src = RNG.standard_normal((3, 5, 7)).astype(np.float32)  # [rows, w, c]
-    dst = np.zeros((2, 7, 9, 5), np.float32)  # [n, c, h, w]
-    loops.to_channels_first(src, dst[1, :, 4:7])
-    np.testing.assert_array_equal(dst[1, :, 4:7], src.transpose(2, 0, 1))
+    src = (RNG.standard_normal((3, 5, 7)) * 8).astype(dtype)  # [rows, w, c]
+    src[1, 2, 3] = np.nan
+    bias = RNG.standard_normal(7).astype(dtype) if code is not None else np.empty(0, dtype)
+    dst = np.zeros((2, 7, 9, 5), dtype)  # [n, c, h, w]
+    loops.to_channels_first(src, dst[1, :, 4:7], bias, code or 0)
+    want = np.ascontiguousarray(src.transpose(2, 0, 1))
+    if code is not None:
+        conv_loops = fused_conv_kernels._loops()
+        conv_loops.bias_activation_planes(want.reshape(7, 15), bias, code, 0, 7)
+    np.testing.assert_array_equal(dst[1, :, 4:7], want)
+    assert np.isnan(dst[1, 3, 5, 2])
     assert not dst[0].any() and not dst[1, :, :4].any() and not dst[1, :, 7:].any()
 
 
@@ -351,3 +362,33 @@ def test_held_transforms_take_winograd_from_less_work(monkeypatch, n):
     monkeypatch.setattr(conv_winograd, "_MIN_WORK_HELD", work + 1)
     assert np.array_equal(compute(x, w2), gemm(conv2d, x, w2, "SAME"))  # below the floor
     assert len(calls) == 2
+
+
+@needs_jit
+@pytest.mark.parametrize("act", [None, "Relu", "Relu6", "HardSwish", "Elu", "Sigmoid"])
+@pytest.mark.parametrize("n", [1, 2])
+def test_fused_nchw_winograd_applies_its_epilogue_as_it_writes(small, monkeypatch, act, n):
+    # A bias and a compiled activation go into the Winograd rows' copy-out: the bits of the
+    # convolution followed by the separate pass; other activations (and a bias of another
+    # dtype) keep the separate pass. Either way the result is the same.
+    x = RNG.standard_normal((n, 16, 11, 13)).astype(np.float32)
+    w = (RNG.standard_normal((3, 3, 16, 24)) * 0.3).astype(np.float32)
+    bias = RNG.standard_normal(24).astype(np.float32)
+    ops = ["BiasAdd"] + ([act] if act else [])
+    conv = fused_conv_kernels.fused_conv2d_nchw([1] * 4, "SAME", [], [1] * 4, ops, 1, 0.2)
+    epilogue = fused_conv_kernels.nchw_epilogue(ops, 1, 0.2, "_FusedConv2D")
+    u = conv_winograd._filter_tiles(w, 4, np.dtype(np.float32))
+    want = epilogue(conv_winograd.winograd_forward_nchw(x, w, 11, 13, (1, 1), 4, None, u), bias)
+    loops = fused_conv_kernels._loops()
+    passes = []
+    real = loops.bias_activation_planes
+    monkeypatch.setattr(loops, "bias_activation_planes",
+                        lambda *a: passes.append(a[2]) or real(*a))  # fmt: skip
+    got = conv(x, w, bias)
+    assert len(small) == 2  # the reference's call and the fused op's
+    np.testing.assert_array_equal(got, want)
+    # No separate pass where the copy-out did it (Sigmoid's own passes are others).
+    assert bool(passes) == (act == "Elu")
+    np.testing.assert_array_equal(conv(x, w, bias.astype(np.float64)), want)
+    assert bool(passes) == (act != "Sigmoid")  # a float64 bias: the pass, which casts it
+    assert epilogue.code == {None: 0, "Relu": 1, "Relu6": 2, "HardSwish": 4}.get(act)

@@ -13,22 +13,34 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from rill.exec.kernels._conv_loops import _epilogue
+
 _jit = numba.njit(
     nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"contract"}
 )
 
 
 @_jit
-def to_channels_first(src, dst):  # pragma: no cover - compiled
+def to_channels_first(src, dst, bias, act):  # pragma: no cover - compiled
     """dst[k, y, x] = src[y, x, k] for src [rows, w, c] (channels-last output rows made in cache)
-    and dst [c, rows, w] (one image's rows of a channels-first output): a plain copy, so the
-    bits are the tile loops'. Writing the channels-first output from the tile loops directly
-    stores one value per cache line; this reads the rows back with the stores contiguous."""
+    and dst [c, rows, w] (one image's rows of a channels-first output); where bias has elements,
+    + bias[k] and then `act` (_conv_loops' epilogue, the operations of bias_activation_planes:
+    a fused convolution's bias and activation, the same bits as that pass after the copy).
+    Writing the channels-first output from the tile loops directly stores one value per cache
+    line; this reads the rows back with the stores contiguous."""
     rows, w, c = src.shape
+    zero, six = dst.dtype.type(0), dst.dtype.type(6)
+    if bias.shape[0] == 0:
+        for y in range(rows):
+            for k in range(c):
+                for x in range(w):
+                    dst[k, y, x] = src[y, x, k]
+        return
     for y in range(rows):
         for k in range(c):
+            bq = bias[k]
             for x in range(w):
-                dst[k, y, x] = src[y, x, k]
+                dst[k, y, x] = _epilogue(src[y, x, k], bq, act, zero, six)
 
 
 @_jit

@@ -125,10 +125,12 @@ class _Patches:
 
 
 def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False, epilogue=None,
-                  filters=None):  # fmt: skip
+                  filters=None, cf_epilogue=None):  # fmt: skip
     """x [n, h, w, c] ⋆ w [kh, kw, c, o] → [n, oh, ow, o] (or [n, o, oh, ow]), one group.
     `filters`: the node's cache of a channels-first Winograd filter transform (see
-    conv_winograd.winograd_nchw).
+    conv_winograd.winograd_nchw). `cf_epilogue`: [bias, code, False], a fused channels-first
+    convolution's bias and compiled activation, which the Winograd path applies as it writes
+    the output (and then sets the flag True); the other paths leave it to the caller.
 
     Channels-first output comes straight from per-image products w^T · patches^T, so NCHW
     needs no transposing copy of the output. `epilogue(rows)`, for channels-last output only,
@@ -169,8 +171,12 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
             parallel_blocks(n, lambda i: np.matmul(wt, xt[i], out=per_image[i]), work)
             return out
         if filters is not None and x.dtype == w.dtype:  # x: the channels-first input's view
-            done = winograd_nchw(win, x.transpose(0, 3, 1, 2), w, oh, ow, pads, out, filters)
+            fused = None if cf_epilogue is None else (cf_epilogue[0], cf_epilogue[1])
+            done = winograd_nchw(win, x.transpose(0, 3, 1, 2), w, oh, ow, pads, out, filters,
+                                 fused)  # fmt: skip
             if done is not None:
+                if cf_epilogue is not None:
+                    cf_epilogue[2] = True
                 return done
         patches = _Patches(x, kh, kw, win, oh, ow, pads, _block_bytes(k, o))
 
@@ -374,7 +380,16 @@ def _conv2d(strides, padding, explicit_paddings, data_format, dilations, fused=N
             # unfused rounding (the product is rounded before the bias is added).
             blockwise = fused is not None and not win.nchw and ct == dt
             epilogue = fused.blockwise(o, args) if blockwise else None
-            out = _conv_forward(xn, w, win, oh, ow, pads, win.nchw, epilogue, filters)
+            # A channels-first fused op whose epilogue is a bias and a compiled activation
+            # (fused_conv_kernels.nchw_epilogue's `code`): the Winograd path applies it.
+            cf = getattr(fused, "code", None) if win.nchw and ct == dt else None
+            if cf is not None:
+                bias = args[0] if args else None
+                ok = isinstance(bias, np.ndarray) and bias.shape == (o,) and bias.dtype == dt
+                cf = [np.ascontiguousarray(bias), cf, False] if ok else None
+            out = _conv_forward(xn, w, win, oh, ow, pads, win.nchw, epilogue, filters, cf)
+            if cf is not None and cf[2]:
+                return out
             out = out.astype(dt, copy=False)
             return fused(out, *args) if fused is not None and not blockwise else out
         else:

@@ -129,7 +129,7 @@ def winograd_tile_nchw(win, kh, kw, c, o, n, oh, ow, pads, dtype) -> int:
     return m if m and n * -(-oh // m) * -(-ow // m) >= _MIN_TILES_NCHW else 0
 
 
-def winograd_nchw(win, x, w, oh, ow, pads, out, cache) -> np.ndarray | None:
+def winograd_nchw(win, x, w, oh, ow, pads, out, cache, epilogue=None) -> np.ndarray | None:
     """The channels-first forward convolution x [n, c, h, w] ⋆ w [r, r, c, o] into out
     [n, o, oh, ow] by Winograd tiles where it pays (winograd_forward_nchw), else None (the
     caller's GEMM path runs).
@@ -141,7 +141,11 @@ def winograd_nchw(win, x, w, oh, ow, pads, out, cache) -> np.ndarray | None:
     transformed at once with _MIN_TILES_NCHW tiles or on the node's first call; with fewer,
     only when it comes again (so changing filters, as in training, keep the GEMM path there).
     Below _MIN_WORK multiply-adds (down to _MIN_WORK_HELD) a new filter too is transformed
-    only on the node's first call or when it comes again."""
+    only on the node's first call or when it comes again.
+
+    `epilogue`: (bias [o], code), a fused convolution's bias and compiled activation
+    (_conv_loops' epilogue codes), applied as each block's rows are copied out; done by the
+    time a result is returned (None: not applied, the caller's GEMM path runs)."""
     n, c = x.shape[:2]
     r, _, _, o = w.shape
     m = _tile(win, r, w.shape[1], c, o, n, oh, ow, pads, x.dtype, _MIN_WORK_HELD)
@@ -152,7 +156,7 @@ def winograd_nchw(win, x, w, oh, ow, pads, out, cache) -> np.ndarray | None:
     held = cache[0]  # one read: another thread may replace it
     if held is not None and held[3] is w and held[2] == key and held[1] is not None:
         # The very array object seen before, read-only, and held by this cache: see below.
-        return winograd_forward_nchw(x, w, oh, ow, pads, m, out, held[1])
+        return winograd_forward_nchw(x, w, oh, ow, pads, m, out, held[1], epilogue)
     same = held is not None and held[2] == key and np.array_equal(held[0], w)
     if same and held[1] is not None:
         u = held[1]
@@ -170,7 +174,7 @@ def winograd_nchw(win, x, w, oh, ow, pads, out, cache) -> np.ndarray | None:
     else:
         cache[0] = (w.copy(), None, key, None)
         return None
-    return winograd_forward_nchw(x, w, oh, ow, pads, m, out, u)
+    return winograd_forward_nchw(x, w, oh, ow, pads, m, out, u, epilogue)
 
 
 def _work(r, c, o, n, oh, ow) -> bool:
@@ -265,17 +269,19 @@ def winograd_forward(x, w, oh, ow, pads, m, epilogue=None) -> np.ndarray:
     return _forward(x, w, oh, ow, pads, m, out, epilogue)
 
 
-def winograd_forward_nchw(x, w, oh, ow, pads, m, out=None, u=None) -> np.ndarray:
+def winograd_forward_nchw(x, w, oh, ow, pads, m, out=None, u=None, epilogue=None) -> np.ndarray:
     """x [n, c, h, w] ⋆ w [r, r, c, o] → [n, o, oh, ow] (into `out` when given), stride 1, the
-    window's top-left at (-pads[0], -pads[1]); u: w's transform when already made. The tile
+    window's top-left at (-pads[0], -pads[1]); u: w's transform when already made; epilogue:
+    (bias [o], activation code) applied as the rows are copied out (winograd_nchw). The tile
     loops read and write the channels-first arrays through channels-last views (strided, no
     transposing copies): a tile row's reads and writes span a few input or output rows per
     channel, which stay in cache."""
     x = np.ascontiguousarray(x)
     if out is None:
         out = np.empty((x.shape[0], w.shape[3], oh, ow), x.dtype)
+    bias, code = epilogue if epilogue is not None else (np.empty(0, x.dtype), 0)
     _forward(x.transpose(0, 2, 3, 1), w, oh, ow, pads, m, out.transpose(0, 2, 3, 1), u=u,
-             out_cf=out)  # fmt: skip
+             out_cf=(out, bias, code))  # fmt: skip
     return out
 
 
@@ -311,9 +317,10 @@ def _filter_tiles(w, m, dt, out=None, work: int = 0) -> np.ndarray:
 
 def _forward(x, w, oh, ow, pads, m, out, epilogue=None, u=None, out_cf=None) -> np.ndarray:
     """winograd_forward into out [n, oh, ow, o] (x and out may be strided views; epilogue only
-    for a contiguous out); u: the filter's transform when already made. out_cf: out's
-    channels-first array [n, o, oh, ow] (out its transposed view): each block's output rows are
-    then made channels-last in scratch memory and copied into it (to_channels_first) — the tile
+    for a contiguous out); u: the filter's transform when already made. out_cf: (out's
+    channels-first array [n, o, oh, ow] (out its transposed view), bias, activation code): each
+    block's output rows are then made channels-last in scratch memory and copied into it
+    (to_channels_first, which adds the bias, when it has elements, and activates) — the tile
     loops' stores into the channels-first array directly touched one cache line per value
     (SqueezeNet's 16→64 3×3 at 55×55, 182 tiles: 244 → 217 µs; 64→256 at 13×13: 61 → 36)."""
     loops = _loops()
@@ -365,10 +372,12 @@ def _forward(x, w, oh, ow, pads, m, out, epilogue=None, u=None, out_cf=None) -> 
     return out
 
 
-def _output_cf(loops, output_tiles, m, out_cf, mm, oh, ow, tw, tpi, t0, t1, out) -> None:
+def _output_cf(loops, output_tiles, m, cf, mm, oh, ow, tw, tpi, t0, t1, out) -> None:
     """output_tiles(mm, oh, ow, tw, tpi, t0, t1, out) for the transposed view `out` of the
-    channels-first out_cf, through channels-last scratch rows: the block's tiles (whole images,
-    or whole tile rows of one image) renumbered from its first image and tile row."""
+    channels-first array of cf = (array, bias, code), through channels-last scratch rows: the
+    block's tiles (whole images, or whole tile rows of one image) renumbered from its first
+    image and tile row."""
+    out_cf, bias, code = cf
     b0, ty0 = t0 // tpi, (t0 % tpi) // tw
     b1 = -(-t1 // tpi)
     base = b0 * tpi + ty0 * tw
@@ -378,7 +387,7 @@ def _output_cf(loops, output_tiles, m, out_cf, mm, oh, ow, tw, tpi, t0, t1, out)
     rows = rows.reshape(b1 - b0, y1 - y0, ow, out.shape[3])
     output_tiles(mm, y1 - y0, ow, tw, tpi, t0 - base, t1 - base, rows)
     for i in range(b1 - b0):
-        loops.to_channels_first(rows[i], out_cf[b0 + i, :, y0:y1])
+        loops.to_channels_first(rows[i], out_cf[b0 + i, :, y0:y1], bias, code)
 
 
 def winograd_backprop_input(dy, w, h, wd, pads, m) -> np.ndarray:

@@ -219,6 +219,10 @@ def nchw_epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
         parallel_for(planes.shape[0], run, grain=_split_rows(out, planes.shape[1], rows))
         return out
 
+    # The compiled activation code, with which (the compiled loops on) the epilogue is just
+    # bias_activation_planes: a convolution may apply it as it writes its output
+    # (conv_winograd.winograd_nchw). None: no compiled activation.
+    apply.code = code if exp_swish is None else None
     return apply
 
 

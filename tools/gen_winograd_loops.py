@@ -21,8 +21,10 @@ Written by tools/gen_winograd_loops.py from conv_winograd's matrices; do not edi
 
 Each loop works on a range [t0, t1) of the output tiles, numbered image by image, tile row by tile
 row; the innermost loops run over the channels (the contiguous axis of NHWC), which the compiler
-vectorizes. A tile's values are summed in a fixed order, so the bits do not depend on the
-threads; multiply-adds may be fused.
+vectorizes where a loop stores to one array (the output transforms write one transformed value a
+loop: with several stores a loop, the checks that the arrays do not overlap outgrew the
+vectorizer's limit and the loops ran scalar). A tile's values are summed in a fixed order, so
+the bits do not depend on the threads; multiply-adds may be fused.
 """
 
 from __future__ import annotations

@@ -43,13 +43,14 @@ _jit = numba.njit(
 TRANSPOSE = '''
 
 @_jit
-def to_channels_first(src, dst, bias, act):  # pragma: no cover - compiled
+def to_channels_first(src, dst, bias, act, side):  # pragma: no cover - compiled
     """dst[k, y, x] = src[y, x, k] for src [rows, w, c] (channels-last output rows made in cache)
     and dst [c, rows, w] (one image's rows of a channels-first output); where bias has elements,
-    + bias[k] and then `act` (_conv_loops' epilogue, the operations of bias_activation_planes:
-    a fused convolution's bias and activation, the same bits as that pass after the copy).
-    Writing the channels-first output from the tile loops directly stores one value per cache
-    line; this reads the rows back with the stores contiguous."""
+    + bias[k] and then `act` (_conv_loops' epilogue, the operations of bias_activation_planes),
+    or, where side [c, rows, w] has elements too, (+ bias[k]) + side, then Relu when act is 1
+    (those of bias_side_activation: a residual): a fused convolution's epilogue, the same bits as
+    that pass after the copy. Writing the channels-first output from the tile loops directly
+    stores one value per cache line; this reads the rows back with the stores contiguous."""
     rows, w, c = src.shape
     zero, six = dst.dtype.type(0), dst.dtype.type(6)
     if bias.shape[0] == 0:
@@ -57,12 +58,21 @@ def to_channels_first(src, dst, bias, act):  # pragma: no cover - compiled
             for k in range(c):
                 for x in range(w):
                     dst[k, y, x] = src[y, x, k]
-        return
-    for y in range(rows):
-        for k in range(c):
-            bq = bias[k]
-            for x in range(w):
-                dst[k, y, x] = _epilogue(src[y, x, k], bq, act, zero, six)
+    elif side.size:
+        for y in range(rows):
+            for k in range(c):
+                bq = bias[k]
+                for x in range(w):
+                    v = (src[y, x, k] + bq) + side[k, y, x]
+                    if act == 1:
+                        v = v if (v != v or v > zero) else zero
+                    dst[k, y, x] = v
+    else:
+        for y in range(rows):
+            for k in range(c):
+                bq = bias[k]
+                for x in range(w):
+                    dst[k, y, x] = _epilogue(src[y, x, k], bq, act, zero, six)
 '''
 
 

@@ -13,6 +13,7 @@ import rill.graph as rg
 from rill.exec.kernels import conv_winograd, fused_conv_kernels, jit
 from rill.exec.kernels.conv_common import _Window
 from rill.exec.testing import run_kernel
+from rill.graph.errors import InvalidArgumentError
 
 pytest.importorskip("numba")
 
@@ -323,14 +324,24 @@ def test_to_channels_first_copies_rows_into_a_strided_view(code, dtype):
     src[1, 2, 3] = np.nan
     bias = RNG.standard_normal(7).astype(dtype) if code is not None else np.empty(0, dtype)
     dst = np.zeros((2, 7, 9, 5), dtype)  # [n, c, h, w]
-    loops.to_channels_first(src, dst[1, :, 4:7], bias, code or 0)
+    none = np.empty((0, 0, 0), dtype)
+    loops.to_channels_first(src, dst[1, :, 4:7], bias, code or 0, none)
     want = np.ascontiguousarray(src.transpose(2, 0, 1))
+    conv_loops = fused_conv_kernels._loops()
     if code is not None:
-        conv_loops = fused_conv_kernels._loops()
         conv_loops.bias_activation_planes(want.reshape(7, 15), bias, code, 0, 7)
     np.testing.assert_array_equal(dst[1, :, 4:7], want)
     assert np.isnan(dst[1, 3, 5, 2])
     assert not dst[0].any() and not dst[1, :, :4].any() and not dst[1, :, 7:].any()
+    if code in (0, 1):  # a residual: + bias, + side (a strided view), Relu for code 1
+        side = (RNG.standard_normal((2, 7, 9, 5)) * 8).astype(dtype)
+        loops.to_channels_first(src, dst[0, :, 2:5], bias, code, side[1, :, 3:6])
+        want = np.ascontiguousarray(src.transpose(2, 0, 1))
+        conv_loops.bias_side_activation(want.reshape(7, 15), bias,
+                                        np.ascontiguousarray(side[1, :, 3:6]).reshape(7, 15),
+                                        code == 1, 0, 7)  # fmt: skip
+        np.testing.assert_array_equal(dst[0, :, 2:5], want)
+        assert (code == 1) == bool((dst[0, :, 2:5] == 0).any())
 
 
 @needs_jit
@@ -392,3 +403,37 @@ def test_fused_nchw_winograd_applies_its_epilogue_as_it_writes(small, monkeypatc
     np.testing.assert_array_equal(conv(x, w, bias.astype(np.float64)), want)
     assert bool(passes) == (act != "Sigmoid")  # a float64 bias: the pass, which casts it
     assert epilogue.code == {None: 0, "Relu": 1, "Relu6": 2, "HardSwish": 4}.get(act)
+
+
+@needs_jit
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("n", [1, 2])
+def test_residual_nchw_winograd_applies_bias_side_and_relu_as_it_writes(small, monkeypatch,
+                                                                        relu, n):  # fmt: skip
+    # _FusedConv2D [BiasAdd, Add(, Relu)] on the Winograd path: the bias, the side input and the
+    # Relu go into the rows' copy-out (no separate pass), the bits of the convolution followed by
+    # that pass; a side input of another dtype keeps the pass; the side input is never written.
+    x = RNG.standard_normal((n, 16, 13, 9)).astype(np.float32)
+    w = (RNG.standard_normal((3, 3, 16, 16)) * 0.3).astype(np.float32)
+    bias = RNG.standard_normal(16).astype(np.float32)
+    side = RNG.standard_normal((n, 16, 13, 9)).astype(np.float32)
+    kept = side.copy()
+    ops = ["BiasAdd", "Add"] + (["Relu"] if relu else [])
+    conv = fused_conv_kernels.fused_conv2d_nchw([1] * 4, "SAME", [], [1] * 4, ops, 2, 0.2)
+    u = conv_winograd._filter_tiles(w, 4, np.dtype(np.float32))
+    want = conv_winograd.winograd_forward_nchw(x, w, 13, 9, (1, 1), 4, None, u)
+    loops = fused_conv_kernels._loops()
+    loops.bias_side_activation(want.reshape(n * 16, -1), bias, side.reshape(n * 16, -1), relu,
+                               0, n * 16)  # fmt: skip
+    passes = []
+    real = loops.bias_side_activation
+    monkeypatch.setattr(loops, "bias_side_activation",
+                        lambda *a: passes.append(1) or real(*a))  # fmt: skip
+    got = conv(x, w, bias, side)
+    assert len(small) == 2 and not passes
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(side, kept)
+    np.testing.assert_array_equal(conv(x, w, bias, side.astype(np.float64)), want)
+    assert passes  # the side input's dtype differs: the separate pass, which casts it
+    with pytest.raises(InvalidArgumentError, match="side input"):
+        conv(x, w, bias, side[:, :, :12])

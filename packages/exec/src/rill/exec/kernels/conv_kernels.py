@@ -128,9 +128,10 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
                   filters=None, cf_epilogue=None):  # fmt: skip
     """x [n, h, w, c] ⋆ w [kh, kw, c, o] → [n, oh, ow, o] (or [n, o, oh, ow]), one group.
     `filters`: the node's cache of a channels-first Winograd filter transform (see
-    conv_winograd.winograd_nchw). `cf_epilogue`: [bias, code, False], a fused channels-first
-    convolution's bias and compiled activation, which the Winograd path applies as it writes
-    the output (and then sets the flag True); the other paths leave it to the caller.
+    conv_winograd.winograd_nchw). `cf_epilogue`: [bias, code, False, side], a fused
+    channels-first convolution's bias and compiled activation (or residual side input and Relu),
+    which the Winograd path applies as it writes the output (and then sets the flag True); the
+    other paths leave it to the caller.
 
     Channels-first output comes straight from per-image products w^T · patches^T, so NCHW
     needs no transposing copy of the output. `epilogue(rows)`, for channels-last output only,
@@ -171,7 +172,8 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
             parallel_blocks(n, lambda i: np.matmul(wt, xt[i], out=per_image[i]), work)
             return out
         if filters is not None and x.dtype == w.dtype:  # x: the channels-first input's view
-            fused = None if cf_epilogue is None else (cf_epilogue[0], cf_epilogue[1])
+            fused = None if cf_epilogue is None else (cf_epilogue[0], cf_epilogue[1],
+                                                      cf_epilogue[3])  # fmt: skip
             done = winograd_nchw(win, x.transpose(0, 3, 1, 2), w, oh, ow, pads, out, filters,
                                  fused)  # fmt: skip
             if done is not None:
@@ -381,12 +383,11 @@ def _conv2d(strides, padding, explicit_paddings, data_format, dilations, fused=N
             blockwise = fused is not None and not win.nchw and ct == dt
             epilogue = fused.blockwise(o, args) if blockwise else None
             # A channels-first fused op whose epilogue is a bias and a compiled activation
-            # (fused_conv_kernels.nchw_epilogue's `code`): the Winograd path applies it.
+            # (fused_conv_kernels.nchw_epilogue's `code`), or a bias, a residual side input and
+            # Relu or none (`residual`): the Winograd path applies it.
             cf = getattr(fused, "code", None) if win.nchw and ct == dt else None
             if cf is not None:
-                bias = args[0] if args else None
-                ok = isinstance(bias, np.ndarray) and bias.shape == (o,) and bias.dtype == dt
-                cf = [np.ascontiguousarray(bias), cf, False] if ok else None
+                cf = _cf_epilogue(fused, cf, args, (n, o, oh, ow), dt)
             out = _conv_forward(xn, w, win, oh, ow, pads, win.nchw, epilogue, filters, cf)
             if cf is not None and cf[2]:
                 return out
@@ -403,6 +404,23 @@ def _conv2d(strides, padding, explicit_paddings, data_format, dilations, fused=N
         return out if fused is None else fused(out, *args)
 
     return compute
+
+
+def _cf_epilogue(fused, code, args, shape, dt):
+    """_conv_forward's cf_epilogue for a fused op's (bias,) or (bias, side) args, or None where
+    they are not of the output's channels, shape and dtype (the fused op then checks them)."""
+    bias = args[0] if args else None
+    if not (isinstance(bias, np.ndarray) and bias.shape == shape[1:2] and bias.dtype == dt):
+        return None
+    side = np.empty((0, 0, 0, 0), dt)
+    if getattr(fused, "residual", False):
+        side = args[1] if len(args) == 2 else None
+        if not (isinstance(side, np.ndarray) and side.shape == shape and side.dtype == dt):
+            return None
+        side = np.ascontiguousarray(side)
+    elif len(args) != 1:
+        return None
+    return [np.ascontiguousarray(bias), code, False, side]
 
 
 @register_kernel("Conv2DBackpropInput", **_CONV_KW)

@@ -143,9 +143,11 @@ def winograd_nchw(win, x, w, oh, ow, pads, out, cache, epilogue=None) -> np.ndar
     Below _MIN_WORK multiply-adds (down to _MIN_WORK_HELD) a new filter too is transformed
     only on the node's first call or when it comes again.
 
-    `epilogue`: (bias [o], code), a fused convolution's bias and compiled activation
-    (_conv_loops' epilogue codes), applied as each block's rows are copied out; done by the
-    time a result is returned (None: not applied, the caller's GEMM path runs)."""
+    `epilogue`: (bias [o], code, side), a fused convolution's bias and compiled activation
+    (_conv_loops' epilogue codes), or with a residual `side` [n, o, oh, ow] (not empty) its
+    bias, side input and Relu (code 1) or none (0), applied as each block's rows are copied
+    out; done by the time a result is returned (None: not applied, the caller's GEMM path
+    runs)."""
     n, c = x.shape[:2]
     r, _, _, o = w.shape
     m = _tile(win, r, w.shape[1], c, o, n, oh, ow, pads, x.dtype, _MIN_WORK_HELD)
@@ -272,16 +274,19 @@ def winograd_forward(x, w, oh, ow, pads, m, epilogue=None) -> np.ndarray:
 def winograd_forward_nchw(x, w, oh, ow, pads, m, out=None, u=None, epilogue=None) -> np.ndarray:
     """x [n, c, h, w] ⋆ w [r, r, c, o] → [n, o, oh, ow] (into `out` when given), stride 1, the
     window's top-left at (-pads[0], -pads[1]); u: w's transform when already made; epilogue:
-    (bias [o], activation code) applied as the rows are copied out (winograd_nchw). The tile
+    (bias [o], activation code, side) applied as the rows are copied out (winograd_nchw). The
+    tile
     loops read and write the channels-first arrays through channels-last views (strided, no
     transposing copies): a tile row's reads and writes span a few input or output rows per
     channel, which stay in cache."""
     x = np.ascontiguousarray(x)
     if out is None:
         out = np.empty((x.shape[0], w.shape[3], oh, ow), x.dtype)
-    bias, code = epilogue if epilogue is not None else (np.empty(0, x.dtype), 0)
+    if epilogue is None:
+        epilogue = (np.empty(0, x.dtype), 0, np.empty((0, 0, 0, 0), x.dtype))
+    bias, code, side = epilogue
     _forward(x.transpose(0, 2, 3, 1), w, oh, ow, pads, m, out.transpose(0, 2, 3, 1), u=u,
-             out_cf=(out, bias, code))  # fmt: skip
+             out_cf=(out, bias, code, side))  # fmt: skip
     return out
 
 
@@ -318,7 +323,8 @@ def _filter_tiles(w, m, dt, out=None, work: int = 0) -> np.ndarray:
 def _forward(x, w, oh, ow, pads, m, out, epilogue=None, u=None, out_cf=None) -> np.ndarray:
     """winograd_forward into out [n, oh, ow, o] (x and out may be strided views; epilogue only
     for a contiguous out); u: the filter's transform when already made. out_cf: (out's
-    channels-first array [n, o, oh, ow] (out its transposed view), bias, activation code): each
+    channels-first array [n, o, oh, ow] (out its transposed view), bias, activation code, side
+    input of out's shape or empty): each
     block's output rows are then made channels-last in scratch memory and copied into it
     (to_channels_first, which adds the bias, when it has elements, and activates) — the tile
     loops' stores into the channels-first array directly touched one cache line per value
@@ -374,10 +380,10 @@ def _forward(x, w, oh, ow, pads, m, out, epilogue=None, u=None, out_cf=None) -> 
 
 def _output_cf(loops, output_tiles, m, cf, mm, oh, ow, tw, tpi, t0, t1, out) -> None:
     """output_tiles(mm, oh, ow, tw, tpi, t0, t1, out) for the transposed view `out` of the
-    channels-first array of cf = (array, bias, code), through channels-last scratch rows: the
-    block's tiles (whole images, or whole tile rows of one image) renumbered from its first
+    channels-first array of cf = (array, bias, code, side), through channels-last scratch rows:
+    the block's tiles (whole images, or whole tile rows of one image) renumbered from its first
     image and tile row."""
-    out_cf, bias, code = cf
+    out_cf, bias, code, side = cf
     b0, ty0 = t0 // tpi, (t0 % tpi) // tw
     b1 = -(-t1 // tpi)
     base = b0 * tpi + ty0 * tw
@@ -387,7 +393,8 @@ def _output_cf(loops, output_tiles, m, cf, mm, oh, ow, tw, tpi, t0, t1, out) -> 
     rows = rows.reshape(b1 - b0, y1 - y0, ow, out.shape[3])
     output_tiles(mm, y1 - y0, ow, tw, tpi, t0 - base, t1 - base, rows)
     for i in range(b1 - b0):
-        loops.to_channels_first(rows[i], out_cf[b0 + i, :, y0:y1], bias, code)
+        part = side[b0 + i, :, y0:y1] if side.size else side.reshape(0, 0, 0)  # none
+        loops.to_channels_first(rows[i], out_cf[b0 + i, :, y0:y1], bias, code, part)
 
 
 def winograd_backprop_input(dy, w, h, wd, pads, m) -> np.ndarray:

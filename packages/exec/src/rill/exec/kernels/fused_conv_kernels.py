@@ -582,8 +582,40 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
             f"{op} supports fused_ops [BiasAdd, Add] or [BiasAdd, Add, Relu] with two "
             f"arguments, got {ops} with {num_args}"
         )
-    plain = _conv2d(strides, padding, explicit_paddings, "NCHW", dilations)
     relu = len(ops) == 3
+
+    def residual(out, bias, side):
+        """The epilogue after a product: + bias, + side, Relu (in one compiled pass)."""
+        if not (out.flags.c_contiguous and out.flags.writeable and out.base is None):
+            out = np.array(out)
+        _check_bias(bias, out.shape, 1, op)
+        if side.shape != out.shape:
+            raise InvalidArgumentError(
+                f"the side input of {op}'s Add has shape {list(side.shape)}; it must have the "
+                f"output's shape {list(out.shape)}"
+            )
+        if out.size == 0:
+            return out
+        bias = bias.astype(out.dtype, copy=False)
+        side = np.ascontiguousarray(side.astype(out.dtype, copy=False))
+        loops = _loops() if out.dtype in jit.FLOATS else None
+        if loops is None:
+            out += bias[:, None, None]
+            out += side
+            if relu:
+                np.maximum(out, 0, out=out)
+            return out
+        planes = out.reshape(out.shape[0] * out.shape[1], -1)
+        sides = side.reshape(planes.shape)
+        rows = _split_rows(out, planes.shape[1])
+        parallel_for(planes.shape[0],
+                     lambda lo, hi: loops.bias_side_activation(planes, bias, sides, relu, lo, hi),
+                     grain=rows)  # fmt: skip
+        return out
+
+    # The Winograd path may apply it as it writes its output (conv_winograd.winograd_nchw).
+    residual.code, residual.residual = (1 if relu else 0), True
+    plain = _conv2d(strides, padding, explicit_paddings, "NCHW", dilations, residual)
     win = _Window(strides, dilations, padding, explicit_paddings, "NCHW")
     pointwise = _is_pointwise(win)
 
@@ -627,33 +659,8 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
                 if done:
                     return out
         if out is None:
-            out = plain(x0 if s is None else x0 * s, w)
-        if not (out.flags.c_contiguous and out.flags.writeable and out.base is None):
-            out = np.array(out)
-        _check_bias(bias, out.shape, 1, op)
-        if side.shape != out.shape:
-            raise InvalidArgumentError(
-                f"the side input of {op}'s Add has shape {list(side.shape)}; it must have the "
-                f"output's shape {list(out.shape)}"
-            )
-        if out.size == 0:
-            return out
-        bias = bias.astype(out.dtype, copy=False)
-        side = np.ascontiguousarray(side.astype(out.dtype, copy=False))
-        loops = _loops() if out.dtype in jit.FLOATS else None
-        if loops is None:
-            out += bias[:, None, None]
-            out += side
-            if relu:
-                np.maximum(out, 0, out=out)
-            return out
-        planes = out.reshape(out.shape[0] * out.shape[1], -1)
-        sides = side.reshape(planes.shape)
-        rows = _split_rows(out, planes.shape[1])
-        parallel_for(planes.shape[0],
-                     lambda lo, hi: loops.bias_side_activation(planes, bias, sides, relu, lo, hi),
-                     grain=rows)  # fmt: skip
-        return out
+            return plain(x0 if s is None else x0 * s, w, bias, side)
+        return residual(out, bias, side)
 
     return compute
 

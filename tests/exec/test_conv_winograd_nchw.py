@@ -437,3 +437,30 @@ def test_residual_nchw_winograd_applies_bias_side_and_relu_as_it_writes(small, m
     assert passes  # the side input's dtype differs: the separate pass, which casts it
     with pytest.raises(InvalidArgumentError, match="side input"):
         conv(x, w, bias, side[:, :, :12])
+
+
+@pytest.mark.parametrize("jit_on", [False, True])
+@pytest.mark.parametrize("n", [1, 3])
+def test_residual_nchw_conv_on_either_path(small, jit_on, n):
+    # The residual fused op's epilogue (now the convolution's fused function) on the GEMM path
+    # (RILL_JIT=0) and the Winograd path: bias, side input, Relu; a side input of another shape
+    # is refused on both.
+    x = RNG.standard_normal((n, 16, 10, 7)).astype(np.float32)
+    w = (RNG.standard_normal((3, 3, 16, 8)) * 0.3).astype(np.float32)
+    bias = RNG.standard_normal(8).astype(np.float32)
+    side = RNG.standard_normal((n, 8, 10, 7)).astype(np.float32)
+    ref = gemm(conv2d, x.astype(np.float64), w.astype(np.float64), "SAME")
+    want = np.maximum(ref + bias[:, None, None] + side, 0)
+    old = jit.set_enabled(jit_on)
+    try:
+        conv = fused_conv_kernels.fused_conv2d_nchw([1] * 4, "SAME", [], [1] * 4,
+                                                    ["BiasAdd", "Add", "Relu"], 2, 0.2)  # fmt: skip
+        got = conv(x, w, bias, side)
+        calls, on = len(small), jit.enabled()
+        with pytest.raises(InvalidArgumentError, match="side input"):
+            conv(x, w, bias, side[:, :, 1:])
+    finally:
+        jit.set_enabled(old)
+    assert calls == (1 if on else 0) and on == jit_on
+    close(got, want, np.float32)
+    assert (got == 0).any()

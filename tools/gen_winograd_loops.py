@@ -37,12 +37,16 @@ from rill.exec.kernels._conv_loops import _epilogue
 _jit = numba.njit(
     nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"contract"}
 )
+# The copy-out: no fast-math at all. It promises the unfused pass's bits, and a jitted function
+# it calls (_conv_loops' _epilogue) is compiled with the flags of its first caller: compiled
+# first from a contracting loop, the epilogue fused multiply-adds for every caller after.
+_exact_jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 '''
 
 
 TRANSPOSE = '''
 
-@_jit
+@_exact_jit
 def to_channels_first(src, dst, bias, act, side):  # pragma: no cover - compiled
     """dst[k, y, x] = src[y, x, k] for src [rows, w, c] (channels-last output rows made in cache)
     and dst [c, rows, w] (one image's rows of a channels-first output); where bias has elements,

@@ -464,3 +464,43 @@ def test_residual_nchw_conv_on_either_path(small, jit_on, n):
     assert calls == (1 if on else 0) and on == jit_on
     close(got, want, np.float32)
     assert (got == 0).any()
+
+
+_FIRST_CALLER = r"""
+import numpy as np
+from rill.exec.kernels import _conv_loops, _winograd_loops
+
+rng = np.random.default_rng(0)
+x = (rng.standard_normal((4, 5, 3)) * 4).astype(np.float32)
+bias = rng.standard_normal(3).astype(np.float32)
+# The Winograd copy-out compiles first, and with it the shared epilogue (act 4: HardSwish).
+_winograd_loops.to_channels_first(x, np.empty((3, 4, 5), np.float32), bias, 4,
+                                  np.empty((0, 0, 0), np.float32))
+planes = (rng.standard_normal((6, 40)) * 4).astype(np.float32)
+b = rng.standard_normal(3).astype(np.float32)
+got = planes.copy()
+_conv_loops.bias_activation_planes(got, b, 4, 0, 6)
+v = planes + np.tile(b, 2)[:, None]  # row r's bias is b[r % 3]
+t = v * (np.float32(1) / np.float32(6))
+t = t + np.float32(0.5)
+t = np.maximum(np.minimum(t, np.float32(1)), np.float32(0))
+want = v * t
+print("same" if np.array_equal(got, want) else "differ")
+"""
+
+
+@needs_jit
+def test_the_epilogue_keeps_its_bits_when_the_winograd_copy_out_compiles_it_first(tmp_path):
+    """A jitted function is compiled with the flags of its first caller: the copy-out must not
+    contract (fuse multiply-adds), or every later user of the shared epilogue rounds
+    differently (seen as 55 bit-identity failures in a fresh CI run). A fresh process and
+    numba cache, so that the copy-out really compiles the epilogue first."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", _FIRST_CALLER], env=env, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "same"

@@ -55,21 +55,33 @@ def test_operands_neither_row_nor_column_major_are_refused():
     assert operand(y.shape, y.strides, y.itemsize) is None
 
 
-@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
 def test_joins_while_capturing_copy_each_part(axis):
-    """Pack/ConcatV2/TensorArray joins on a GPU while capturing: one copy into each part of the
-    result (cupy's joins of many arrays copy a pointer table from the host, which a capture
-    refuses); the same values as stack/concatenate."""
+    """xp.stack / xp.concatenate as install_joins wraps them (every kernel's joins on a GPU):
+    while this thread captures, one copy into each part of the result (cupy's joins of many
+    arrays copy a pointer table from the host, which a capture refuses), the same values as
+    the module's own joins; otherwise the module's own joins."""
+    import types
+
     from rill.exec import capture_gemm
     from rill.exec.simgpu import simcupy
 
-    rng = np.random.default_rng(axis)
+    def refused(*args, **kw):
+        raise RuntimeError("the module's own join")
+
+    xp = types.ModuleType("xp")
+    xp.stack, xp.concatenate, xp.empty = refused, refused, simcupy.empty
+    capture_gemm.install_joins(xp)
+    rng = np.random.default_rng(axis + 1)
     parts = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(9)]
     dev = [simcupy.asarray(p) for p in parts]
+    cat_axis = min(axis, 1)
     with capture_gemm.capturing():
         assert capture_gemm.active()
-        st = capture_gemm.stack(simcupy, dev, axis=axis)
-        cat = capture_gemm.concatenate(simcupy, dev, axis=min(axis, 1))
+        st = xp.stack(dev, axis=axis)
+        cat = xp.concatenate(iter(dev), cat_axis)
     assert not capture_gemm.active()
     np.testing.assert_array_equal(st.get(), np.stack(parts, axis=axis))
-    np.testing.assert_array_equal(cat.get(), np.concatenate(parts, axis=min(axis, 1)))
+    np.testing.assert_array_equal(cat.get(), np.concatenate(parts, axis=cat_axis))
+    with pytest.raises(RuntimeError, match="own join"):
+        xp.stack(dev, axis=axis)

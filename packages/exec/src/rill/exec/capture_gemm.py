@@ -1,4 +1,4 @@
-"""Matrix products a CUDA graph capture can record (rill.exec.step_graphs).
+"""Matrix products and joins a CUDA graph capture can record (rill.exec.step_graphs).
 
 cupy refuses any cuBLAS call while a stream is capturing ("calling cuBLAS API during stream
 capture is currently unsupported"), although cuBLAS itself supports capture. While rill captures a
@@ -25,7 +25,7 @@ import threading
 import numpy as np
 
 __all__ = [
-    "install", "blas", "capturing", "active", "stack", "concatenate", "operand", "gemm_args",
+    "install", "install_joins", "blas", "capturing", "active", "operand", "gemm_args",
     "NotCapturable",
 ]  # fmt: skip
 
@@ -47,8 +47,9 @@ def active() -> bool:
 def _joined(xp, arrays, axis: int, new_axis: bool):
     """stack (new_axis) or concatenate of device arrays by one copy into each part of the
     result: while capturing, cupy's own joins of many arrays copy a table of pointers from the
-    host, which a capture refuses."""
+    host, which a capture refuses. (`axis` may be negative, as numpy allows.)"""
     first = arrays[0]
+    axis = axis % (first.ndim + 1 if new_axis else first.ndim)
     if new_axis:
         shape = first.shape[:axis] + (len(arrays),) + first.shape[axis:]
     else:
@@ -67,20 +68,6 @@ def _joined(xp, arrays, axis: int, new_axis: bool):
             out[lead + (slice(at, at + a.shape[axis]),)] = a
             at += a.shape[axis]
     return out
-
-
-def stack(xp, arrays, axis: int = 0):
-    """xp.stack, capturable on a GPU."""
-    if xp is np or not getattr(_state, "on", False) or not arrays:
-        return xp.stack(arrays, axis=axis)
-    return _joined(xp, arrays, axis, True)
-
-
-def concatenate(xp, arrays, axis: int = 0):
-    """xp.concatenate, capturable on a GPU."""
-    if xp is np or not getattr(_state, "on", False) or not arrays:
-        return xp.concatenate(arrays, axis=axis)
-    return _joined(xp, arrays, axis, False)
 
 
 class capturing:
@@ -300,9 +287,41 @@ def blas(cp) -> _Cublas:
         return _BLAS[0]
 
 
+def install_joins(xp) -> None:
+    """Wraps xp.stack and xp.concatenate once: while this thread captures, they copy part by
+    part (`_joined`); otherwise they are xp's own, unchanged. (Module attributes, which rill's
+    kernels look up: every join of every kernel is covered.)"""
+    with _INSTALL_LOCK:
+        for name, new_axis in (("stack", True), ("concatenate", False)):
+            orig = getattr(xp, name)
+            if getattr(orig, "_rill_capturable", False):
+                continue
+
+            def join(arrays, axis=0, out=None, _orig=orig, _new=new_axis, **kw):
+                arrays = list(arrays)
+                if (
+                    getattr(_state, "on", False)
+                    and out is None
+                    and not kw
+                    and axis is not None
+                    and arrays
+                    and (_new or arrays[0].ndim > 0)
+                ):
+                    return _joined(xp, arrays, axis, _new)
+                if out is not None:
+                    kw["out"] = out
+                return _orig(arrays, axis=axis, **kw)
+
+            join._rill_capturable = True
+            join.__doc__ = orig.__doc__
+            setattr(xp, name, join)
+
+
 def install(cp) -> None:
     """Wraps cupy.matmul once: while this thread captures (`capturing`), products go through
-    rill's capturable cuBLAS handle; otherwise cupy's own matmul runs, unchanged."""
+    rill's capturable cuBLAS handle; otherwise cupy's own matmul runs, unchanged. The joins too
+    (`install_joins`)."""
+    install_joins(cp)
     with _INSTALL_LOCK:
         orig = cp.matmul
         if getattr(orig, "_rill_capturable", False):

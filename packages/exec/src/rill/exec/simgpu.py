@@ -498,9 +498,11 @@ class SimGpuDevice(Device):
         self.memory_limit = memory_limit
         self.graph_backend = None
         if graphs:
+            from rill.exec import capture_gemm
             from rill.exec.step_graphs import SimGraphs
 
             self.graph_backend = SimGraphs(self)
+            capture_gemm.install_joins(simcupy)  # joins part by part while capturing
 
     def to_host(self, value):
         if type(value) is SimArray:

@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 
-from rill.exec import capture_gemm
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels.array_kernels import (
     check_axis,
@@ -139,7 +138,7 @@ def concat_v2(xp):
                         f"dimension {i} must be equal in all inputs: values[0] has shape "
                         f"{fmt_shape(first.shape)}, values[{k}] has shape {fmt_shape(v.shape)}"
                     )
-        return capture_gemm.concatenate(xp, values, axis=a)
+        return xp.concatenate(values, axis=a)
 
     return compute
 
@@ -237,7 +236,7 @@ def pack(axis, xp):
                     f"shapes of all inputs must match: values[0].shape = "
                     f"{fmt_shape(first.shape)} != values[{k}].shape = {fmt_shape(v.shape)}"
                 )
-        return capture_gemm.stack(xp, values, axis=check_axis(axis, first.ndim + 1))
+        return xp.stack(values, axis=check_axis(axis, first.ndim + 1))
 
     return compute
 

@@ -27,7 +27,6 @@ import threading
 
 import numpy as np
 
-from rill.exec import capture_gemm
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels.stack_kernels import (
     create_step_resource,
@@ -423,7 +422,7 @@ def tensor_array_gather_v3(dtype, element_shape, device):
                     f"{int(idx[0])} has shape {list(first)}, index {int(idx[k])} has shape "
                     f"{list(v.shape)}"
                 )
-        return capture_gemm.stack(xp, values)
+        return xp.stack(values)
 
     return compute
 
@@ -498,7 +497,7 @@ def tensor_array_concat_v3(dtype, element_shape_except0, device):
                     f"index 0 has [?]+{list(rest)}, index {k} has shape {list(v.shape)}"
                 )
         lengths = np.array([v.shape[0] for v in values], np.int64)
-        return capture_gemm.concatenate(xp, values), lengths
+        return xp.concatenate(values), lengths
 
     return compute
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from rill.exec import capture_gemm
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels.conv_kernels import (
     _check_shape,
@@ -149,7 +148,7 @@ def conv2d(strides, padding, explicit_paddings, data_format, dilations, xp):
             out = _forward(xp, xn, w, win, oh, ow, pads)
         else:
             og = o // groups
-            out = capture_gemm.concatenate(xp,
+            out = xp.concatenate(
                 [_forward(xp, xn[..., g * kc : (g + 1) * kc], w[..., g * og : (g + 1) * og],
                           win, oh, ow, pads) for g in range(groups)], axis=3)  # fmt: skip
         return _from_nhwc(xp, win, out.astype(dt, copy=False))
@@ -183,7 +182,7 @@ def conv2d_backprop_input(strides, padding, explicit_paddings, data_format, dila
             dx = _backprop_input(xp, dyn, w, n, h, wd, win, pads)
         else:
             og = o // groups
-            dx = capture_gemm.concatenate(xp,
+            dx = xp.concatenate(
                 [_backprop_input(xp, xp.ascontiguousarray(dyn[..., g * og : (g + 1) * og]),
                                  w[..., g * og : (g + 1) * og], n, h, wd, win, pads)
                  for g in range(groups)], axis=3)  # fmt: skip
@@ -214,7 +213,7 @@ def conv2d_backprop_filter(strides, padding, explicit_paddings, data_format, dil
             dw = _backprop_filter(xp, xn, dyn, kh, kw, win, pads)
         else:
             og = o // groups
-            dw = capture_gemm.concatenate(xp,
+            dw = xp.concatenate(
                 [_backprop_filter(xp, xp.ascontiguousarray(xn[..., g * kc : (g + 1) * kc]),
                                   xp.ascontiguousarray(dyn[..., g * og : (g + 1) * og]),
                                   kh, kw, win, pads) for g in range(groups)], axis=3)  # fmt: skip

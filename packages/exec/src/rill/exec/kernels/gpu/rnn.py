@@ -27,7 +27,6 @@ import threading
 
 import numpy as np
 
-from rill.exec import capture_gemm
 from rill.exec.kernel_registry import register_kernel
 from rill.exec.kernels.rnn_kernels import _check
 from rill.graph import dtypes
@@ -237,7 +236,7 @@ def lstm_block_cell_grad(use_peephole, T, xp):
             args = [_f32(a) for a in (cs_prev, i, f, o, ci, co, cs_grad, h_grad)]
             g, di, dci, df, do = grad(*args)
             sums = [xp.zeros(n, dt) for _ in range(3)]
-        dicfo = capture_gemm.concatenate(xp, (di, dci, df, do), axis=1).astype(dt, copy=False)
+        dicfo = xp.concatenate((di, dci, df, do), axis=1).astype(dt, copy=False)
         return (g.astype(dt, copy=False), dicfo, *sums)
 
     return compute

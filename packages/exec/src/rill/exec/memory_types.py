@@ -286,34 +286,25 @@ def device_boundary(compute, node, device, context: bool):
         return compute
     xp_generic = np.generic
 
+    def copied(i, v, copy):
+        """copy(v), made once where input i is a constant (the same object at every call)."""
+        if i not in const_src:
+            return copy(v)
+        hit = cache.get(i)
+        if hit is None or hit[0] is not v:
+            hit = cache[i] = (v, copy(v))
+        return hit[1]
+
     def run(*args):
         args = list(args)
         for i in to_dev:
             v = args[i + off]
             if type(v) is np.ndarray or isinstance(v, xp_generic):
-                if i in const_src:
-                    hit = cache.get(i)
-                    if hit is not None and hit[0] is v:
-                        args[i + off] = hit[1]
-                        continue
-                    d = from_host(v)
-                    cache[i] = (v, d)
-                    args[i + off] = d
-                else:
-                    args[i + off] = from_host(v)
+                args[i + off] = copied(i, v, from_host)
         for i in to_host:
             v = args[i + off]
             if type(v) is xp_array:
-                if i in const_src:
-                    hit = cache.get(i)
-                    if hit is not None and hit[0] is v:
-                        args[i + off] = hit[1]
-                        continue
-                    h = to_host_fn(v)
-                    cache[i] = (v, h)
-                    args[i + off] = h
-                else:
-                    args[i + off] = to_host_fn(v)
+                args[i + off] = copied(i, v, to_host_fn)
         if limit:
             with device.running():
                 out = compute(*args)

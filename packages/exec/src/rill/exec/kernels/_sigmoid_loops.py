@@ -42,6 +42,29 @@ def _pow2_magic(typingctx, j):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
+def _exp_parts(a):  # pragma: no cover - compiled
+    """exp(a) for a float32 a <= 0 (clamped by the caller) as (j, n, q), exp(a) = 2**n · q:
+    n = round(a / ln 2), rounded by adding 1.5·2**23 (j, which keeps n in its low bits for
+    _pow2_magic), r = a - n·ln 2 in two parts (Cody and Waite), q = exp(r) by its Taylor
+    series to r**7/7!. Shared by sigmoid32 and _sigmoid32_ordinary (the same operations)."""
+    f = np.float32
+    magic = f(12582912.0)  # 1.5·2**23
+    j = a * f(1.4426950408889634) + magic
+    n = j - magic
+    r = a - n * f(0.693359375)
+    r = r - n * f(-2.1219444e-4)
+    q = f(1.0 / 5040.0)
+    q = q * r + f(1.0 / 720.0)
+    q = q * r + f(1.0 / 120.0)
+    q = q * r + f(1.0 / 24.0)
+    q = q * r + f(1.0 / 6.0)
+    q = q * r + f(0.5)
+    q = q * r + f(1.0)
+    q = q * r + f(1.0)
+    return j, n, q
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
 def sigmoid32(x, swish):  # pragma: no cover - compiled
     """1 / (1 + exp(-x)) (or x times it, for Swish) for a float32 x, within 4 ulp of the exact
     value over float32's whole range, subnormal results included (tests/exec/
@@ -56,22 +79,10 @@ def sigmoid32(x, swish):  # pragma: no cover - compiled
     at -120; below, x < -120 gives (-)0 (the exact values round to it), and x = -inf NaN in
     Swish, as -inf · 0 does in the unfused chain."""
     f = np.float32
-    magic = f(12582912.0)  # 1.5·2**23
     a = -np.abs(x)
     far = a < f(-120.0)
     a = a if a > f(-120.0) else f(-120.0)  # a NaN becomes -120 here, and x at the end
-    j = a * f(1.4426950408889634) + magic
-    n = j - magic
-    r = a - n * f(0.693359375)
-    r = r - n * f(-2.1219444e-4)
-    q = f(1.0 / 5040.0)
-    q = q * r + f(1.0 / 720.0)
-    q = q * r + f(1.0 / 120.0)
-    q = q * r + f(1.0 / 24.0)
-    q = q * r + f(1.0 / 6.0)
-    q = q * r + f(0.5)
-    q = q * r + f(1.0)
-    q = q * r + f(1.0)
+    j, n, q = _exp_parts(a)
     low = n < f(-64.0)
     ea = q * _pow2_magic(j + (f(64.0) if low else f(0.0)))
     sc = f(5.421010862427522e-20) if low else f(1.0)  # 2**-64
@@ -99,21 +110,9 @@ def _sigmoid32_ordinary(x, swish):  # pragma: no cover - compiled
     2**-64 (n < -64), every value involved is a normal float32 here, so the scaling by a power
     of two changes no rounding, and the bits are sigmoid32's."""
     f = np.float32
-    magic = f(12582912.0)  # 1.5·2**23
     a = -np.abs(x)
     a = a if a > f(ORDINARY_LOW) else f(ORDINARY_LOW)
-    j = a * f(1.4426950408889634) + magic
-    n = j - magic
-    r = a - n * f(0.693359375)
-    r = r - n * f(-2.1219444e-4)
-    q = f(1.0 / 5040.0)
-    q = q * r + f(1.0 / 720.0)
-    q = q * r + f(1.0 / 120.0)
-    q = q * r + f(1.0 / 24.0)
-    q = q * r + f(1.0 / 6.0)
-    q = q * r + f(0.5)
-    q = q * r + f(1.0)
-    q = q * r + f(1.0)
+    j, n, q = _exp_parts(a)
     ea = q * _pow2_magic(j)
     den = f(1.0) + ea
     num = ea if x < f(0.0) else f(1.0)

@@ -183,6 +183,19 @@ def _one_call_exact(xh: np.ndarray, w: np.ndarray, n: int) -> bool:
     return verdict
 
 
+def _check_grad(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, cs_grad, h_grad):
+    """LSTMBlockCellGrad's argument checks (the cell's, then the saved gates' and the incoming
+    gradients' shapes): (batch, units)."""
+    batch, n = _check(x, cs_prev, h_prev, w, wci, wcf, wco, b, "LSTMBlockCellGrad")
+    for name, v in (("i", i), ("cs", cs), ("f", f), ("o", o), ("ci", ci), ("co", co),
+                    ("cs_grad", cs_grad), ("h_grad", h_grad)):  # fmt: skip
+        if v.shape != (batch, n):
+            raise InvalidArgumentError(
+                f"LSTMBlockCellGrad: {name} must be [{batch}, {n}], got {list(v.shape)}"
+            )
+    return batch, n
+
+
 @register_kernel("LSTMBlockCell", expensive=True)
 def lstm_block_cell(forget_bias, cell_clip, use_peephole, T):
     dt = np.dtype(T.np)
@@ -256,13 +269,8 @@ def lstm_block_cell_grad(use_peephole, T):
     one = dt.type(1)
 
     def compute(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, cs_grad, h_grad):
-        batch, n = _check(x, cs_prev, h_prev, w, wci, wcf, wco, b, "LSTMBlockCellGrad")
-        for name, v in (("i", i), ("cs", cs), ("f", f), ("o", o), ("ci", ci), ("co", co),
-                        ("cs_grad", cs_grad), ("h_grad", h_grad)):  # fmt: skip
-            if v.shape != (batch, n):
-                raise InvalidArgumentError(
-                    f"LSTMBlockCellGrad: {name} must be [{batch}, {n}], got {list(v.shape)}"
-                )
+        batch, n = _check_grad(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co,
+                               cs_grad, h_grad)  # fmt: skip
         cs_prev_grad = np.empty((batch, n), dt)
         dicfo = np.empty((batch, 4 * n), dt)
         wg = [np.zeros(n, dt) for _ in range(3)]

@@ -28,7 +28,7 @@ import threading
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels.rnn_kernels import _check
+from rill.exec.kernels.rnn_kernels import _check, _check_grad
 from rill.graph import dtypes
 from rill.graph.errors import InvalidArgumentError
 
@@ -217,13 +217,8 @@ def lstm_block_cell_grad(use_peephole, T, xp):
     grad = _backward_pass(xp, peephole)
 
     def compute(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, cs_grad, h_grad):
-        batch, n = _check(x, cs_prev, h_prev, w, wci, wcf, wco, b, "LSTMBlockCellGrad")
-        for name, v in (("i", i), ("cs", cs), ("f", f), ("o", o), ("ci", ci), ("co", co),
-                        ("cs_grad", cs_grad), ("h_grad", h_grad)):  # fmt: skip
-            if v.shape != (batch, n):
-                raise InvalidArgumentError(
-                    f"LSTMBlockCellGrad: {name} must be [{batch}, {n}], got {list(v.shape)}"
-                )
+        batch, n = _check_grad(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co,
+                               cs_grad, h_grad)  # fmt: skip
         if batch == 0 or n == 0:
             zeros = [xp.zeros(n, dt) for _ in range(3)]
             return (xp.empty((batch, n), dt), xp.empty((batch, 4 * n), dt), *zeros)

@@ -14,55 +14,15 @@ import pstats
 import sys
 import time
 
-import numpy as np
+from tools.bench import gpu
 
-
-def _cnn(batch):
-    from rill.exec import Session
-    from tools.bench.cnn_train import build_rill
-
-    g, x, y, loss, train, init = build_rill()
-    rng = np.random.default_rng(0)
-    xv = rng.random((batch, 28, 28, 1), dtype=np.float32)
-    yv = np.eye(10, dtype=np.float32)[rng.integers(0, 10, batch)]
-    s = Session(graph=g)
-    s.run(init)
-    return lambda: s.run(train, {x: xv, y: yv})
-
-
-def _lstm(dynamic):
-    from rill.exec import Session
-    from tools.bench.lstm import BATCH, INPUT, STEPS, build
-
-    g, x, train, init = build(dynamic)
-    xv = np.random.default_rng(0).standard_normal((STEPS, BATCH, INPUT)).astype(np.float32)
-    s = Session(graph=g)
-    s.run(init)
-    return lambda: s.run(train, {x: xv})
-
-
-def _mlp():
-    import rill.graph as rg
-    from rill.exec import Session
-    from rill.train import AdagradOptimizer
-    from tools.bench._fig1 import batch, build_rill
-
-    m = build_rill()
-    with m["graph"].as_default():
-        train = AdagradOptimizer(0.01).minimize(m["loss"])
-        init = rg.global_variables_initializer()
-    xv, yv = batch()
-    s = Session(graph=m["graph"])
-    s.run(init)
-    return lambda: s.run(train, {m["x"]: xv, m["y"]: yv})
-
-
+# name -> (the step, from the GPU benchmark's builders; steps per measurement)
 CASES = {
-    "cnn64": (lambda: _cnn(64), 30),
-    "cnn512": (lambda: _cnn(512), 30),
-    "mlp": (_mlp, 50),
-    "lstm_dynamic": (lambda: _lstm(True), 4),
-    "lstm_static": (lambda: _lstm(False), 4),
+    "cnn64": (lambda: gpu.cnn_step(64)[1], 30),
+    "cnn512": (lambda: gpu.cnn_step(512)[1], 30),
+    "mlp": (lambda: gpu.mlp_step()[1], 50),
+    "lstm_dynamic": (lambda: gpu.lstm_step(True)[1], 4),
+    "lstm_static": (lambda: gpu.lstm_step(False)[1], 4),
 }
 
 

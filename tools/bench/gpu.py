@@ -67,26 +67,23 @@ def _graphs_note(sess, what: str) -> None:
     print(f"  {what}: CUDA graphs (captures, replays, why off): {state}", flush=True)
 
 
-def rill_cnn(batch: int) -> float:
+def cnn_step(batch: int):
+    """(session, train step, loss) of cnn_train's CNN at `batch`, initialized (tools.gpu_profile
+    profiles the same steps)."""
     from rill.exec import Session
     from tools.bench.cnn_train import build_rill
 
     g, x, y, loss, train, init = build_rill()
     rng = np.random.default_rng(0)
-    xv = rng.random((batch, 28, 28, 1), dtype=np.float32)
-    yv = np.eye(10, dtype=np.float32)[rng.integers(0, 10, batch)]
+    feed = {x: rng.random((batch, 28, 28, 1), dtype=np.float32),
+            y: np.eye(10, dtype=np.float32)[rng.integers(0, 10, batch)]}  # fmt: skip
     sess = Session(graph=g)
     sess.run(init)
-    first = sess.run(loss, {x: xv, y: yv})
-    for _ in range(5):
-        sess.run(train, {x: xv, y: yv})
-    assert sess.run(loss, {x: xv, y: yv}) < first  # it trains
-    t = _time(lambda: sess.run(train, {x: xv, y: yv}), _sync_rill)
-    _graphs_note(sess, f"CNN b{batch}")
-    return t
+    return sess, lambda: sess.run(train, feed), lambda: sess.run(loss, feed)
 
 
-def rill_lstm(dynamic: bool) -> float:
+def lstm_step(dynamic: bool):
+    """(session, train step) of the LSTM 512×64×50, initialized."""
     from rill.exec import Session
     from tools.bench.lstm import BATCH, INPUT, STEPS, build
 
@@ -94,12 +91,11 @@ def rill_lstm(dynamic: bool) -> float:
     xv = np.random.default_rng(0).standard_normal((STEPS, BATCH, INPUT)).astype(np.float32)
     sess = Session(graph=g)
     sess.run(init)
-    t = _time(lambda: sess.run(train, {x: xv}), _sync_rill, min_time=2.0, repeats=3)
-    _graphs_note(sess, "LSTM " + ("dynamic_rnn" if dynamic else "static_rnn"))
-    return t
+    return sess, lambda: sess.run(train, {x: xv})
 
 
-def rill_mlp() -> float:
+def mlp_step():
+    """(session, train step) of the Figure 1 MLP with Adagrad, initialized."""
     import rill.graph as rg
     from rill.exec import Session
     from rill.train import AdagradOptimizer
@@ -113,7 +109,30 @@ def rill_mlp() -> float:
     sess = Session(graph=m["graph"])
     sess.run(init)
     feed = {m["x"]: xv, m["y"]: yv}
-    t = _time(lambda: sess.run(train, feed), _sync_rill)
+    return sess, lambda: sess.run(train, feed)
+
+
+def rill_cnn(batch: int) -> float:
+    sess, step, loss = cnn_step(batch)
+    first = loss()
+    for _ in range(5):
+        step()
+    assert loss() < first  # it trains
+    t = _time(step, _sync_rill)
+    _graphs_note(sess, f"CNN b{batch}")
+    return t
+
+
+def rill_lstm(dynamic: bool) -> float:
+    sess, step = lstm_step(dynamic)
+    t = _time(step, _sync_rill, min_time=2.0, repeats=3)
+    _graphs_note(sess, "LSTM " + ("dynamic_rnn" if dynamic else "static_rnn"))
+    return t
+
+
+def rill_mlp() -> float:
+    sess, step = mlp_step()
+    t = _time(step, _sync_rill)
     _graphs_note(sess, "MLP")
     return t
 

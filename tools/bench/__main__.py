@@ -18,6 +18,7 @@ def main(argv: list[str]) -> int:
         print("run: python -m tools.bench NAME [NAME ...]   or   python -m tools.bench all")
         return 0
     wanted = names if argv == ["all"] else argv
+    _print_blas()
     rows = []
     for name in wanted:
         if name not in names:
@@ -28,6 +29,25 @@ def main(argv: list[str]) -> int:
         rows.extend(mod.run())
     print_rows(rows)
     return 0
+
+
+def _print_blas() -> None:
+    """Which BLAS rill's products run on, and its kernels: an OPENBLAS_CORETYPE set in the
+    environment (some machines set one for old OpenBLAS builds) picks older, slower kernels."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        import numpy  # noqa: F401 - loads the BLAS
+
+        libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    except ImportError:
+        return
+    import os
+
+    forced = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+    for i in libs:
+        print(f"# BLAS: {i.get('internal_api')} {i.get('version')}, kernels "
+              f"{i.get('architecture', '?')}" + (f" (set by {forced})" if forced else ""))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -120,11 +120,44 @@ def test_core_budget_keeps_within_the_cpu_quota(monkeypatch):
     "others, want", [(0, 4), (1, 4), (5, 4), (6, 4), (7, 3), (8, 2), (9, 1), (40, 1), (None, 4)]
 )
 def test_cores_free_subtracts_other_runnable_tasks(monkeypatch, others, want):
+    monkeypatch.setattr(threads, "_GROUPED", False)
     monkeypatch.setattr(threads, "_BUDGET", 4)
     monkeypatch.setattr(threads, "_HOST_CPUS", 5)
     monkeypatch.setattr(threads, "_runnable_others", lambda: others)
     monkeypatch.setattr(threads, "_free", [-1.0, None])
     assert threads.cores_free() == want
+
+
+# The same host where the scheduler shares the CPU per session first (autogroup): another
+# session's busy task leaves this process no share of its core, so only idle cores count.
+@pytest.mark.parametrize("others, want", [(0, 4), (1, 4), (3, 2), (5, 1), (7, 1), (None, 4)])
+def test_cores_free_counts_only_idle_cores_under_session_groups(monkeypatch, others, want):
+    monkeypatch.setattr(threads, "_GROUPED", True)
+    monkeypatch.setattr(threads, "_BUDGET", 4)
+    monkeypatch.setattr(threads, "_HOST_CPUS", 5)
+    monkeypatch.setattr(threads, "_runnable_others", lambda: others)
+    monkeypatch.setattr(threads, "_free", [-1.0, None])
+    assert threads.cores_free() == want
+
+
+@pytest.mark.parametrize(
+    "flag, cgroup, want",
+    [
+        ("1", "0::/\n", True),  # cgroup v2, the root group: autogroup applies
+        ("1", "0::/user.slice/session-2.scope\n", False),  # a cgroup of its own
+        ("0", "0::/\n", False),  # autogroup off
+        ("1", "4:memory:/x\n2:cpu,cpuacct:/\n0::/\n", True),  # v1: the cpu controller's
+        ("1", "4:memory:/\n2:cpu,cpuacct:/docker/abc\n0::/\n", False),
+        (None, "0::/\n", False),  # no such file (not Linux, or no autogroup support)
+    ],
+)
+def test_scheduler_groups_reads_autogroup_and_the_cpu_cgroup(tmp_path, flag, cgroup, want):
+    f = tmp_path / "sched_autogroup_enabled"
+    if flag is not None:
+        f.write_text(flag + "\n")
+    c = tmp_path / "cgroup"
+    c.write_text(cgroup)
+    assert threads.scheduler_groups(str(f), str(c)) is want
 
 
 # The same host: an inter-op hand-off only pays on a core no other task uses.

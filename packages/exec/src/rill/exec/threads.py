@@ -22,7 +22,9 @@ one host, two rill processes side by side) every GEMM-bound step collapses. rill
   each still get at least half a core from the scheduler beside the host's other runnable
   tasks), and no more than the session's `ConfigProto.intra_op_parallelism_threads`
   (`intra_op_limit()`). Beside one busy process on two cores a second thread still gets two
-  thirds of a core, and since rill's threads never spin on a busy machine (they poll for work
+  thirds of a core where the scheduler shares the CPU per thread (where it shares it per
+  session first, Linux's autogroup, the process gets one core whatever its threads, and only
+  idle cores count), and since rill's threads never spin on a busy machine (they poll for work
   only while the host has an idle core, intra_op; a thread that is descheduled just takes
   fewer pieces; one that has not started when the pieces run out is withdrawn), using it beats
   running alone for a kernel of milliseconds, as TensorFlow's pools do; on a machine busier
@@ -219,9 +221,45 @@ def _others_now() -> int | None:
 def cores_free() -> int:
     """Of this process's core budget, the threads that would each get at least half a core
     beside the host's other runnable tasks now (>= 1): t threads and `others` tasks on `cpus`
-    cores share them as cpus / (others + t) each, at least 1/2 while t <= 2 * cpus - others."""
+    cores share them as cpus / (others + t) each, at least 1/2 while t <= 2 * cpus - others.
+
+    Where the scheduler shares the CPU between sessions before threads (Linux's autogroup,
+    `_GROUPED`), a thread gets no share of a core another session's task keeps busy beyond
+    what the process already has: beside one busy process on two cores the whole process gets
+    one core, however many threads it runs (a CPU-bound LSTM step took the same 1.0 core on
+    one thread or two, and 16% more CPU on two). There only the idle cores count (cores_idle).
+    """
+    if _GROUPED:
+        return cores_idle()
     others = _others_now()
     return _BUDGET if others is None else max(1, min(_BUDGET, 2 * _HOST_CPUS - others))
+
+
+def scheduler_groups(
+    flag: str = "/proc/sys/kernel/sched_autogroup_enabled", proc: str = "/proc/self/cgroup"
+) -> bool:
+    """Whether the scheduler puts this process in a group of its own session (autogroup on, and
+    the process in the root CPU cgroup, where autogroup applies), so that other sessions' tasks
+    take their share of the CPU per session rather than per thread."""
+    try:
+        with open(flag, "rb") as f:
+            if f.read().strip() != b"1":
+                return False
+        with open(proc, encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return False
+    paths = {}  # controllers ("" for the unified hierarchy) -> the process's cgroup
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for c in parts[1].split(","):
+                paths[c] = parts[2].strip()
+    path = paths.get("cpu", paths.get(""))  # the cpu controller's (v1), else the unified one
+    return path == "/"
+
+
+_GROUPED = scheduler_groups()
 
 
 def cores_idle() -> int:

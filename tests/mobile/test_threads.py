@@ -138,6 +138,84 @@ def test_results_identical_for_one_and_several_threads(idle, name):
             assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), (name, n)
 
 
+# Float products as the kernels make them: a U-Net's 3x3 convolution with its bias column
+# ([256, 289] x [289, 16]) and a 1x1 one ([1024, 217] x [217, 8]), MobileNetV2's last 1x1
+# convolution ([9, 112] x [112, 1280]): their threaded OpenBLAS products (Haswell kernels) differ
+# from one thread's; a product under OpenBLAS's threading threshold; a transposed im2col
+# operand (cols.T: "T", [K, M] stored); a batched one.
+_PRODUCTS = [((256, 289), (289, 16)), ((1024, 217), (217, 8)), ((9, 112), (112, 1280)),
+             ((2304, 28), (28, 16)), ((8, 8), (8, 8)), ((289, 256, "T"), (289, 16)),
+             ((3, 64, 96), (3, 96, 80))]  # fmt: skip
+
+
+def _operands(rng, sa, sb, dtype=np.float32):
+    if sa[-1] == "T":
+        a = rng.standard_normal(sa[:-1]).astype(dtype).T
+    else:
+        a = rng.standard_normal(sa).astype(dtype)
+    return a, rng.standard_normal(sb).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_gives_one_threads_bits(needs_blas, dtype):
+    """threads.matmul on 2 or 4 BLAS threads gives the bits of np.matmul on one, with and
+    without an output array, whatever this machine's BLAS does with threads."""
+    rng = np.random.default_rng(0)
+    for sa, sb in _PRODUCTS:
+        a, b = _operands(rng, sa, sb, dtype)
+        with threads.blas_limit(1):
+            one = np.matmul(a, b)
+        for n in (2, 4):
+            with threads.blas_limit(n):
+                got = threads.matmul(a, b)
+                out = np.empty_like(one)
+                threads.matmul(a, b, out=out)
+            assert np.array_equal(got, one) and np.array_equal(out, one), (sa, sb, n)
+
+
+def test_matmul_keeps_the_threads_only_where_exact(needs_blas, monkeypatch):
+    """A product threaded_exact accepts runs on the invoke's threads; any other on one, and
+    the invoke's count is back after it."""
+    seen = []
+
+    def gemm(a, b, out=None):
+        seen.append(threads.blas_threads())
+        return np.matmul(a, b, out=out)
+
+    monkeypatch.setattr(threads, "_gemm", gemm)
+    a = np.ones((64, 64), np.float32)
+    for exact, want in ((True, 2), (False, 1)):
+        monkeypatch.setattr(threads, "threaded_exact", lambda *args, v=exact: v)
+        with threads.blas_limit(2):
+            threads.matmul(a, a)
+            assert seen[-1] == want
+            assert threads.blas_threads() == 2 and threads._now[0] == 2
+        assert threads._now[0] == 1
+    monkeypatch.setattr(threads, "threaded_exact", None)  # outside an invoke: not called
+    threads.matmul(a, a)
+    assert len(seen) == 3
+
+
+def test_threaded_exact_verdicts(needs_blas):
+    """A verdict holds for other values of the same layout (it is one of the layout, not of
+    the values), is kept, and integer products (numpy's own loops) are exact."""
+    rng = np.random.default_rng(1)
+    for sa, sb in _PRODUCTS:
+        a, b = _operands(rng, sa, sb)
+        with threads.blas_limit(2):
+            verdict = threads.threaded_exact(a, b, None, 2)
+            assert threads.threaded_exact(a, b, None, 2) is verdict
+            c, d = _operands(rng, sa, sb)
+            many = np.matmul(c, d)
+            with threads.blas_limit(1):
+                one = np.matmul(c, d)
+        if verdict:
+            assert np.array_equal(many, one), (sa, sb)
+    i = np.arange(64 * 64, dtype=np.int64).reshape(64, 64)
+    with threads.blas_limit(2):
+        assert threads.threaded_exact(i, i, None, 2)
+
+
 def test_bad_num_threads():
     with pytest.raises(ValueError, match="num_threads"):
         Interpreter(model_path=str(SMALL), num_threads=-2)

@@ -17,10 +17,24 @@ the BLAS threads are bounded by
 The count is set through threadpoolctl only when it differs from the library's current one, and
 the previous count comes back after the invoke (a get, 0.3 µs, and when the count differs two
 sets, about 1.5 µs in all; threadpoolctl's `threadpool_limits` context costs tens to hundreds
-of µs, as it re-inspects the loaded libraries). Every product is one BLAS call whatever the count, and
-OpenBLAS's threaded GEMM splits the rows and columns of the result, not the sums, so the results
-are the same bits for any `num_threads` (tests/mobile/test_threads.py checks it on the model
-fixtures, with 1, 2 and 4 threads).
+of µs, as it re-inspects the loaded libraries).
+
+Results are the same bits for any `num_threads` (tests/mobile/test_threads.py checks it on the
+model fixtures, with 1, 2 and 4 threads). A threaded BLAS product does not give that by itself:
+how the library shares a product among its threads changes which of its kernels compute each
+part of the result, and with OpenBLAS's Haswell kernels a float32 [256, 289] x [289, 16]
+product (a U-Net's 3x3 convolution) on two threads differs from the one-thread product in the
+last bits of some elements, as do two one-thread calls over its row halves. So the float
+kernels' products go through `matmul`: while an invoke runs on more than one BLAS thread, a
+product keeps them only where the threaded call is known to give one thread's bits on this
+machine's BLAS (`threaded_exact`: a BLAS routine's arithmetic follows the shapes, strides,
+dtypes and thread count, not the values, so each such combination is tried once, on random
+operands laid out as the product's, the invoke's count against one thread, and the verdict
+kept); any other product runs on one thread (the count set to one around the call and back,
+about 1.5 µs). On a BLAS whose threaded products are seldom exact a model may thus gain little
+from `num_threads`: the price of results that do not depend on it. The products of the int8,
+int16 and hybrid kernels are sums of integers in float32 or float64 that stay exact, whose bits
+do not depend on the order of the sums: they call numpy directly and keep every thread.
 """
 
 from __future__ import annotations
@@ -30,7 +44,16 @@ import time
 
 import numpy as np
 
-__all__ = ["GEMM_GRAIN", "blas_threads", "cores_idle", "gemm_work", "invoke_threads", "blas_limit"]
+__all__ = [
+    "GEMM_GRAIN",
+    "blas_threads",
+    "cores_idle",
+    "gemm_work",
+    "invoke_threads",
+    "blas_limit",
+    "matmul",
+    "threaded_exact",
+]
 
 # Multiply-adds of the largest product below which one thread runs the whole invoke: 1 M
 # multiply-adds take about 50 µs on one core, the order of what handing a share to another
@@ -116,6 +139,9 @@ def invoke_threads(num_threads: int | None, work: int | None) -> int:
 # -- the BLAS library's threads ------------------------------------------------------------------
 
 _ctl: list = []  # [the lib controllers] once looked up
+# The BLAS thread count the innermost blas_limit set (1 outside them, or with no controllable
+# BLAS): what `matmul` checks its products against.
+_now = [1]
 
 
 def _libs() -> list:
@@ -142,28 +168,112 @@ class blas_limit:
     where it is not. The BLAS pool is process-wide: invokes running at once on several Python
     threads share one count (threadpoolctl lets only one thread set OpenBLAS's)."""
 
-    __slots__ = ("n", "saved")
+    __slots__ = ("n", "saved", "prev")
 
     def __init__(self, n: int):
         self.n = n
         self.saved = None
+        self.prev = 1
 
     def __enter__(self):
         n = self.n
         saved = None
-        for i, lc in enumerate(_libs()):
+        libs = _libs()
+        for i, lc in enumerate(libs):
             cur = lc.get_num_threads()
             if cur != n:
                 if saved is None:
-                    saved = [None] * len(_ctl[0])
+                    saved = [None] * len(libs)
                 saved[i] = cur
                 lc.set_num_threads(n)
         self.saved = saved
+        self.prev, _now[0] = _now[0], (n if libs else 1)
         return self
 
     def __exit__(self, *exc):
+        _now[0] = self.prev
         saved, self.saved = self.saved, None
         if saved is not None:
             for lc, s in zip(_ctl[0], saved):
                 if s is not None:
                     lc.set_num_threads(s)
+
+
+# -- products whose bits do not depend on the threads ---------------------------------------------
+
+_gemm = np.matmul  # the product itself (a module global so that tests can watch the calls)
+_exact: dict = {}  # (threads, operands' shapes, strides and dtypes) -> threaded_exact's verdict
+_EXACT_KEYS = 4096  # past this many verdicts (shapes only known at invoke), start afresh
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """np.matmul(a, b, out=out) with the bits of one BLAS thread whatever the count the running
+    invoke set (blas_limit): on more than one thread, the product keeps them only where
+    threaded_exact says the threaded call gives one thread's bits, else it runs on one thread.
+    For the float kernels' products; the integer kernels' exact sums need none of it."""
+    n = _now[0]
+    if n > 1 and not threaded_exact(a, b, out, n):
+        with blas_limit(1):
+            return _gemm(a, b, out=out)
+    return _gemm(a, b, out=out)
+
+
+def threaded_exact(a: np.ndarray, b: np.ndarray, out: np.ndarray | None, n: int) -> bool:
+    """Whether np.matmul(a, b, out=out) on the `n` BLAS threads set now (blas_limit(n)) gives
+    the bits it gives on one.
+
+    How a BLAS splits a product among its threads and which kernels compute each share follow
+    the shapes, the strides (numpy's choice of a BLAS call or its own loop, the transpositions),
+    the dtypes and the thread count, not the values. So each combination is tried once, on
+    random operands with the product's shapes and strides, on `n` threads and on one, and the
+    verdict kept. Integer products (numpy's own loops, no BLAS) are exact; operands with
+    negative strides, never met in the kernels, are not tried: one thread."""
+    key = (
+        n,
+        a.shape,
+        a.strides,
+        a.dtype.char,
+        b.shape,
+        b.strides,
+        b.dtype.char,
+        None if out is None else (out.shape, out.strides, out.dtype.char),
+    )
+    verdict = _exact.get(key)
+    if verdict is None:
+        if len(_exact) >= _EXACT_KEYS:
+            _exact.clear()
+        verdict = _exact[key] = _try_threads(a, b, out)
+    return verdict
+
+
+def _try_threads(a, b, out) -> bool:
+    if not (a.dtype.kind in "fc" or b.dtype.kind in "fc"):
+        return True
+    rng = np.random.default_rng(len(_exact))
+    pa, pb = _replica(a, rng), _replica(b, rng)
+    many = None if out is None else _replica(out, None)
+    one = None if out is None else _replica(out, None)
+    if pa is None or pb is None or (out is not None and (many is None or one is None)):
+        return False
+    many = np.matmul(pa, pb, out=many)  # on the threads set now
+    with blas_limit(1):
+        one = np.matmul(pa, pb, out=one)
+    return bool(np.array_equal(one, many))
+
+
+def _replica(x: np.ndarray, rng) -> np.ndarray | None:
+    """An array of x's shape, dtype and strides over a buffer of its own: standard normal values
+    (rng), or uninitialized (rng None); None for negative or unaligned strides."""
+    size = x.dtype.itemsize
+    if any(s < 0 or s % size for s in x.strides):
+        return None
+    if x.size == 0:
+        return np.empty(x.shape, x.dtype)
+    span = sum((d - 1) * s for d, s in zip(x.shape, x.strides)) // size + 1
+    if rng is None:
+        base = np.empty(span, x.dtype)
+    elif x.dtype.kind == "c":
+        base = (rng.standard_normal(span) + 1j * rng.standard_normal(span)).astype(x.dtype)
+    else:
+        base = rng.standard_normal(span).astype(x.dtype)
+    return np.lib.stride_tricks.as_strided(base, x.shape, x.strides)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile import threads
 from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, TensorSpec, register
 from rill.mobile.kernels.common import (
@@ -200,7 +201,7 @@ class Conv2D(_ConvBase):
                 np.copyto(interior, x)
             np.copyto(fill, windows)
             ones.fill(1.0)  # the bias row (absent when the filter has no bias: an empty view)
-            np.matmul(a, wk, out=out2d)
+            threads.matmul(a, wk, out=out2d)
             apply_float_activation(out2d, lo, hi)
 
         return run
@@ -211,7 +212,7 @@ class Conv2D(_ConvBase):
         wk, bias, lo, hi = self.w, self.bias, self.lo, self.hi
 
         def run():
-            np.matmul(x2d, wk, out=out2d)
+            threads.matmul(x2d, wk, out=out2d)
             if bias is not None:
                 np.add(out2d, bias, out=out2d)
             apply_float_activation(out2d, lo, hi)

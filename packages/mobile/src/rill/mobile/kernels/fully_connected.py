@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile import threads
 from rill.mobile.kernels import jit
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.common import (
@@ -132,7 +133,7 @@ class FullyConnected(Kernel):
         w, bias, lo, hi = self.w, self.bias, self.lo, self.hi
 
         def run():
-            np.matmul(x2d, w, out=out2d)
+            threads.matmul(x2d, w, out=out2d)
             if bias is not None:
                 np.add(out2d, bias, out=out2d)
             apply_float_activation(out2d, lo, hi)
@@ -222,7 +223,7 @@ class BatchMatMul(Kernel):
             b = inputs[1].swapaxes(-1, -2) if adj_y else inputs[1]
 
             def run():
-                np.matmul(a, b, out=out)
+                threads.matmul(a, b, out=out)
 
             return run
         lhs, rhs = inputs

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile import threads
 from rill.mobile.errors import PrepareError
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.hybrid import quantize_rows
@@ -100,7 +101,7 @@ class UnidirectionalSequenceLstm(Kernel):
         """W · v for the batch rows of v: float, or the hybrid integer product."""
         kind, data, scale = w
         if kind == "f":
-            return (v @ data.T).astype(F32)
+            return threads.matmul(v, data.T).astype(F32)
         q, sf, _ = vq
         acc = (q @ data.T).astype(F32)
         return (acc * (sf * scale)[:, None]).astype(F32)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rill.mobile import threads
 from rill.mobile.kernels.array_ops import _int_vector
 from rill.mobile.kernels.base import Kernel, register
 from rill.mobile.kernels.common import (
@@ -150,7 +151,7 @@ class TransposeConv(Kernel):
             lo, hi = self.lo, self.hi
 
             def run():
-                scatter(x.reshape(-1, cin) @ wmat)
+                scatter(threads.matmul(x.reshape(-1, cin), wmat))
                 v = window if bias is None else window + bias
                 np.copyto(out, v)
                 apply_float_activation(out, lo, hi)
@@ -216,7 +217,7 @@ class Conv3D(Kernel):
                              (s[0], s[1] * strides[0], s[2] * strides[1], s[3] * strides[2],
                               s[1] * dil[0], s[2] * dil[1], s[3] * dil[2], s[4]),
                              writeable=False)  # fmt: skip
-            v = win.reshape(n * int(np.prod(outs)), -1) @ wmat
+            v = threads.matmul(win.reshape(n * int(np.prod(outs)), -1), wmat)
             if bias is not None:
                 v += bias
             np.copyto(out, v.reshape(out.shape))

@@ -272,7 +272,10 @@ def test_gate_products_on_one_thread_are_one_call_where_it_gives_their_bits(monk
     rng = np.random.default_rng(4)
     xh = rng.standard_normal((64, 640)).astype(np.float32)
     w = rng.standard_normal((640, 4 * 256)).astype(np.float32)
-    want = np.concatenate([xh @ w[:, k * 256 : (k + 1) * 256] for k in range(4)], axis=1)
+    # The blocks as the kernel computes them: single-threaded BLAS calls (a product split over
+    # BLAS's own threads may round otherwise: OpenBLAS's Haswell kernels do here).
+    with threads.blas_owned():
+        want = np.concatenate([xh @ w[:, k * 256 : (k + 1) * 256] for k in range(4)], axis=1)
     monkeypatch.setattr(intra_op, "_THREADS", 1)
     monkeypatch.setattr(rnn_kernels, "_EXACT", {})
     calls = []

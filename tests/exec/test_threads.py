@@ -299,6 +299,35 @@ def test_blas_is_single_threaded_while_a_session_is_open():
         assert threads.blas_threads() == 2
 
 
+def test_a_session_opened_on_another_thread_owns_blas_too():
+    # A distributed worker opens each registered partition's Session on a gRPC thread. While
+    # another thread holds threadpoolctl's control of OpenBLAS (here a threadpool_limits block on
+    # this one; before, a local Session's own set), threadpoolctl 3.8 ignores other threads'
+    # sets: the worker's partitions ran with two BLAS threads, other bits than a local Session.
+    from threadpoolctl import threadpool_limits
+
+    if threads.blas_threads() is None:
+        pytest.skip("no controllable BLAS")
+    if threads._blas["users"]:
+        pytest.skip("a Session left open by another test owns BLAS")
+    seen = []
+
+    def on_a_thread(fn):
+        t = threading.Thread(target=fn)
+        t.start()
+        t.join()
+
+    with threadpool_limits(2, user_api="blas"):
+        assert threads.blas_threads() == 2
+        sess = []
+        on_a_thread(lambda: sess.append(Session(graph=rg.Graph())))
+        seen.append(threads.blas_threads())
+        on_a_thread(lambda: seen.append(threads.blas_threads()))
+        on_a_thread(sess[0].close)
+        seen.append(threads.blas_threads())
+    assert seen == [1, 1, 2]
+
+
 def test_a_step_takes_blas_back_from_code_that_changed_it(monkeypatch):
     # A threadpoolctl block that ends while a Session is open restores its "original" count
     # (two threads), under rill's feet; the next step sets BLAS back to one thread, and the

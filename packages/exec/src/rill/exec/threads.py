@@ -495,6 +495,28 @@ def _controller():
     return _blas["controller"]
 
 
+def _set_blas_threads(lc, n: int) -> None:
+    """Sets a BLAS library's thread count to `n` for the whole process, from whichever thread
+    calls (under _blas_lock).
+
+    OpenBLAS's count is process-wide (its pthreads pool), but threadpoolctl 3.8 lets only one
+    Python thread set it, the first to call (usually the main thread: a local Session's, a
+    `threadpool_limits` block's), and silently ignores every other. A distributed worker opens
+    the Session of each partition it registers on a gRPC thread, so BLAS stayed at the count
+    from before (two threads here) under rill's partitions: another split of each product
+    than a local Session's one-thread calls, different bits on BLAS kernels whose threads'
+    blocks round differently (OpenBLAS's Haswell sgemm), and BLAS threads spinning beside
+    rill's own. rill owns BLAS while a Session is open whatever thread opened it, so it takes
+    the control for the call and gives it back, as a `threadpool_limits` block does when it
+    ends (other code's later calls then set the count as before 3.8)."""
+    release = getattr(type(lc), "clear_controlling_thread", None)  # threadpoolctl >= 3.8
+    if release is not None:
+        release(force=True)
+    lc.set_num_threads(n)
+    if release is not None:
+        release()  # only where this thread took it
+
+
 def blas_threads() -> int | None:
     """The BLAS libraries' thread count now (the largest; None where none is controllable)."""
     c = _controller()
@@ -514,7 +536,7 @@ class blas_owned:
                 if _blas["users"] == 0:
                     _blas["saved"] = [lc.num_threads for lc in c.lib_controllers]
                     for lc in c.lib_controllers:
-                        lc.set_num_threads(1)
+                        _set_blas_threads(lc, 1)
                 _blas["users"] += 1
         return self
 
@@ -525,7 +547,7 @@ class blas_owned:
                 _blas["users"] -= 1
                 if _blas["users"] == 0 and _blas["saved"]:
                     for lc, n in zip(c.lib_controllers, _blas["saved"]):
-                        lc.set_num_threads(n)
+                        _set_blas_threads(lc, n)
 
 
 _BLAS_CHECK_S = 0.05
@@ -548,4 +570,4 @@ def blas_check() -> None:
             n = lc.num_threads
             if n != 1:
                 _blas["saved"][k] = n
-                lc.set_num_threads(1)
+                _set_blas_threads(lc, 1)

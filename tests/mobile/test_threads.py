@@ -220,3 +220,26 @@ def test_bad_num_threads():
     with pytest.raises(ValueError, match="num_threads"):
         Interpreter(model_path=str(SMALL), num_threads=-2)
     assert Interpreter(model_path=str(SMALL), num_threads=3).num_threads == 3
+
+
+def test_blas_limit_takes_effect_on_any_thread(needs_blas):
+    # threadpoolctl 3.8 lets one Python thread set OpenBLAS's count and ignores the others'; an
+    # invoke on another thread (a server's, say) must still get the count it asks for.
+    import threading
+
+    import threadpoolctl
+
+    seen = []
+
+    def invoke():
+        with threads.blas_limit(1):
+            seen.append(threads.blas_threads())
+        seen.append(threads.blas_threads())
+
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):  # this thread takes the control
+        t = threading.Thread(target=invoke)
+        t.start()
+        t.join(timeout=30)
+        assert not t.is_alive()
+        assert seen == [1, 2]
+        assert threads.blas_threads() == 2

@@ -166,7 +166,9 @@ class blas_limit:
     """Bounds the BLAS threads to `n` for a with-block (an invoke), restoring the previous count
     after it: one get (0.3 µs) where the count is already `n`, a get and two sets (about 1.5 µs)
     where it is not. The BLAS pool is process-wide: invokes running at once on several Python
-    threads share one count (threadpoolctl lets only one thread set OpenBLAS's)."""
+    threads share one count. (threadpoolctl 3.8 lets only one Python thread set OpenBLAS's
+    count and ignores the others' sets; `_set` takes that control for each set and gives it
+    back, so that an invoke on any thread gets the count it asks for.)"""
 
     __slots__ = ("n", "saved", "prev")
 
@@ -185,7 +187,7 @@ class blas_limit:
                 if saved is None:
                     saved = [None] * len(libs)
                 saved[i] = cur
-                lc.set_num_threads(n)
+                _set(lc, n)
         self.saved = saved
         self.prev, _now[0] = _now[0], (n if libs else 1)
         return self
@@ -196,7 +198,19 @@ class blas_limit:
         if saved is not None:
             for lc, s in zip(_ctl[0], saved):
                 if s is not None:
-                    lc.set_num_threads(s)
+                    _set(lc, s)
+
+
+def _set(lc, n: int) -> None:
+    """lc.set_num_threads(n) from whichever thread calls: threadpoolctl >= 3.8 ignores the sets
+    of all but the one thread that controls OpenBLAS, so this thread takes the control for the
+    call and gives it back."""
+    release = getattr(type(lc), "clear_controlling_thread", None)
+    if release is not None:
+        release(force=True)
+    lc.set_num_threads(n)
+    if release is not None:
+        release()
 
 
 # -- products whose bits do not depend on the threads ---------------------------------------------

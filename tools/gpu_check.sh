@@ -6,7 +6,10 @@
 #
 #   OUT=/tmp/gpu_out bash tools/gpu_check.sh [wheel_dir]
 #
-# wheel_dir: wheels to install first (protobuf >= 7 if the machine's is older).
+# wheel_dir: wheels to install first (protobuf >= 7 if the machine's is older), fetched on a
+# machine with a registry (both are pure-Python or abi3 wheels; keep the folder out of commits,
+# e.g. in .git/info/exclude, and name it in the device tool's carry):
+#   pip download -q --no-deps --only-binary=:all: -d .whl 'protobuf>=7.35,<8' tensorboardX
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"

@@ -442,3 +442,70 @@ def test_a_loop_of_unknown_work_runs_on_the_caller_when_no_core_is_idle(monkeypa
     callers = set()
     intra_op.parallel_for(8, lambda lo, hi: callers.add(threading.get_ident()))
     assert callers == {threading.get_ident()}
+
+
+class _PerThreadBlas:
+    """A stand-in for a BLAS whose thread count is per thread (OpenBLAS on OpenMP)."""
+
+    def __init__(self, layer="openmp"):
+        self.threading_layer = layer
+        self.local = threading.local()
+        self.sets = []
+
+    def get_num_threads(self):
+        return getattr(self.local, "n", 4)
+
+    def set_num_threads(self, n):
+        self.local.n = n
+        self.sets.append((threading.current_thread().name, n))
+
+
+class _Controller:
+    def __init__(self, lib):
+        self.lib_controllers = [lib]
+
+
+@pytest.mark.parametrize("layer", ["openmp", "pthreads"])
+def test_rill_threads_set_one_blas_thread_each_where_the_count_is_per_thread(monkeypatch, layer):
+    lib = _PerThreadBlas(layer)
+    monkeypatch.setattr(threads, "_controller", lambda: _Controller(lib))
+    monkeypatch.setitem(threads._blas, "users", 1)  # a Session is open
+
+    def pool_thread():  # an inter-op pool thread's initializer, then a step on it
+        threads.limits(0).install()
+        threads.blas_check()
+        threads.blas_check()
+
+    def step_thread():  # a user thread running steps
+        threads.blas_check()
+        threads.blas_check()
+
+    for target, name in ((pool_thread, "pool"), (step_thread, "steps")):
+        t = threading.Thread(target=target, name=name)
+        t.start()
+        t.join(timeout=30)
+    if layer == "openmp":
+        assert lib.sets == [("pool", 1), ("steps", 1)]  # once per thread
+    else:  # a process-wide count: blas_owned's one set covers every thread
+        assert lib.sets == []
+
+
+def test_intra_op_workers_set_their_blas_thread(monkeypatch):
+    from rill.exec.kernels import intra_op
+
+    seen = []
+    monkeypatch.setattr(
+        threads, "blas_one_here", lambda: seen.append(threading.current_thread().name)
+    )
+    monkeypatch.setattr(intra_op, "_pool", intra_op._Pool())  # a pool with no worker yet
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    out = np.zeros(64)
+
+    def fill(lo, hi):
+        time.sleep(0.01)  # long enough for the worker to start and take a piece
+        out[lo:hi] = 1
+
+    intra_op.parallel_for(64, fill, pieces_per_thread=8)
+    assert out.all()
+    assert seen == ["rill-intra-op-0"]

@@ -310,8 +310,11 @@ class limits:
         _tls.intra = _tls.saved.pop()
 
     def install(self) -> None:
-        """Sets the bound on this thread for good (a pool thread's initializer)."""
+        """Sets the bound on this thread for good (a pool thread's initializer), and one BLAS
+        thread where the library counts per thread (blas_one_here)."""
         _tls.intra = self.n
+        _tls.blas_one = True
+        blas_one_here()
 
 
 def cores_for(work: int | None) -> int:
@@ -554,10 +557,31 @@ _BLAS_CHECK_S = 0.05
 _blas_checked = [-1.0]
 
 
+def blas_one_here() -> None:
+    """Sets one BLAS thread for the calling thread where the library's count is per thread.
+
+    OpenBLAS built on OpenMP (and BLIS on it) keeps its count per thread (threadpoolctl's
+    threading layer "openmp"): the count blas_owned sets on the thread that opened the Session
+    does not reach rill's other threads, whose every product would start a team of OpenMP
+    threads beside rill's own. So each of rill's pool threads calls this as it starts, and a
+    step calls it once per thread that runs steps (blas_check). A process-wide count (OpenBLAS's
+    pthreads pool, MKL's) needs nothing here."""
+    c = _controller()
+    if not (c and _blas["users"]):
+        return
+    for lc in c.lib_controllers:
+        if getattr(lc, "threading_layer", None) == "openmp" and lc.get_num_threads() != 1:
+            lc.set_num_threads(1)
+
+
 def blas_check() -> None:
     """At a step's start (Session.run): while rill owns BLAS, sets its thread count back to one
     where other code changed it, keeping that code's count to restore when rill lets go.
-    Checked at most every 50 ms (a check costs about a microsecond)."""
+    Checked at most every 50 ms (a check costs about a microsecond); a per-thread count
+    (blas_one_here) once per thread that runs steps."""
+    if not getattr(_tls, "blas_one", False):
+        _tls.blas_one = True
+        blas_one_here()
     now = time.monotonic()
     if now - _blas_checked[0] < _BLAS_CHECK_S or not _blas["users"]:
         return

@@ -284,6 +284,7 @@ class _Pool:
 
     def _work(self) -> None:
         _tls.worker = True
+        _policy.blas_one_here()  # a BLAS counting threads per thread: one here too
         me = threading.current_thread()
         finished = 0
         while True:

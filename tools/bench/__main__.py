@@ -35,16 +35,17 @@ def _print_blas() -> None:
     """Which BLAS rill's products run on, and its kernels: an OPENBLAS_CORETYPE set in the
     environment (some machines set one for old OpenBLAS builds) picks older, slower kernels."""
     try:
-        from threadpoolctl import threadpool_info
-
         import numpy  # noqa: F401 - loads the BLAS
+        from threadpoolctl import threadpool_info
 
         libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
     except ImportError:
         return
     import os
 
-    forced = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+    forced = {
+        k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ
+    }
     for i in libs:
         print(f"# BLAS: {i.get('internal_api')} {i.get('version')}, kernels "
               f"{i.get('architecture', '?')}" + (f" (set by {forced})" if forced else ""))  # fmt: skip

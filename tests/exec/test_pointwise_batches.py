@@ -129,8 +129,16 @@ def test_batched_pointwise_epilogues_image_by_image_match_the_chain(monkeypatch,
 def test_one_image_pointwise_takes_the_lean_path_with_the_chains_bits(monkeypatch, act, gate,
                                                                       dtype):  # fmt: skip
     # Batch 1, squeeze-excite sizes (1×1 planes) and a small expansion (6×5 planes).
+    _one_image_matches(monkeypatch, (([1, 24, 1, 1], 8), ([1, 8, 6, 5], 24)), act, gate, dtype,
+                       lean_taken=True)  # fmt: skip
+
+
+def _one_image_matches(monkeypatch, shapes, act, gate, dtype, lean_taken: bool):
+    """For each (input shape, output channels) at batch 1: the fused pointwise convolution
+    against its chain, with the compiled loops on and off, on one thread and two; with the
+    loops on, the lean path (_pointwise_b1) returns a result where `lean_taken`, else None."""
     lean = _spy(monkeypatch, "_pointwise_b1")
-    for shape, out_c in (([1, 24, 1, 1], 8), ([1, 8, 6, 5], 24)):
+    for shape, out_c in shapes:
         g, y, feeds = _graph(shape, out_c, 1, act, dtype, gate=gate)
 
         def run(compiled, g=g, y=y, feeds=feeds):
@@ -140,7 +148,7 @@ def test_one_image_pointwise_takes_the_lean_path_with_the_chains_bits(monkeypatc
             assert types.count("_FusedConv2D") == 1 and "Conv2D" not in types
             _same(fused[0], plain[0], act, dtype, compiled)
             if compiled:
-                assert lean and all(v is not None for v in lean)
+                assert lean and all((v is not None) == lean_taken for v in lean)
             return fused[0]
 
         one, two = _each_setting(monkeypatch, run)
@@ -288,22 +296,8 @@ def test_one_image_sigmoid_and_swish_pointwise_take_the_lean_path(monkeypatch, a
     # Batch 1, squeeze-excite sizes (1×1 planes, as EfficientNet's) and a small expansion: the
     # float32 Sigmoid / Swish run on the lean path (sigmoid32, within the bound of the chain);
     # float64 keeps the general path (numpy's exp, the chain's bits).
-    lean = _spy(monkeypatch, "_pointwise_b1")
-    for shape, out_c in (([1, 24, 1, 1], 8), ([1, 8, 1, 1], 40), ([1, 8, 6, 5], 24)):
-        g, y, feeds = _graph(shape, out_c, 1, act, dtype, gate=gate)
-
-        def run(compiled, g=g, y=y, feeds=feeds):
-            lean.clear()
-            with np.errstate(all="ignore"):
-                fused, plain, types = run_both(g, [y], feeds)
-            assert types.count("_FusedConv2D") == 1 and "Conv2D" not in types
-            _same(fused[0], plain[0], act, dtype, compiled)
-            if compiled:
-                assert lean and all((v is not None) == (dtype == np.float32) for v in lean)
-            return fused[0]
-
-        one, two = _each_setting(monkeypatch, run)
-        _same(one, two, None, dtype, False)
+    shapes = (([1, 24, 1, 1], 8), ([1, 8, 1, 1], 40), ([1, 8, 6, 5], 24))
+    _one_image_matches(monkeypatch, shapes, act, gate, dtype, lean_taken=dtype == np.float32)
 
 
 @pytest.mark.parametrize("swish", [False, True])

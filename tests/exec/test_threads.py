@@ -115,28 +115,32 @@ def test_core_budget_keeps_within_the_cpu_quota(monkeypatch):
     assert threads.core_budget() == 4
 
 
-# 5 CPUs, a budget of 4: a thread is worth starting while each gets half a core or more.
-@pytest.mark.parametrize(
-    "others, want", [(0, 4), (1, 4), (5, 4), (6, 4), (7, 3), (8, 2), (9, 1), (40, 1), (None, 4)]
-)
-def test_cores_free_subtracts_other_runnable_tasks(monkeypatch, others, want):
+@pytest.fixture
+def host(monkeypatch):
+    """A host of 5 CPUs and a budget of 4 whose other runnable tasks the test sets (host(n));
+    the scheduler shares the CPU per thread unless the test says otherwise (_GROUPED)."""
     monkeypatch.setattr(threads, "_GROUPED", False)
     monkeypatch.setattr(threads, "_BUDGET", 4)
     monkeypatch.setattr(threads, "_HOST_CPUS", 5)
-    monkeypatch.setattr(threads, "_runnable_others", lambda: others)
     monkeypatch.setattr(threads, "_free", [-1.0, None])
+    return lambda others: monkeypatch.setattr(threads, "_runnable_others", lambda: others)
+
+
+# A thread is worth starting while each gets half a core or more.
+@pytest.mark.parametrize(
+    "others, want", [(0, 4), (1, 4), (5, 4), (6, 4), (7, 3), (8, 2), (9, 1), (40, 1), (None, 4)]
+)
+def test_cores_free_subtracts_other_runnable_tasks(host, others, want):
+    host(others)
     assert threads.cores_free() == want
 
 
 # The same host where the scheduler shares the CPU per session first (autogroup): another
 # session's busy task leaves this process no share of its core, so only idle cores count.
 @pytest.mark.parametrize("others, want", [(0, 4), (1, 4), (3, 2), (5, 1), (7, 1), (None, 4)])
-def test_cores_free_counts_only_idle_cores_under_session_groups(monkeypatch, others, want):
+def test_cores_free_counts_only_idle_cores_under_session_groups(monkeypatch, host, others, want):
     monkeypatch.setattr(threads, "_GROUPED", True)
-    monkeypatch.setattr(threads, "_BUDGET", 4)
-    monkeypatch.setattr(threads, "_HOST_CPUS", 5)
-    monkeypatch.setattr(threads, "_runnable_others", lambda: others)
-    monkeypatch.setattr(threads, "_free", [-1.0, None])
+    host(others)
     assert threads.cores_free() == want
 
 
@@ -162,11 +166,8 @@ def test_scheduler_groups_reads_autogroup_and_the_cpu_cgroup(tmp_path, flag, cgr
 
 # The same host: an inter-op hand-off only pays on a core no other task uses.
 @pytest.mark.parametrize("others, want", [(0, 4), (1, 4), (3, 2), (5, 1), (40, 1), (None, 4)])
-def test_cores_idle_subtracts_other_runnable_tasks(monkeypatch, others, want):
-    monkeypatch.setattr(threads, "_BUDGET", 4)
-    monkeypatch.setattr(threads, "_HOST_CPUS", 5)
-    monkeypatch.setattr(threads, "_runnable_others", lambda: others)
-    monkeypatch.setattr(threads, "_free", [-1.0, None])
+def test_cores_idle_subtracts_other_runnable_tasks(host, others, want):
+    host(others)
     assert threads.cores_idle() == want
 
 

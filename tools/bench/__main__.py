@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -41,8 +42,6 @@ def _print_blas() -> None:
         libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
     except ImportError:
         return
-    import os
-
     forced = {
         k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ
     }

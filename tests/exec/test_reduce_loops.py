@@ -2,7 +2,8 @@
 average pool of small planes, up to 15×15) run compiled row loops (_loops.row_sums and row_means) that
 repeat numpy's pairwise summation: the results must be numpy's bit for bit, with RILL_JIT=0 as
 the reference (signed zeros, NaN, infinities, every row length from 1 to 248, numpy's one split above 128, keep_dims), and
-every other case must still take numpy's path."""
+every other case must still take numpy's path. Longer rows take numpy's reduction in blocks
+of rows split over the threads, with numpy's bits over the whole array."""
 
 from __future__ import annotations
 
@@ -137,3 +138,45 @@ def test_a_large_pool_splits_over_threads_with_numpys_bits(fn, monkeypatch):
     compiled, reference = _both(fn, small, (2, 3), True)
     _assert_same_bits(compiled, reference)
     assert pieces == [1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fn", [reduction_kernels._mean, reduction_kernels._sum])
+@pytest.mark.parametrize(
+    "shape, axes, pieces",
+    [((8, 48, 56, 56), (2, 3), 2), ((8, 16, 112, 112), (3, 2), 2), ((3, 100003), (1,), 1),
+     ((2, 3, 249), (2,), 1), ((4, 64, 40, 40), (1, 2, 3), 1), ((16, 64, 40, 40), (2, 3), 2)],
+)  # fmt: skip
+def test_long_rows_split_in_blocks_with_numpys_bits(shape, axes, pieces, fn, dtype, monkeypatch):
+    """Rows longer than the compiled loops take go to numpy's reduction a block of rows per
+    piece, the blocks over the intra-op threads: the bits are numpy's over the whole array
+    (special values included) on one thread or two."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    if jit.loops() is None:
+        pytest.skip("compiled loops off (RILL_JIT=0)")
+    x = (RNG.standard_normal(shape) * 30).astype(dtype)
+    flat = x.reshape(-1)
+    flat[RNG.choice(flat.size, flat.size // 4, replace=False)] = -0.0
+    flat[RNG.choice(flat.size, 3, replace=False)] = np.inf
+    x.reshape(-1, _count(shape, axes))[-1] = -0.0  # a row of -0 only
+    made = []
+    real = reduction_kernels.parallel_for
+
+    def watch(n, body, grain=1, pieces_per_thread=1, max_threads=None):
+        made.append(min(2, max(1, n // grain)))  # the pieces it may make on two threads
+        return real(n, body, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(reduction_kernels, "parallel_for", watch)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    for threads_ in (1, 2):
+        monkeypatch.setattr(intra_op, "_THREADS", threads_)
+        made.clear()
+        got, want = _both(fn, x, axes, False)
+        _assert_same_bits(got, want)
+        assert made == [min(2, pieces)]
+
+
+def _count(shape, axes) -> int:
+    return int(np.prod([shape[a] for a in axes]))

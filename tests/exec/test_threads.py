@@ -171,6 +171,28 @@ def test_cores_idle_subtracts_other_runnable_tasks(host, others, want):
     assert threads.cores_idle() == want
 
 
+def test_a_busy_sample_stands_5_ms_and_an_idle_one_50(monkeypatch):
+    """Another task seen runnable is often a moment's (a peer's pool thread spinning after its
+    run): that sample is taken again after 5 ms, while one that found none stands 50 ms."""
+    clock = [100.0]
+    seen = [1]
+    reads = []
+    monkeypatch.setattr(threads, "_free", [-1.0, None])
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(threads, "_runnable_others", lambda: reads.append(1) or seen[0])
+    assert threads._others_now() == 1 and len(reads) == 1
+    clock[0] += 0.004
+    seen[0] = 0
+    assert threads._others_now() == 1 and len(reads) == 1  # within 5 ms: the busy sample
+    clock[0] += 0.002
+    assert threads._others_now() == 0 and len(reads) == 2  # past 5 ms: sampled again
+    seen[0] = 1
+    clock[0] += 0.04
+    assert threads._others_now() == 0 and len(reads) == 2  # an idle sample stands 50 ms
+    clock[0] += 0.011
+    assert threads._others_now() == 1 and len(reads) == 3
+
+
 def test_runnable_others_reads_the_host():
     n = threads._runnable_others()
     assert n is None or n >= 0

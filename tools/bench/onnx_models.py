@@ -6,9 +6,10 @@ The models are PyTorch-made with random weights (tools/fixtures/make_onnx_fixtur
 they are not committed (up to 17 MB each): when .bench/onnx lacks them and the peer Python
 (RILL_PEER_PYTHON, with PyTorch and onnxruntime) is there, they are generated first. Without
 them the benchmark prints nothing. Each figure is the median time of one run (feed, compute,
-fetch). Single-threaded: onnxruntime with intra_op_num_threads=1 and inter_op_num_threads=1;
-rill with BLAS limited to one thread (threadpoolctl), its intra-op pool at one thread and one
-inter-op thread. "default": both as they come. rill's output is checked against onnxruntime's
+fetch), rill's and onnxruntime's batches alternating (five each) so that both meet the same
+moments of the machine. Single-threaded: onnxruntime with intra_op_num_threads=1 and
+inter_op_num_threads=1; rill with BLAS limited to one thread (threadpoolctl), its intra-op pool
+at one thread and one inter-op thread. "default": both as they come. rill's output is checked against onnxruntime's
 before timing (relative error below 1e-4).
 
     python -m tools.bench onnx_models            # every model
@@ -23,13 +24,16 @@ work rather than the waiting (with default threads it sums the threads' time).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+import statistics
 import subprocess
 import time
 
 import numpy as np
 
-from tools.bench import ROOT, Row, measure_time, peer_python
+from tools.bench import ROOT, Row, peer_python
 
 MODELS = ["resnet18_half", "mobilenetv3_small", "efficientnet_b0_half", "squeezenet",
           "vit_small", "gpt2_like"]  # fmt: skip
@@ -37,24 +41,48 @@ BATCHES = (1, 8)
 DIR = ROOT / ".bench" / "onnx"
 
 
-def _cpu_time(fn, min_time: float = 0.5, repeats: int = 5) -> float:
-    """Milliseconds of process CPU time per call of fn(): the best of `repeats` batches."""
+def _batch_size(fn, clock, seconds: float) -> int:
+    """Calls of fn() per timed batch: doubled until a batch takes `seconds` on `clock`."""
     fn()
     n = 1
     while True:
-        t0 = time.process_time()
+        t0 = clock()
         for _ in range(n):
             fn()
-        if time.process_time() - t0 > min_time / repeats:
-            break
+        if clock() - t0 > seconds:
+            return n
         n *= 2
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.process_time()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.process_time() - t0) / n * 1e3)
-    return best
+
+
+def _interleaved(sides: dict, cpu: bool, min_time: float = 0.5, rounds: int = 5) -> dict:
+    """Milliseconds per call of each side, timed in alternating batches (rill's, then the
+    peer's, `rounds` times), so that both meet the same moments of the machine (another VM's
+    load on the host moves a figure by a third from one second to the next). `sides` maps a
+    name to (make, context factory or None): make() returns the side's fn for one batch (a
+    session opened for it and dropped after it), the context is entered around the batch.
+    onnxruntime's session is opened per batch and closed before rill's next one: its intra-op
+    pool, pinned to a core and spinning, slowed rill's two-thread steps by a third while it
+    lived (MobileNetV3-small b8: 13.5 ms a step beside it, 9.5 without). Wall time: the median
+    batch; CPU time (process_time): the best batch."""
+    clock = time.process_time if cpu else time.perf_counter
+    calls, times = {}, {name: [] for name in sides}
+    for name, (make, context) in sides.items():
+        with context() if context else contextlib.nullcontext():
+            calls[name] = _batch_size(make(), clock, min_time / rounds)
+        gc.collect()
+    for _ in range(rounds):
+        for name, (make, context) in sides.items():
+            with context() if context else contextlib.nullcontext():
+                fn = make()
+                fn()
+                t0 = clock()
+                for _ in range(calls[name]):
+                    fn()
+                times[name].append((clock() - t0) / calls[name] * 1e3)
+            del fn
+            gc.collect()
+    pick = min if cpu else statistics.median
+    return {name: pick(t) for name, t in times.items()}
 
 
 def _ensure_models(names) -> bool:
@@ -109,6 +137,12 @@ def _rill_session(path, single: bool):
     return lambda v: sess.run(y, {x: v})
 
 
+def _ort_call(path, single: bool, x):
+    """A fn() running onnxruntime on x, with a session of its own."""
+    run = _ort_session(path, single)
+    return lambda: run(x)
+
+
 def _ort_session(path, single: bool):
     import onnxruntime as ort
 
@@ -134,7 +168,6 @@ def run() -> list[Row]:
     which = os.environ.get("RILL_ONNX_BENCH_THREADS", "single,default").split(",")
     modes = [m == "single" for m in ("single", "default") if m in which]
     cpu = os.environ.get("RILL_ONNX_BENCH_CLOCK", "wall") == "cpu"
-    timer = _cpu_time if cpu else measure_time
     rows = []
     for name in names:
         for batch in BATCHES:
@@ -145,18 +178,19 @@ def run() -> list[Row]:
                 with _RillThreads(single):
                     rill_fn = _rill_session(path, single)
                     got = rill_fn(x)
-                    err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
-                    assert err < 1e-4, f"{name}: rill differs from onnxruntime by {err:.2e}"
-                    rill_ms = timer(lambda f=rill_fn, v=x: f(v), min_time=0.5, repeats=3)
-                peers = {"onnxruntime": None}
+                err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
+                assert err < 1e-4, f"{name}: rill differs from onnxruntime by {err:.2e}"
+                sides = {"rill": (lambda f=rill_fn, v=x: lambda: f(v),
+                                  lambda s=single: _RillThreads(s))}  # fmt: skip
                 if onnxruntime is not None:
-                    ort_fn = _ort_session(path, single)
-                    peers["onnxruntime"] = timer(lambda f=ort_fn, v=x: f(v), min_time=0.5,
-                                                 repeats=3)  # fmt: skip
+                    sides["onnxruntime"] = (lambda p=path, s=single, v=x: _ort_call(p, s, v), None)
+                ms = _interleaved(sides, cpu)
+                del rill_fn
+                peers = {"onnxruntime": ms.get("onnxruntime")}
                 threads = "1 thread" if single else "default threads"
                 threads += ", CPU time" if cpu else ""
-                rows.append(Row(f"ONNX {name}, batch {batch}, {threads}", "ms", rill_ms, peers,
+                rows.append(Row(f"ONNX {name}, batch {batch}, {threads}", "ms", ms["rill"], peers,
                                 note=f"rel err {err:.1e}"))  # fmt: skip
-                print(f"  {rows[-1].name}: rill {rill_ms:.2f} ms, onnxruntime "
+                print(f"  {rows[-1].name}: rill {ms['rill']:.2f} ms, onnxruntime "
                       f"{peers['onnxruntime'] or float('nan'):.2f} ms", flush=True)  # fmt: skip
     return rows

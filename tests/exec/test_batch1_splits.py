@@ -62,20 +62,26 @@ def _conv_nchw(x, w, strides=(1, 1), padding="SAME", fused=None, bias=None):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_one_block_winograd_convolution_splits_by_tile_position(cores, dtype):
     # 4 images of 8×8 in 4×4 tiles: 16 tiles, one block (ResNet-18 ½'s 7×7 stage at batch 8
-    # has 32); the 36 positions' products go in 4 fixed groups.
-    x = RNG.standard_normal((4, 64, 8, 8)).astype(dtype)
-    w = RNG.standard_normal((3, 3, 64, 64)).astype(dtype)
-    tiles = conv_winograd._Tiles(4, 8, 8, 4, 6, 64 + 64, np.dtype(dtype).itemsize)
-    assert threads.SPLIT_GRAIN <= 16 * 36 * 64 * 64
+    # has 32); the 36 positions' products go in 4 fixed groups, from _MIN_PRODUCT_SPLIT
+    # multiply-adds (at 64 channels, below it, they stay on the calling thread).
+    x = RNG.standard_normal((4, 128, 8, 8)).astype(dtype)
+    w = RNG.standard_normal((3, 3, 128, 128)).astype(dtype)
+    tiles = conv_winograd._Tiles(4, 8, 8, 4, 6, 128 + 128, np.dtype(dtype).itemsize)
+    assert 16 * 36 * 128 * 128 >= conv_winograd._MIN_PRODUCT_SPLIT > 16 * 36 * 64 * 64
     assert len(tiles.blocks) == 1
     pads = (1, 1)
     cores(1)
     one = conv_winograd.winograd_forward_nchw(x, w, 8, 8, pads, 4)
+    small = conv_winograd.winograd_forward_nchw(x[:, :64], w[:, :, :64, :64], 8, 8, pads, 4)
     for n in (2, 3):
         calls = cores(n)
         got = conv_winograd.winograd_forward_nchw(x, w, 8, 8, pads, 4)
-        assert calls[-1] == (4, min(n, 4))  # the products (after the filter's transform)
+        assert calls == [(4, min(n, 4))] * 2  # the filter's transform, then the products
         assert np.array_equal(got, one)
+        calls.clear()
+        got = conv_winograd.winograd_forward_nchw(x[:, :64], w[:, :, :64, :64], 8, 8, pads, 4)
+        assert calls == [(4, min(n, 4))]  # the filter's transform only
+        assert np.array_equal(got, small)
     # And it is a convolution: against the GEMM path within Winograd's rounding.
     old = conv_winograd.set_enabled(False)
     try:

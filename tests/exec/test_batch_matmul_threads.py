@@ -190,3 +190,50 @@ def test_exact_halves_stay_one_call_with_a_pool_of_one_thread(monkeypatch):
     monkeypatch.setattr(intra_op, "_THREADS", 2)
     assert np.array_equal(threads.matmul(a, b, most=2, exact=True), a @ b)
     assert pieces == ([2] if threads.pieces_exact(a, b, None, 1, 2) else [])
+
+
+def _matmul(x, y, transpose_b=False):
+    with rg.Graph().as_default() as g:
+        a = rg.placeholder(rg.as_dtype(x.dtype))
+        b = rg.placeholder(rg.as_dtype(y.dtype))
+        op = g.create_op("MatMul", [a, b], {"transpose_a": False, "transpose_b": transpose_b})
+        (out,) = run_kernel(op, x, y)
+    return out
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+@pytest.mark.parametrize("m, k, n", [(8, 576, 1024), (8, 1024, 1000), (1, 1024, 1000)])
+def test_a_few_row_product_splits_in_exact_halves(monkeypatch, m, k, n, transpose_b):
+    """A classifier head at batch 8 (below threads.matmul's fixed pieces) splits in halves over
+    two threads where the halves give one call's bits; a batch-1 head (under _HALVES) is one
+    call. The bits are one call's either way, on one thread or two."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(np.float32)
+    want = x @ (w.T if transpose_b else w)
+    assert m * k * n < 2 * threads.GEMM_GRAIN  # below threads.matmul's fixed pieces
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    pieces = []
+    real_pf = intra_op.parallel_for
+    monkeypatch.setattr(intra_op, "parallel_for",
+                        lambda n_, fn, *a, **kw: pieces.append(n_) or real_pf(n_, fn, *a, **kw))  # fmt: skip
+    for pool in (1, 2):
+        monkeypatch.setattr(intra_op, "_THREADS", pool)
+        pieces.clear()
+        got = _matmul(x, w, transpose_b)
+        assert got.dtype == np.float32 and got.flags.c_contiguous
+        # The flipped product (b · xᵀ, copied back) has one call's dot products, not its bits.
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+        if pool == 1:
+            one = got
+        else:
+            assert np.array_equal(got, one)  # the same bits on two threads
+        big = m * k * n >= matmul_kernels._HALVES
+        if pool == 2 and big:
+            a, b = (w, x.T) if transpose_b else (x, w)
+            exact = threads.pieces_exact(a, b, None, 0 if transpose_b else 1, 2)
+            assert pieces == ([2] if exact else [])
+        else:
+            assert pieces == []

@@ -333,3 +333,31 @@ def test_nchw_stride_2_max_pool_matches_the_numpy_path_bit_for_bit(case, dtype):
     zero = want == 0
     np.testing.assert_array_equal(got[~zero].view(np.uint8), want[~zero].view(np.uint8))
     assert np.array_equal(got[zero], want[zero])
+
+
+@pytest.mark.parametrize("batch, pieces", [(1, 1), (2, 2)])
+def test_nchw_max_pool_splits_from_batch_2(monkeypatch, batch, pieces):
+    """A batch-1 NCHW max pooling of a few hundred KB stays on the calling thread (a split lost
+    more than it saved); at batch 2 it splits over the threads; the values are the same."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op, jit, pool_kernels
+
+    if jit.loops() is None:
+        pytest.skip("compiled loops off (RILL_JIT=0)")
+    x = RNG.standard_normal((batch, 32, 112, 112)).astype(np.float32)
+    attrs = {"ksize": [1, 1, 3, 3], "strides": [1, 1, 2, 2], "padding": "EXPLICIT",
+             "explicit_paddings": [0, 0, 0, 0, 1, 1, 1, 1], "data_format": "NCHW"}  # fmt: skip
+    (one,) = run_op("MaxPool", [x], attrs)
+    made = []
+    real = pool_kernels.parallel_for
+
+    def watch(n, fn, grain=1, pieces_per_thread=1, max_threads=None):
+        made.append(min(2, max(1, n // grain)))  # the pieces it makes on two threads
+        return real(n, fn, grain, pieces_per_thread, max_threads)
+
+    monkeypatch.setattr(pool_kernels, "parallel_for", watch)
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    (got,) = run_op("MaxPool", [x], attrs)
+    assert made == [pieces]
+    assert np.array_equal(got, one)

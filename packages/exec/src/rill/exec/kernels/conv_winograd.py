@@ -69,6 +69,9 @@ _MIN_TILES_CACHED = 16
 # pieces of input channels, over the threads of the convolution it serves.
 _MIN_FILTER_SPLIT = 1024
 _FILTER_PIECES = 4
+# The fewest multiply-adds of a one-block convolution whose products split over threads (in
+# groups of tile positions).
+_MIN_PRODUCT_SPLIT = 1 << 23
 
 _enabled = [True]
 
@@ -358,7 +361,8 @@ def _forward(x, w, oh, ow, pads, m, out, epilogue=None, u=None, out_cf=None) -> 
             p = slice(groups[g].start, groups[g].stop)
             np.matmul(v[p, : t1 - t0], u[p], out=mm[p, : t1 - t0])
 
-        parallel_blocks(len(groups), product, n * tiles.tpi * a * a * c * o)
+        work = n * tiles.tpi * a * a * c * o
+        parallel_blocks(len(groups), product, work if work >= _MIN_PRODUCT_SPLIT else 0)
         output_tiles(mm, oh, ow, tiles.tw, tiles.tpi, t0, t1, out)
         if epilogue is not None:
             epilogue(tiles.out_rows(out, t0, t1))

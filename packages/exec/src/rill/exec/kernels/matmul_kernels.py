@@ -26,6 +26,17 @@ def _adjoint(xp, x, complex_: bool):
 _FLIP_ROWS = 32
 
 
+# The fewest multiply-adds of such a product split in halves over two threads, where the halves
+# give one call's bits (threads.matmul(exact=True)). Each half packs half the weight: a batch-8
+# classifier head, [8, 1280] x [1280, 1000]ᵀ, took 0.25 ms in one call and 0.18 in halves,
+# [8, 576] x [576, 1024] 0.23 and 0.17 (quiet, two threads).
+_HALVES = 2 * threads.SPLIT_GRAIN
+
+
+def _halves(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return threads.matmul(a, b, most=2, exact=True)
+
+
 @register_kernel("MatMul", devices=("CPU", "GPU"), expensive=True)
 def matmul(transpose_a, transpose_b, T, xp):
     want = T.np
@@ -46,15 +57,18 @@ def matmul(transpose_a, transpose_b, T, xp):
                 f"Matrix size-incompatible: In[0]: {_dims(a)}, In[1]: {_dims(b)}"
             )
         # numpy multiplies bfloat16 in float32; the op's type is the operands'.
-        if mm is not xp.matmul and x.shape[0] * x.shape[1] * y.shape[1] < 2 * threads.GEMM_GRAIN:
-            # threads.matmul's one call (too small to split), without its policy's overhead
-            # (a batch-1 classifier head's GEMV)
+        work = x.shape[0] * x.shape[1] * y.shape[1]
+        if mm is not xp.matmul and work < 2 * threads.GEMM_GRAIN:
+            # Too small for threads.matmul's fixed pieces: one call, without the policy's
+            # overhead (a batch-1 classifier head's GEMV), or from _HALVES multiply-adds its
+            # exact halves where a second thread is there to run one.
+            one = np.matmul if work < _HALVES else _halves
             if 2 <= x.shape[0] <= _FLIP_ROWS and y.flags.f_contiguous and not y.flags.c_contiguous:
                 # A few rows times a transposed row-major matrix (an imported Gemm's weight,
                 # transB): OpenBLAS took about twice as long as for the product's transpose,
                 # b · xᵀ, computed here and copied back (the same dot products).
-                return np.matmul(y.T, x.T).T.astype(want, order="C")
-            return np.matmul(x, y).astype(want, copy=False)
+                return one(y.T, x.T).T.astype(want, order="C")
+            return one(x, y).astype(want, copy=False)
         return mm(x, y).astype(want, copy=False)
 
     return compute

@@ -49,6 +49,10 @@ CLAIMED = (
     "If", "Loop", "Scan",
     # sequences and optionals
     "OptionalGetElement", "OptionalHasElement", "SequenceInsert", "SequenceMap", "SplitToSequence",
+    # trigonometric and hyperbolic, bitwise, cumulative products, old-opset ops (import_more_math)
+    "Sin", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "BitShift",
+    "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "CumProd", "ReverseSequence",
+    "Compress", "Det", "CenterCropPad", "Upsample", "Scatter",
 )  # fmt: skip
 # Op types to try beside the claimed ones (comma-separated, in RILL_ONNX_TRY): for working on an
 # op type's rule before it is claimed.

@@ -32,6 +32,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     matmul_kernels,
     nms_kernels,
     nn_kernels,
+    onnx_detect_kernels,
     optional_kernels,
     pool_extra_kernels,
     pool_kernels,

@@ -180,3 +180,80 @@ def affine_grid(n, theta, size, *, align_corners=0):
     grid = op("BatchMatMulV2", [base, theta], {"adj_y": True})
     shape = op("ConcatV2", [[_slice(size, 0, 1), out_dims, _i64([r])], const(0, dtypes.int32)])
     return op("Reshape", [grid, shape])
+
+
+# -- rill's own ops -----------------------------------------------------------------------------
+
+
+def _f32(t, default: float):
+    if t is None:
+        return const(default, dtypes.float32)
+    return t if t.dtype == dtypes.float32 else op("Cast", [t], {"DstT": dtypes.float32})
+
+
+@register_onnx_import("NonMaxSuppression")
+def non_max_suppression(n, boxes, scores, max_output_boxes_per_class=None, iou_threshold=None,
+                        score_threshold=None, *, center_point_box=0):  # fmt: skip
+    """A missing max_output_boxes_per_class selects nothing (ONNX's default 0); a missing
+    score_threshold keeps every score above -inf."""
+    if center_point_box not in (0, 1):
+        raise OnnxImportError(f"NonMaxSuppression center_point_box must be 0 or 1, got "
+                              f"{center_point_box}")  # fmt: skip
+    limit = _i64(0) if max_output_boxes_per_class is None else _as_i64(max_output_boxes_per_class)
+    inputs = [boxes, scores, limit, _f32(iou_threshold, 0.0), _f32(score_threshold, -np.inf)]
+    return op("_OnnxNonMaxSuppression", inputs, {"center_point_box": center_point_box}, name="NMS")
+
+
+@register_onnx_import("RoiAlign")
+def roi_align(n, x, rois, batch_indices, *, coordinate_transformation_mode=None, mode="avg",
+              output_height=1, output_width=1, sampling_ratio=0, spatial_scale=1.0):  # fmt: skip
+    """coordinate_transformation_mode defaults to half_pixel from opset 16 on; before it RoiAlign
+    had no such attribute and behaved as output_half_pixel."""
+    ctm = coordinate_transformation_mode or ("half_pixel" if n.opset >= 16 else
+                                             "output_half_pixel")  # fmt: skip
+    if ctm not in ("half_pixel", "output_half_pixel"):
+        raise OnnxImportError(f"unknown RoiAlign coordinate_transformation_mode {ctm!r} (ONNX "
+                              "has half_pixel, output_half_pixel)")  # fmt: skip
+    if mode not in ("avg", "max"):
+        raise OnnxImportError(f"unknown RoiAlign mode {mode!r} (ONNX has avg, max)")
+    if rois.dtype != x.dtype:
+        rois = op("Cast", [rois], {"DstT": x.dtype})
+    attrs = {"mode": mode, "output_height": output_height, "output_width": output_width,
+             "sampling_ratio": sampling_ratio, "spatial_scale": float(spatial_scale),
+             "half_pixel": ctm == "half_pixel"}  # fmt: skip
+    return op("_OnnxRoiAlign", [x, rois, _as_i64(batch_indices)], attrs, name="RoiAlign")
+
+
+_GRID_MODES = {"bilinear": "linear", "bicubic": "cubic"}  # opset 16's names
+
+
+@register_onnx_import("GridSample")
+def grid_sample(n, x, grid, *, align_corners=0, mode="linear", padding_mode="zeros"):
+    m = _GRID_MODES.get(mode, mode)
+    if m not in ("linear", "nearest", "cubic"):
+        raise OnnxImportError(f"unknown GridSample mode {mode!r} (ONNX has linear, nearest, "
+                              "cubic; bilinear, bicubic before opset 20)")  # fmt: skip
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise OnnxImportError(f"unknown GridSample padding_mode {padding_mode!r} (ONNX has "
+                              "zeros, border, reflection)")  # fmt: skip
+    if m == "cubic" and x.shape.rank not in (None, 4):
+        raise OnnxImportError(f"GridSample mode {mode!r} needs a 4-D input, got {x.shape}")
+    attrs = {"mode": m, "padding_mode": padding_mode, "align_corners": bool(align_corners)}
+    return op("_OnnxGridSample", [x, grid], attrs, name="GridSample")
+
+
+@register_onnx_import("Unique")
+def unique(n, x, *, axis=None, sorted=1):  # noqa: A002 - ONNX's attribute name
+    if axis is not None and x.shape.rank is not None and not -x.shape.rank <= axis < \
+            x.shape.rank:  # fmt: skip
+        raise OnnxImportError(f"Unique axis {axis} is out of range for an input of rank "
+                              f"{x.shape.rank}")  # fmt: skip
+    attrs = {"axis": [] if axis is None else [int(axis)], "sorted": bool(sorted)}
+    return op("_OnnxUnique", [x], attrs, name="Unique")
+
+
+@register_onnx_import("Col2Im")
+def col2im(n, x, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
+    attrs = {"dilations": list(dilations or []), "pads": list(pads or []),
+             "strides": list(strides or [])}  # fmt: skip
+    return op("_OnnxCol2Im", [x, _as_i64(image_shape), _as_i64(block_shape)], attrs, name="Col2Im")

@@ -34,6 +34,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     matmul_ops,
     nms_ops,
     nn_ops,
+    onnx_detect_ops,
     optional_ops,
     pool_extra_ops,
     pool_ops,

@@ -226,9 +226,9 @@ def dynamic_quantize_linear(n, x):
     """uint8 with y_scale = (max(0, max x) - min(0, min x)) / 255 and y_zero_point =
     round(saturate(-min(0, min x) / y_scale)), both rounding half to even.
 
-    An input of zeros (or empty) has y_scale 0, where ONNX's formula divides 0 by 0: its zero
-    point and every y are 0 here (the only values that dequantize back to x), as onnxruntime
-    gives."""
+    An input of zeros (or an empty one) has a range of 0, where ONNX's formula divides 0 by 0:
+    here y_scale is 1 and the zero point and every y 0 (which dequantize back to x), as
+    onnxruntime gives."""
     if x.dtype is not _F32:
         raise OnnxImportError(f"DynamicQuantizeLinear takes float32, got {x.dtype.name}")
     every = op("Range", [const(0, _I32), op("Rank", [x]), const(1, _I32)])
@@ -236,12 +236,11 @@ def dynamic_quantize_linear(n, x):
     lo = op("Minimum", [op("Min", [x, every]), zero])
     hi = op("Maximum", [op("Max", [x, every]), zero])
     scale = op("RealDiv", [op("Sub", [hi, lo]), const(255.0, _F32)])
-    safe = op("SelectV2", [op("Equal", [scale, zero]), const(1.0, _F32), scale])
-    zp_f = op("Sub", [zero, op("RealDiv", [lo, safe])])
+    scale = op("SelectV2", [op("Equal", [scale, zero]), const(1.0, _F32), scale])
+    zp_f = op("Sub", [zero, op("RealDiv", [lo, scale])])
     zp_f = op("Maximum", [op("Minimum", [zp_f, const(255.0, _F32)]), zero])
     zp = _cast(op("Round", [zp_f]), dtypes.uint8)
-    y = _quantize(x, safe, zp, dtypes.uint8, _F32)
-    return [y, scale, zp]
+    return [_quantize(x, scale, zp, dtypes.uint8, _F32), scale, zp]
 
 
 # -- integer products -----------------------------------------------------------------------------
@@ -354,6 +353,12 @@ def _int_conv(x, w, group, auto_pad, dilations, kernel_shape, pads, strides, wha
     nd = _conv._rank(x, what) - 2
     if nd not in (1, 2):
         raise OnnxImportError(f"rill has 1-D and 2-D convolutions; this {what} is {nd}-D")
+    c, kc = x.shape[1], w.shape[1]
+    if c is not None and kc is not None and c != kc * int(group):
+        raise OnnxImportError(
+            f"{what}'s input has {c} channels; the filter's {kc} per group × group={group} "
+            f"gives {kc * int(group)}"
+        )
     if kernel_shape is None:
         ks = w.shape.as_list()[2:]
         if len(ks) != nd or any(k is None for k in ks):
@@ -378,14 +383,7 @@ def _int_conv(x, w, group, auto_pad, dilations, kernel_shape, pads, strides, wha
         attrs["explicit_paddings"] = [0, 0, 0, 0, p[0], p[2], p[1], p[3]]
     # OIHW → HWIO: TensorFlow's grouped filter [kh, kw, C/group, M], groups of M contiguous.
     filt = op("Transpose", [w, const([2, 3, 1, 0], _I32)])
-    c, kc = x.shape[1], w.shape[1]
-    if c is not None and kc is not None and c != kc * int(group):
-        raise OnnxImportError(
-            f"{what}'s input has {c} channels; the filter's {kc} per group × group={group} "
-            f"gives {kc * int(group)}"
-        )
-    y = op("Conv2D", [x, filt], attrs)
-    return y, nd
+    return op("Conv2D", [x, filt], attrs), nd
 
 
 def _per_channel(p, w, what: str, node: str, trailing: int):

@@ -53,6 +53,9 @@ CLAIMED = (
     "Sin", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "BitShift",
     "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "CumProd", "ReverseSequence",
     "Compress", "Det", "CenterCropPad", "Upsample", "Scatter",
+    # quantization (import_quant)
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul",
+    "MatMulInteger", "ConvInteger",
 )  # fmt: skip
 # Op types to try beside the claimed ones (comma-separated, in RILL_ONNX_TRY): for working on an
 # op type's rule before it is claimed.

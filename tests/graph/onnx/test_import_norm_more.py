@@ -19,7 +19,7 @@ from rill.graph.onnx.importer import OnnxImportError
 
 RNG = np.random.default_rng(7)
 _ELEM = {np.float32: TP.FLOAT, np.float64: TP.DOUBLE, np.float16: TP.FLOAT16,
-         np.int64: TP.INT64, np.int32: TP.INT32}  # fmt: skip
+         np.int64: TP.INT64, np.int32: TP.INT32, np.bool_: TP.BOOL}  # fmt: skip
 
 
 def one_node(op_type, feeds, opset, shapes=None, n_out=1, **attrs):
@@ -302,3 +302,37 @@ def test_loss_bad_reduction_and_label_rank_are_refused():
     feeds["t"] = np.zeros((3,), np.int64)
     with pytest.raises(OnnxImportError, match=r"the_node.*labels' shape"):
         import_onnx(one_node("SoftmaxCrossEntropyLoss", feeds, 13))
+
+
+# -- Attention -------------------------------------------------------------------------------------
+
+
+def test_attention_3d_gqa_causal_with_dynamic_lengths():
+    feeds = {"q": rand(2, 5, 4 * 6), "k": rand(2, 7, 2 * 6), "v": rand(2, 7, 2 * 3)}
+    shapes = {"q": [None, None, 24], "k": [None, None, 12], "v": [None, None, 6]}
+    m = one_node("Attention", feeds, 23, shapes, is_causal=1, q_num_heads=4, kv_num_heads=2)
+    check(m, feeds, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_with_past_short_float_mask_and_every_output():
+    feeds = {"q": rand(1, 2, 3, 4), "k": rand(1, 2, 3, 4), "v": rand(1, 2, 3, 5),
+             "mask": rand(3, 4), "pk": rand(1, 2, 2, 4), "pv": rand(1, 2, 2, 5)}  # fmt: skip
+    # The mask covers 4 of the 5 keys; opset 24 pads it with −inf.
+    m = one_node("Attention", feeds, 24, n_out=4, qk_matmul_output_mode=2, softcap=1.5)
+    got = check(m, feeds, rtol=1e-5, atol=1e-5)
+    assert np.isneginf(got[3][..., 4]).all()
+
+
+def test_attention_fully_masked_rows_are_zero():
+    mask = np.ones((3, 4), bool)
+    mask[1] = False
+    feeds = {"q": rand(1, 1, 3, 2), "k": rand(1, 1, 4, 2), "v": rand(1, 1, 4, 2), "mask": mask}
+    m = one_node("Attention", feeds, 23, n_out=4, qk_matmul_output_mode=3)
+    y, _, _, probs = check(m, feeds, rtol=1e-5, atol=1e-6)
+    assert (y[0, 0, 1] == 0).all() and (probs[0, 0, 1] == 0).all()
+
+
+def test_attention_heads_not_a_multiple_is_refused():
+    feeds = {"q": rand(1, 3, 2, 4), "k": rand(1, 2, 2, 4), "v": rand(1, 2, 2, 4)}
+    with pytest.raises(OnnxImportError, match=r"'the_node' \(Attention.*3 query heads"):
+        import_onnx(one_node("Attention", feeds, 23))

@@ -1,6 +1,6 @@
 """ONNX import rules: more normalizations, pooling and losses (GroupNormalization,
 RMSNormalization, RotaryEmbedding, SwiGLU, LpPool, MaxUnpool, NegativeLogLikelihoodLoss,
-SoftmaxCrossEntropyLoss).
+SoftmaxCrossEntropyLoss, Attention).
 
 Each is composed from TensorFlow's ops. Normalizations compute their first stage (the
 statistics and the normalized values) in the dtype `stash_type` names, as the ONNX function
@@ -342,3 +342,154 @@ def softmax_cross_entropy_loss(n, scores, labels, weights=None, *, ignore_index=
     loss = _picked_loss(log_prob, labels, weights, ignore_index, reduction,
                         "SoftmaxCrossEntropyLoss")  # fmt: skip
     return [loss, log_prob]
+
+
+# -- attention -------------------------------------------------------------------------------------
+
+
+def _heads_first(t, heads, what: str):
+    """A 3-D [batch, seq, heads · size] input as [batch, heads, seq, size]; 4-D as it is."""
+    r = _known_rank(t, "Attention", 3)
+    if r == 4:
+        return t
+    if r != 3:
+        raise OnnxImportError(f"Attention's {what} is 3-D or 4-D, got {t.shape}")
+    if not heads:
+        raise OnnxImportError(f"Attention of 3-D inputs needs the {what} head count attribute")
+    hidden = t.shape[2]
+    if hidden is not None and hidden % heads:
+        raise OnnxImportError(
+            f"Attention's {what} size {hidden} is not a multiple of {heads} heads"
+        )
+    size = -1 if hidden is None else hidden // heads
+    split = op("Reshape", [t, _concat([_dims(t, 0, 2), const([heads, size], dtypes.int64)])])
+    return op("Transpose", [split, const([0, 2, 1, 3], dtypes.int32)])
+
+
+def _repeat_heads(t, times: int):
+    """[B, H, T, D] → [B, H · times, T, D], each head repeated `times` times in place."""
+    if times == 1:
+        return t
+    tiled = op("Tile", [op("ExpandDims", [t, const(2, dtypes.int32)]),
+                        const([1, 1, times, 1, 1], dtypes.int64)])  # fmt: skip
+    shape = _concat([_dims(t, 0, 1), const([-1], dtypes.int64), _dims(t, 2)])
+    return op("Reshape", [tiled, shape])
+
+
+def _scalar_dim(t, axis: int):
+    return op("Reshape", [_dims(t, axis, axis + 1), const([], dtypes.int64)])
+
+
+@register_onnx_import("Attention")
+def attention(n, q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None,
+              *, is_causal=0, kv_num_heads=0, q_num_heads=0, qk_matmul_output_mode=0,
+              scale=None, softcap=0.0, softmax_precision=None, left_window_size=-1,
+              right_window_size=-1):  # fmt: skip
+    """softmax(Q·√scale · (K·√scale)ᵀ, softcapped, plus the masks) · V, per head.
+
+    The structural masks (causal, nonpad_kv_seqlen padding, the left/right windows) are boolean
+    [B or 1, 1, Sq, T] grids over query index i and key index j, aligned at the offset of the
+    query block (the past length, or nonpad_kv_seqlen − Sq per batch); a boolean attn_mask
+    joins them, a float one is added. A row that no key may attend gives zeros, not NaN.
+    """
+    if not 0 <= qk_matmul_output_mode <= 3:
+        raise OnnxImportError(f"Attention qk_matmul_output_mode {qk_matmul_output_mode} is not 0-3")
+    three_d = q.shape.rank == 3
+    qh = _heads_first(q, q_num_heads, "query")
+    kh = _heads_first(k, kv_num_heads, "key")
+    vh = _heads_first(v, kv_num_heads, "value")
+    if (past_key is None) != (past_value is None):
+        raise OnnxImportError("Attention takes past_key and past_value together, or neither")
+    if past_key is not None:
+        kh = op("ConcatV2", [[past_key, kh], const(2, dtypes.int32)])
+        vh = op("ConcatV2", [[past_value, vh], const(2, dtypes.int32)])
+    hq, hkv = qh.shape[1], kh.shape[1]
+    if hq is None or hkv is None:
+        raise OnnxImportError("Attention needs the query and key head counts statically known")
+    if hq % hkv:
+        raise OnnxImportError(f"Attention: {hq} query heads are not a multiple of {hkv} kv heads")
+    if scale is None:
+        d = qh.shape[-1]
+        if d is None:
+            raise OnnxImportError("Attention without a scale needs the head size statically known")
+        scale = 1.0 / np.sqrt(d)
+    root = _c(qh, np.sqrt(scale))
+    kr = _repeat_heads(kh, hq // hkv)
+    vr = _repeat_heads(vh, hq // hkv)
+    scores = op("BatchMatMulV2", [op("Mul", [qh, root]), op("Mul", [kr, root])], {"adj_y": True})
+    qk_out = [scores]
+    if softcap:
+        cap = _c(scores, softcap)
+        scores = op("Mul", [cap, op("Tanh", [op("RealDiv", [scores, cap])])])
+    qk_out.append(scores)
+    allowed, bias = _attention_masks(scores, attn_mask, past_key, nonpad_kv_seqlen, is_causal,
+                                     left_window_size, right_window_size)  # fmt: skip
+    neg_inf = _c(scores, -np.inf)
+    if allowed is not None:
+        scores = op("SelectV2", [allowed, scores, neg_inf])
+    if bias is not None:
+        scores = op("AddV2", [scores, bias])
+    qk_out.append(scores)
+    sd = scores.dtype
+    if softmax_precision is not None:
+        sd = _stash_dtype(softmax_precision, scores, "Attention softmax_precision")
+    logits = _cast(scores, sd)
+    probs = op("Softmax", [logits])
+    row_max = op("Max", [logits, const(-1, dtypes.int32)], {"keep_dims": True})
+    dead = op("Equal", [row_max, const(-np.inf, sd)])
+    probs = _cast(op("SelectV2", [dead, op("ZerosLike", [probs]), probs]), q.dtype)
+    qk_out.append(probs)
+    y = op("BatchMatMulV2", [probs, vr])
+    if three_d:
+        y = op("Transpose", [y, const([0, 2, 1, 3], dtypes.int32)])
+        y = op("Reshape", [y, _concat([_dims(y, 0, 2), const([-1], dtypes.int64)])])
+    return [y, kh, vh, qk_out[qk_matmul_output_mode]]
+
+
+def _attention_masks(scores, attn_mask, past_key, nonpad, is_causal, left, right):
+    """(allowed: bool grid or None, bias: float mask or None) over scores' [B, H, Sq, T]."""
+    sq, total = _scalar_dim(scores, 2), _scalar_dim(scores, 3)
+    i64 = dtypes.int64
+    qi = op("Reshape", [op("Range", [const(0, i64), sq, const(1, i64)]), const([-1, 1], i64)])
+    kj = op("Range", [const(0, i64), total, const(1, i64)])
+    allowed = None
+
+    def both(m):
+        return m if allowed is None else op("LogicalAnd", [allowed, m])
+
+    if nonpad is not None:
+        valid = op("Reshape", [_cast(nonpad, i64), const([-1, 1, 1, 1], i64)])
+    if past_key is not None:
+        pos = op("AddV2", [qi, _scalar_dim(past_key, 2)])
+    elif nonpad is not None:
+        pos = op("AddV2", [qi, op("Sub", [valid, sq])])
+    else:
+        pos = qi
+    if is_causal:
+        allowed = both(op("LessEqual", [kj, pos]))
+    if nonpad is not None:
+        allowed = both(op("Less", [kj, valid]))
+    if left is not None and left >= 0:
+        allowed = both(op("GreaterEqual", [kj, op("Sub", [pos, const(int(left), i64)])]))
+    if right is not None and right >= 0:
+        allowed = both(op("LessEqual", [kj, op("AddV2", [pos, const(int(right), i64)])]))
+    bias = None
+    if attn_mask is not None:
+        m = _pad_last_to(attn_mask, total)
+        if m.dtype == dtypes.bool_:
+            allowed = both(m)
+        else:
+            bias = _cast(m, scores.dtype)
+    return allowed, bias
+
+
+def _pad_last_to(m, total):
+    """m's last axis padded to `total` (False, or −inf for a float mask); ONNX allows shorter."""
+    r = _known_rank(m, "Attention attn_mask")
+    short = op("Maximum", [op("Sub", [total, _scalar_dim(m, r - 1)]), const(0, dtypes.int64)])
+    zeros = op("Fill", [const([r - 1], dtypes.int64), const(0, dtypes.int64)])
+    pairs = op("Pack", [[op("ConcatV2", [[zeros, const([0], dtypes.int64)], const(0, dtypes.int32)]),
+                         op("ConcatV2", [[zeros, op("Reshape", [short, const([1], dtypes.int64)])],
+                                         const(0, dtypes.int32)])]], {"axis": 1})  # fmt: skip
+    fill = const(False, dtypes.bool_) if m.dtype == dtypes.bool_ else _c(m, -np.inf)
+    return op("PadV2", [m, pairs, fill])

@@ -125,6 +125,8 @@ def test_scatter_nd_index_out_of_range_names_the_node(reduction):
              "u": np.ones((2, 3), np.float32)}  # fmt: skip
     with pytest.raises(InvalidArgumentError, match=r"(?s)does not index into.*%n/"):
         run_rill(m, feeds)
+    with pytest.raises(InvalidArgumentError, match=r"(?s)\[-5\] does not index into.*%n/"):
+        run_rill(m, {**feeds, "i": np.array([[1], [-5]], np.int64)})
 
 
 # -- TensorScatter ------------------------------------------------------------------------------
@@ -287,6 +289,13 @@ def test_grid_sample_grid_of_wrong_last_dim_is_refused():
     feeds = {"x": np.zeros((1, 1, 4, 4), np.float32), "g": np.zeros((1, 3, 3, 3), np.float32)}
     with pytest.raises(InvalidArgumentError, match=r"(?s)GridSample: grid must be.*%n/"):
         run_rill(m, feeds)
+
+
+def test_grid_sample_of_integers_is_refused():
+    m = one_node("GridSample", {"x": (TP.INT32, [1, 1, 4, 4]), "g": (TP.FLOAT, [1, 2, 2, 2])},
+                 ["y"], opset=20)  # fmt: skip
+    with pytest.raises(OnnxImportError, match=r"node 'n' \(GridSample.*floating-point X"):
+        import_onnx(m)
 
 
 @pytest.mark.parametrize(("size", "align_corners"), [([2, 3, 5, 1], 0), ([2, 3, 3, 4], 1),

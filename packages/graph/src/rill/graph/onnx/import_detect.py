@@ -67,7 +67,10 @@ def _nonnegative(indices, data):
         dims = op("Slice", [_shape(data), _i64([0]), k_t])
     else:
         dims = _slice(_shape(data), 0, k)
-    return op("SelectV2", [op("Less", [indices, _i64(0)]), op("AddV2", [indices, dims]), indices])
+    # An index below -dim stays as it is, so that the scatter's range error shows the model's value.
+    wrapped = op("AddV2", [indices, dims])
+    use = op("LogicalAnd", [op("Less", [indices, _i64(0)]), op("GreaterEqual", [wrapped, _i64(0)])])
+    return op("SelectV2", [use, wrapped, indices])
 
 
 @register_onnx_import("ScatterND")
@@ -236,6 +239,9 @@ def grid_sample(n, x, grid, *, align_corners=0, mode="linear", padding_mode="zer
     if padding_mode not in ("zeros", "border", "reflection"):
         raise OnnxImportError(f"unknown GridSample padding_mode {padding_mode!r} (ONNX has "
                               "zeros, border, reflection)")  # fmt: skip
+    if not x.dtype.is_floating:
+        raise OnnxImportError(f"rill imports GridSample of a floating-point X (float16, bfloat16, "
+                              f"float32, float64), not {x.dtype.name}")  # fmt: skip
     if m == "cubic" and x.shape.rank not in (None, 4):
         raise OnnxImportError(f"GridSample mode {mode!r} needs a 4-D input, got {x.shape}")
     attrs = {"mode": m, "padding_mode": padding_mode, "align_corners": bool(align_corners)}

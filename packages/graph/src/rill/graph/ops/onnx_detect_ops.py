@@ -160,7 +160,7 @@ defop(
     outputs=["image: T"],
     attrs=[
         "T: {float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, "
-        "uint32, uint64}",
+        "uint32, uint64, complex64, complex128}",
         "dilations: list(int) = []",
         "pads: list(int) = []",
         "strides: list(int) = []",

@@ -56,6 +56,9 @@ CLAIMED = (
     # quantization (import_quant)
     "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul",
     "MatMulInteger", "ConvInteger",
+    # normalizations, rotary embeddings, attention, Lp pooling, unpooling, losses (import_norm_more)
+    "GroupNormalization", "RMSNormalization", "RotaryEmbedding", "SwiGLU", "Attention", "LpPool",
+    "MaxUnpool", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
 )  # fmt: skip
 # Op types to try beside the claimed ones (comma-separated, in RILL_ONNX_TRY): for working on an
 # op type's rule before it is claimed.
@@ -65,6 +68,11 @@ CLAIMED += tuple(
 
 # Cases of claimed op types that rill cannot pass, each with the reason (regexes on test names).
 XFAIL = {
+    r"^test_attention_4d_causal_fp16(_expanded)?_cpu$": (
+        "the expected data rounds a float16 softmax computed in float16 throughout; rill's "
+        "Softmax computes half inputs in float32 and rounds once: 2 of 192 values differ by 2 "
+        "float16 ulps (relative error 1.2e-3 against the runner's 1e-3)"
+    ),
     r"^test_loop16_seq_none_cpu$": (
         "the expected sequence holds a 0-d tensor, which onnx's runner cannot compare (its "
         "assert_similar_outputs calls len() on every element): the case fails for onnx's own "

@@ -44,11 +44,14 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_nn,
     import_norm_more,
     import_quant,
+    import_random,
     import_reduce,
     import_resize,
     import_rnn,
     import_sequence,
     import_shape,
+    import_signal,
+    import_strings,
 )
 from rill.graph.onnx.import_registry import get_import_rule
 from rill.graph.onnx.import_scan8 import rewrite_scan8

@@ -1,0 +1,4 @@
+"""ONNX import rules: strings (StringNormalizer, StringSplit, StringConcat, RegexFullMatch,
+TfIdfVectorizer)."""
+
+from __future__ import annotations

@@ -290,10 +290,8 @@ def onnx_unique(T, axis, sorted):  # noqa: A002 - ONNX's attr name
         else:
             a = None
             keys = x.reshape(-1, 1)
-        if keys.dtype.kind == "V" or keys.dtype.itemsize < 4 and keys.dtype.kind == "f":
-            keys = keys.astype(np.float64)  # bfloat16 / float16: compare exactly in float64
-        elif keys.dtype.kind not in "biufcUSO":
-            keys = keys.astype(np.float64)
+        if keys.dtype.kind not in "biufcUSO":
+            keys = keys.astype(np.float64)  # bfloat16 and float8s: exact, and numpy sorts them
         if keys.shape[1] == 1:
             _, first, inverse, counts = np.unique(keys[:, 0], return_index=True,
                                                   return_inverse=True, return_counts=True)  # fmt: skip

@@ -150,7 +150,8 @@ def _col2im_shape(op):
     n = x[0] if x.rank == 3 else None
     c = None
     if block is not None and x.rank == 3 and x[1] is not None:
-        c = x[1] // max(int(abs(int(block.prod()))), 1)
+        kb = int(block.prod())
+        c = x[1] // kb if kb > 0 and x[1] % kb == 0 else None
     return TensorShape([n, c, *(int(v) for v in image.reshape(-1))])
 
 

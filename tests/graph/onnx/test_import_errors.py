@@ -58,11 +58,10 @@ def test_unknown_op_names_the_node_op_and_opset():
     with pytest.raises(OnnxImportError, match=r"'frob1'.*com\.example::Frobnicate at opset 1"):
         import_onnx(m)
     assert unsupported_ops(m) == [("com.example", "Frobnicate", 1)]
-    node = oh.make_node("MaxRoiPool", ["x", "grid"], ["y"], name="up")
-    grid = nh.from_array(np.zeros((1, 2, 2, 2), np.float32), "grid")
-    m = model([node], [vi("x", shape=[1, 1, 2, 2])], [vi("y")], [grid])
+    node = oh.make_node("ImageDecoder", ["x"], ["y"], name="up")
+    m = model([node], [vi("x", TP.UINT8, [10])], [vi("y", TP.UINT8)], opset=20)
     with pytest.raises(
-        OnnxImportError, match=r"node 'up' \(MaxRoiPool, opset 17\).*no import rule"
+        OnnxImportError, match=r"node 'up' \(ImageDecoder, opset 20\).*no import rule"
     ):
         import_onnx(m)
 

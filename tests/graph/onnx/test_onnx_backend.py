@@ -59,6 +59,9 @@ CLAIMED = (
     # normalizations, rotary embeddings, attention, Lp pooling, unpooling, losses (import_norm_more)
     "GroupNormalization", "RMSNormalization", "RotaryEmbedding", "SwiGLU", "Attention", "LpPool",
     "MaxUnpool", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
+    # scatters, detection and sampling (import_detect)
+    "ScatterND", "TensorScatter", "AffineGrid", "NonMaxSuppression", "RoiAlign", "GridSample",
+    "Unique", "Col2Im",
 )  # fmt: skip
 # Op types to try beside the claimed ones (comma-separated, in RILL_ONNX_TRY): for working on an
 # op type's rule before it is claimed.

@@ -3,7 +3,8 @@
 The module-level `prepare`, `run_model`, `run_node` and `supports_device` are the interface
 onnx's backend tests and tools expect; `RillBackend` is the class form. As onnx's runner does,
 a sequence is a Python list of arrays and an optional is its value or None, both as inputs and
-as outputs (rill runs them as TensorList and Optional variant values).
+as outputs (rill runs them as TensorList and Optional variant values); a string output holds str
+(rill's string kernels make UTF-8 bytes).
 
 >>> import numpy as np, onnx.helper as oh
 >>> g = oh.make_graph([oh.make_node("Add", ["a", "b"], ["c"])], "g",
@@ -103,7 +104,23 @@ def _from_value(v):
         return [np.asarray(t) for t in v.to_list()]
     if isinstance(v, OptionalValue):
         return _from_value(v.components[0]) if v.has_value else None
-    return np.asarray(v)
+    return _as_onnx_strings(np.asarray(v))
+
+
+def _as_onnx_strings(a: np.ndarray) -> np.ndarray:
+    """A string tensor's elements as str, as onnx's numpy helpers hold them: rill's string
+    kernels make UTF-8 bytes. An array with any element that is not UTF-8 stays as bytes."""
+    if a.dtype.kind == "S":  # a fetched 0-d string comes back as a bytes scalar
+        a = a.astype(object)
+    if a.dtype != object or not any(isinstance(e, bytes) for e in a.flat):
+        return a
+    try:
+        text = [e.decode("utf-8") if isinstance(e, bytes) else e for e in a.flat]
+    except UnicodeDecodeError:
+        return a
+    out = np.empty(a.shape, dtype=object)
+    out.reshape(-1)[:] = text
+    return out
 
 
 class RillBackend(Backend):

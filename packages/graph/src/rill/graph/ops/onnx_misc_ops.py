@@ -82,6 +82,10 @@ def _deform_conv_shape(op):
     for name, s in (("X", x), ("W", w), ("offset", offset)):
         if s.rank not in (None, r + 2):
             raise ValueError(f"{name} must be {r + 2}-D for {r} spatial axes, got {s}")
+    group = op.attrs["group"]
+    c, cg = (x[1] if x.rank is not None else None), (w[1] if w.rank is not None else None)
+    if c is not None and cg is not None and c != cg * group:
+        raise ValueError(f"W {w} must be [oC, C / group, ...] for X {x} and group {group}")
     n = x[0] if x.rank is not None else offset[0] if offset.rank is not None else None
     oc = w[0] if w.rank is not None else None
     spatial = list(offset)[2:] if offset.rank is not None else [None] * r

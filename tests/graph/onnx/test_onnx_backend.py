@@ -62,6 +62,8 @@ CLAIMED = (
     # scatters, detection and sampling (import_detect)
     "ScatterND", "TensorScatter", "AffineGrid", "NonMaxSuppression", "RoiAlign", "GridSample",
     "Unique", "Col2Im",
+    # signal processing (import_signal)
+    "DFT", "STFT", "BlackmanWindow", "HammingWindow", "HannWindow", "MelWeightMatrix",
 )  # fmt: skip
 # Op types to try beside the claimed ones (comma-separated, in RILL_ONNX_TRY): for working on an
 # op type's rule before it is claimed.

@@ -64,6 +64,8 @@ CLAIMED = (
     "Unique", "Col2Im",
     # signal processing (import_signal)
     "DFT", "STFT", "BlackmanWindow", "HammingWindow", "HannWindow", "MelWeightMatrix",
+    # strings (import_strings)
+    "StringConcat", "StringSplit", "StringNormalizer", "RegexFullMatch", "TfIdfVectorizer",
 )  # fmt: skip
 # Op types to try beside the claimed ones (comma-separated, in RILL_ONNX_TRY): for working on an
 # op type's rule before it is claimed.

@@ -45,6 +45,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_norm_more,
     import_quant,
     import_random,
+    import_recurrent_state,
     import_reduce,
     import_resize,
     import_rnn,

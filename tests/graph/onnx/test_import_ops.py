@@ -545,3 +545,19 @@ def test_cast_to_float8e8m0_rounds_by_round_mode(mode, saturate):
     got = got.astype(np.float64)
     assert (got[0] == 2.0**127) if saturate else np.isnan(got[0])
     assert (got[1] == 2.0**-127) if saturate else (np.isnan(got[1]) or mode == "up")
+
+
+@pytest.mark.parametrize(
+    "xs, target", [((3, 1), [2, 1, 4]), ((4,), [3, 1]), ((2, 1, 5), [3, 1]), ((), [2, 2])]
+)
+def test_expand_of_an_input_of_unknown_rank(xs, target):
+    # x's rank and the shape's length are known only at run time (as in a Scan body's untyped
+    # state): the result's shape is their two-way broadcast.
+    m = model([oh.make_node("Expand", ["x", "s"], ["y"])],
+              [vi("x"), vi("s", TP.INT64, [None])], [vi("y")])  # fmt: skip
+    m.graph.input[0].type.tensor_type.ClearField("shape")
+    m.graph.output[0].type.tensor_type.ClearField("shape")
+    x = RNG.standard_normal(xs).astype(np.float32)
+    check(m, {"x": x, "s": np.array(target, np.int64)})
+    g, _, _ = import_onnx(m)
+    assert "BroadcastArgs" in {o.type for o in g.get_operations()}

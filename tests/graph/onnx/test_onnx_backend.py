@@ -69,6 +69,8 @@ CLAIMED = (
     # others (import_random; its random generators have no node cases whose values can match:
     # tests/graph/onnx/test_import_random.py checks their distributions and seeding)
     "BitCast", "DeformConv",
+    # recurrent state (import_recurrent_state)
+    "CausalConvWithState", "LinearAttention",
 )  # fmt: skip
 # Op types to try beside the claimed ones (comma-separated, in RILL_ONNX_TRY): for working on an
 # op type's rule before it is claimed.

@@ -257,14 +257,19 @@ def tile(n, x, repeats):
 
 @register_onnx_import("Expand")
 def expand(n, x, shape):
-    """Bidirectional broadcasting: the result's shape is broadcast(x.shape, shape)."""
+    """Bidirectional broadcasting: the result's shape is broadcast(x.shape, shape). Where x's
+    rank or the shape's length is known only at run time (a Scan body's untyped state), the
+    result's shape is BroadcastArgs of the two."""
     v = n.static(shape)
-    r = _rank(x, "Expand")
     if v is not None and x.shape.is_fully_defined():
         out = np.broadcast_shapes(tuple(x.shape.as_list()), tuple(int(d) for d in v))
         return op("BroadcastTo", [x, _i64(list(out))])
-    if shape.shape.rank != 1 or shape.shape[0] is None:
-        raise OnnxImportError("Expand needs a shape input of known length")
+    if shape.shape.rank is not None and shape.shape.rank != 1:
+        raise OnnxImportError(f"Expand needs a 1-D shape input, got rank {shape.shape.rank}")
+    r = x.shape.rank
+    if r is None or shape.shape[0] is None:
+        out = op("BroadcastArgs", [_shape64(x), _as_i64(shape)])
+        return op("BroadcastTo", [x, out])
     k = shape.shape[0]
     m = max(r, k)
     xs = _shape64(x)

@@ -195,6 +195,26 @@ def test_regex_refuses_what_python_reads_otherwise(pattern, what):
         import_onnx(regex_model(pattern))
 
 
+@pytest.mark.parametrize(
+    "pattern", [r"(a+)+$", r"(a|ab)*c", r"(\w+\s?)*$", r"(?:x+y?){2,}", r"((ab)+c)+"]
+)
+def test_regex_refuses_an_unbounded_repetition_of_a_varying_group(pattern):
+    # Python's backtracking re takes time exponential in the text on these (RE2: linear), so a
+    # model's pattern could hang the step: refused at import, naming the node.
+    with pytest.raises(OnnxImportError, match=r"'rx'.*RegexFullMatch.*exponential"):
+        import_onnx(regex_model(pattern))
+
+
+@pytest.mark.parametrize(
+    "pattern, texts, want",
+    [(r"(ab)+", ["abab", "aba"], [True, False]), (r"(a|b){3}", ["aba", "ab"], [True, False]),
+     (r"(a+){2}", ["aaa", "a"], [True, False]), (r"(a{2})+", ["aaaa", "aaa"], [True, False])],
+)  # fmt: skip
+def test_regex_keeps_repetitions_that_cannot_blow_up(pattern, texts, want):
+    (y,) = run(regex_model(pattern), strings(texts))
+    assert y.tolist() == want
+
+
 def test_re2_translation_is_refused_with_the_pattern_named():
     with pytest.raises(Re2PatternError, match=r"'\\\\Qa\\\\E'"):
         re2_to_python(r"\Qa\E")

@@ -232,6 +232,11 @@ def re2_to_python(pattern: str) -> str:
     text unless multiline; \\z and \\x{...} are rewritten. Python reads otherwise or lacks, so
     this refuses: backreferences and octal escapes, \\p / \\P Unicode classes, \\C, \\Q...\\E,
     the U flag, and flags that apply to the rest of a group other than at the pattern's start.
+    It also refuses a group repeated without bound (*, +, {n,}) that itself holds a repetition
+    or an alternation, such as (a+)+ or (a|ab)*: RE2 matches in time linear in the text, while
+    Python's backtracking `re` can take time exponential in it on such a pattern, so a model's
+    pattern could hang the step. (Bounded repetitions, nested ones included, cost at most a
+    power of the text's length.)
 
     Raises:
         Re2PatternError: for a pattern that uses such a feature, naming it.
@@ -241,12 +246,19 @@ def re2_to_python(pattern: str) -> str:
     """
     out: list[str] = []
     stack: list[bool] = []
+    # Per open group: whether it holds a repetition or an alternation; and that of the group
+    # that closed last, while the next token may repeat it.
+    varies: list[bool] = [False]
+    closed_varies = after_group_varies = False
     multiline = False
     after_repeat = False
     i = 0
     while i < len(pattern):
         c = pattern[i]
         repeat = False
+        many = False  # an unbounded repetition (*, +, {n,})
+        fixed = False  # a repetition of an exact count
+        closed = False
         if c == "\\":
             text, i = _escape(pattern, i, in_class=False)
         elif c == "[":
@@ -256,26 +268,46 @@ def re2_to_python(pattern: str) -> str:
             text, i, inner = _group(pattern, i, multiline)
             if text.endswith(")"):  # flags for the whole pattern
                 stack.pop()
+            else:
+                varies.append(False)
             multiline = inner
         elif c == ")":
             if not stack:
                 raise _refuse(pattern, "unmatched )")
             multiline = stack.pop()
+            closed, closed_varies = True, varies.pop()
+            varies[-1] = varies[-1] or closed_varies
             text, i = ")", i + 1
+        elif c == "|":
+            varies[-1] = True
+            text, i = c, i + 1
         elif c == "$":
             text, i = ("$" if multiline else r"\Z"), i + 1
         elif c in "*+?":
             if c == "+" and after_repeat:
                 raise _refuse(pattern, "possessive repetition (*+, ++, ?+) is not RE2 syntax")
             text, i, repeat = c, i + 1, not (c == "?" and after_repeat)  # a? after a*: lazy
+            many = repeat and c != "?"
         elif c == "{":
             m = _QUANTIFIER.match(pattern, i)
             if m:
                 text, i, repeat = m.group(0), m.end(), True
+                least, most = int(m.group(1)), m.group(2)  # {n}, {n,} or {n,m}
+                many = most == ","
+                fixed = most is None or (not many and int(most[1:]) == least)
             else:
                 text, i = r"\{", i + 1  # not a repetition in RE2: literal
         else:
             text, i = c, i + 1
+        if many:
+            if after_group_varies:
+                raise _refuse(pattern, "a group that repeats and itself holds a repetition or an "
+                              "alternation (such as (a+)+ or (a|ab)*) is refused: Python's "
+                              "backtracking re can take time exponential in the text on it, "
+                              "where RE2 is linear")  # fmt: skip
+        if repeat and not fixed:
+            varies[-1] = True
+        after_group_varies = closed and closed_varies
         after_repeat = repeat
         out.append(text)
     return "".join(out)

@@ -506,3 +506,23 @@ def test_conv_integer_channels_not_matching_the_filter_names_the_node():
         [init("w", np.ones((4, 2, 1, 1), np.uint8))],
         r"node 'ci' \(ConvInteger.*6 channels; the filter's 2 per group × group=2 gives 4",
     )
+
+
+@pytest.mark.parametrize("mult, attrs", [(1, dict(pads=[1, 1, 1, 1])), (2, dict(strides=[2, 1])),
+                                         (3, dict(dilations=[2, 2], pads=[2, 0, 2, 0]))])  # fmt: skip
+def test_depthwise_conv_integer_is_exact(mult, attrs):
+    # group = input channels: a float64 depthwise convolution cast back to int32, every sum an
+    # exact integer (the extreme values of uint8 inputs and int8 weights included).
+    c = 5
+    x = ints(np.uint8, 2, c, 9, 8)
+    x[0, 0] = 255  # the largest products
+    w = ints(np.int8, c * mult, 1, 3, 3)
+    w[0] = -128
+    xz, wz = np.uint8(3), np.int8(-7)
+    node = oh.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], group=c, **attrs)
+    m = model([node], [vi("x", TP.UINT8, [2, c, 9, 8])], [vi("y", TP.INT32)],
+              [init("w", w), init("xz", xz), init("wz", wz)])  # fmt: skip
+    got = run_rill(m, {"x": x})
+    same(got, run_ref(m, {"x": x}))
+    g, _, _ = import_onnx(m)
+    assert "DepthwiseConv2dNative" in {o.type for o in g.get_operations()}

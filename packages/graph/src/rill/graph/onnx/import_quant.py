@@ -348,8 +348,11 @@ def qlinear_matmul(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scal
 
 
 def _int_conv(x, w, group, auto_pad, dilations, kernel_shape, pads, strides, what: str):
-    """ONNX Conv of int32 x and w as an int32 Conv2D (grouped, depthwise included: rill's
-    DepthwiseConv2dNative is float only), NCHW, 1-D as 2-D over a unit height."""
+    """ONNX Conv of int32 x and w (int8 or uint8 values less their zero points) as an int32
+    Conv2D (grouped), NCHW, 1-D as 2-D over a unit height. A depthwise one (group = input
+    channels) is a float64 DepthwiseConv2dNative cast back to int32: exact (each product is at
+    most 2^16, so every partial sum of a window is an integer far below 2^53), where Conv2D's
+    grouped int32 loop took a call per channel."""
     nd = _conv._rank(x, what) - 2
     if nd not in (1, 2):
         raise OnnxImportError(f"rill has 1-D and 2-D convolutions; this {what} is {nd}-D")
@@ -381,6 +384,12 @@ def _int_conv(x, w, group, auto_pad, dilations, kernel_shape, pads, strides, wha
              "padding": "EXPLICIT" if any(p) else "VALID"}  # fmt: skip
     if any(p):
         attrs["explicit_paddings"] = [0, 0, 0, 0, p[0], p[2], p[1], p[3]]
+    c_in = c if c is not None else (None if kc is None else kc * int(group))
+    if int(group) > 1 and c_in == int(group):
+        filt, _ = _conv._filter_hwio(op("Cast", [w], {"DstT": dtypes.float64}), int(group), c_in)
+        x64 = op("Cast", [x], {"DstT": dtypes.float64})
+        y = op("DepthwiseConv2dNative", [x64, filt], attrs)
+        return op("Cast", [y], {"DstT": dtypes.int32}), nd
     # OIHW → HWIO: TensorFlow's grouped filter [kh, kw, C/group, M], groups of M contiguous.
     filt = op("Transpose", [w, const([2, 3, 1, 0], _I32)])
     return op("Conv2D", [x, filt], attrs), nd

@@ -43,3 +43,43 @@ def test_nchw_is_bit_identical_to_nhwc(k, mult, stride, padding, dilation, dtype
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want.transpose(0, 3, 1, 2))
     assert want.shape[-1] == 6 * mult
+
+
+@pytest.mark.parametrize("shape, k, mult, stride", [
+    ((1, 16, 9, 11), 3, 1, 1), ((2, 24, 30, 30), 5, 1, 2), ((1, 40, 7, 7), 3, 2, 1),
+    ((2, 3, 20, 17), 3, 1, 2),
+])  # fmt: skip
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nchw_runs_the_compiled_loops_with_the_numpy_paths_bits(shape, k, mult, stride, dtype,
+                                                                monkeypatch):  # fmt: skip
+    """Float NCHW DepthwiseConv2dNative runs _FusedDepthwiseConv2dNative's compiled loops with no
+    bias and no activation: the numpy path's bits (RILL_JIT=0), signed zeros, infinities and
+    NaNs included."""
+    from rill.exec.kernels import fused_conv_kernels, jit
+
+    if jit.loops() is None:
+        pytest.skip("compiled loops off (RILL_JIT=0)")
+    rng = np.random.default_rng(sum(shape) + k)
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    flat = x.reshape(-1)
+    flat[rng.choice(flat.size, flat.size // 8, replace=False)] = -0.0
+    flat[rng.choice(flat.size, 3, replace=False)] = np.inf
+    flat[rng.choice(flat.size, 2, replace=False)] = np.nan
+    w = rng.standard_normal((k, k, shape[1], mult)).astype(dtype)
+    w[0, 0, 0, 0] = -0.0
+    calls = []
+    real = fused_conv_kernels.depthwise_nchw
+    monkeypatch.setattr(fused_conv_kernels, "depthwise_nchw",
+                        lambda *a: calls.append(1) or real(*a))  # fmt: skip
+    args = ([1, 1, stride, stride], "SAME", [1, 1, 1, 1])
+    got = _run(x, w, "NCHW", *args)
+    assert calls
+    old = jit.set_enabled(False)
+    try:
+        want = _run(x, w, "NCHW", *args)
+    finally:
+        jit.set_enabled(old)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint8), want[~nan].view(np.uint8))

@@ -47,6 +47,8 @@ def _split_rows(out: np.ndarray, plane: int, rows: int = 1) -> int:
     return max(rows, piece // max(plane, 1))
 
 
+# The plain depthwise op, whose kernel runs depthwise_nchw with no bias and no activation.
+_PLAIN = "DepthwiseConv2dNative"
 # Output elements per chunk of the depthwise loop, activated right after it (256 KiB of float32).
 _CHUNK = 1 << 16
 # Multiply-adds per piece of a depthwise convolution split over threads: a hand-off and a
@@ -688,57 +690,69 @@ def fused_depthwise_conv2d_native(
         loops = _loops() if compiled and x.dtype in jit.FLOATS else None
         if loops is None or x.ndim != 4 or w.ndim != 4 or w.dtype != x.dtype or not x.size:
             return epilogue(plain(x, w), bias)
-        n, c, h, wd = x.shape
-        kh, kw, kc, mult = w.shape
-        if kc != c:
-            raise InvalidArgumentError(f"input depth {c} differs from the filter's depth {kc}")
-        oh, ow, (top, left) = win.resolve(h, wd, kh, kw)
-        out = np.empty((n, c * mult, oh, ow), x.dtype)
-        _check_bias(bias, out.shape, 1, op)
-        if out.size == 0 or not w.size:
-            return epilogue(plain(x, w), bias)
-        (sh, sw), (dh, dw) = win.strides, win.dilations
-        hp = max((oh - 1) * sh + (kh - 1) * dh + 1, top + h)
-        wp = max((ow - 1) * sw + (kw - 1) * dw + 1, left + wd)
-        x = np.ascontiguousarray(x)
-        w = np.ascontiguousarray(w)
-        bias = np.ascontiguousarray(bias.astype(x.dtype, copy=False))
-        per_plane = max(1, oh * ow * kh * kw)
-
-        planes = out.reshape(n * c * mult, oh * ow)
-        rows = max(1, _CHUNK // (oh * ow))
-        if mult == 1 and oh * ow <= _BY_CHANNEL_OUTPUTS and c >= 16:
-            if n == 1 and (exp_swish is None or x.dtype == np.float32):
-                # One piece, on the caller: no closure, no split (float32 Sigmoid / Swish:
-                # sigmoid32 after the sums, elementwise, so the bits of the pieces below).
-                loops.depthwise_nchw_by_channel(x, w, bias, out, sh, sw, dh, dw, top, left, hp,
-                                                wp, code or 0, 0, 1)  # fmt: skip
-                if exp_swish is not None:
-                    for r0 in range(0, c, rows):
-                        loops.sigmoid32_planes(planes, bias[:0], exp_swish, r0, min(c, r0 + rows))
-                return out
-
-            def images(lo, hi):
-                loops.depthwise_nchw_by_channel(x, w, bias, out, sh, sw, dh, dw, top, left,
-                                                hp, wp, code or 0, lo, hi)  # fmt: skip
-                if exp_swish is not None:
-                    for r0 in range(lo * c, hi * c, rows):
-                        r1 = min(hi * c, r0 + rows)
-                        _exp_activation(loops, planes, bias[:0], exp_swish, r0, r1)
-
-            parallel_for(n, images, grain=max(1, _DW_GRAIN // (c * per_plane)))
-            return out
-
-        def run(lo, hi):
-            for r0 in range(lo, hi, rows):
-                r1 = min(hi, r0 + rows)
-                loops.depthwise_nchw(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp,
-                                     code or 0, r0, r1)  # fmt: skip
-                if exp_swish is not None:  # while the planes are in cache
-                    _exp_activation(loops, planes, bias[:0], exp_swish, r0, r1)
-
-        grain = _DW_GRAIN if n > 1 else _DW_GRAIN_B1
-        parallel_for(n * c * mult, run, grain=max(1, grain // per_plane))
-        return out
+        got = depthwise_nchw(loops, win, x, w, bias, code, exp_swish, op)
+        return epilogue(plain(x, w), bias) if got is None else got
 
     return compute
+
+
+def depthwise_nchw(loops, win, x, w, bias, code, exp_swish, op: str):
+    """The compiled NCHW depthwise convolution of x [n, c, h, w] and w [kh, kw, c, mult] (both
+    contiguous-able, one float dtype): the sums, then + bias (none where bias is empty) and
+    the compiled activation `code` (or Sigmoid / Swish for exp_swish False / True). Its sums are
+    the numpy path's (_forward_nchw: 0 + each tap's product in the same order, no fused
+    multiply-add), so with an empty bias and code 0 the bits are DepthwiseConv2dNative's own.
+    None where it does not apply (an empty output or filter)."""
+    n, c, h, wd = x.shape
+    kh, kw, kc, mult = w.shape
+    if kc != c:
+        raise InvalidArgumentError(f"input depth {c} differs from the filter's depth {kc}")
+    oh, ow, (top, left) = win.resolve(h, wd, kh, kw)
+    out = np.empty((n, c * mult, oh, ow), x.dtype)
+    if bias.size or op != _PLAIN:
+        _check_bias(bias, out.shape, 1, op)
+    if out.size == 0 or not w.size:
+        return None
+    (sh, sw), (dh, dw) = win.strides, win.dilations
+    hp = max((oh - 1) * sh + (kh - 1) * dh + 1, top + h)
+    wp = max((ow - 1) * sw + (kw - 1) * dw + 1, left + wd)
+    x = np.ascontiguousarray(x)
+    w = np.ascontiguousarray(w)
+    bias = np.ascontiguousarray(bias.astype(x.dtype, copy=False))
+    per_plane = max(1, oh * ow * kh * kw)
+
+    planes = out.reshape(n * c * mult, oh * ow)
+    rows = max(1, _CHUNK // (oh * ow))
+    if mult == 1 and oh * ow <= _BY_CHANNEL_OUTPUTS and c >= 16:
+        if n == 1 and (exp_swish is None or x.dtype == np.float32):
+            # One piece, on the caller: no closure, no split (float32 Sigmoid / Swish:
+            # sigmoid32 after the sums, elementwise, so the bits of the pieces below).
+            loops.depthwise_nchw_by_channel(x, w, bias, out, sh, sw, dh, dw, top, left, hp,
+                                            wp, code or 0, 0, 1)  # fmt: skip
+            if exp_swish is not None:
+                for r0 in range(0, c, rows):
+                    loops.sigmoid32_planes(planes, bias[:0], exp_swish, r0, min(c, r0 + rows))
+            return out
+
+        def images(lo, hi):
+            loops.depthwise_nchw_by_channel(x, w, bias, out, sh, sw, dh, dw, top, left,
+                                            hp, wp, code or 0, lo, hi)  # fmt: skip
+            if exp_swish is not None:
+                for r0 in range(lo * c, hi * c, rows):
+                    r1 = min(hi * c, r0 + rows)
+                    _exp_activation(loops, planes, bias[:0], exp_swish, r0, r1)
+
+        parallel_for(n, images, grain=max(1, _DW_GRAIN // (c * per_plane)))
+        return out
+
+    def run(lo, hi):
+        for r0 in range(lo, hi, rows):
+            r1 = min(hi, r0 + rows)
+            loops.depthwise_nchw(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp,
+                                 code or 0, r0, r1)  # fmt: skip
+            if exp_swish is not None:  # while the planes are in cache
+                _exp_activation(loops, planes, bias[:0], exp_swish, r0, r1)
+
+    grain = _DW_GRAIN if n > 1 else _DW_GRAIN_B1
+    parallel_for(n * c * mult, run, grain=max(1, grain // per_plane))
+    return out

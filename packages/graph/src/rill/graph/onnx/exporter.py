@@ -515,10 +515,12 @@ def convert(ctx: ExportContext, op: Operation) -> None:
 # Rules register on import.
 from rill.graph.onnx import (  # noqa: E402, F401
     export_array,
+    export_bits,
     export_control_flow,
     export_gather,
     export_math,
     export_nn,
+    export_onnx_ops,
     export_rnn,
     export_sequence,
     export_special_math,

@@ -93,8 +93,10 @@ _BINARY = (
     ("BitwiseAnd", ("x", "y"), _INTS, True, "x & y."),
     ("BitwiseOr", ("x", "y"), _INTS, True, "x | y."),
     ("BitwiseXor", ("x", "y"), _INTS, True, "x ^ y."),
-    ("LeftShift", ("x", "y"), _INTS, False, "x << y (0 when y is at least the bit width)."),
-    ("RightShift", ("x", "y"), _INTS, False, "x >> y, arithmetic for signed types."),
+    ("LeftShift", ("x", "y"), _INTS, False,
+     "x << y, the count clamped to [0, bits - 1] as TensorFlow's kernel does."),
+    ("RightShift", ("x", "y"), _INTS, False,
+     "x >> y, arithmetic for signed types; the count clamped to [0, bits - 1]."),
 )  # fmt: skip
 for _name, (_a, _b), _types, _comm, _doc in _BINARY:
     defop(

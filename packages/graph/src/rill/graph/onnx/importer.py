@@ -41,6 +41,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_linalg,
     import_math,
     import_more_math,
+    import_ms_quant,
     import_nn,
     import_norm_more,
     import_quant,

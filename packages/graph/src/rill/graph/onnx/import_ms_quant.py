@@ -1,0 +1,287 @@
+"""ONNX import rules: onnxruntime's quantized contrib ops in the com.microsoft domain, as
+onnxruntime's quantization tool writes them in QOperator format (QLinearAdd, QLinearMul,
+QLinearGlobalAveragePool, QGemm, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat,
+QLinearAveragePool).
+
+Each is dequantize → the float op → quantize, all in float32 as onnxruntime computes:
+dequantizing is (x - zero_point) · scale, quantizing saturate(round(y / scale) + zero_point)
+with round half to even, saturated to the zero point's type (import_quant's helpers). QGemm
+multiplies in int32, as QLinearMatMul does, and requantizes the int32 sums. Scales and zero
+points are per tensor, except QGemm's b_scale and b_zero_point, which may be per column.
+
+onnxruntime's integer kernels sometimes fold the scales into one ratio, or sum a pool's integers
+before scaling, so a value that lies within a float32 rounding of a half step can land one
+quantization step away from onnxruntime's.
+
+The onnx package declares no com.microsoft ops, and the import registry checks a rule's op and
+attributes against onnx's schemas, so this module first registers with onnx a schema for each op
+(inputs, their optionality, attributes) from onnxruntime's contrib op documentation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx.defs
+from onnx import helper
+
+from rill.graph import dtypes
+from rill.graph.onnx import import_conv as _conv
+from rill.graph.onnx import import_quant as _q
+from rill.graph.onnx.import_registry import register_onnx_import
+from rill.graph.onnx.import_util import OnnxImportError, const, op
+
+_MS = "com.microsoft"
+_F32, _I32 = dtypes.float32, dtypes.int32
+
+# -- schemas ---------------------------------------------------------------------------------------
+
+_S = onnx.defs.OpSchema
+_ONE, _OPT, _VAR = (_S.FormalParameterOption.Single, _S.FormalParameterOption.Optional,
+                    _S.FormalParameterOption.Variadic)  # fmt: skip
+_INT8S = ["tensor(int8)", "tensor(uint8)"]
+_TYPES = {"T": _INT8S, "TF": ["tensor(float)"], "TB": ["tensor(int32)"],
+          "TY": ["tensor(float)", *_INT8S], "TV": [*_INT8S, "tensor(float)"]}  # fmt: skip
+
+
+def _schema(name: str, inputs, outputs, attrs=()) -> None:
+    """Registers com.microsoft::name with onnx: inputs as (name, type, optional), attrs as
+    (name, default AttributeProto or an AttrType for a required one)."""
+    if onnx.defs.has(name, _MS):
+        return
+    ins = []
+    for iname, t, opt in inputs:
+        if opt == "variadic":
+            ins.append(_S.FormalParameter(iname, t, param_option=_VAR, is_homogeneous=False))
+        else:
+            ins.append(_S.FormalParameter(iname, t, param_option=_OPT if opt else _ONE))
+    outs = [_S.FormalParameter(o, t) for o, t in outputs]
+    used = {p.type_str for p in ins + outs}
+    tcs = [(k, v, "") for k, v in _TYPES.items() if k in used]
+    attributes = [_S.Attribute(a, d) if isinstance(d, onnx.AttributeProto) else
+                  _S.Attribute(a, d, required=False) for a, d in attrs]  # fmt: skip
+    doc = f"onnxruntime's contrib op {name}"
+    schema = _S(name, _MS, 1, doc, inputs=ins, outputs=outs, type_constraints=tcs,
+                attributes=attributes)  # fmt: skip
+    onnx.defs.register_schema(schema)
+
+
+def _unary(x: str) -> list:
+    return [(x, "T", 0), (f"{x}_scale", "TF", 0), (f"{x}_zero_point", "T", 1),
+            ("Y_scale", "TF", 0), ("Y_zero_point", "T", 1)]  # fmt: skip
+
+
+def _binary() -> list:
+    return [("A", "T", 0), ("A_scale", "TF", 0), ("A_zero_point", "T", 1), ("B", "T", 0),
+            ("B_scale", "TF", 0), ("B_zero_point", "T", 1), ("C_scale", "TF", 0),
+            ("C_zero_point", "T", 1)]  # fmt: skip
+
+
+_AT = _S.AttrType
+_schema("QLinearAdd", _binary(), [("C", "T")])
+_schema("QLinearMul", _binary(), [("C", "T")])
+_schema("QLinearSigmoid", _unary("X"), [("Y", "T")])
+_schema("QLinearLeakyRelu", _unary("X"), [("Y", "T")],
+        [("alpha", helper.make_attribute("alpha", 0.01))])  # fmt: skip
+_schema("QLinearGlobalAveragePool", _unary("X"), [("Y", "T")],
+        [("channels_last", helper.make_attribute("channels_last", 0))])  # fmt: skip
+_schema("QLinearAveragePool", _unary("X"), [("Y", "T")],
+        [("auto_pad", helper.make_attribute("auto_pad", "NOTSET")),
+         ("ceil_mode", helper.make_attribute("ceil_mode", 0)),
+         ("channels_last", helper.make_attribute("channels_last", 0)),
+         ("count_include_pad", helper.make_attribute("count_include_pad", 0)),
+         ("kernel_shape", _AT.INTS), ("pads", _AT.INTS), ("strides", _AT.INTS)])  # fmt: skip
+_schema("QLinearConcat", [("Y_scale", "TF", 0), ("Y_zero_point", "T", 0),
+                          ("inputs", "TV", "variadic")], [("Y", "T")],
+        [("axis", _AT.INT)])  # fmt: skip
+_schema("QGemm", [("A", "T", 0), ("a_scale", "TF", 0), ("a_zero_point", "T", 0), ("B", "T", 0),
+                  ("b_scale", "TF", 0), ("b_zero_point", "T", 0), ("C", "TB", 1),
+                  ("y_scale", "TF", 1), ("y_zero_point", "T", 1)], [("Y", "TY")],
+        [("alpha", helper.make_attribute("alpha", 1.0)),
+         ("transA", helper.make_attribute("transA", 0)),
+         ("transB", helper.make_attribute("transB", 0))])  # fmt: skip
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _check(x, zp, what: str, node: str) -> None:
+    _q._check_int8(x, what, node)
+    _q._same_type(x, zp, what, node)
+
+
+def _dequantize(x, scale, zp, what: str, node: str):
+    """(x - zp) · scale in float32, per tensor."""
+    _check(x, zp, what, node)
+    d = _q._centered(x, None if zp is None else _q._scalar(zp, f"{what} zero point", node))
+    return op("Mul", [_q._cast(d, _F32), _q._cast(_q._scalar(scale, f"{what} scale", node), _F32)])
+
+
+def _quantize(y, scale, zp, dt: dtypes.DType, node: str):
+    """saturate(round(y / scale) + zp) as dt (zp's type when given), per tensor, in float32."""
+    if zp is not None:
+        _q._check_int8(zp, "output zero point", node)
+        dt = zp.dtype
+        zp = _q._scalar(zp, "output zero point", node)
+    return _q._quantize(y, _q._scalar(scale, "output scale", node), zp, dt, _F32)
+
+
+def _unary_rule(x, x_scale, x_zp, y_scale, y_zp, node: str, fn):
+    """quantize(fn(dequantize(x)))."""
+    y = fn(_dequantize(x, x_scale, x_zp, "X", node))
+    return _quantize(y, y_scale, y_zp, x.dtype, node)
+
+
+def _channels_first(x, channels_last: int, node: str):
+    """x moved to NC... when channels_last; and the permutation back (None when it stays)."""
+    r = _conv._rank(x, node)
+    if not channels_last:
+        return x, None
+    fwd = [0, r - 1, *range(1, r - 1)]
+    back = [0, *range(2, r), 1]
+    return op("Transpose", [x, const(fwd, _I32)]), back
+
+
+# -- elementwise -----------------------------------------------------------------------------------
+
+
+@register_onnx_import("QLinearAdd", _MS)
+def qlinear_add(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
+    """C = quantize(dequantize(A) + dequantize(B)), numpy broadcasting."""
+    node = "QLinearAdd"
+    fa = _dequantize(a, a_scale, a_zero_point, "A", node)
+    fb = _dequantize(b, b_scale, b_zero_point, "B", node)
+    if a.dtype != b.dtype:
+        raise OnnxImportError(f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree")
+    return _quantize(op("AddV2", [fa, fb]), c_scale, c_zero_point, a.dtype, node)
+
+
+@register_onnx_import("QLinearMul", _MS)
+def qlinear_mul(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
+    """C = quantize(dequantize(A) · dequantize(B)), numpy broadcasting."""
+    node = "QLinearMul"
+    fa = _dequantize(a, a_scale, a_zero_point, "A", node)
+    fb = _dequantize(b, b_scale, b_zero_point, "B", node)
+    if a.dtype != b.dtype:
+        raise OnnxImportError(f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree")
+    return _quantize(op("Mul", [fa, fb]), c_scale, c_zero_point, a.dtype, node)
+
+
+@register_onnx_import("QLinearSigmoid", _MS)
+def qlinear_sigmoid(n, x, x_scale, x_zero_point, y_scale, y_zero_point=None):
+    """Y = quantize(sigmoid(dequantize(X)))."""
+    return _unary_rule(x, x_scale, x_zero_point, y_scale, y_zero_point, "QLinearSigmoid",
+                       lambda f: op("Sigmoid", [f]))  # fmt: skip
+
+
+@register_onnx_import("QLinearLeakyRelu", _MS)
+def qlinear_leaky_relu(n, x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, alpha=0.01):
+    """Y = quantize(leaky_relu(dequantize(X), alpha))."""
+    return _unary_rule(x, x_scale, x_zero_point, y_scale, y_zero_point, "QLinearLeakyRelu",
+                       lambda f: op("LeakyRelu", [f], {"alpha": float(alpha)}))  # fmt: skip
+
+
+@register_onnx_import("QLinearConcat", _MS)
+def qlinear_concat(n, y_scale, y_zero_point, *inputs, axis):
+    """Y = quantize(concat(dequantize(x_i), axis)); inputs come as (x, scale, zero point)."""
+    node = "QLinearConcat"
+    if not inputs or len(inputs) % 3:
+        raise OnnxImportError(
+            f"{node} takes Y_scale, Y_zero_point, then (x, scale, zero point) triples; got "
+            f"{len(inputs)} inputs after the first two"
+        )
+    parts = [_dequantize(inputs[i], inputs[i + 1], inputs[i + 2], f"input {i // 3}", node)
+             for i in range(0, len(inputs), 3)]  # fmt: skip
+    y = op("ConcatV2", [parts, const(int(axis), dtypes.int64)])
+    return _quantize(y, y_scale, y_zero_point, inputs[0].dtype, node)
+
+
+# -- pools -----------------------------------------------------------------------------------------
+
+
+@register_onnx_import("QLinearGlobalAveragePool", _MS)
+def qlinear_global_average_pool(n, x, x_scale, x_zero_point, y_scale, y_zero_point=None, *,
+                                channels_last=0):  # fmt: skip
+    """Y = quantize(mean of dequantize(X) over its spatial axes), kept as size-1 axes: computed
+    as onnxruntime does, the int32 sum S of (x - x_zp) over the N spatial values requantized
+    with one float32 multiplier, saturate(round(S · (x_scale / (N · y_scale))) + y_zp), which
+    matches onnxruntime bit for bit where the float mean would not."""
+    node = "QLinearGlobalAveragePool"
+    r = _conv._rank(x, node)
+    axes = list(range(1, r - 1)) if channels_last else list(range(2, r))
+    _check(x, x_zero_point, "X", node)
+    xz = None if x_zero_point is None else _q._scalar(x_zero_point, "X zero point", node)
+    total = op("Sum", [_q._centered(x, xz), const(axes, _I32)], {"keep_dims": True})
+    dims = [x.shape[a] for a in axes]
+    if all(d is not None for d in dims):
+        count = const(float(np.prod(dims)), _F32)
+    else:
+        shape = op("Shape", [x], {"out_type": _I32})
+        count = op("Prod", [op("GatherV2", [shape, const(axes, _I32), const(0, _I32)]),
+                            const(0, _I32)])  # fmt: skip
+        count = _q._cast(count, _F32)
+    ys = _q._cast(_q._scalar(y_scale, "output scale", node), _F32)
+    xs = _q._cast(_q._scalar(x_scale, "X scale", node), _F32)
+    mult = op("RealDiv", [xs, op("Mul", [count, ys])])
+    if y_zero_point is None:
+        return _q._requantize(total, mult, None, x.dtype)
+    _q._check_int8(y_zero_point, "output zero point", node)
+    yz = _q._scalar(y_zero_point, "output zero point", node)
+    return _q._requantize(total, mult, yz, y_zero_point.dtype)
+
+
+@register_onnx_import("QLinearAveragePool", _MS)
+def qlinear_average_pool(n, x, x_scale, x_zero_point, y_scale, y_zero_point=None, *,
+                         kernel_shape, auto_pad="NOTSET", ceil_mode=0, channels_last=0,
+                         count_include_pad=0, pads=None, strides=None):  # fmt: skip
+    """Y = quantize(AveragePool(dequantize(X))), ONNX AveragePool's attributes."""
+    node = "QLinearAveragePool"
+
+    def pool(f):
+        f, back = _channels_first(f, channels_last, node)
+        y = _conv.average_pool(n, f, kernel_shape=kernel_shape, auto_pad=auto_pad,
+                               ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                               pads=pads, strides=strides)  # fmt: skip
+        return y if back is None else op("Transpose", [y, const(back, _I32)])
+
+    return _unary_rule(x, x_scale, x_zero_point, y_scale, y_zero_point, node, pool)
+
+
+# -- QGemm -----------------------------------------------------------------------------------------
+
+
+def _matrix(t, trans: int, what: str, node: str):
+    if t.shape.rank is not None and t.shape.rank != 2:
+        raise OnnxImportError(f"{node}'s {what} must be 2-D, got shape {t.shape}")
+    return op("Transpose", [t, const([1, 0], _I32)]) if trans else t
+
+
+@register_onnx_import("QGemm", _MS)
+def qgemm(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, C=None, y_scale=None,
+          y_zero_point=None, *, alpha=1.0, transA=0, transB=0):  # fmt: skip
+    """acc = (A' - a_zp)·(B' - b_zp) + C in int32 (C is the bias quantized with scale
+    a_scale·b_scale and zero point 0); Y = acc · alpha·a_scale·b_scale, float when y_scale is
+    absent, else requantized: saturate(round(acc · alpha·a_scale·b_scale / y_scale) + y_zp).
+    a's scale and zero point are per tensor, b's per tensor or per column of B'."""
+    node = "QGemm"
+    a2 = _matrix(a, transA, "A", node)
+    b2 = _matrix(b, transB, "B", node)
+    a_zp = _q._scalar(a_zero_point, "A zero point", node)
+    acc = _q._int_matmul(n, a2, b2, a_zp, b_zero_point, node)
+    if C is not None:
+        if C.dtype is not _I32:
+            raise OnnxImportError(f"{node}'s C (bias) must be int32, got {C.dtype.name}")
+        acc = op("AddV2", [acc, C])
+    a_s = _q._scalar(a_scale, "a_scale", node)
+    b_s = _q._cols(b_scale, b2, "b_scale", node)
+    scale = op("Mul", [op("Mul", [_q._cast(a_s, _F32), _q._cast(b_s, _F32)]),
+                       const(float(alpha), _F32)])  # fmt: skip
+    if y_scale is None:
+        if y_zero_point is not None:
+            raise OnnxImportError(f"{node} has y_zero_point but no y_scale; give both or neither")
+        return op("Mul", [_q._cast(acc, _F32), scale])
+    mult = op("RealDiv", [scale, _q._cast(_q._scalar(y_scale, "y_scale", node), _F32)])
+    if y_zero_point is None:
+        return _q._requantize(acc, mult, None, dtypes.uint8)
+    _q._check_int8(y_zero_point, "y zero point", node)
+    yz = _q._scalar(y_zero_point, "y zero point", node)
+    return _q._requantize(acc, mult, yz, y_zero_point.dtype)

@@ -1,0 +1,249 @@
+"""import_onnx of onnxruntime's com.microsoft quantized ops (import_ms_quant), against
+onnxruntime, which implements them.
+
+Quantized activations are graph inputs (so the rules, not import-time folding, compute them);
+scales and zero points sit in initializers, as onnxruntime's quantization tool writes them. Where
+onnxruntime's integer kernels round an intermediate differently from dequantize → float op →
+quantize (the test says which), a difference of one quantization step is allowed; everywhere else
+the results agree bit for bit. Bad input must name the node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper as oh
+from onnx import numpy_helper as nh
+
+from rill.exec import Session
+from rill.graph.onnx import import_onnx
+from rill.graph.onnx.importer import OnnxImportError
+
+RNG = np.random.default_rng(7)
+MS = "com.microsoft"
+ELEM = {np.uint8: TP.UINT8, np.int8: TP.INT8, np.float32: TP.FLOAT, np.int32: TP.INT32}
+
+
+def vi(name, dtype, shape=None):
+    return oh.make_tensor_value_info(name, ELEM[dtype], shape)
+
+
+def init(name, value, dtype=np.float32):
+    return nh.from_array(np.asarray(value, dtype), name)
+
+
+def model(nodes, inputs, outputs, inits=()):
+    g = oh.make_graph(nodes, "t", inputs, outputs, list(inits))
+    ops = [oh.make_opsetid("", 17), oh.make_opsetid(MS, 1)]
+    return oh.make_model(g, opset_imports=ops, ir_version=8)
+
+
+def run_rill(m, feeds):
+    g, inputs, outputs = import_onnx(m)
+    with Session(graph=g) as s:
+        got = s.run(
+            [outputs[o.name] for o in m.graph.output], {inputs[k]: v for k, v in feeds.items()}
+        )
+    return [np.asarray(v) for v in got]
+
+
+def run_ort(m, feeds):
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, feeds)
+
+
+def check(m, feeds, steps=0):
+    """rill's outputs against onnxruntime's: same type and shape, and equal (quantized outputs
+    within `steps` quantization steps)."""
+    got, want = run_rill(m, feeds), run_ort(m, feeds)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype, (a.dtype, b.dtype)
+        assert a.shape == b.shape, (a.shape, b.shape)
+        if steps:
+            diff = np.abs(a.astype(np.int32) - b.astype(np.int32))
+            assert diff.max() <= steps, diff.max()
+        else:
+            np.testing.assert_array_equal(a, b)
+    return got, want
+
+
+def ints(dtype, *shape):
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def zp_of(dtype):
+    return 128 if dtype == np.uint8 else 3
+
+
+# -- QLinearAdd / QLinearMul -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op_type", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_add_and_mul_broadcast_match_onnxruntime(op_type, dtype):
+    # onnxruntime's kernels fold the scales into ratios (A_scale / C_scale, ...): one step allowed.
+    a, b = ints(dtype, 2, 3, 4, 5), ints(dtype, 4, 1)
+    node = oh.make_node(op_type, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], ["c"], domain=MS)
+    z = zp_of(dtype)
+    inits = [init("as", 0.05), init("az", z, dtype), init("bs", 0.03), init("bz", z - 7, dtype),
+             init("cs", 0.07 if op_type == "QLinearAdd" else 0.4), init("cz", z + 2, dtype)]  # fmt: skip
+    m = model([node], [vi("a", dtype, a.shape), vi("b", dtype, b.shape)], [vi("c", dtype)], inits)
+    got, want = check(m, {"a": a, "b": b}, steps=1)
+    assert (got[0] == want[0]).mean() > 0.97
+
+
+def test_qlinear_add_without_zero_points_takes_them_as_zero():
+    # onnxruntime refuses the omitted zero points (its type inference), so it runs the same model
+    # with explicit zeros.
+    a, b = ints(np.uint8, 3, 8), ints(np.uint8, 3, 8)
+    inits = [init("as", 0.01), init("bs", 0.02), init("cs", 0.05), init("z", 0, np.uint8)]
+    io = [vi("a", np.uint8, a.shape), vi("b", np.uint8, b.shape)], [vi("c", np.uint8)]
+    omitted = oh.make_node("QLinearAdd", ["a", "as", "", "b", "bs", "", "cs"], ["c"], domain=MS)
+    zeros = oh.make_node("QLinearAdd", ["a", "as", "z", "b", "bs", "z", "cs", "z"], ["c"],
+                         domain=MS)  # fmt: skip
+    got = run_rill(model([omitted], *io, inits), {"a": a, "b": b})[0]
+    want = run_ort(model([zeros], *io, inits), {"a": a, "b": b})[0]
+    assert got.dtype == want.dtype
+    assert np.abs(got.astype(np.int32) - want).max() <= 1
+
+
+# -- unary: QLinearSigmoid / QLinearLeakyRelu --------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("op_type, attrs", [("QLinearSigmoid", {}),
+                                            ("QLinearLeakyRelu", {"alpha": 0.2})])  # fmt: skip
+def test_qlinear_unary_matches_onnxruntime_for_every_input_value(dtype, op_type, attrs):
+    # onnxruntime builds a 256-entry table with its own float sigmoid: one step allowed there.
+    info = np.iinfo(dtype)
+    x = np.arange(info.min, info.max + 1).astype(dtype).reshape(4, 64)
+    z = zp_of(dtype)
+    node = oh.make_node(op_type, ["x", "xs", "xz", "ys", "yz"], ["y"], domain=MS, **attrs)
+    ys = 1 / 255 if op_type == "QLinearSigmoid" else 0.03
+    inits = [init("xs", 0.05), init("xz", z, dtype), init("ys", ys), init("yz", z - 5, dtype)]
+    m = model([node], [vi("x", dtype, x.shape)], [vi("y", dtype)], inits)
+    check(m, {"x": x}, steps=1 if op_type == "QLinearSigmoid" else 0)
+
+
+# -- QLinearConcat -----------------------------------------------------------------------------------
+
+
+def test_qlinear_concat_of_differently_scaled_inputs_matches_onnxruntime():
+    x0, x1 = ints(np.uint8, 2, 3, 4), ints(np.uint8, 2, 5, 4)
+    x2 = ints(np.uint8, 2, 1, 4)
+    ins = ["ys", "yz", "x0", "s0", "z0", "x1", "s1", "z1", "x2", "s2", "z2"]
+    node = oh.make_node("QLinearConcat", ins, ["y"], domain=MS, axis=1)
+    inits = [init("ys", 0.04), init("yz", 120, np.uint8), init("s0", 0.02),
+             init("z0", 128, np.uint8), init("s1", 0.07), init("z1", 100, np.uint8),
+             init("s2", 0.04), init("z2", 120, np.uint8), init("x2", x2, np.uint8)]  # fmt: skip
+    m = model([node], [vi("x0", np.uint8, x0.shape), vi("x1", np.uint8, x1.shape)],
+              [vi("y", np.uint8)], inits)  # fmt: skip
+    check(m, {"x0": x0, "x1": x1})
+
+
+# -- pools -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_global_average_pool_matches_onnxruntime(channels_last, dtype):
+    x = ints(dtype, 4, 64, 5, 7) if not channels_last else ints(dtype, 4, 5, 7, 64)
+    z = zp_of(dtype)
+    node = oh.make_node("QLinearGlobalAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"],
+                        domain=MS, channels_last=channels_last)  # fmt: skip
+    inits = [init("xs", 0.05), init("xz", z, dtype), init("ys", 0.02), init("yz", z + 4, dtype)]
+    m = model([node], [vi("x", dtype, x.shape)], [vi("y", dtype)], inits)
+    got, _ = check(m, {"x": x})
+    assert got[0].shape == ((4, 64, 1, 1) if not channels_last else (4, 1, 1, 64))
+
+
+def test_qlinear_global_average_pool_of_unknown_spatial_size_matches_onnxruntime():
+    x = ints(np.uint8, 2, 8, 3, 9)
+    node = oh.make_node("QLinearGlobalAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"],
+                        domain=MS)  # fmt: skip
+    inits = [init("xs", 0.05), init("xz", 128, np.uint8), init("ys", 0.02),
+             init("yz", 120, np.uint8)]  # fmt: skip
+    m = model([node], [vi("x", np.uint8, ["n", 8, "h", "w"])], [vi("y", np.uint8)], inits)
+    check(m, {"x": x})
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_qlinear_average_pool_padded_matches_onnxruntime(channels_last, count_include_pad):
+    # onnxruntime's pooling kernel rounds its window sums differently: one step allowed.
+    x = ints(np.uint8, 1, 3, 7, 6)
+    if channels_last:
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    node = oh.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=MS,
+                        kernel_shape=[3, 2], pads=[1, 0, 1, 1], strides=[2, 1],
+                        count_include_pad=count_include_pad, channels_last=channels_last)  # fmt: skip
+    inits = [init("xs", 0.05), init("xz", 128, np.uint8), init("ys", 0.04),
+             init("yz", 125, np.uint8)]  # fmt: skip
+    m = model([node], [vi("x", np.uint8, x.shape)], [vi("y", np.uint8)], inits)
+    check(m, {"x": x}, steps=1)
+
+
+# -- QGemm -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("out", ["uint8", "int8", "float"])
+@pytest.mark.parametrize("trans_a, trans_b", [(0, 1), (1, 0)])
+def test_qgemm_matches_onnxruntime(out, trans_a, trans_b):
+    # onnxruntime quantizes Y to A's type: int8 output takes int8 A.
+    a_type = np.int8 if out == "int8" else np.uint8
+    a = ints(a_type, *((6, 5) if not trans_a else (5, 6)))
+    b = ints(np.int8, *((5, 4) if not trans_b else (4, 5)))
+    c = RNG.integers(-3000, 3000, (4,)).astype(np.int32)
+    ins = ["a", "as", "az", "b", "bs", "bz", "c"]
+    inits = [init("as", 0.02), init("az", zp_of(a_type), a_type), init("b", b, np.int8),
+             init("bs", 0.01), init("bz", 0, np.int8), init("c", c, np.int32)]  # fmt: skip
+    if out == "float":
+        y_type = np.float32
+    else:
+        y_type = np.uint8 if out == "uint8" else np.int8
+        ins += ["ys", "yz"]
+        inits += [init("ys", 0.3), init("yz", zp_of(y_type), y_type)]
+    node = oh.make_node("QGemm", ins, ["y"], domain=MS, alpha=0.75, transA=trans_a,
+                        transB=trans_b)  # fmt: skip
+    m = model([node], [vi("a", a_type, a.shape)], [vi("y", y_type)], inits)
+    if out == "float":
+        got, want = run_rill(m, {"a": a}), run_ort(m, {"a": a})
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
+    else:
+        check(m, {"a": a})
+
+
+def test_qgemm_per_column_weights_without_bias_matches_onnxruntime():
+    a, b = ints(np.uint8, 3, 8), ints(np.int8, 8, 5)
+    node = oh.make_node("QGemm", ["a", "as", "az", "b", "bs", "bz", "", "ys", "yz"], ["y"],
+                        domain=MS)  # fmt: skip
+    inits = [init("as", 0.02), init("az", 100, np.uint8), init("b", b, np.int8),
+             init("bs", [0.01, 0.02, 0.005, 0.03, 0.01]), init("bz", [0] * 5, np.int8),
+             init("ys", 0.5), init("yz", 128, np.uint8)]  # fmt: skip
+    m = model([node], [vi("a", np.uint8, a.shape)], [vi("y", np.uint8)], inits)
+    check(m, {"a": a})
+
+
+# -- bad input ---------------------------------------------------------------------------------------
+
+
+def test_a_non_scalar_scale_is_refused_naming_the_node():
+    node = oh.make_node("QLinearAdd", ["a", "as", "", "b", "bs", "", "cs"], ["c"], domain=MS,
+                        name="add7")  # fmt: skip
+    inits = [init("as", [0.1, 0.2, 0.3]), init("bs", 0.1), init("cs", 0.1)]
+    m = model([node], [vi("a", np.uint8, [2, 3]), vi("b", np.uint8, [2, 3])],
+              [vi("c", np.uint8)], inits)  # fmt: skip
+    with pytest.raises(OnnxImportError, match=r"add7.*QLinearAdd.*A scale must be a scalar"):
+        import_onnx(m)
+
+
+def test_qlinear_concat_with_an_incomplete_triple_is_refused_naming_the_node():
+    node = oh.make_node("QLinearConcat", ["ys", "yz", "x0", "s0"], ["y"], domain=MS, axis=0,
+                        name="cat1")  # fmt: skip
+    inits = [init("ys", 0.1), init("yz", 0, np.uint8), init("s0", 0.1)]
+    m = model([node], [vi("x0", np.uint8, [2])], [vi("y", np.uint8)], inits)
+    with pytest.raises(OnnxImportError, match=r"cat1.*triples"):
+        import_onnx(m)

@@ -526,3 +526,18 @@ def test_depthwise_conv_integer_is_exact(mult, attrs):
     same(got, run_ref(m, {"x": x}))
     g, _, _ = import_onnx(m)
     assert "DepthwiseConv2dNative" in {o.type for o in g.get_operations()}
+
+
+def test_conv_integer_through_float64_is_exact_on_winograds_shapes():
+    # A 3×3 stride-1 convolution of 64 channels on 28×28 (Winograd's shape: float64 tiles whose
+    # transforms round) at the extremes of uint8 and int8: rounding the float64 result gives
+    # the exact integer sums.
+    c = 64
+    x = ints(np.uint8, 1, c, 28, 28)
+    x[0, :, :14] = 255
+    w = ints(np.int8, c, c, 3, 3)
+    w[: c // 2] = -128
+    node = oh.make_node("ConvInteger", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    m = model([node], [vi("x", TP.UINT8, [1, c, 28, 28])], [vi("y", TP.INT32)], [init("w", w)])
+    got = run_rill(m, {"x": x})
+    same(got, run_ref(m, {"x": x}))

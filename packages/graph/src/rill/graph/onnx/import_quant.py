@@ -392,6 +392,13 @@ def _int_conv(x, w, group, auto_pad, dilations, kernel_shape, pads, strides, wha
         return op("Cast", [y], {"DstT": dtypes.int32}), nd
     # OIHW → HWIO: TensorFlow's grouped filter [kh, kw, C/group, M], groups of M contiguous.
     filt = op("Transpose", [w, const([2, 3, 1, 0], _I32)])
+    if int(group) == 1:
+        # float64 (BLAS, or Winograd's tiles) then rounded: every exact sum is an integer below
+        # 2^40 and float64's error on it far below 1/2, so the rounding gives it exactly; the
+        # int32 Conv2D has no BLAS to run on.
+        f64 = [op("Cast", [t], {"DstT": dtypes.float64}) for t in (x, filt)]
+        y = op("Round", [op("Conv2D", f64, attrs)])
+        return op("Cast", [y], {"DstT": dtypes.int32}), nd
     return op("Conv2D", [x, filt], attrs), nd
 
 

@@ -15,8 +15,8 @@ from onnx import TensorProto as TP
 from onnx import helper as oh
 from onnx import numpy_helper as nh
 from onnx.reference import ReferenceEvaluator
+from onnx_run import run_rill
 
-from rill.exec import Session
 from rill.graph.errors import InvalidArgumentError
 from rill.graph.onnx import import_onnx
 from rill.graph.onnx.import_util import OnnxImportError
@@ -36,14 +36,6 @@ def one_node(op_type, inputs, outputs, *, opset=18, inits=(), name="n", **attrs)
                       [vi(o, TP.UNDEFINED) for o in outputs], list(inits))  # fmt: skip
     ops = [oh.make_opsetid("", opset)]
     return oh.make_model(g, opset_imports=ops, ir_version=oh.find_min_ir_version_for(ops))
-
-
-def run_rill(m, feeds):
-    g, inputs, outputs = import_onnx(m)
-    with Session(graph=g) as s:
-        got = s.run([outputs[o.name] for o in m.graph.output],
-                    {inputs[k]: v for k, v in feeds.items()})  # fmt: skip
-    return [np.asarray(v) for v in got]
 
 
 def check(m, feeds, rtol=1e-5, atol=1e-6, peer="reference"):

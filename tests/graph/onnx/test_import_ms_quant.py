@@ -11,13 +11,12 @@ the results agree bit for bit. Bad input must name the node.
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper as oh
 from onnx import numpy_helper as nh
+from onnx_run import run_ort, run_rill
 
-from rill.exec import Session
 from rill.graph.onnx import import_onnx
 from rill.graph.onnx.importer import OnnxImportError
 
@@ -38,20 +37,6 @@ def model(nodes, inputs, outputs, inits=()):
     g = oh.make_graph(nodes, "t", inputs, outputs, list(inits))
     ops = [oh.make_opsetid("", 17), oh.make_opsetid(MS, 1)]
     return oh.make_model(g, opset_imports=ops, ir_version=8)
-
-
-def run_rill(m, feeds):
-    g, inputs, outputs = import_onnx(m)
-    with Session(graph=g) as s:
-        got = s.run(
-            [outputs[o.name] for o in m.graph.output], {inputs[k]: v for k, v in feeds.items()}
-        )
-    return [np.asarray(v) for v in got]
-
-
-def run_ort(m, feeds):
-    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    return s.run(None, feeds)
 
 
 def check(m, feeds, steps=0):

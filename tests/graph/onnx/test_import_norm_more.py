@@ -7,13 +7,11 @@ models refused with errors that name the node.
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper as oh
-from onnx.reference import ReferenceEvaluator
+from onnx_run import run_ort, run_ref, run_rill
 
-from rill.exec import Session
 from rill.graph.onnx import import_onnx
 from rill.graph.onnx.importer import OnnxImportError
 
@@ -34,23 +32,6 @@ def one_node(op_type, feeds, opset, shapes=None, n_out=1, **attrs):
     g = oh.make_graph([node], "t", ins, [oh.make_empty_tensor_value_info(o) for o in outs])
     ops = [oh.make_opsetid("", opset)]
     return oh.make_model(g, opset_imports=ops, ir_version=oh.find_min_ir_version_for(ops))
-
-
-def run_rill(m, feeds):
-    g, inputs, outputs = import_onnx(m)
-    with Session(graph=g) as s:
-        got = s.run([outputs[o.name] for o in m.graph.output],
-                    {inputs[k]: v for k, v in feeds.items() if v is not None})  # fmt: skip
-    return [np.asarray(v) for v in got]
-
-
-def run_ref(m, feeds):
-    return ReferenceEvaluator(m).run(None, {k: v for k, v in feeds.items() if v is not None})
-
-
-def run_ort(m, feeds):
-    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    return s.run(None, {k: v for k, v in feeds.items() if v is not None})
 
 
 def check(m, feeds, rtol=1e-5, atol=1e-6, want=None):

@@ -9,14 +9,12 @@ spec's arithmetic in exact integers; bad input must name the node.
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper as oh
 from onnx import numpy_helper as nh
-from onnx.reference import ReferenceEvaluator
+from onnx_run import run_ort, run_ref, run_rill
 
-from rill.exec import Session
 from rill.graph.onnx import import_onnx
 from rill.graph.onnx.importer import OnnxImportError
 
@@ -36,24 +34,6 @@ def model(nodes, inputs, outputs, inits=(), opset=OPSET):
     g = oh.make_graph(nodes, "t", inputs, outputs, list(inits))
     ops = [oh.make_opsetid("", opset)]
     return oh.make_model(g, opset_imports=ops, ir_version=oh.find_min_ir_version_for(ops))
-
-
-def run_rill(m, feeds):
-    g, inputs, outputs = import_onnx(m)
-    with Session(graph=g) as s:
-        got = s.run(
-            [outputs[o.name] for o in m.graph.output], {inputs[k]: v for k, v in feeds.items()}
-        )
-    return [np.asarray(v) for v in got]
-
-
-def run_ort(m, feeds):
-    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    return s.run(None, feeds)
-
-
-def run_ref(m, feeds):
-    return ReferenceEvaluator(m).run(None, feeds)
 
 
 def same(got, want):

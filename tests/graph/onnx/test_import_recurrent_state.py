@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper as oh
 from onnx.reference import ReferenceEvaluator
+from onnx_run import run_rill
 
-from rill.exec import Session
 from rill.graph.onnx import import_onnx
 from rill.graph.onnx.importer import OnnxImportError
 
@@ -37,14 +37,6 @@ def one_node_model(node, feeds: dict, known_shapes: bool = True, state: str = ""
     g = oh.make_graph([node], "t", ins, outs)
     ops = [oh.make_opsetid("", 27)]
     return oh.make_model(g, opset_imports=ops, ir_version=oh.find_min_ir_version_for(ops))
-
-
-def run_rill(m, feeds):
-    g, inputs, outputs = import_onnx(m)
-    with Session(graph=g) as s:
-        got = s.run([outputs[o.name] for o in m.graph.output],
-                    {inputs[k]: v for k, v in feeds.items()})  # fmt: skip
-    return [np.asarray(v) for v in got]
 
 
 def node_inputs(names: list[str], feeds: dict) -> list[str]:

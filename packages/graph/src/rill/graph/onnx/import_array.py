@@ -8,14 +8,8 @@ from rill.graph import dtypes
 from rill.graph.onnx.import_linalg import _dim
 from rill.graph.onnx.import_registry import register_onnx_import
 from rill.graph.onnx.import_util import OnnxImportError, const, op, rill_dtype, static
-
-
-def _i64(v):
-    return const(np.asarray(v, np.int64), dtypes.int64)
-
-
-def _as_i64(t):
-    return t if t.dtype == dtypes.int64 else op("Cast", [t], {"DstT": dtypes.int64})
+from rill.graph.onnx.import_util import as_i64 as _as_i64
+from rill.graph.onnx.import_util import i64 as _i64
 
 
 @register_onnx_import("Constant")

@@ -19,12 +19,9 @@ from rill.graph.onnx.import_linalg import _dim
 from rill.graph.onnx.import_registry import register_onnx_import
 from rill.graph.onnx.import_sequence import coerce
 from rill.graph.onnx.import_util import OnnxImportError, const, op, rill_dtype
+from rill.graph.onnx.import_util import scalar as _scalar
 from rill.graph.ops.tensor_array_ops import TensorArray
 from rill.graph.shapes import TensorShape, unknown_shape
-
-
-def _scalar(t):
-    return t if t.shape.rank == 0 else op("Reshape", [t, const([], dtypes.int32)])
 
 
 def _declared(vi: onnx.ValueInfoProto) -> TensorShape:

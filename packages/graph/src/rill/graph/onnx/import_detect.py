@@ -17,16 +17,10 @@ import numpy as np
 from rill.graph import dtypes
 from rill.graph.onnx.import_registry import register_onnx_import
 from rill.graph.onnx.import_util import OnnxImportError, const, op, static
+from rill.graph.onnx.import_util import as_i64 as _as_i64
+from rill.graph.onnx.import_util import i64 as _i64
 
 I64 = dtypes.int64
-
-
-def _i64(v):
-    return const(np.asarray(v, np.int64), I64)
-
-
-def _as_i64(t):
-    return t if t.dtype == I64 else op("Cast", [t], {"DstT": I64})
 
 
 def _shape(t):

@@ -1,4 +1,5 @@
-"""ONNX import rules: elementwise arithmetic, comparisons, logic, Where and Cast.
+"""ONNX import rules: elementwise arithmetic, trigonometric and bitwise ops, comparisons, logic,
+Where and Cast.
 
 ONNX's elementwise ops broadcast as numpy does, and so do TensorFlow's; most map one to one.
 """
@@ -11,7 +12,14 @@ from rill.graph import dtypes
 from rill.graph.onnx.import_registry import register_onnx_import
 from rill.graph.onnx.import_util import OnnxImportError, const, op, rill_dtype, static
 
-_BINARY = {"Add": "AddV2", "Sub": "Sub", "Mul": "Mul"}
+_BINARY = {
+    "Add": "AddV2",
+    "Sub": "Sub",
+    "Mul": "Mul",
+    "BitwiseAnd": "BitwiseAnd",
+    "BitwiseOr": "BitwiseOr",
+    "BitwiseXor": "BitwiseXor",
+}
 _COMPARE = {
     "Equal": "Equal",
     "Less": "Less",
@@ -33,6 +41,17 @@ _UNARY = {
     "Tanh": "Tanh",
     "Sigmoid": "Sigmoid",
     "Cos": "Cos",
+    "Sin": "Sin",
+    "Tan": "Tan",
+    "Asin": "Asin",
+    "Acos": "Acos",
+    "Atan": "Atan",
+    "Sinh": "Sinh",
+    "Cosh": "Cosh",
+    "Asinh": "Asinh",
+    "Acosh": "Acosh",
+    "Atanh": "Atanh",
+    "BitwiseNot": "Invert",
 }
 
 

@@ -1,11 +1,10 @@
-"""ONNX import rules: trigonometric and hyperbolic functions, bitwise ops and shifts, cumulative
-products, sequence reversal, Compress, Det, CenterCropPad, and the deprecated Upsample and
-Scatter.
+"""ONNX import rules: BitShift, cumulative products, sequence reversal, Compress, Det,
+CenterCropPad, and the deprecated Upsample and Scatter (the trigonometric and bitwise ops, one to
+one onto TensorFlow's, are in import_math's tables).
 
-Most map one to one onto TensorFlow's ops. BitShift differs from TensorFlow's shifts where the
-count is negative or at least the bit width (TensorFlow clamps the count; ONNX gives what the
-sign fill alone gives), Compress is a gather of the condition's true positions, and CenterCropPad
-a slice then a pad per axis. The version converter brings Upsample below opset 10 and Scatter
+BitShift differs from TensorFlow's shifts where the count is negative or at least the bit width
+(TensorFlow clamps the count; ONNX gives what the sign fill alone gives), Compress is a gather of
+the condition's true positions, and CenterCropPad a slice then a pad per axis. The version converter brings Upsample below opset 10 and Scatter
 below opset 11 to Resize and ScatterElements; the later deprecated versions survive it (an
 opset-10 Upsample, an opset-11 Scatter) and reach the rules here, which build those two ops.
 """
@@ -20,54 +19,9 @@ from rill.graph.onnx.import_linalg import _dim, _shape_tensor
 from rill.graph.onnx.import_registry import register_onnx_import
 from rill.graph.onnx.import_resize import resize
 from rill.graph.onnx.import_util import OnnxImportError, const, op
-
-_UNARY = {
-    "Sin": "Sin",
-    "Tan": "Tan",
-    "Asin": "Asin",
-    "Acos": "Acos",
-    "Atan": "Atan",
-    "Sinh": "Sinh",
-    "Cosh": "Cosh",
-    "Asinh": "Asinh",
-    "Acosh": "Acosh",
-    "Atanh": "Atanh",
-    "BitwiseNot": "Invert",
-}
-_BINARY = {"BitwiseAnd": "BitwiseAnd", "BitwiseOr": "BitwiseOr", "BitwiseXor": "BitwiseXor"}
-
-
-def _unary(tf_op: str):
-    def rule(n, x):
-        return op(tf_op, [x])
-
-    return rule
-
-
-def _binary(tf_op: str):
-    def rule(n, a, b):
-        return op(tf_op, [a, b])
-
-    return rule
-
-
-for _onnx, _tf in _UNARY.items():
-    register_onnx_import(_onnx)(_unary(_tf))
-for _onnx, _tf in _BINARY.items():
-    register_onnx_import(_onnx)(_binary(_tf))
-
-
-def _i64(v):
-    return const(np.asarray(v, np.int64), dtypes.int64)
-
-
-def _as_i64(t):
-    return t if t.dtype == dtypes.int64 else op("Cast", [t], {"DstT": dtypes.int64})
-
-
-def _scalar(t):
-    """t as a 0-d tensor (ONNX passes some scalars as one-element vectors)."""
-    return t if t.shape.rank == 0 else op("Reshape", [t, const([], dtypes.int32)])
+from rill.graph.onnx.import_util import as_i64 as _as_i64
+from rill.graph.onnx.import_util import i64 as _i64
+from rill.graph.onnx.import_util import scalar as _scalar
 
 
 @register_onnx_import("BitShift")

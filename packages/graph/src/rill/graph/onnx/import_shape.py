@@ -13,16 +13,10 @@ from rill.graph import dtypes
 from rill.graph.onnx.import_linalg import _dim, _shape_tensor
 from rill.graph.onnx.import_registry import register_onnx_import
 from rill.graph.onnx.import_util import OnnxImportError, const, op, with_rank
+from rill.graph.onnx.import_util import as_i64 as _as_i64
+from rill.graph.onnx.import_util import i64 as _i64
 
 _BIG = np.iinfo(np.int64).max
-
-
-def _i64(v) -> object:
-    return const(np.asarray(v, np.int64), dtypes.int64)
-
-
-def _as_i64(t):
-    return t if t.dtype == dtypes.int64 else op("Cast", [t], {"DstT": dtypes.int64})
 
 
 def _rank(x, what: str) -> int:

@@ -18,13 +18,10 @@ import numpy as np
 from rill.graph import dtypes
 from rill.graph.onnx.import_registry import register_onnx_import
 from rill.graph.onnx.import_util import OnnxImportError, const, op, rill_dtype, static
+from rill.graph.onnx.import_util import i64 as _i64
 from rill.graph.ops.logging_ops import assert_op
 
 F64, I64 = dtypes.float64, dtypes.int64
-
-
-def _i64(v):
-    return const(np.asarray(v, np.int64), I64)
 
 
 def _f64(v):

@@ -14,9 +14,12 @@ from rill.graph.tensor_util import constant_value
 __all__ = [
     "OnnxImportError",
     "ONNX_TO_RILL",
+    "as_i64",
     "const",
+    "i64",
     "op",
     "rill_dtype",
+    "scalar",
     "static",
     "with_rank",
 ]
@@ -78,6 +81,21 @@ def op(op_type: str, inputs, attrs: dict | None = None, name: str | None = None)
 def const(value, dtype=None, name: str = "Const") -> Tensor:
     """A Const of `value` (numpy or Python), with `dtype` when given."""
     return constant(np.asarray(value, dtype=dtype.np if dtype is not None else None), name=name)
+
+
+def i64(v) -> Tensor:
+    """An int64 Const of `v`."""
+    return const(np.asarray(v, np.int64), dtypes.int64)
+
+
+def as_i64(t: Tensor) -> Tensor:
+    """t as int64 (a Cast where it is another type)."""
+    return t if t.dtype == dtypes.int64 else op("Cast", [t], {"DstT": dtypes.int64})
+
+
+def scalar(t: Tensor) -> Tensor:
+    """t as a 0-d tensor (ONNX passes some scalars as one-element vectors)."""
+    return t if t.shape.rank == 0 else op("Reshape", [t, const([], dtypes.int32)])
 
 
 def static(t: Tensor | None) -> np.ndarray | None:

@@ -144,26 +144,23 @@ def _channels_first(x, channels_last: int, node: str):
 # -- elementwise -----------------------------------------------------------------------------------
 
 
-@register_onnx_import("QLinearAdd", _MS)
-def qlinear_add(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
-    """C = quantize(dequantize(A) + dequantize(B)), numpy broadcasting."""
-    node = "QLinearAdd"
-    fa = _dequantize(a, a_scale, a_zero_point, "A", node)
-    fb = _dequantize(b, b_scale, b_zero_point, "B", node)
-    if a.dtype != b.dtype:
-        raise OnnxImportError(f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree")
-    return _quantize(op("AddV2", [fa, fb]), c_scale, c_zero_point, a.dtype, node)
+def _binary_rule(tf_op: str, node: str):
+    """C = quantize(dequantize(A) <tf_op> dequantize(B)), numpy broadcasting."""
+
+    def rule(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
+        fa = _dequantize(a, a_scale, a_zero_point, "A", node)
+        fb = _dequantize(b, b_scale, b_zero_point, "B", node)
+        if a.dtype != b.dtype:
+            raise OnnxImportError(
+                f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree"
+            )
+        return _quantize(op(tf_op, [fa, fb]), c_scale, c_zero_point, a.dtype, node)
+
+    return rule
 
 
-@register_onnx_import("QLinearMul", _MS)
-def qlinear_mul(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
-    """C = quantize(dequantize(A) · dequantize(B)), numpy broadcasting."""
-    node = "QLinearMul"
-    fa = _dequantize(a, a_scale, a_zero_point, "A", node)
-    fb = _dequantize(b, b_scale, b_zero_point, "B", node)
-    if a.dtype != b.dtype:
-        raise OnnxImportError(f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree")
-    return _quantize(op("Mul", [fa, fb]), c_scale, c_zero_point, a.dtype, node)
+register_onnx_import("QLinearAdd", _MS)(_binary_rule("AddV2", "QLinearAdd"))
+register_onnx_import("QLinearMul", _MS)(_binary_rule("Mul", "QLinearMul"))
 
 
 @register_onnx_import("QLinearSigmoid", _MS)

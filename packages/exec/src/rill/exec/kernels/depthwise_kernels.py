@@ -33,6 +33,7 @@ def _depthwise_geometry(win, x_shape, kh, kw):
 @register_kernel("DepthwiseConv2dNative", **_CONV_KW)
 def depthwise_conv2d_native(strides, padding, explicit_paddings, data_format, dilations):
     win = _Window(strides, dilations, padding, explicit_paddings, data_format)
+    from rill.exec.kernels import fused_conv_kernels as fused  # it imports this module
 
     def compute(x, w):
         dt = x.dtype
@@ -40,8 +41,6 @@ def depthwise_conv2d_native(strides, padding, explicit_paddings, data_format, di
             # The compiled loops of _FusedDepthwiseConv2dNative, with no bias and no activation:
             # the same sums in the same order as the numpy path below, about ten times faster
             # ([1, 144, 56, 56] 3×3 float32: 1.84 ms through numpy).
-            from rill.exec.kernels import fused_conv_kernels as fused
-
             loops = fused._loops()
             if loops is not None and x.size:
                 got = fused.depthwise_nchw(loops, win, x, w, np.empty(0, dt), 0, None,

@@ -123,6 +123,23 @@ def test_dependent_and_stateful_kernels_do_not_pair(two_cores):
     assert two_cores == []
 
 
+def test_a_kernel_reading_another_through_an_identity_does_not_pair(two_cores):
+    """An Identity is elided in the compiled plan, so the reader's input is the writer's own
+    output: the two must run in turn (the importer's Identity for an ONNX one-input Concat
+    between a convolution and the next layer made the reader read an unbound variable)."""
+    g = rg.Graph()
+    with g.as_default():
+        a = rg.placeholder(rg.float32, [40, 40])
+        b = rg.matmul(a, a, name="b")
+        c = rg.matmul(rg.identity(b), a, name="c")
+        d = rg.matmul(rg.identity(rg.identity(c)), b, name="d")
+    x = RNG.standard_normal((40, 40)).astype(np.float32)
+    with Session(graph=g) as s:
+        got = s.run(d, {a: x})
+    np.testing.assert_allclose(got, x @ x @ x @ (x @ x), rtol=1e-4, atol=1e-3)
+    assert two_cores == []
+
+
 @pytest.mark.parametrize("failing", ["dx", "dw"])
 def test_an_error_names_the_failing_op_and_leaves_nothing_running(two_cores, monkeypatch,
                                                                    failing):  # fmt: skip

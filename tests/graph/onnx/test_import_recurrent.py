@@ -286,33 +286,3 @@ def test_resize_cubic_of_uint8_saturates_instead_of_wrapping():
     f = out[TP.FLOAT]
     assert f.min() < 0 and f.max() > 255  # the overshoot is there
     np.testing.assert_array_equal(out[TP.UINT8], np.clip(np.round(f), 0, 255).astype(np.uint8))
-
-
-# -- ScatterElements (PyTorch's packed-sequence exports use it) -----------------------------------
-
-
-def _scatter_cases():
-    from onnx.backend.test.loader import load_model_tests
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return [c for c in load_model_tests(kind="node")
-                if c.name.startswith("test_scatter_elements")]  # fmt: skip
-
-
-SCATTER_CASES = _scatter_cases()
-
-
-@pytest.mark.parametrize("case", SCATTER_CASES, ids=[c.name for c in SCATTER_CASES])
-def test_scatter_elements_node_cases(case):
-    from rill.graph.onnx.backend import RillBackend
-
-    reduction = [a.s.decode() for a in case.model.graph.node[0].attribute if a.name == "reduction"]
-    if reduction and reduction[0] in ("mul", "max", "min"):
-        with pytest.raises(OnnxImportError, match=f"reduction none or add, not '{reduction[0]}'"):
-            RillBackend.prepare(case.model, "CPU")
-        return
-    inputs, outputs = case.data_sets[0]
-    got = RillBackend.prepare(case.model, "CPU").run(inputs)
-    np.testing.assert_allclose(got[0], outputs[0], rtol=1e-6)
-    assert got[0].dtype == outputs[0].dtype

@@ -34,8 +34,8 @@ CLAIMED = (
     "LpNormalization", "MeanVarianceNormalization", "LRN", "Dropout",
     # shapes and data movement
     "Cast", "CastLike", "Concat", "DepthToSpace", "Expand", "Flatten", "Gather", "GatherElements",
-    "GatherND", "Identity", "Pad", "Reshape", "Shape", "Size", "Slice", "SpaceToDepth", "Split",
-    "Squeeze", "Tile", "Transpose", "Unsqueeze", "Where", "Resize",
+    "GatherND", "Identity", "Pad", "Reshape", "ScatterElements", "Shape", "Size", "Slice",
+    "SpaceToDepth", "Split", "Squeeze", "Tile", "Transpose", "Unsqueeze", "Where", "Resize",
     # comparisons and logic
     "And", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Not", "Or", "Xor",
     # reductions

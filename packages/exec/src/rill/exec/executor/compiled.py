@@ -101,6 +101,12 @@ class CompiledPartition:
                 and prev is pending.get("node")
                 and all(s is not prev for s, _ in n.inputs)
                 and prev not in n.control_inputs
+                # nor through an elided Identity (an ONNX one-input Concat's) on either edge
+                and not set(pending["outs"]).intersection(args)
+                and not any(
+                    c.type in _ALIAS_OPS and name.get((c.id, 0)) in pending["outs"]
+                    for c in n.control_inputs
+                )
             ):
                 # Two independent expensive kernels in a row: one line running both (_Pair).
                 pa = bind(_Pair(pending["kernel"].compute, kern.compute, prev, n))

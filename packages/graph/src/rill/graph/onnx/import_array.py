@@ -115,24 +115,18 @@ def gather_elements(n, x, indices, *, axis=0):
 
 @register_onnx_import("ScatterElements")
 def scatter_elements(n, x, indices, updates, *, axis=0, reduction="none"):
-    """data with updates written (reduction none) or added (add) at the positions GatherElements
-    with the same indices would read; mul/max/min are refused."""
+    """data with updates written (reduction none: the last of duplicates wins) or combined (add,
+    mul, max, min) at the positions GatherElements with the same indices would read: ScatterND
+    of the whole coordinates."""
+    from rill.graph.onnx.import_detect import scatter_nd_into
+
     r = x.shape.rank
     if r is None:
         raise OnnxImportError("ScatterElements needs an input of known rank")
-    if reduction not in ("none", "add"):
-        raise OnnxImportError(f"rill imports ScatterElements with reduction none or add, not "
-                              f"{reduction!r}")  # fmt: skip
     axis %= r
     idx = _wrap_negative(_as_i64(indices), _dim(x, axis))
     coords = op("Reshape", [_coordinates(indices, r, idx, axis), _i64([-1, r])])
-    flat = op("Reshape", [updates, _i64([-1])])
-    shape = op("Shape", [x], {"out_type": dtypes.int64})
-    scattered = op("ScatterNd", [coords, flat, shape])
-    if reduction == "add":
-        return op("AddV2", [x, scattered])
-    hit = op("ScatterNd", [coords, op("OnesLike", [flat]), shape])
-    return op("SelectV2", [op("NotEqual", [hit, op("ZerosLike", [hit])]), scattered, x])
+    return scatter_nd_into(x, coords, op("Reshape", [updates, _i64([-1])]), reduction)
 
 
 @register_onnx_import("GatherND")

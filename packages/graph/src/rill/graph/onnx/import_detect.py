@@ -72,7 +72,14 @@ def scatter_nd(n, data, indices, updates, *, reduction="none"):
     """TensorScatterUpdate / Add / Max / Min; reduction mul multiplies data by the product of
     the updates that land on each slice (UnsortedSegmentProd over the slices' flat positions,
     read through a GatherNd, which refuses an index out of range)."""
-    idx = _nonnegative(_as_i64(indices), data)
+    return scatter_nd_into(data, _nonnegative(_as_i64(indices), data), updates, reduction)
+
+
+def scatter_nd_into(data, idx, updates, reduction: str):
+    """ScatterND of non-negative int64 indices `idx` [..., k] (also ScatterElements', whose
+    coordinates are made whole); duplicates: the last update wins under reduction none, as in
+    onnxruntime and onnx's reference."""
+    indices = idx
     if reduction in _TENSOR_SCATTER:
         return op(_TENSOR_SCATTER[reduction], [data, idx, updates])
     if reduction != "mul":

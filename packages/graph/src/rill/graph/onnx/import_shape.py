@@ -172,6 +172,11 @@ def unsqueeze(n, x, axes):
 
 @register_onnx_import("Concat")
 def concat(n, *xs, axis):
+    if len(xs) == 1:  # TorchScript's export of torch.cat of one tensor
+        if xs[0].shape.rank is not None and not -xs[0].shape.rank <= axis < xs[0].shape.rank:
+            raise OnnxImportError(f"Concat axis {axis} is out of range for rank "
+                                  f"{xs[0].shape.rank}")  # fmt: skip
+        return op("Identity", [xs[0]])
     return op("ConcatV2", [list(xs), const(axis, dtypes.int64)])
 
 
@@ -228,6 +233,8 @@ def slice_(n, x, starts, ends, axes=None, steps=None):
         y = op("StridedSlice", [x, *vecs], {"begin_mask": mask, "end_mask": mask})
         return with_rank(y, r)
     r = _rank(x, "Slice with run-time axes")
+    if axes is None:  # starts of a length known only at run time: the leading axes
+        axes = op("Range", [_i64(0), op("Size", [starts], {"out_type": dtypes.int64}), _i64(1)])
     ax = _norm_axes_tensor(axes, _i64(r))
     st = steps if steps is not None else op("OnesLike", [_as_i64(starts)])
     begin = _scatter_vector(ax, starts, r, 0)

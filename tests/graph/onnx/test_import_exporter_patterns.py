@@ -1,0 +1,100 @@
+"""import_onnx of node patterns PyTorch's exporters write that onnx's node suite has no case for:
+a Concat of one input (TorchScript's torch.cat of a one-element list, a DenseNet block's first
+layer), a Slice inside a Loop whose starts have a length known only at run time and no axes
+(the dynamo exporter's EmbeddingBag), and ScatterElements with duplicate indices (Tensor.scatter
+with repeated positions: the last update wins, as in onnxruntime), each against onnxruntime or
+onnx's ReferenceEvaluator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper as oh
+from onnx import numpy_helper as nh
+from onnx_run import run_ort, run_ref, run_rill
+
+from rill.graph.onnx.import_util import OnnxImportError
+
+RNG = np.random.default_rng(20261127)
+
+
+def vi(name, elem=TP.FLOAT, shape=None):
+    return oh.make_tensor_value_info(name, elem, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = oh.make_graph(nodes, "t", inputs, outputs, list(inits))
+    ops = [oh.make_opsetid("", opset)]
+    return oh.make_model(g, opset_imports=ops, ir_version=oh.find_min_ir_version_for(ops))
+
+
+def test_a_concat_of_one_input_is_that_input_and_feeds_the_next_layer():
+    w = nh.from_array(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    w2 = nh.from_array(RNG.standard_normal((2, 4, 3, 3)).astype(np.float32), "w2")
+    nodes = [
+        oh.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        oh.make_node("Concat", ["c"], ["cat"], axis=1),
+        oh.make_node("Relu", ["cat"], ["r"]),
+        oh.make_node("Conv", ["r", "w2"], ["y"], pads=[1, 1, 1, 1]),
+        oh.make_node("Concat", ["c", "y"], ["z"], axis=1),
+    ]
+    m = model(nodes, [vi("x", shape=[1, 3, 8, 8])], [vi("z", shape=None)], [w, w2])
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    (got,), (want,) = run_rill(m, {"x": x}), run_ort(m, {"x": x})
+    assert got.shape == (1, 6, 8, 8)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_concat_of_one_input_with_its_axis_out_of_range_is_refused():
+    m = model([oh.make_node("Concat", ["x"], ["y"], axis=2, name="cat1")],
+              [vi("x", shape=[2, 3])], [vi("y", shape=None)])  # fmt: skip
+    with pytest.raises(OnnxImportError, match=r"cat1.*axis 2 is out of range"):
+        run_rill(m, {"x": np.ones((2, 3), np.float32)})
+
+
+def test_a_slice_in_a_loop_with_run_time_starts_and_no_axes():
+    """Each iteration slices offsets[i : i + 1] with starts from the loop's untyped state (a
+    Reshape to [-1] of the counter), as the dynamo exporter's EmbeddingBag loop does."""
+    body = oh.make_graph(
+        [
+            oh.make_node("Reshape", ["i_in", "minus1"], ["start"]),
+            oh.make_node("Add", ["start", "one"], ["stop"]),
+            oh.make_node("Slice", ["offsets", "start", "stop"], ["piece"]),
+            oh.make_node("Add", ["i_in", "step"], ["i_out"]),
+            oh.make_node("Less", ["i_out", "n"], ["cond_out"]),
+            oh.make_node("Mul", ["piece", "piece"], ["sq"]),
+        ],
+        "body",
+        [vi("iter", TP.INT64, []), vi("cond", TP.BOOL, []), oh.make_value_info("i_in", oh.TypeProto())],
+        [vi("cond_out", TP.BOOL, []), vi("i_out", TP.INT64, None), vi("sq", TP.INT64, None)],
+    )  # fmt: skip
+    inits = [nh.from_array(np.array([-1], np.int64), "minus1"),
+             nh.from_array(np.array([1], np.int64), "one"),
+             nh.from_array(np.array(1, np.int64), "step"),
+             nh.from_array(np.array([3, 1, 4, 1, 5], np.int64), "offsets"),
+             nh.from_array(np.array(4, np.int64), "n"),
+             nh.from_array(np.array(True), "go"),
+             nh.from_array(np.array(0, np.int64), "i0")]  # fmt: skip
+    loop = oh.make_node("Loop", ["", "go", "i0"], ["i_end", "squares"], body=body)
+    m = model([loop], [], [vi("i_end", TP.INT64, None), vi("squares", TP.INT64, None)], inits)
+    got, want = run_rill(m, {}), run_ref(m, {})
+    np.testing.assert_array_equal(got[1].reshape(-1), [9, 1, 16, 1])
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, np.asarray(b))
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_elements_with_duplicate_indices_matches_onnxruntime(reduction, axis):
+    data = RNG.standard_normal((3, 8)).astype(np.float32)
+    d = data.shape[axis]
+    idx = RNG.integers(-d, d, (3, 5) if axis != 0 else (6, 8)).astype(np.int64)
+    idx[0, :2] = idx[0, 0]  # a duplicate at least
+    upd = RNG.standard_normal(idx.shape).astype(np.float32)
+    attrs = {} if reduction == "none" else {"reduction": reduction}
+    m = model([oh.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=axis, **attrs)],
+              [vi("x", shape=[3, 8]), vi("i", TP.INT64, list(idx.shape)),
+               vi("u", shape=list(idx.shape))], [vi("y", shape=None)], opset=18)  # fmt: skip
+    feeds = {"x": data, "i": idx, "u": upd}
+    np.testing.assert_allclose(run_rill(m, feeds)[0], run_ort(m, feeds)[0], rtol=1e-6)

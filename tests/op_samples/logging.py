@@ -152,6 +152,13 @@ sample("Conv3D", [rand(1, 4, 5, 3, 2), rand(2, 2, 2, 2, 3)],
 sample("Conv3D", [rand(1, 5, 4, 4, 1), rand(2, 1, 2, 1, 2)],
        lambda x, f: volume_ops.conv3d(x, f, [1, 1, 1, 1, 1], "VALID",
                                       dilations=[1, 2, 1, 2, 1]), name="dilated")  # fmt: skip
+sample("Conv3D", [rand(2, 2, 5, 4, 3), rand(3, 2, 1, 2, 3)],
+       lambda x, f: volume_ops.conv3d(x, f, [1, 1, 2, 1, 2], "SAME", data_format="NCDHW"),
+       name="ncdhw")  # fmt: skip
+sample("MaxPool3D", [(_distinct(1, 2, 4, 4, 3) * 0.2).astype(np.float32)],
+       lambda x: volume_ops.max_pool3d(x, [1, 1, 2, 2, 2], [1, 1, 2, 1, 2], "VALID",
+                                       data_format="NCDHW"),
+       delta=1e-2, tol=5e-4, name="ncdhw")  # fmt: skip
 sample("MaxPool3D", [(_distinct(1, 4, 4, 3, 2) * 0.2).astype(np.float32)],
        lambda x: volume_ops.max_pool3d(x, [1, 2, 2, 2, 1], [1, 2, 1, 1, 1], "SAME"),
        delta=1e-2, tol=5e-4)  # fmt: skip

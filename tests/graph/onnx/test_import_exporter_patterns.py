@@ -1,9 +1,9 @@
 """import_onnx of node patterns PyTorch's exporters write that onnx's node suite has no case for:
 a Concat of one input (TorchScript's torch.cat of a one-element list, a DenseNet block's first
 layer), a Slice inside a Loop whose starts have a length known only at run time and no axes
-(the dynamo exporter's EmbeddingBag), and ScatterElements with duplicate indices (Tensor.scatter
-with repeated positions: the last update wins, as in onnxruntime), each against onnxruntime or
-onnx's ReferenceEvaluator."""
+(the dynamo exporter's EmbeddingBag), ScatterElements with duplicate indices (Tensor.scatter
+with repeated positions: the last update wins, as in onnxruntime), and 3-D convolutions
+(torch.nn.Conv3d), each against onnxruntime or onnx's ReferenceEvaluator."""
 
 from __future__ import annotations
 
@@ -98,3 +98,50 @@ def test_scatter_elements_with_duplicate_indices_matches_onnxruntime(reduction, 
                vi("u", shape=list(idx.shape))], [vi("y", shape=None)], opset=18)  # fmt: skip
     feeds = {"x": data, "i": idx, "u": upd}
     np.testing.assert_allclose(run_rill(m, feeds)[0], run_ort(m, feeds)[0], rtol=1e-6)
+
+
+CONV3D = [
+    # (x shape, w shape, attrs)
+    ((1, 2, 4, 8, 8), (4, 2, 3, 3, 3), {"pads": [1, 1, 1, 1, 1, 1], "strides": [1, 2, 2]}),
+    ((2, 3, 5, 6, 7), (4, 3, 2, 3, 1), {"pads": [0, 1, 0, 1, 2, 0], "dilations": [2, 1, 1]}),
+    ((1, 4, 6, 5, 5), (6, 2, 3, 3, 3), {"group": 2, "strides": [2, 1, 2]}),
+    ((1, 4, 5, 6, 6), (4, 1, 3, 3, 3), {"group": 4, "pads": [1, 1, 1, 1, 1, 1]}),
+    ((1, 2, 5, 6, 7), (3, 2, 2, 3, 2), {"auto_pad": "SAME_UPPER", "strides": [2, 2, 1]}),
+    ((1, 2, 5, 6, 7), (3, 2, 2, 2, 3), {"auto_pad": "SAME_LOWER"}),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("case", range(len(CONV3D)))
+def test_a_3d_conv_matches_onnxruntime(case, bias):
+    """torch.nn.Conv3d's exports: padding, strides, dilations, groups, depthwise, auto_pad."""
+    xs, ws, attrs = CONV3D[case]
+    inits = [nh.from_array(RNG.standard_normal(ws).astype(np.float32), "w")]
+    ins = ["x", "w"]
+    if bias:
+        inits.append(nh.from_array(RNG.standard_normal(ws[0]).astype(np.float32), "b"))
+        ins.append("b")
+    m = model([oh.make_node("Conv", ins, ["y"], **attrs)], [vi("x", shape=list(xs))],
+              [vi("y", shape=None)], inits)  # fmt: skip
+    x = RNG.standard_normal(xs).astype(np.float32)
+    (got,), (want,) = run_rill(m, {"x": x}), run_ort(m, {"x": x})
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_3d_conv_with_its_filter_fed_and_a_batch_of_unknown_size():
+    m = model([oh.make_node("Conv", ["x", "w"], ["y"], pads=[1, 0, 1, 1, 0, 1])],
+              [vi("x", shape=["n", 2, 4, 5, 6]), vi("w", shape=[3, 2, 3, 2, 3])],
+              [vi("y", shape=None)])  # fmt: skip
+    feeds = {"x": RNG.standard_normal((3, 2, 4, 5, 6)).astype(np.float32),
+             "w": RNG.standard_normal((3, 2, 3, 2, 3)).astype(np.float32)}  # fmt: skip
+    np.testing.assert_allclose(run_rill(m, feeds)[0], run_ort(m, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_3d_conv_whose_input_depth_is_unknown_is_refused_naming_the_node():
+    m = model([oh.make_node("Conv", ["x", "w"], ["y"], name="c3")],
+              [vi("x", shape=[1, 2, "d", 5, 6]), vi("w", shape=[3, 2, 3, 2, 3])],
+              [vi("y", shape=None)])  # fmt: skip
+    with pytest.raises(OnnxImportError, match=r"c3.*spatial dimensions of its input"):
+        run_rill(m, {"x": np.ones((1, 2, 4, 5, 6), np.float32),
+                     "w": np.ones((3, 2, 3, 2, 3), np.float32)})  # fmt: skip

@@ -1,5 +1,5 @@
-"""ONNX export of the nn family: activations, BiasAdd, convolutions, pooling, batch norm,
-softmaxes and their cross-entropies, L2Loss, LRN and TopK.
+"""ONNX export of the nn family: activations, BiasAdd, convolutions and pooling (2-D and 3-D),
+batch norm, softmaxes and their cross-entropies, L2Loss, LRN and TopK.
 
 Convolutions, pools, batch norm and LRN run in ONNX's NCHW. An NHWC op asks for its input in
 layout (0, 3, 1, 2) and leaves its output there (see exporter: the Transpose is written once,
@@ -19,6 +19,7 @@ from rill.graph.onnx.exporter import onnx_dtype
 from rill.graph.onnx.registry import register_onnx_export
 
 NCHW = (0, 3, 1, 2)
+NCDHW = (0, 4, 1, 2, 3)
 
 _ACTIVATIONS = {
     "Relu": "Relu",
@@ -80,12 +81,20 @@ def _format(op):
     return (1, 2), 3, NCHW
 
 
-def _pads(ctx, op, x, kernel, strides, dilations):
+def _format3(op):
+    """_format for the 3-D ops' NDHWC / NCDHW."""
+    if op.attrs.get("data_format", "NDHWC") == "NCDHW":
+        return (2, 3, 4), 1, None
+    return (1, 2, 3), 4, NCDHW
+
+
+def _pads(ctx, op, x, kernel, strides, dilations, spatial=None):
     """ONNX pads (or auto_pad) for TensorFlow's SAME, VALID or EXPLICIT padding."""
-    spatial, _, _ = _format(op)
+    if spatial is None:
+        spatial, _, _ = _format(op)
     padding = op.attrs["padding"]
     if padding == "VALID":
-        return {"pads": [0, 0, 0, 0]}
+        return {"pads": [0] * (2 * len(spatial))}
     if padding == "EXPLICIT":
         ex = list(op.attrs["explicit_paddings"])
         before = [ex[2 * a] for a in spatial]
@@ -247,6 +256,48 @@ def _pool(ctx, op, onnx_type, **extra):
     pads = _pads(ctx, op, x, kernel, stride, [1, 1])
     ctx.node(onnx_type, [ctx.value(x, in_layout)], op.outputs[0], layout=in_layout,
              kernel_shape=kernel, strides=stride, **pads, **extra)  # fmt: skip
+
+
+@register_onnx_export("Conv3D")
+def conv3d(ctx, op):
+    """Conv3D (NDHWC or NCDHW, SAME or VALID) as a 3-D Conv; its filter [kd, kh, kw, C, M] as
+    ONNX's [M, C, kd, kh, kw]."""
+    x, f = op._inputs
+    spatial, _, in_layout = _format3(op)
+    strides = [op.attrs["strides"][a] for a in spatial]
+    dilations = [op.attrs["dilations"][a] for a in spatial]
+    w = ctx.const(f)
+    fshape = w.shape if w is not None else f.shape.dims
+    if fshape is None or None in fshape:
+        ctx.unsupported("a 3-D filter's shape must be known")
+    perm = [4, 3, 0, 1, 2]
+    if w is not None:
+        weight = ctx.initializer(np.ascontiguousarray(w.transpose(perm)))
+    else:
+        weight = ctx.node("Transpose", [ctx.value(f)], perm=perm)
+    pads = _pads(ctx, op, x, list(fshape[:3]), strides, dilations, spatial)
+    ctx.node("Conv", [ctx.value(x, in_layout), weight], op.outputs[0], layout=in_layout,
+             kernel_shape=list(fshape[:3]), strides=strides, dilations=dilations,
+             **pads)  # fmt: skip
+
+
+def _pool3d(ctx, op, onnx_type, **extra):
+    x = op._inputs[0]
+    spatial, channel, in_layout = _format3(op)
+    ksize, strides = list(op.attrs["ksize"]), list(op.attrs["strides"])
+    if ksize[0] != 1 or ksize[channel] != 1 or strides[0] != 1 or strides[channel] != 1:
+        ctx.unsupported("pooling across the batch or channel axis has no ONNX equivalent")
+    kernel = [ksize[a] for a in spatial]
+    stride = [strides[a] for a in spatial]
+    pads = _pads(ctx, op, x, kernel, stride, [1, 1, 1], spatial)
+    ctx.node(onnx_type, [ctx.value(x, in_layout)], op.outputs[0], layout=in_layout,
+             kernel_shape=kernel, strides=stride, **pads, **extra)  # fmt: skip
+
+
+register_onnx_export("MaxPool3D")(lambda ctx, op: _pool3d(ctx, op, "MaxPool"))
+# TensorFlow averages over the window's voxels inside the input only.
+register_onnx_export("AvgPool3D")(lambda ctx, op: _pool3d(ctx, op, "AveragePool",
+                                                          count_include_pad=0))  # fmt: skip
 
 
 @register_onnx_export("MaxPool")

@@ -2,7 +2,8 @@
 
 Convolutions become Conv2D / DepthwiseConv2dNative with data_format="NCHW", so activations are
 never transposed; only the filter is (OIHW → HWIO), folded into the constant when it is one.
-1-D convolutions and pools run as 2-D ones over a unit height. Pooling maps to MaxPool / AvgPool
+1-D convolutions and pools run as 2-D ones over a unit height; a 3-D convolution is the sum over
+its depth taps of 2-D ones over the input's depth slices. Pooling maps to MaxPool / AvgPool
 where TensorFlow's padding rules agree with ONNX's; otherwise (3-D, dilations, ceil_mode past
 the input, counts that include or exclude padding in ways TF's AvgPool does not) it is built
 from strided slices of the padded input, one per kernel tap, reduced together.
@@ -144,9 +145,9 @@ def conv(n, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_
          pads=None, strides=None):  # fmt: skip
     r = _rank(x, "Conv")
     nd = r - 2
-    if nd not in (1, 2):
+    if nd not in (1, 2, 3):
         raise OnnxImportError(
-            f"rill has 1-D and 2-D convolutions (Conv2D); this Conv is {nd}-D (input {x.shape})"
+            f"rill imports 1-D to 3-D convolutions; this Conv is {nd}-D (input {x.shape})"
         )
     if kernel_shape is None:
         ks = w.shape.as_list()[2:]
@@ -156,6 +157,8 @@ def conv(n, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_
     kernel = [int(k) for k in kernel_shape]
     strides = _ints(strides, nd, 1)
     dilations = _ints(dilations, nd, 1)
+    if nd == 3:
+        return _conv3d(n, x, w, b, auto_pad, dilations, int(group), kernel, pads, strides)
     if auto_pad == "SAME_LOWER":
         geo = _Geometry(_static_spatial(x, "Conv with SAME_LOWER"), kernel, strides, dilations,
                         None, auto_pad, 0)  # fmt: skip
@@ -185,6 +188,47 @@ def conv(n, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_
     if b is not None:
         y = op("BiasAdd", [y, b], {"data_format": "NCHW"})
     return _squeeze_1d(y) if nd == 1 else y
+
+
+def _conv3d(n, x, w, b, auto_pad, dilations, group, kernel, pads, strides):
+    """A 3-D Conv as the sum over its depth taps kd of 2-D convolutions (this rule's, so
+    grouped and depthwise ones too) of the input's depth slices kd·dilation + stride·od, all
+    output depths od at once as a batch of N·D_out images."""
+    sizes = _static_spatial(x, "a 3-D Conv")
+    geo = _Geometry(sizes, kernel, strides, dilations, pads, auto_pad or "NOTSET", 0)
+    (d_b, h_b, w_b), (d_e, h_e, w_e) = geo.begin, geo.end
+    od = geo.out[0]
+    if od <= 0 or any(o <= 0 for o in geo.out):
+        raise OnnxImportError(f"Conv: the output size {geo.out} of the input {x.shape} is empty")
+    c = x.shape[1] if x.shape[1] is not None else w.shape[1] * group
+    if c is None:
+        raise OnnxImportError("a 3-D Conv needs the input's channels or the filter's known")
+    xt = op("Transpose", [x, const([0, 2, 1, 3, 4], dtypes.int32)])  # [N, D, C, H, W]
+    if d_b or d_e:
+        xt = op("Pad", [xt, const([[0, 0], [d_b, d_e], [0, 0], [0, 0], [0, 0]], dtypes.int32)])
+    wv = None if w.op.type != "Const" else np.asarray(w.op.attrs["value"])
+    total = None
+    for kd in range(kernel[0]):
+        start = kd * dilations[0]
+        taps = op("StridedSlice", [xt, const([0, start, 0, 0, 0], dtypes.int32),
+                                   const([0, start + (od - 1) * strides[0] + 1, 0, 0, 0],
+                                         dtypes.int32),
+                                   const([1, strides[0], 1, 1, 1], dtypes.int32)],
+                  {"begin_mask": 0b11101, "end_mask": 0b11101})  # fmt: skip
+        x4 = op("Reshape", [taps, const([-1, c, sizes[1], sizes[2]], dtypes.int32)])
+        if wv is not None:
+            w4 = const(np.ascontiguousarray(wv[:, :, kd]))
+        else:
+            w4 = op("GatherV2", [w, const(kd, dtypes.int32), const(2, dtypes.int32)])
+        y4 = conv(n, x4, w4, None, dilations=dilations[1:], group=group,
+                  kernel_shape=kernel[1:], pads=[h_b, w_b, h_e, w_e], strides=strides[1:])  # fmt: skip
+        total = y4 if total is None else op("AddV2", [total, y4])
+    m = w.shape[0] if w.shape[0] is not None else -1
+    y5 = op("Reshape", [total, const([-1, od, m, geo.out[1], geo.out[2]], dtypes.int32)])
+    y = op("Transpose", [y5, const([0, 2, 1, 3, 4], dtypes.int32)])
+    if b is not None:
+        y = op("AddV2", [y, op("Reshape", [b, const([1, -1, 1, 1, 1], dtypes.int32)])])
+    return y
 
 
 # -- pooling ---------------------------------------------------------------------------------------

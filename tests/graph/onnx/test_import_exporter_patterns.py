@@ -2,8 +2,9 @@
 a Concat of one input (TorchScript's torch.cat of a one-element list, a DenseNet block's first
 layer), a Slice inside a Loop whose starts have a length known only at run time and no axes
 (the dynamo exporter's EmbeddingBag), ScatterElements with duplicate indices (Tensor.scatter
-with repeated positions: the last update wins, as in onnxruntime), and 3-D convolutions
-(torch.nn.Conv3d), each against onnxruntime or onnx's ReferenceEvaluator."""
+with repeated positions: the last update wins, as in onnxruntime), 3-D convolutions
+(torch.nn.Conv3d) and tf2onnx's Resize scales, each against onnxruntime or onnx's
+ReferenceEvaluator."""
 
 from __future__ import annotations
 
@@ -145,3 +146,26 @@ def test_a_3d_conv_whose_input_depth_is_unknown_is_refused_naming_the_node():
     with pytest.raises(OnnxImportError, match=r"c3.*spatial dimensions of its input"):
         run_rill(m, {"x": np.ones((1, 2, 4, 5, 6), np.float32),
                      "w": np.ones((3, 2, 3, 2, 3), np.float32)})  # fmt: skip
+
+
+@pytest.mark.parametrize("fed", [False, True])
+def test_resize_sizes_from_float32_scales_are_onnxruntimes(fed):
+    """tf2onnx writes tf.image.resize(7×6 → 13×11) as float32 scales 13/7 and 11/6: 7 · 13/7
+    is 12.9999996 in float64 and 13 in float32, which onnxruntime (and the exporting model)
+    use."""
+    scales = np.array([1, 1, 13 / 7, 11 / 6], np.float32)
+    ins = [vi("x", shape=[1, 2, 7, 6])]
+    inits = []
+    if fed:
+        ins.append(vi("s", shape=[4]))
+    else:
+        inits.append(nh.from_array(scales, "s"))
+    m = model([oh.make_node("Resize", ["x", "", "s"], ["y"], mode="linear",
+                            coordinate_transformation_mode="half_pixel")],
+              ins, [vi("y", shape=None)], inits, opset=18)  # fmt: skip
+    feeds = {"x": RNG.standard_normal((1, 2, 7, 6)).astype(np.float32)}
+    if fed:
+        feeds["s"] = scales
+    got, want = run_rill(m, feeds)[0], run_ort(m, feeds)[0]
+    assert got.shape == want.shape == (1, 2, 13, 11)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -351,12 +351,19 @@ def _full_roi(roi_v, axes, r):
     return full
 
 
+def _out_size(scale, in_n: int) -> int:
+    """floor(in_n · scale), the product in float32 as onnxruntime computes it: a float32 scale
+    of 13/7 (tf2onnx's for resizing 7 to 13) makes 12.9999996 in float64 but 13 in float32,
+    the size the exporting framework meant. (onnx's ReferenceEvaluator multiplies in float64.)"""
+    return int(np.floor(np.float32(scale) * np.float32(in_n)))
+
+
 def _static_resize(y, axes, r, in_sizes, scales_v, sizes_v, roi_v, policy, p):
     roi_v = _full_roi(roi_v, axes, r)
     plan = {}
     if scales_v is not None:
         for a, s in zip(axes, np.asarray(scales_v).astype(np.float64).reshape(-1)):
-            plan[a] = (float(s), int(np.float64(s) * in_sizes[a]))
+            plan[a] = (float(s), _out_size(s, in_sizes[a]))
     else:
         outs = [int(o) for o in np.asarray(sizes_v).reshape(-1)]
         ratios = [o / in_sizes[a] for a, o in zip(axes, outs)]
@@ -401,7 +408,9 @@ def _dynamic_resize(y, x, axes, r, scales, sizes, roi, policy, p):
     in_ns = [_scalar_at(shape, a, dtypes.int32) for a in axes]
     if scales is not None:
         sc = [_scalar_at(scales, i, F64) for i in range(len(axes))]
-        outs = [op("Cast", [op("Floor", [op("Mul", [s, op("Cast", [i], {"DstT": F64})])])],
+        f32 = dtypes.float32  # the size's product in float32, as onnxruntime's (_out_size)
+        outs = [op("Cast", [op("Floor", [op("Mul", [op("Cast", [s], {"DstT": f32}),
+                                                    op("Cast", [i], {"DstT": f32})])])],
                    {"DstT": dtypes.int32}) for s, i in zip(sc, in_ns)]  # fmt: skip
     else:
         outs = [_scalar_at(sizes, i, dtypes.int32) for i in range(len(axes))]

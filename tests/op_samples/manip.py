@@ -2,9 +2,11 @@
 
 import numpy as np
 
+import rill.graph as rg
 from op_samples import rand, sample
 from rill.graph.ops import diag_ops as do
 from rill.graph.ops import manip_ops as mo
+from rill.graph.ops import set_search_ops as ss
 
 
 def _nonzero(*shape):
@@ -52,3 +54,18 @@ def _raw(op_type, *inputs):
 sample("MatrixDiagPart", [rand(2, 3, 4)], lambda x: _raw("MatrixDiagPart", x))
 sample("MatrixSetDiag", [rand(3, 4), rand(3)], lambda x, d: _raw("MatrixSetDiag", x, d))
 sample("MatrixDiag", [rand(2, 3)], lambda d: _raw("MatrixDiag", d), name="v1")
+
+# Not differentiable: these samples feed the ONNX export suite.
+sample("LinSpace", [np.array(-1.0), np.array(2.0)], lambda a, b: mo.linspace(a, b, 7))
+sample("LinSpace", [np.array(3.0), np.array(5.0), np.array(1, np.int32)], mo.linspace,
+       name="one")  # fmt: skip
+sample("Bucketize", [np.array([[-5.0, 0.0, 0.5], [1.0, 9.0, 0.9]])],
+       lambda x: ss.bucketize(x, [0.0, 0.5, 1.0, 1.0, 4.0]))  # fmt: skip
+sample("Bucketize", [np.array([-1, 0, 2, 3], np.int32)], lambda x: ss.bucketize(x, [-1.0, 2.0]),
+       name="int32")  # fmt: skip
+_SORTED = np.array([[0.0, 1.0, 1.0, 3.0, 7.0], [-2.0, -2.0, 0.0, 0.0, 5.0]])
+_VALUES = np.array([[-1.0, 1.0, 3.0, 8.0], [-2.0, 0.0, 4.0, 5.0]])
+sample("LowerBound", [_SORTED, _VALUES], lambda s, v: ss.searchsorted(s, v, side="left"))
+sample("UpperBound", [_SORTED, _VALUES], lambda s, v: ss.searchsorted(s, v, side="right"))
+sample("UpperBound", [_SORTED.astype(np.int64), _VALUES.astype(np.int64)],
+       lambda s, v: ss.searchsorted(s, v, side="right", out_type=rg.int64), name="int64")  # fmt: skip

@@ -68,3 +68,15 @@ sample("Igamma", [rand(2, 3, lo=0.5, hi=3.0), rand(2, 3, lo=0.2, hi=4.0)], sm.ig
 sample("Igammac", [rand(3, lo=0.5, hi=3.0), rand(3, lo=0.2, hi=4.0)], sm.igammac, tol=1e-4)
 sample("Betainc", [rand(3, lo=0.5, hi=3.0), rand(3, lo=0.5, hi=3.0), rand(3, lo=0.1, hi=0.9)],
        sm.betainc, grad_inputs=[2])  # fmt: skip
+
+# Not differentiable: these samples feed the ONNX export suite (integer operands of both signs).
+_I = np.array([[7, -7, 7, -7], [0, 6, -6, 1]], np.int32)
+_D = np.array([[2, 2, -2, -2], [3, 4, -4, -1]], np.int32)
+sample("TruncateDiv", [_I, _D], sm.truncatediv, name="int32")
+sample("TruncateDiv", [_I * 1.25, _D * 0.5], sm.truncatediv, name="float")
+sample("TruncateMod", [_I.astype(np.int64), _D.astype(np.int64)], sm.truncatemod, name="int64")
+sample("TruncateMod", [_I * 1.25, _D * 0.5], sm.truncatemod, name="float")
+sample("ApproximateEqual", [np.array([0.0, 1.0, 2.0, 3.0]), np.array([1e-7, 1.5, 2.004, 2.9])],
+       lambda x, y: sm.approximate_equal(x, y, tolerance=0.01))  # fmt: skip
+sample("ApproximateEqual", [_I, _D], lambda x, y: sm.approximate_equal(x, y, tolerance=1.5),
+       name="int32")  # fmt: skip

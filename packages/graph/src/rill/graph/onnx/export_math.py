@@ -1,5 +1,6 @@
 """ONNX export of the math family: elementwise arithmetic, comparisons and logic, Cast, Select,
-matrix products, reductions, ArgMax/ArgMin, Cumsum and Range.
+matrix products, reductions, ArgMax/ArgMin, Cumsum and Range, TruncateDiv / TruncateMod,
+ApproximateEqual, Bucketize, LowerBound / UpperBound (searchsorted) and LinSpace.
 
 Elementwise ops keep their inputs' layout (see exporter), reductions and ArgMax remap their
 axes into it; everything else reads its inputs as they are in rill.
@@ -8,7 +9,7 @@ axes into it; everything else reads its inputs as they are in rill.
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from rill.graph import dtypes
 from rill.graph.onnx.exporter import onnx_dtype
@@ -323,3 +324,110 @@ def cumsum(ctx, op):
 @register_onnx_export("Range")
 def range_(ctx, op):
     ctx.node("Range", [ctx.value(t) for t in op._inputs], op.outputs[0])
+
+
+# -- truncating division, approximate equality, searches, LinSpace -----------------------------
+
+
+def _no_complex(ctx, op):
+    if op.attrs["T"].is_complex:
+        ctx.unsupported("ONNX runtimes have no complex tensors")
+
+
+@register_onnx_export("TruncateDiv")
+def truncate_div(ctx, op):
+    """Integers: ONNX's integer Div already truncates toward zero (8- and 16-bit integers, which
+    Div takes from opset 14, are divided in int32 below it). Floats: trunc(x / y), as ceil
+    below zero and floor above."""
+    _no_complex(ctx, op)
+    (x, y), layout = ctx.broadcast_values(op._inputs)
+    t = op.attrs["T"]
+    if t.is_integer and ctx.opset < 14 and t.np.itemsize < 4:
+        x, y = (ctx.node("Cast", [v], to=TensorProto.INT32) for v in (x, y))
+        q = ctx.node("Div", [x, y])
+        ctx.node("Cast", [q], op.outputs[0], layout=layout, to=onnx_dtype(t))
+        return
+    if t.is_integer:
+        ctx.node("Div", [x, y], op.outputs[0], layout=layout)
+        return
+    q = ctx.node("Div", [x, y])
+    below = ctx.node("Less", [q, ctx.initializer(np.zeros((), op.attrs["T"].np))])
+    ctx.node("Where", [below, ctx.node("Ceil", [q]), ctx.node("Floor", [q])], op.outputs[0],
+             layout=layout)  # fmt: skip
+
+
+@register_onnx_export("TruncateMod")
+def truncate_mod(ctx, op):
+    """C's fmod, the remainder taking the dividend's sign: ONNX Mod with fmod=1, for integers
+    as for floats (fmod=0 on integers would be the floor remainder, FloorMod's)."""
+    (x, y), layout = ctx.broadcast_values(op._inputs)
+    ctx.node("Mod", [x, y], op.outputs[0], layout=layout, fmod=1)
+
+
+@register_onnx_export("ApproximateEqual")
+def approximate_equal(ctx, op):
+    """|x - y| < tolerance; integers are subtracted in float64 (no wrap-around, no unsigned
+    underflow), floats in their own type against the tolerance rounded to it."""
+    _no_complex(ctx, op)
+    t = op.attrs["T"]
+    (x, y), layout = ctx.broadcast_values(op._inputs)
+    if t.is_integer:
+        x, y = (ctx.node("Cast", [v], to=TensorProto.DOUBLE) for v in (x, y))
+    tol = ctx.initializer(np.array(op.attrs["tolerance"], np.float64 if t.is_integer else t.np))
+    d = ctx.node("Abs", [ctx.node("Sub", [x, y])])
+    ctx.node("Less", [d, tol], op.outputs[0], layout=layout)
+
+
+@register_onnx_export("Bucketize")
+def bucketize(ctx, op):
+    """The number of boundaries b with not (x < b), counted in float64 as the kernel compares;
+    NaN lands past the last boundary, as TensorFlow's upper_bound puts it."""
+    x = op._inputs[0]
+    bounds = np.asarray(op.attrs["boundaries"], np.float64).reshape(-1)
+    if bounds.size == 0:
+        ctx.node("ConstantOfShape", [ctx.node("Shape", [ctx.value(x)])], op.outputs[0],
+                 value=numpy_helper.from_array(np.zeros(1, np.int32)))  # fmt: skip
+        return
+    xd = ctx.node("Cast", [ctx.value(x)], to=TensorProto.DOUBLE)
+    col = ctx.node("Unsqueeze", [xd, ctx.initializer(np.array([-1], np.int64))])
+    past = ctx.node("Not", [ctx.node("Less", [col, ctx.initializer(bounds)])])
+    ctx.node("ReduceSum", [ctx.node("Cast", [past], to=TensorProto.INT32),
+                           ctx.initializer(np.array([-1], np.int64))], op.outputs[0],
+             keepdims=0)  # fmt: skip
+
+
+@register_onnx_export("LowerBound", "UpperBound")
+def search_sorted(ctx, op):
+    """Per row, the number of sorted_inputs elements below each value (LowerBound: s < v,
+    UpperBound: not v < s), counted over a [..., M, N] comparison: O(M·N) per row."""
+    s, v = op._inputs
+    rows = ctx.node("Unsqueeze", [ctx.value(s), ctx.initializer(np.array([-2], np.int64))])
+    cols = ctx.node("Unsqueeze", [ctx.value(v), ctx.initializer(np.array([-1], np.int64))])
+    if op.type == "LowerBound":
+        below = ctx.node("Less", [rows, cols])
+    else:
+        below = ctx.node("Not", [ctx.node("Less", [cols, rows])])
+    count = ctx.node("ReduceSum", [ctx.node("Cast", [below], to=TensorProto.INT64),
+                                   ctx.initializer(np.array([-1], np.int64))], keepdims=0)  # fmt: skip
+    want = op.attrs["out_type"]
+    if want is dtypes.int64:
+        ctx.node("Identity", [count], op.outputs[0])
+    else:
+        ctx.node("Cast", [count], op.outputs[0], to=onnx_dtype(want))
+
+
+@register_onnx_export("LinSpace")
+def lin_space(ctx, op):
+    """start + i·(stop - start)/(num - 1) for i in [0, num), in float64 as the kernel computes
+    it, then cast to T (num = 1 gives [start])."""
+    start, stop, num = op._inputs
+    f64 = TensorProto.DOUBLE
+    a = ctx.node("Cast", [ctx.value(start)], to=f64)
+    b = ctx.node("Cast", [ctx.value(stop)], to=f64)
+    n = ctx.node("Cast", [ctx.value(num)], to=f64)
+    one = ctx.initializer(np.ones((), np.float64))
+    steps = ctx.node("Max", [ctx.node("Sub", [n, one]), one])
+    step = ctx.node("Div", [ctx.node("Sub", [b, a]), steps])
+    i = ctx.node("Range", [ctx.initializer(np.zeros((), np.float64)), n, one])
+    out = ctx.node("Add", [a, ctx.node("Mul", [i, step])])
+    ctx.node("Cast", [out], op.outputs[0], to=onnx_dtype(op.attrs["T"]))

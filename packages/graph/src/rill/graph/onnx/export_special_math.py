@@ -2,7 +2,8 @@
 trigonometric and hyperbolic functions, float classification, ClipByValue as Max then Min, the
 *NoNan / Xlogy family as Where around the plain op), manip_ops' Einsum, linalg_ops'
 MatrixDeterminant, segment_ops' TensorScatterUpdate, FusedBatchNorm(V2), and image_ops'
-SpaceToDepth / DepthToSpace and resizes (in NCHW)."""
+SpaceToDepth / DepthToSpace and resizes (in NCHW), Atan2 (Atan by quadrant), Erfc (1 - Erf) and
+CheckNumerics (an Identity: ONNX cannot raise)."""
 
 from __future__ import annotations
 
@@ -178,3 +179,69 @@ def _resize(mode: str):
 
 register_onnx_export("ResizeBilinear")(_resize("linear"))
 register_onnx_export("ResizeNearestNeighbor")(_resize("nearest"))
+
+
+def _signbit(ctx, x: str, dt) -> str:
+    """x < 0, or x is -0 (1/-0 = -inf): the sign bit of a float (False for NaN)."""
+    import numpy as np
+
+    zero = ctx.initializer(np.zeros((), dt))
+    return ctx.node("Or", [ctx.node("Less", [x, zero]),
+                           ctx.node("Less", [ctx.node("Reciprocal", [x]), zero])])  # fmt: skip
+
+
+@register_onnx_export("Atan2")
+def atan2(ctx, op):
+    """atan2(y, x) = atan(y / x), plus π (y ≥ +0) or -π (y ≤ -0) where x ≤ -0: C's atan2 by
+    quadrant, signed zeros and infinities included. IEEE division already gives ±π/2 at x = ±0;
+    where both are zero, x is replaced by ±1 (atan(±0) = ±0 before the quadrant shift), where
+    both are infinite, both by ±1 (±π/4). The signed values stay in Where's second branch:
+    onnxruntime's Where loses the sign of a zero it takes from the first. bfloat16, which ONNX's
+    Atan does not take, is computed in float32."""
+    import numpy as np
+    from onnx import TensorProto
+
+    from rill.graph import dtypes
+
+    (y, x), layout = ctx.broadcast_values(list(op._inputs))
+    wide = op.attrs["T"] is dtypes.bfloat16
+    if wide:
+        y, x = (ctx.node("Cast", [v], to=TensorProto.FLOAT) for v in (y, x))
+    dt = np.float32 if wide else op.attrs["T"].np
+
+    def c(v):
+        return ctx.initializer(np.array(v, dt))
+
+    def unit(neg):
+        return ctx.node("Where", [neg, c(-1), c(1)])
+
+    x_neg, y_neg = _signbit(ctx, x, dt), _signbit(ctx, y, dt)
+    both_zero = ctx.node("And", [ctx.node("Equal", [x, c(0)]), ctx.node("Equal", [y, c(0)])])
+    both_inf = ctx.node("And", [ctx.node("IsInf", [x]), ctx.node("IsInf", [y])])
+    x = ctx.node("Where", [ctx.node("Or", [both_zero, both_inf]), unit(x_neg), x])
+    y = ctx.node("Where", [both_inf, unit(y_neg), y])
+    q = ctx.node("Atan", [ctx.node("Div", [y, x])])
+    turn = ctx.node("Add", [q, ctx.node("Where", [y_neg, c(-np.pi), c(np.pi)])])
+    if not wide:
+        ctx.node("Where", [x_neg, turn, q], op.outputs[0], layout=layout)
+        return
+    out = ctx.node("Where", [x_neg, turn, q])
+    ctx.node("Cast", [out], op.outputs[0], layout=layout, to=TensorProto.BFLOAT16)
+
+
+@register_onnx_export("Erfc")
+def erfc(ctx, op):
+    """1 - erf(x): absolute error within float rounding, but the relative precision of the upper
+    tail is lost (erfc(x) below float epsilon comes out 0)."""
+    import numpy as np
+
+    name, layout = ctx.value_any(op._inputs[0])
+    one = ctx.initializer(np.ones((), op.attrs["T"].np))
+    ctx.node("Sub", [one, ctx.node("Erf", [name])], op.outputs[0], layout=layout)
+
+
+@register_onnx_export("CheckNumerics", "CheckNumericsV2")
+def check_numerics(ctx, op):
+    """An Identity: ONNX has no way to raise an error, so the exported model passes NaN and Inf
+    on where rill raises InvalidArgumentError (test with IsNaN / IsInf outputs if it matters)."""
+    ctx.bind(op.outputs[0], *ctx.value_any(op._inputs[0]))

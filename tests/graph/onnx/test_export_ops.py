@@ -106,6 +106,13 @@ for _sid, _since in (("TensorScatterAdd", 16), ("TensorScatterAdd-elements_repea
                      ("TensorScatterSub", 16), ("TensorScatterMax", 18), ("TensorScatterMin", 18),
                      ("Cumprod", 26), ("Cumprod-exclusive_reverse", 26)):  # fmt: skip
     REFUSED_AT.update({(_sid, o): f"needs opset {_since}" for o in (13, 17, 18) if o < _since})
+# export_gather: the segment reductions are ScatterND reductions (add and mul from opset 16, max
+# and min from 18).
+for _sid, _since in (("SegmentSum", 16), ("SegmentMean", 16), ("SegmentProd", 16),
+                     ("SegmentProd-zeros", 16), ("UnsortedSegmentProd", 16), ("SegmentMax", 18),
+                     ("SegmentMin", 18), ("UnsortedSegmentMax", 18),
+                     ("UnsortedSegmentMin", 18)):  # fmt: skip
+    REFUSED_AT.update({(_sid, o): f"needs opset {_since}" for o in (13, 17, 18) if o < _since})
 # Where onnx 1.23.2's ReferenceEvaluator is wrong (onnxruntime agrees with rill on these):
 # its LRN loops over the batch axis instead of the channels (reference/ops/op_lrn.py), and its
 # grouped ConvTranspose slices the weight by output instead of input channels

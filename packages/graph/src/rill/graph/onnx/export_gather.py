@@ -1,11 +1,13 @@
 """ONNX export of the gather family: GatherV2 / ResourceGather, GatherNd, OneHot, Where,
-ScatterNd, UnsortedSegmentSum, Unique and ReverseSequence."""
+ScatterNd, the segment reductions (Segment* and UnsortedSegment* as ScatterND reductions),
+Unique / UniqueWithCounts and ReverseSequence."""
 
 from __future__ import annotations
 
 import numpy as np
-from onnx import numpy_helper
+from onnx import TensorProto, numpy_helper
 
+from rill.graph import dtypes
 from rill.graph.onnx.exporter import onnx_dtype
 from rill.graph.onnx.registry import register_onnx_export
 
@@ -96,10 +98,19 @@ def _zeros(ctx, shape_name, dtype):
     return ctx.node("ConstantOfShape", [shape_name], value=value)
 
 
+# ScatterND's reductions and the opsets that first have them.
+_REDUCTION_SINCE = {"add": 16, "mul": 16, "max": 18, "min": 18}
+
+
+def _need_scatter(ctx, reduction="add", why="repeated indices are summed"):
+    since = _REDUCTION_SINCE[reduction]
+    if ctx.opset < since:
+        ctx.unsupported(f"{why}, which ONNX ScatterND does from opset {since} "
+                        f"(reduction='{reduction}'); the export asked for opset {ctx.opset}")  # fmt: skip
+
+
 def _need_scatter_add(ctx):
-    if ctx.opset < 16:
-        ctx.unsupported(f"repeated indices are summed, which ONNX ScatterND does from opset 16 "
-                        f"(reduction='add'); the export asked for opset {ctx.opset}")  # fmt: skip
+    _need_scatter(ctx)
 
 
 @register_onnx_export("ScatterNd")
@@ -111,38 +122,130 @@ def scatter_nd(ctx, op):
              reduction="add")  # fmt: skip
 
 
-@register_onnx_export("UnsortedSegmentSum")
-def unsorted_segment_sum(ctx, op):
-    """Rows scattered (summed) into num_segments + 1 rows; negative ids, which TensorFlow
-    drops, go to the extra last row, which is then sliced off."""
-    _need_scatter_add(ctx)
-    data, ids, num = op._inputs
+def _fill(ctx, shape_name, value, dtype):
+    value = numpy_helper.from_array(np.array([value], dtype=dtype.np))
+    return ctx.node("ConstantOfShape", [shape_name], value=value)
+
+
+def _scatter_rows(ctx, data, ids, n, reduction, init, drop_negative):
+    """[n, data.shape[k:]...] rows starting at `init`, each reduced with the data slices whose
+    id (ids of rank k) names it; n is an int64 [1] value. With drop_negative, negative ids go
+    to an extra last row, which is sliced off."""
     k = ids.shape.rank
     if k is None:
         ctx.unsupported("segment_ids needs a known rank")
     data_name = ctx.value(data)
     rest = ctx.node("Shape", [data_name], start=k)
-    n = ctx.node("Reshape", [ctx.int64(num), _i64(ctx, [1])])
-    n1 = ctx.node("Add", [n, _i64(ctx, [1])])
-    zeros = _zeros(ctx, ctx.node("Concat", [n1, rest], axis=0), data.dtype)
     ids64 = ctx.int64(ids)
-    negative = ctx.node("Less", [ids64, ctx.initializer(np.array(0, np.int64))])
-    ids64 = ctx.node("Where", [negative, ctx.node("Squeeze", [n]), ids64])
+    rows = n
+    if drop_negative:
+        rows = ctx.node("Add", [n, _i64(ctx, [1])])
+        negative = ctx.node("Less", [ids64, ctx.initializer(np.array(0, np.int64))])
+        ids64 = ctx.node("Where", [negative, ctx.node("Squeeze", [n]), ids64])
+    start = _fill(ctx, ctx.node("Concat", [rows, rest], axis=0), init, data.dtype)
     idx = ctx.node("Unsqueeze", [ids64, _i64(ctx, [-1])])
-    summed = ctx.node("ScatterND", [zeros, idx, data_name], reduction="add")
-    ctx.node("Slice", [summed, _i64(ctx, [0]), n, _i64(ctx, [0])], op.outputs[0])
+    out = ctx.node("ScatterND", [start, idx, data_name], reduction=reduction)
+    if drop_negative:
+        out = ctx.node("Slice", [out, _i64(ctx, [0]), n, _i64(ctx, [0])])
+    return out
 
 
-@register_onnx_export("Unique")
-def unique(ctx, op):
-    """ONNX Unique with sorted=0 keeps first-occurrence order, as TensorFlow's does."""
-    y, _, inverse, _ = ctx.node("Unique", [ctx.value(op._inputs[0])], 4, sorted=0)
-    ctx.bind(op.outputs[0], y)
-    want = op.attrs["out_idx"]
-    if want.name == "int64":
-        ctx.bind(op.outputs[1], inverse)
+# rill op -> (ScatterND reduction, the identity an empty segment keeps)
+_SEGMENT = {"Sum": ("add", lambda t: 0), "Prod": ("mul", lambda t: 1),
+            "Max": ("max", lambda t: t.min), "Min": ("min", lambda t: t.max)}  # fmt: skip
+
+
+@register_onnx_export("UnsortedSegmentSum", "UnsortedSegmentProd", "UnsortedSegmentMax",
+                      "UnsortedSegmentMin")  # fmt: skip
+def unsorted_segment(ctx, op):
+    """Rows scattered into num_segments + 1 rows starting at the reduction's identity (an empty
+    segment keeps it: 0, 1, the dtype's lowest or highest finite value, as TensorFlow); negative
+    ids, which TensorFlow drops, go to the extra last row, which is then sliced off. ScatterND
+    reduces with add and mul from opset 16, with max and min from 18."""
+    data, ids, num = op._inputs
+    reduction, identity = _SEGMENT[op.type[len("UnsortedSegment") :]]
+    _need_scatter(ctx, reduction, f"segments are reduced with {reduction}")
+    _no_complex(ctx, data)
+    n = ctx.node("Reshape", [ctx.int64(num), _i64(ctx, [1])])
+    out = _scatter_rows(ctx, data, ids, n, reduction, identity(data.dtype), drop_negative=True)
+    ctx.node("Identity", [out], op.outputs[0])
+
+
+def _no_complex(ctx, t):
+    if t.dtype.is_complex:
+        ctx.unsupported("ONNX runtimes have no complex tensors")
+
+
+@register_onnx_export("SegmentSum", "SegmentProd", "SegmentMax", "SegmentMin", "SegmentMean")
+def segment(ctx, op):
+    """Sorted segment ids: max(segment_ids) + 1 rows (0 for no ids), scattered as the unsorted
+    ops are. An empty segment gives 0 (a product 1, as TensorFlow), so Max and Min, which
+    start at the dtype's lowest or highest value, zero the rows no id names; Mean divides
+    the sum by max(count, 1) (integer division truncates, as TensorFlow's)."""
+    data, ids = op._inputs
+    kind = op.type[len("Segment") :]
+    reduction, identity = _SEGMENT.get(kind, _SEGMENT["Sum"])
+    _need_scatter(ctx, reduction, f"segments are reduced with {reduction}")
+    _no_complex(ctx, data)
+    rank = data.shape.rank
+    if rank is None:
+        ctx.unsupported("data needs a known rank")
+    ids64 = ctx.int64(ids)
+    ends = ctx.node("Concat", [_i64(ctx, [0]), ctx.node("Add", [ids64, _i64(ctx, [1])])],
+                    axis=0)  # fmt: skip
+    if ctx.opset >= 18:
+        n = ctx.node("ReduceMax", [ends, _i64(ctx, [0])], keepdims=1)
     else:
-        ctx.node("Cast", [inverse], op.outputs[1], to=onnx_dtype(want))
+        n = ctx.node("ReduceMax", [ends], axes=[0], keepdims=1)
+    out = _scatter_rows(ctx, data, ids, n, reduction, identity(data.dtype), drop_negative=False)
+    if kind in ("Sum", "Prod"):
+        ctx.node("Identity", [out], op.outputs[0])
+        return
+    ones = ctx.node("Expand", [_i64(ctx, [1]), ctx.node("Shape", [ids64])])
+    counts = ctx.node("ScatterND", [_fill(ctx, n, 0, dtypes.int64),
+                                    ctx.node("Unsqueeze", [ids64, _i64(ctx, [-1])]), ones],
+                      reduction="add")  # fmt: skip
+    if rank > 1:
+        counts = ctx.node("Unsqueeze", [counts, _i64(ctx, list(range(1, rank)))])
+    if kind == "Mean":
+        denom = ctx.node("Max", [counts, ctx.initializer(np.array(1, np.int64))])
+        denom = ctx.node("Cast", [denom], to=onnx_dtype(data.dtype))
+        ctx.node("Div", [out, denom], op.outputs[0])
+        return
+    empty = ctx.node("Equal", [counts, ctx.initializer(np.array(0, np.int64))])
+    zero = ctx.initializer(np.zeros((), data.dtype.np))
+    ctx.node("Where", [empty, zero, out], op.outputs[0])
+
+
+# onnxruntime's Unique takes float32, int64, int8 and strings: the other integer types (and
+# bool) go through int64 and the narrower floats through float32, both exact and one-to-one.
+_UNIQUE_AS = {"int16": TensorProto.INT64, "int32": TensorProto.INT64,
+              "uint8": TensorProto.INT64, "uint16": TensorProto.INT64,
+              "uint32": TensorProto.INT64, "uint64": TensorProto.INT64, "bool": TensorProto.INT64,
+              "float16": TensorProto.FLOAT, "bfloat16": TensorProto.FLOAT}  # fmt: skip
+
+
+@register_onnx_export("Unique", "UniqueWithCounts")
+def unique(ctx, op):
+    """ONNX Unique with sorted=0 keeps first-occurrence order, as TensorFlow's does. Types
+    onnxruntime's Unique lacks are cast to one it has and back (uint64 through int64 wraps,
+    which keeps equality)."""
+    x = op._inputs[0]
+    wide = _UNIQUE_AS.get(x.dtype.name)
+    name = ctx.value(x)
+    if wide is not None:
+        name = ctx.node("Cast", [name], to=wide)
+    y, _, inverse, counts = ctx.node("Unique", [name], 4, sorted=0)
+    if wide is None:
+        ctx.bind(op.outputs[0], y)
+    else:
+        ctx.node("Cast", [y], op.outputs[0], to=onnx_dtype(x.dtype))
+    want = op.attrs["out_idx"]
+    for t, v in zip(op.outputs[1:], (inverse, counts)):
+        if want.name == "int64":
+            ctx.bind(t, v)
+        else:
+            ctx.node("Cast", [v], t, to=onnx_dtype(want))
 
 
 @register_onnx_export("ReverseSequence")

@@ -69,3 +69,11 @@ sample("LowerBound", [_SORTED, _VALUES], lambda s, v: ss.searchsorted(s, v, side
 sample("UpperBound", [_SORTED, _VALUES], lambda s, v: ss.searchsorted(s, v, side="right"))
 sample("UpperBound", [_SORTED.astype(np.int64), _VALUES.astype(np.int64)],
        lambda s, v: ss.searchsorted(s, v, side="right", out_type=rg.int64), name="int64")  # fmt: skip
+sample("MatrixDiagV3", [rand(2, 3)], lambda d: do.matrix_diag(d, num_rows=5, padding_value=7.0),
+       name="main_padded")  # fmt: skip
+sample("MatrixDiagPartV3", [rand(2, 4, 3)], lambda x: do.matrix_diag_part(x), name="main")
+sample("MatrixSetDiagV3", [rand(2, 3, 4), rand(2, 3)], lambda x, d: do.matrix_set_diag(x, d),
+       name="main")  # fmt: skip
+sample("MatrixSetDiagV3", [rand(4, 3), rand(3)], lambda x, d: do.matrix_set_diag(x, d),
+       name="tall")  # fmt: skip
+sample("Roll", [rand(2, 3, 4)], lambda x: mo.roll(x, [5, -1, 2], [2, 0, 2]), name="same_axis")

@@ -241,3 +241,110 @@ def test_segment_mean_of_integers_truncates():
     data = np.array([[-7], [2], [5], [-2], [9]], np.int32)
     _export(lambda d, i: _segment_fn("segment_mean")(d, i),
             [data, np.array([0, 0, 1, 1, 2], np.int32)], since=16)  # fmt: skip
+
+
+# -- band parts, diagonals, rolls, blocks ------------------------------------------------------
+
+
+@pytest.mark.parametrize("bands", [(-1, 0), (0, -1), (1, 2), (0, 0), (-1, -1), (3, 1)])
+def test_band_part_constant_bands(bands):
+    from rill.graph.ops.diag_ops import matrix_band_part
+
+    x = np.arange(2 * 4 * 5, dtype=np.int32).reshape(2, 4, 5) - 17
+    _export(lambda t: matrix_band_part(t, *bands), [x])
+    _export(lambda t: matrix_band_part(t, *bands), [x > 0])
+
+
+def test_band_part_run_time_bands_and_unknown_dims():
+    from rill.graph.ops.diag_ops import matrix_band_part
+
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None, None, None])
+        lo, up = rg.placeholder(rg.int64, []), rg.placeholder(rg.int64, [])
+        out = matrix_band_part(x, lo, up)
+    v = np.random.default_rng(3).standard_normal((2, 5, 4)).astype(np.float32)
+    for bands in ((-1, 0), (1, -1), (2, 1), (0, 0)):
+        feeds = [v, np.int64(bands[0]), np.int64(bands[1])]
+        for opset in _opsets():
+            _check(g, [x, lo, up], [out], feeds, opset)
+
+
+def test_causal_mask_in_attention():
+    """softmax(q·kᵀ/√d + (1 - band_part(ones, -1, 0))·-1e9)·v, the TF1 causal-attention idiom,
+    with the sequence length unknown."""
+    from rill.graph.ops.diag_ops import matrix_band_part
+
+    g = rg.Graph()
+    with g.as_default():
+        q = rg.placeholder(rg.float32, [None, None, 8], name="q")
+        k = rg.placeholder(rg.float32, [None, None, 8], name="k")
+        v = rg.placeholder(rg.float32, [None, None, 8], name="v")
+        n = rg.shape(q)[1]
+        causal = matrix_band_part(rg.ones(rg.stack([n, n])), -1, 0)
+        scores = rg.matmul(q, k, transpose_b=True) / np.sqrt(8.0).astype(np.float32)
+        scores = scores + (1.0 - causal) * -1e9
+        out = rg.matmul(rg.nn.softmax(scores), v)
+    rng = np.random.default_rng(5)
+    feeds = [rng.standard_normal((2, 6, 8)).astype(np.float32) for _ in range(3)]
+    for opset in _opsets():
+        model = _check(g, [q, k, v], [out], feeds, opset)
+    assert "Where" in [nd.op_type for nd in model.graph.node]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.bool_])
+def test_matrix_diag_family_main_diagonal(dtype):
+    from rill.graph.ops import diag_ops as do
+
+    rng = np.random.default_rng(11)
+    x = (rng.integers(-5, 5, (2, 3, 4)) > 0) if dtype is np.bool_ else \
+        rng.integers(-5, 5, (2, 3, 4)).astype(dtype)  # fmt: skip
+    d = x[..., 0]
+    raw = rg.get_default_graph  # the V1 ops through create_op, as the op samples build them
+
+    def v1(op_type, *ts):
+        return raw().create_op(op_type, list(ts), name=op_type).outputs[0]
+
+    pad = np.zeros((), dtype)
+    _export(lambda t, u: [v1("MatrixDiag", u), v1("MatrixDiagPart", t),
+                          v1("MatrixSetDiag", t, u), do.matrix_diag(u, padding_value=pad),
+                          do.matrix_diag(u, num_cols=4, padding_value=np.ones((), dtype)),
+                          do.matrix_diag_part(t, padding_value=pad),
+                          do.matrix_set_diag(t, u)], [x, d])  # fmt: skip
+    tall = np.swapaxes(x, -1, -2)
+    _export(lambda t, u: [do.matrix_diag_part(t, padding_value=pad), do.matrix_set_diag(t, u)],
+            [tall, d])  # fmt: skip
+
+
+def test_matrix_diag_v3_off_the_main_diagonal_is_refused():
+    from rill.graph.ops import diag_ops as do
+
+    d = np.ones((2, 3), np.float32)
+    _refused(lambda t: do.matrix_diag(t, k=1), [d], NEWEST, "only k = 0")
+
+
+def test_roll_unknown_dims_and_int_values():
+    from rill.graph.ops import manip_ops as mo
+
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.int32, [None, 4, None])
+        out = mo.roll(x, [3, -5, 7, 1], [0, 1, 2, 2])
+    v = np.arange(3 * 4 * 5, dtype=np.int32).reshape(3, 4, 5)
+    for opset in _opsets():
+        _check(g, [x], [out], [v], opset)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_space_to_batch_round_trip_unknown_batch(dtype):
+    from rill.graph.ops import image_ops
+
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.as_dtype(dtype), [None, 5, 4, 3])
+        s2b = image_ops.space_to_batch_nd(x, rg.constant([2, 3]), rg.constant([[1, 0], [1, 1]]))
+        b2s = image_ops.batch_to_space_nd(s2b, rg.constant([2, 3]), rg.constant([[1, 0], [1, 1]]))
+        one = image_ops.space_to_batch_nd(x, rg.constant([5]), rg.constant([[0, 0]]))
+    v = np.arange(2 * 5 * 4 * 3).reshape(2, 5, 4, 3).astype(dtype)
+    for opset in _opsets():
+        _check(g, [x], [s2b, b2s, one], [v], opset)

@@ -518,6 +518,7 @@ from rill.graph.onnx import (  # noqa: E402, F401
     export_bits,
     export_control_flow,
     export_gather,
+    export_manip,
     export_math,
     export_nn,
     export_onnx_ops,

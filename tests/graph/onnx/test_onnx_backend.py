@@ -71,6 +71,8 @@ CLAIMED = (
     "BitCast", "DeformConv",
     # recurrent state (import_recurrent_state)
     "CausalConvWithState", "LinearAttention",
+    # ai.onnx.preview (import_preview)
+    "FlexAttention",
 )  # fmt: skip
 # Op types to try beside the claimed ones (comma-separated, in RILL_ONNX_TRY): for working on an
 # op type's rule before it is claimed.

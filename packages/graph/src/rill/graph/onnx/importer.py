@@ -44,6 +44,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_ms_quant,
     import_nn,
     import_norm_more,
+    import_preview,
     import_quant,
     import_random,
     import_recurrent_state,

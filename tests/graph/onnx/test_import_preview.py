@@ -1,6 +1,7 @@
 """import_onnx of ai.onnx.preview's FlexAttention beyond onnx's node suite: query and key/value
 heads and sequence lengths known only at run time (grouped query attention), modifier
-subgraphs with initializers of their own, double inputs; against onnx's
+subgraphs with initializers of their own, double inputs; and of ai.onnx.preview.training's
+optimizer steps over several tensors at a first and a later step; against onnx's
 ReferenceEvaluator. Bad input is refused naming the node."""
 
 from __future__ import annotations
@@ -85,3 +86,51 @@ def test_a_modifier_changing_the_type_is_refused():
     m = flex_model(shapes=([1, 1, 2, 4], [1, 1, 2, 4], [1, 1, 2, 4]), score_mod=score_mod)
     with pytest.raises(OnnxImportError, match=r"score_mod turns float32 scores into float64"):
         run_rill(m, feeds(1, 1, 1, 2, 2, 4, 4))
+
+
+# -- ai.onnx.preview.training ---------------------------------------------------------------------
+
+_STATES = {"Adagrad": ["H"], "Momentum": ["V"], "Adam": ["V", "H"]}
+_ATTRS = {
+    "Adagrad": {"decay_factor": 0.1, "epsilon": 1e-5, "norm_coefficient": 0.01},
+    "Momentum": {"alpha": 0.9, "beta": 0.5, "mode": "standard", "norm_coefficient": 0.02},
+    "Adam": {"alpha": 0.8, "beta": 0.95, "epsilon": 1e-5, "norm_coefficient": 0.01,
+             "norm_coefficient_post": 0.05},
+}  # fmt: skip
+
+
+def optimizer_model(op_type, tensors, **attrs):
+    groups = ["X", "G", *_STATES[op_type]]
+    names = [f"{g}{i}" for g in groups for i in range(tensors)]
+    outs = [f"{g}{i}_new" for g in ["X", *_STATES[op_type]] for i in range(tensors)]
+    node = oh.make_node(op_type, ["R", "T", *names], outs, domain="ai.onnx.preview.training",
+                        name="opt", **attrs)  # fmt: skip
+    ins = [vi("R", shape=[]), vi("T", TP.INT64, [])] + [vi(k, shape=None) for k in names]
+    g = oh.make_graph([node], "t", ins, [vi(o, shape=None) for o in outs])
+    ops = [oh.make_opsetid("", 17), oh.make_opsetid("ai.onnx.preview.training", 1)]
+    return oh.make_model(g, opset_imports=ops, ir_version=8), names
+
+
+@pytest.mark.parametrize("step", [0, 3])
+@pytest.mark.parametrize("op_type", ["Adagrad", "Momentum", "Momentum-nesterov", "Adam"])
+def test_optimizer_steps_over_two_tensors(op_type, step):
+    op_type, _, mode = op_type.partition("-")
+    attrs = dict(_ATTRS[op_type], **({"mode": mode} if mode else {}))
+    m, names = optimizer_model(op_type, 2, **attrs)
+    f = {"R": np.array(0.1, np.float32), "T": np.array(step, np.int64)}
+    for k in names:
+        shape = (3, 4) if k.endswith("0") else (5,)
+        v = RNG.standard_normal(shape).astype(np.float32)
+        f[k] = np.abs(v) if k.startswith("H") else v
+    got, want = run_rill(m, f), run_ref(m, f)
+    assert len(got) == len(want) == len(names) - 2
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_an_optimizer_with_a_state_missing_is_refused_naming_the_node():
+    m, _ = optimizer_model("Adam", 1, **_ATTRS["Adam"])
+    del m.graph.node[0].input[-1]
+    m.graph.input.pop()
+    with pytest.raises(OnnxImportError, match=r"'opt'.*Adam takes R, T and 4 tensors"):
+        run_rill(m, {})

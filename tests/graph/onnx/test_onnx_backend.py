@@ -71,8 +71,8 @@ CLAIMED = (
     "BitCast", "DeformConv",
     # recurrent state (import_recurrent_state)
     "CausalConvWithState", "LinearAttention",
-    # ai.onnx.preview (import_preview)
-    "FlexAttention",
+    # ai.onnx.preview and ai.onnx.preview.training (import_preview)
+    "FlexAttention", "Adagrad", "Adam", "Momentum",
 )  # fmt: skip
 # Op types to try beside the claimed ones (comma-separated, in RILL_ONNX_TRY): for working on an
 # op type's rule before it is claimed.

@@ -34,6 +34,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     nn_kernels,
     onnx_detect_kernels,
     onnx_misc_kernels,
+    onnx_ml_kernels,
     onnx_signal_kernels,
     onnx_string_kernels,
     optional_kernels,

@@ -40,6 +40,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_detect,
     import_linalg,
     import_math,
+    import_ml,
     import_more_math,
     import_ms_quant,
     import_nn,

@@ -36,6 +36,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     nn_ops,
     onnx_detect_ops,
     onnx_misc_ops,
+    onnx_ml_ops,
     onnx_signal_ops,
     onnx_string_ops,
     optional_ops,

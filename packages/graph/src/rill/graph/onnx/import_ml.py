@@ -536,10 +536,12 @@ def tree_ensemble_regressor(n, x, *, aggregate_function="SUM", base_values=None,
     table = _classic_table(what, {k: local[k] for k in _CLASSIC},
                            (target_treeids, target_nodeids, target_ids, weights))  # fmt: skip
     targets = n_targets if n_targets is not None else max(target_ids or [0]) + 1
-    scores, _ = _ensemble(x, table, targets, aggregate_function, _F32)
+    scores, hit = _ensemble(x, table, targets, aggregate_function, _F32)
     base = _tensor_or_list(base_values_as_tensor, base_values)
     if base and len(base) == targets:
-        scores = op("AddV2", [scores, const(np.asarray(base, np.float32))])
+        # onnxruntime adds a target's base value only where some leaf reached gave it a weight.
+        with_base = op("AddV2", [scores, const(np.asarray(base, np.float32))])
+        scores = op("SelectV2", [hit, with_base, scores])
     elif base:
         raise OnnxImportError(f"{what}: {len(base)} base_values for {targets} targets")
     return _post_transform(scores, post_transform)

@@ -165,7 +165,8 @@ sample("MaxPool3D", [(_distinct(1, 4, 4, 3, 2) * 0.2).astype(np.float32)],
 sample("AvgPool3D", [rand(1, 3, 4, 5, 2)],
        lambda x: volume_ops.avg_pool3d(x, [1, 2, 3, 2, 1], [1, 1, 2, 2, 1], "SAME"))  # fmt: skip
 
-for _name, _kw in (("", {}), ("half_pixel", {"half_pixel_centers": True})):
+for _name, _kw in (("", {}), ("half_pixel", {"half_pixel_centers": True}),
+                   ("align_corners", {"align_corners": True})):  # fmt: skip
     sample("ResizeBicubic", [rand(1, 4, 5, 1)],
            lambda x, kw=_kw: image_ops.resize_bicubic(x, _ct([6, 3]), **kw),
            name=_name, **_RESIZE_F32)  # fmt: skip

@@ -63,6 +63,15 @@ sample("Bucketize", [np.array([[-5.0, 0.0, 0.5], [1.0, 9.0, 0.9]])],
        lambda x: ss.bucketize(x, [0.0, 0.5, 1.0, 1.0, 4.0]))  # fmt: skip
 sample("Bucketize", [np.array([-1, 0, 2, 3], np.int32)], lambda x: ss.bucketize(x, [-1.0, 2.0]),
        name="int32")  # fmt: skip
+sample("HistogramFixedWidth", [np.array([[-3.0, 0.0, 0.1, 0.5], [0.99, 1.0, 7.0, 0.25]])],
+       lambda x: ss.histogram_fixed_width(x, [0.0, 1.0], nbins=4))  # fmt: skip
+sample("HistogramFixedWidth", [np.array([1, 5, 5, 9, -2, 30], np.int32)],
+       lambda x: ss.histogram_fixed_width(x, [0, 10], nbins=3, dtype=rg.int64),
+       name="int32")  # fmt: skip
+sample("Bincount", [np.array([[1, 5, 5], [0, 9, 2]], np.int32)],
+       lambda x: ss.bincount(x, 6), name="counts")  # fmt: skip
+sample("Bincount", [np.array([1, 5, 5, 0, 9, 2], np.int32), rand(6)],
+       lambda x, w: ss.bincount(x, 7, w), name="weights")  # fmt: skip
 _SORTED = np.array([[0.0, 1.0, 1.0, 3.0, 7.0], [-2.0, -2.0, 0.0, 0.0, 5.0]])
 _VALUES = np.array([[-1.0, 1.0, 3.0, 8.0], [-2.0, 0.0, 4.0, 5.0]])
 sample("LowerBound", [_SORTED, _VALUES], lambda s, v: ss.searchsorted(s, v, side="left"))

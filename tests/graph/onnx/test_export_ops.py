@@ -135,6 +135,13 @@ REFERENCE_WRONG = {
 }
 
 
+# Samples whose export computes what ONNX defines rather than rill's exact bits, with the
+# tolerance they agree to: TensorFlow's (and rill's) ResizeBicubic reads its cubic weights from a
+# table of 1025 steps; ONNX's Resize computes them (up to 1e-3 apart on values near 1).
+LOOSE = {"ResizeBicubic": 2e-3, "ResizeBicubic-half_pixel": 2e-3,
+         "ResizeBicubic-align_corners": 2e-3}  # fmt: skip
+
+
 def _sample_cases():
     for op in sorted(SAMPLES):
         if export_rules.has(op):
@@ -183,7 +190,7 @@ def test_sample_exports(s, opset):
         with pytest.raises(rg.errors.UnimplementedError, match=f"cannot export {s.op_type} op"):
             export_onnx(g, phs, outs, opset=opset)
         return
-    check(g, phs, outs, inputs, opset=opset, oracle=oracle)
+    check(g, phs, outs, inputs, opset=opset, oracle=oracle, rtol=LOOSE.get(s.id, 1e-5))
 
 
 def test_reference_evaluator_agrees_on_samples():
@@ -193,7 +200,8 @@ def test_reference_evaluator_agrees_on_samples():
         if s.id in REFUSED or s.id in REFERENCE_WRONG or (s.id, 18) in REFUSED_AT:
             continue
         g, phs, outs, inputs = _build(s)
-        check(g, phs, outs, inputs, opset=18, oracle=("ort", "reference"))
+        check(g, phs, outs, inputs, opset=18, oracle=("ort", "reference"),
+              rtol=LOOSE.get(s.id, 1e-5))  # fmt: skip
         checked += 1
     assert checked > 250
 

@@ -1,6 +1,6 @@
 """ONNX export of the gather family: GatherV2 / ResourceGather, GatherNd, OneHot, Where,
 ScatterNd, the segment reductions (Segment* and UnsortedSegment* as ScatterND reductions),
-Unique / UniqueWithCounts and ReverseSequence."""
+Unique / UniqueWithCounts, ReverseSequence, HistogramFixedWidth and Bincount."""
 
 from __future__ import annotations
 
@@ -259,3 +259,58 @@ def reverse_sequence(ctx, op):
         ctx.unsupported("ONNX ReverseSequence needs the batch and sequence axes to be 0 and 1")
     ctx.node("ReverseSequence", [ctx.value(x), ctx.int64(lengths)], op.outputs[0],
              batch_axis=batch, time_axis=seq)  # fmt: skip
+
+
+@register_onnx_export("HistogramFixedWidth")
+def histogram_fixed_width(ctx, op):
+    """The counts of floor((x - lo) / (hi - lo) · nbins), clipped to [0, nbins - 1], over every
+    element, as the kernel computes them (in float64): a OneHot of the bins summed over the
+    elements (memory: elements × nbins)."""
+    values, value_range, nbins = op._inputs
+    f64 = TensorProto.DOUBLE
+    v = ctx.node("Reshape", [ctx.node("Cast", [ctx.value(values)], to=f64), _i64(ctx, [-1])])
+    r = ctx.node("Cast", [ctx.value(value_range)], to=f64)
+    lo = ctx.node("Gather", [r, _i64(ctx, [0])], axis=0)
+    hi = ctx.node("Gather", [r, _i64(ctx, [1])], axis=0)
+    n = ctx.node("Reshape", [ctx.int64(nbins), _i64(ctx, [1])])
+    scaled = ctx.node("Mul", [ctx.node("Div", [ctx.node("Sub", [v, lo]), ctx.node("Sub", [hi, lo])]),
+                              ctx.node("Cast", [n], to=f64)])  # fmt: skip
+    top = ctx.node("Cast", [ctx.node("Sub", [n, _i64(ctx, [1])])], to=f64)
+    zero = ctx.initializer(np.zeros(1, np.float64))
+    bins = ctx.node("Cast", [ctx.node("Min", [ctx.node("Max", [ctx.node("Floor", [scaled]), zero]), top])],
+                    to=TensorProto.INT64)  # fmt: skip
+    depth = ctx.node("Reshape", [n, ctx.initializer(np.zeros(0, np.int64))])  # a scalar
+    hot = ctx.node("OneHot", [bins, depth, _i64(ctx, [0, 1])], axis=-1)
+    counts = ctx.node("ReduceSum", [hot, _i64(ctx, [0])], keepdims=0)
+    ctx.node("Cast", [counts], op.outputs[0], to=onnx_dtype(op.outputs[0].dtype))
+
+
+@register_onnx_export("Bincount")
+def bincount(ctx, op):
+    """Counts (or sums of weights) of the values in [0, size): a OneHot of the values (larger
+    ones give rows of zeros) summed over the elements, weighted where the weights are not the
+    empty tensor (known while exporting). A negative value, which the kernel refuses, counts
+    in bin size + value here (ONNX's OneHot wraps it)."""
+    arr, size, weights = op._inputs
+    w = ctx.const(weights)
+    if w is None and (weights.shape.dims is None or weights.shape.num_elements() is None):
+        ctx.unsupported("the weights must be known to be empty or not while exporting")
+    empty = (w is not None and w.size == 0) or weights.shape.num_elements() == 0
+    flat = ctx.node("Reshape", [ctx.int64(arr), _i64(ctx, [-1])])
+    depth = ctx.node("Reshape", [ctx.int64(size), ctx.initializer(np.zeros(0, np.int64))])
+    out_type = onnx_dtype(op.outputs[0].dtype)
+    if empty:
+        hot = ctx.node("OneHot", [flat, depth, _i64(ctx, [0, 1])], axis=-1)
+        ctx.node("Cast", [ctx.node("ReduceSum", [hot, _i64(ctx, [0])], keepdims=0)],
+                 op.outputs[0], to=out_type)  # fmt: skip
+        return
+    floating = op.outputs[0].dtype.is_floating
+    wide = TensorProto.DOUBLE if floating else TensorProto.INT64
+    # (onnxruntime's OneHot makes no doubles: float32 ones, cast)
+    on_off = ctx.initializer(np.array([0, 1], np.float32 if floating else np.int64))
+    hot = ctx.node("OneHot", [flat, depth, on_off], axis=-1)
+    if floating:
+        hot = ctx.node("Cast", [hot], to=wide)
+    wv = ctx.node("Cast", [ctx.node("Reshape", [ctx.value(weights), _i64(ctx, [-1, 1])])], to=wide)
+    summed = ctx.node("ReduceSum", [ctx.node("Mul", [hot, wv]), _i64(ctx, [0])], keepdims=0)
+    ctx.node("Cast", [summed], op.outputs[0], to=out_type)

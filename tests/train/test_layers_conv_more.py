@@ -71,3 +71,40 @@ def test_layer_shape_errors_name_the_layer():
             layers.conv1d(rg.placeholder(rg.float32, [None, 4, 4, 3]), 2, 3)
         with pytest.raises(ValueError, match="channel dimension"):
             layers.conv2d_transpose(rg.placeholder(rg.float32, [None, 4, 4, None]), 2, 3)
+
+
+@pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
+def test_conv3d_and_3d_pooling_layers_train(data_format):
+    first = data_format == "channels_first"
+    with rg.Graph().as_default():
+        rg.set_random_seed(0)
+        shape = [None, 2, 4, 6, 6] if first else [None, 4, 6, 6, 2]
+        x = rg.placeholder(rg.float32, shape)
+        h = layers.conv3d(x, 3, (2, 3, 3), padding="same", data_format=data_format,
+                          activation=rg.relu, name="c3")  # fmt: skip
+        kernel, bias = rg.trainable_variables()
+        assert kernel.name == "c3/kernel:0" and kernel.shape.as_list() == [2, 3, 3, 2, 3]
+        p = layers.max_pooling3d(h, 2, 2, data_format=data_format)
+        a = layers.average_pooling3d(h, (1, 2, 3), (1, 2, 3), data_format=data_format)
+        loss = rg.reduce_mean(rg.square(p)) + rg.reduce_mean(a)
+        grads = gradients(loss, [kernel, bias])
+        xv = rng.normal(size=(2, *shape[1:])).astype(np.float32)
+        _, (hv, pv, av, kv, bv, gv) = _run([h, p, a, kernel, bias, grads], {x: xv})
+        # channels last throughout, for the numpy references
+        hl, xl = (np.moveaxis(hv, 1, -1), np.moveaxis(xv, 1, -1)) if first else (hv, xv)
+        xp = np.pad(xl, [(0, 0), (0, 1), (1, 1), (1, 1), (0, 0)])
+        want = np.zeros_like(hl)
+        for d, i, j in np.ndindex(2, 3, 3):
+            want += np.einsum(
+                "ndhwc,co->ndhwo", xp[:, d : d + 4, i : i + 6, j : j + 6], kv[d, i, j]
+            )
+        np.testing.assert_allclose(hl, np.maximum(want + bv, 0), rtol=1e-4, atol=1e-5)
+        pl = np.moveaxis(pv, 1, -1) if first else pv
+        al = np.moveaxis(av, 1, -1) if first else av
+        np.testing.assert_allclose(pl, hl.reshape(2, 2, 2, 3, 2, 3, 2, 3).max(axis=(2, 4, 6)),
+                                   rtol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(al, hl.reshape(2, 4, 1, 3, 2, 2, 3, 3).mean(axis=(2, 4, 6)),
+                                   rtol=1e-5)  # fmt: skip
+        assert all(np.isfinite(g).all() for g in gv) and np.abs(gv[0]).sum() > 0
+        with pytest.raises(ValueError, match="expected ndim=5"):
+            layers.conv3d(rg.placeholder(rg.float32, [None, 4, 4, 3]), 2, 3)

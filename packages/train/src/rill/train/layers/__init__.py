@@ -18,6 +18,14 @@ from rill.train.layers.conv import (
     conv2d,
     max_pooling2d,
 )
+from rill.train.layers.conv3d import (
+    AveragePooling3D,
+    Conv3D,
+    MaxPooling3D,
+    average_pooling3d,
+    conv3d,
+    max_pooling3d,
+)
 from rill.train.layers.conv_more import (
     AveragePooling1D,
     Conv1D,
@@ -34,6 +42,12 @@ from rill.train.layers.core import Dense, Dropout, Flatten, dense, dropout, flat
 from rill.train.layers.normalization import BatchNormalization, batch_normalization
 
 __all__ = [
+    "AveragePooling3D",
+    "Conv3D",
+    "MaxPooling3D",
+    "average_pooling3d",
+    "conv3d",
+    "max_pooling3d",
     "AveragePooling1D",
     "Conv1D",
     "Conv2DTranspose",

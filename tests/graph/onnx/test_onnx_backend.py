@@ -73,6 +73,8 @@ CLAIMED = (
     "CausalConvWithState", "LinearAttention",
     # ai.onnx.preview and ai.onnx.preview.training (import_preview)
     "FlexAttention", "Adagrad", "Adam", "Momentum",
+    # ai.onnx.ml (import_ml)
+    "Binarizer", "ArrayFeatureExtractor", "LabelEncoder", "TreeEnsemble",
 )  # fmt: skip
 # Op types to try beside the claimed ones (comma-separated, in RILL_ONNX_TRY): for working on an
 # op type's rule before it is claimed.

@@ -240,11 +240,6 @@ def test_tree_ensemble_classifier_multiclass(post, base):
 @pytest.mark.parametrize("case", ["forest", "boosted", "both_classes", "both_with_base"])
 @pytest.mark.parametrize("post", ["NONE", "LOGISTIC"])
 def test_tree_ensemble_classifier_binary(case, post):
-    if case.startswith("both") or (case == "forest" and post == "LOGISTIC"):
-        pytest.xfail(
-            "rill's two-class rules differ from onnxruntime's here (weights on both "
-            "classes; an all-positive one-class forest under LOGISTIC)"
-        )
     a, w = _forest(trees=3, targets=2 if case.startswith("both") else 1, seed=9)
     kw = {"post_transform": post}
     if case == "forest":  # skl2onnx's random forest: class 1's probability, averaged
@@ -255,6 +250,34 @@ def test_tree_ensemble_classifier_binary(case, post):
         kw["base_values"] = [0.2, 0.2]
     _check(_classifier(a, w, [0, 1], **kw), {"x": _tree_x()})
     _check(_classifier(a, w, ["no", "yes"], **kw), {"x": _tree_x()})
+
+
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"])
+@pytest.mark.parametrize("base", [None, [0.3071], [0.1537, -0.3512]])
+@pytest.mark.parametrize("ids", ["0", "1", "01", "01-sparse"])
+@pytest.mark.parametrize("signs", ["positive", "mixed"])
+def test_tree_ensemble_classifier_two_class_forms(post, base, ids, signs):
+    """Every two-class form: weights for class 0, class 1 or both (some leaves without a
+    class-1 weight), all ≥ 0 or mixed, 0-2 base values, int labels other than 0/1. The base
+    values cancel no sum of weights exactly: onnxruntime sums in float32 and rill in float64,
+    so a score of exactly 0 on one side may be ±1e-8 on the other."""
+    a, w = _forest(trees=3, targets=2, per_leaf=2 if ids.startswith("01") else 1, seed=11)
+    if ids in ("0", "1"):
+        w["ids"] = [int(ids)] * len(w["ids"])
+    elif ids == "01-sparse":  # drop every third weight: some rows get no class-1 score
+        w = {k: [v for i, v in enumerate(vs) if i % 3] for k, vs in w.items()}
+    if signs == "positive":
+        w["weights"] = [abs(v) / 3 for v in w["weights"]]
+    kw = {"post_transform": post, **({"base_values": base} if base else {})}
+    x = _tree_x(40)
+    for labels in ([3, 5], ["no", "yes"]):
+        m = _classifier(a, w, labels, **kw)
+        one_score = not (base and len(base) == 2) and ids in ("0", "01-sparse")
+        if post == "PROBIT" and one_score:
+            with pytest.raises(OnnxImportError, match="PROBIT of a two-class ensemble"):
+                run_rill(m, {"x": x})
+            continue
+        _check(m, {"x": x}, tol=1e-4)
 
 
 def _v5(trees=3, depth=3, targets=2, seed=0, member=True, **kw):

@@ -8,9 +8,12 @@ node table of rill's _OnnxTreeEnsemble (rill.graph.ops.onnx_ml_ops), which walks
 through every tree at once, and compose base values, post transforms and class labels around it.
 
 Where the specification leaves a case open, rill computes what onnxruntime does: a target no
-leaf reached scores 0 under MIN and MAX; a two-class TreeEnsembleClassifier whose weights are
-all for one class scores [1 - p, p] (weights all positive) or [-s, s] ([σ(-s), σ(s)] under
-LOGISTIC), labelled by p > 0.5 or s > 0; PROBIT is onnxruntime's approximation of √2·erf⁻¹(2p - 1).
+leaf reached scores 0 under MIN and MAX; PROBIT is onnxruntime's approximation of
+√2·erf⁻¹(2p - 1). A two-class TreeEnsembleClassifier follows onnxruntime's rules as found by
+probing onnxruntime 1.31/1.32 with small hand-made ensembles (every class-id set, weight sign,
+base-value count and post transform), not the specification, which leaves the case open; they
+are spelled out at _binary_classifier, and the one form onnxruntime leaves partly unwritten
+(PROBIT where a row keeps one score) is refused.
 """
 
 from __future__ import annotations
@@ -577,34 +580,60 @@ def tree_ensemble_classifier(n, x, *, base_values=None, base_values_as_tensor=No
         ranked = op("SelectV2", [hit, s, const(-np.inf, _F32)])
         label = _pick(labels, op("ArgMax", [ranked, const(1, dtypes.int32)]))
         return [label, _post_transform(s, post_transform)]
-    return _binary_classifier(s, hit, base, labels, set(class_ids or []), weights, post_transform)
+    return _binary_classifier(s, hit, base, labels, table, post_transform)
 
 
-def _binary_classifier(s, hit, base, labels, class_ids: set, weights, post_transform: str):
-    """onnxruntime's two-class TreeEnsembleClassifier: a row whose class 1 has no score keeps
-    one score s0 (class 1's, when the weights are all on one class), widened to two columns."""
+def _binary_classifier(s, hit, base, labels, table: dict, post_transform: str):
+    """onnxruntime's two-class TreeEnsembleClassifier, as probed (onnxruntime 1.31 and 1.32).
+
+    Per row: sums s0, s1 and whether some leaf reached weighs class 0 (h0) or class 1 (h1); a
+    class no leaf weighed scores 0. "Binary" means every weight is for one class; then the label
+    is class 1 where p > 0.5 (all weights ≥ 0) or p > 0 (some negative), p being s1 if h1, else
+    s0. Otherwise the label is p > 0 as the index 0 or 1 itself (onnxruntime's int64 output is 0
+    or 1 whatever classlabels_int64s say; string labels are looked up). Base values: two make
+    s1 = b1 + s0 (class 1's sums dropped) and s0 = -s1 where h1, else s0 + b0 and s1 + b1; one
+    adds b0 to s0. With fewer than two base values a row without h1 keeps one score v = s0,
+    widened to [1 - v, v] (binary, weights ≥ 0), [-v, v] (binary with negative weights, or no
+    base values), [σ(-v), σ(v)] (either, under LOGISTIC) or [v, 0] (one base value, not binary;
+    untransformed); a row with two scores takes the post transform of both.
+    """
+    ids = set(table["leaf_targets"])
+    weights = table["leaf_weights"]
+    binary, positive = len(ids) == 1, all(w >= 0 for w in weights)
+    weighed = {n for n, t in zip(table["leaf_nodes"], table["leaf_targets"]) if t == 1}
+    leaves = {i for i, m in enumerate(table["nodes_modes"]) if m == LEAF}
+    one_score = base.size != 2 and bool(leaves - weighed)
+    if one_score and post_transform == "PROBIT":
+        raise OnnxImportError(
+            "TreeEnsembleClassifier: PROBIT of a two-class ensemble whose rows may keep one "
+            "score is refused: onnxruntime leaves the second score column unwritten there"
+        )
     s0, s1 = _column(s, 0), _column(s, 1)
-    has1 = _column(hit, 1)
+    h0, h1 = _column(hit, 0), _column(hit, 1)
+    zero = const(0.0, _F32)
     if base.size == 2:
-        one = op("AddV2", [s0, const(base[1])])  # base[0] unused, as onnxruntime
-        s1 = op("SelectV2", [has1, op("AddV2", [s1, const(base[1])]), one])
-        s0 = op("SelectV2", [has1, op("AddV2", [s0, const(base[0])]), op("Neg", [one])])
-        has1 = const(True)
+        t1 = op("AddV2", [s0, const(base[1])])
+        s1 = op("SelectV2", [h1, t1, op("AddV2", [s1, const(base[1])])])
+        s0 = op("SelectV2", [h1, op("Neg", [t1]), op("AddV2", [s0, const(base[0])])])
     elif base.size == 1:
         s0 = op("AddV2", [s0, const(base[0])])
-    binary = len(class_ids) == 1
-    positive = all(w >= 0 for w in weights)
-    cut = const(0.5 if binary and positive else 0.0, _F32)
-    pos = op("SelectV2", [has1, s1, s0])
-    label = _pick(labels, op("Greater", [pos, cut]))
-    two = _post_transform(_pair(s0, s1), post_transform)
-    if binary and positive:
-        one = _post_transform(_pair(op("Sub", [const(1.0, _F32), s0]), s0), post_transform)
-    elif binary and post_transform == "LOGISTIC":
-        one = _pair(op("Sigmoid", [op("Neg", [s0])]), op("Sigmoid", [s0]))
-    elif binary:
-        one = _post_transform(_pair(op("Neg", [s0]), s0), post_transform)
+    v0, v1 = op("SelectV2", [h0, s0, zero]), op("SelectV2", [h1, s1, zero])
+    p = op("SelectV2", [h1, s1, v0])
+    up = op("Greater", [p, const(0.5 if binary and positive else 0.0, _F32)])
+    if binary or labels.dtype == dtypes.string:
+        label = _pick(labels, up)
     else:
-        one = _post_transform(_pair(s0, op("ZerosLike", [s0])), post_transform)
-    scores = op("SelectV2", [op("ExpandDims", [has1, const(-1, dtypes.int32)]), two, one])
-    return [label, scores]
+        label = _cast(up, _I64)
+    scores = _post_transform(_pair(v0, v1), post_transform)
+    if not one_score:
+        return [label, scores]
+    if not binary and base.size == 1:
+        one = _pair(v0, op("ZerosLike", [v0]))
+    elif post_transform == "LOGISTIC":
+        one = _pair(op("Sigmoid", [op("Neg", [v0])]), op("Sigmoid", [v0]))
+    elif binary and positive:
+        one = _pair(op("Sub", [const(1.0, _F32), v0]), v0)
+    else:
+        one = _pair(op("Neg", [v0]), v0)
+    two = op("ExpandDims", [h1, const(-1, dtypes.int32)])
+    return [label, op("SelectV2", [two, scores, one])]

@@ -182,3 +182,72 @@ def onnx_label_encoder(T, U, keys_int64s, keys_floats, keys_strings, values_int6
         return np.asarray(out, values.dtype).reshape(x.shape)
 
     return compute
+
+
+# -- SVMClassifier probabilities --------------------------------------------------------------
+
+
+def _couple(k: int, r: np.ndarray) -> np.ndarray:
+    """Class probabilities from pairwise ones r [k, k] (r[i, j] = P(i | i or j)), by libsvm's
+    multiclass_probability in float32 and in onnxruntime's order of operations."""
+    f = np.float32
+    q = np.zeros((k, k), f)
+    for i in range(k):
+        for j in range(i):
+            q[i, i] += r[j, i] * r[j, i]
+            q[i, j] = q[j, i]
+        for j in range(i + 1, k):
+            q[i, i] += r[j, i] * r[j, i]
+            q[i, j] = -r[j, i] * r[i, j]
+    p = np.full(k, f(1) / f(k), f)
+    qp = np.zeros(k, f)
+    eps = f(0.005) / f(k)
+    for _ in range(100):
+        pqp = f(0)
+        for i in range(k):
+            qp[i] = f(0)
+            for j in range(k):
+                qp[i] += q[i, j] * p[j]
+            pqp += p[i] * qp[i]
+        if np.max(np.abs(qp - pqp)) < eps:
+            break
+        for i in range(k):
+            diff = (-qp[i] + pqp) / q[i, i]
+            p[i] += diff
+            pqp = (pqp + diff * (diff * q[i, i] + f(2) * qp[i])) / (f(1) + diff) / (f(1) + diff)
+            for j in range(k):
+                qp[j] = (qp[j] + diff * q[i, j]) / (f(1) + diff)
+                p[j] /= f(1) + diff
+    return p
+
+
+@register_kernel("_OnnxSvmProbability")
+def onnx_svm_probability(classes, prob_a, prob_b):
+    pairs = classes * (classes - 1) // 2
+    if len(prob_a) < pairs or len(prob_b) < pairs:
+        raise InvalidArgumentError(
+            f"SVMClassifier: {classes} classes need {pairs} prob_a and prob_b, got "
+            f"{len(prob_a)} and {len(prob_b)}"
+        )
+    a = np.asarray(prob_a[:pairs], np.float32)
+    b = np.asarray(prob_b[:pairs], np.float32)
+    upper = np.triu_indices(classes, 1)
+
+    def compute(s):
+        if s.ndim != 2 or s.shape[1] != pairs:
+            raise InvalidArgumentError(
+                f"SVMClassifier: expected [N, {pairs}] decision values, got {TensorShape(s.shape)}"
+            )
+        with np.errstate(over="ignore"):
+            v = s.astype(np.float32) * a + b
+            sig = np.where(v < 0, 1 - 1 / (1 + np.exp(v)), 1 / (1 + np.exp(-v))).astype(np.float32)
+        r = np.clip(np.float32(1) - sig, np.float32(1e-7), np.float32(1 - 1e-7))
+        out = np.empty((s.shape[0], classes), np.float32)
+        for n in range(s.shape[0]):
+            pr = np.zeros((classes, classes), np.float32)
+            pr[upper] = r[n]
+            pr[upper[1], upper[0]] = np.float32(1) - r[n]
+            out[n] = _couple(classes, pr)
+        return out
+
+    return compute

@@ -56,6 +56,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_shape,
     import_signal,
     import_strings,
+    import_svm,
 )
 from rill.graph.onnx.import_registry import get_import_rule
 from rill.graph.onnx.import_scan8 import rewrite_scan8

@@ -123,3 +123,23 @@ defop(
     "(keys of x's kind, values of y's), or by the default of y's kind where no key matches; "
     "float keys compare in x's dtype, and a NaN key matches NaN.",
 )
+
+
+def _svm_probability_shape(op):
+    s = op._inputs[0].shape
+    n = s[0] if s.rank == 2 else None
+    return [TensorShape([n, op.attrs["classes"]])]
+
+
+defop(
+    "_OnnxSvmProbability",
+    inputs=["pair_scores: float"],
+    outputs=["probabilities: float"],
+    attrs=["classes: int >= 2", "prob_a: list(float)", "prob_b: list(float)"],
+    shape=_svm_probability_shape,
+    doc="ai.onnx.ml SVMClassifier's class probabilities from its one-vs-one decision values "
+    "[N, classes·(classes-1)/2] (pairs (0,1), (0,2), ..., (1,2), ...): Platt's sigmoid "
+    "1 - σ(a·s + b) per pair, clipped to [1e-7, 1 - 1e-7], coupled into class probabilities "
+    "by Wu, Lin and Weng's iterative method as libsvm and onnxruntime run it (float32, at most "
+    "100 iterations, stopping once every |Qp_i - pQp| < 0.005 / classes).",
+)

@@ -245,15 +245,16 @@ def in_top_k(ctx, op):
     ctx.node("And", [ok, valid], op.outputs[0])
 
 
-def _pool(ctx, op, onnx_type, **extra):
+def _pool(ctx, op, onnx_type, fmt=_format, **extra):
+    """A 2-D pool (fmt _format) or a 3-D one (_format3) as the ONNX pool `onnx_type`."""
     x = op._inputs[0]
-    spatial, channel, in_layout = _format(op)
+    spatial, channel, in_layout = fmt(op)
     ksize, strides = list(op.attrs["ksize"]), list(op.attrs["strides"])
     if ksize[0] != 1 or ksize[channel] != 1 or strides[0] != 1 or strides[channel] != 1:
         ctx.unsupported("pooling across the batch or channel axis has no ONNX equivalent")
     kernel = [ksize[a] for a in spatial]
     stride = [strides[a] for a in spatial]
-    pads = _pads(ctx, op, x, kernel, stride, [1, 1])
+    pads = _pads(ctx, op, x, kernel, stride, [1] * len(spatial), spatial)
     ctx.node(onnx_type, [ctx.value(x, in_layout)], op.outputs[0], layout=in_layout,
              kernel_shape=kernel, strides=stride, **pads, **extra)  # fmt: skip
 
@@ -281,23 +282,10 @@ def conv3d(ctx, op):
              **pads)  # fmt: skip
 
 
-def _pool3d(ctx, op, onnx_type, **extra):
-    x = op._inputs[0]
-    spatial, channel, in_layout = _format3(op)
-    ksize, strides = list(op.attrs["ksize"]), list(op.attrs["strides"])
-    if ksize[0] != 1 or ksize[channel] != 1 or strides[0] != 1 or strides[channel] != 1:
-        ctx.unsupported("pooling across the batch or channel axis has no ONNX equivalent")
-    kernel = [ksize[a] for a in spatial]
-    stride = [strides[a] for a in spatial]
-    pads = _pads(ctx, op, x, kernel, stride, [1, 1, 1], spatial)
-    ctx.node(onnx_type, [ctx.value(x, in_layout)], op.outputs[0], layout=in_layout,
-             kernel_shape=kernel, strides=stride, **pads, **extra)  # fmt: skip
-
-
-register_onnx_export("MaxPool3D")(lambda ctx, op: _pool3d(ctx, op, "MaxPool"))
+register_onnx_export("MaxPool3D")(lambda ctx, op: _pool(ctx, op, "MaxPool", _format3))
 # TensorFlow averages over the window's voxels inside the input only.
-register_onnx_export("AvgPool3D")(lambda ctx, op: _pool3d(ctx, op, "AveragePool",
-                                                          count_include_pad=0))  # fmt: skip
+register_onnx_export("AvgPool3D")(lambda ctx, op: _pool(ctx, op, "AveragePool", _format3,
+                                                        count_include_pad=0))  # fmt: skip
 
 
 @register_onnx_export("MaxPool")

@@ -371,3 +371,62 @@ def test_tree_ensemble_refusals():
     a["nodes_truenodeids"][3] = 1  # a cycle 1 → 3 → 1, which leaves node 7 a second root
     with pytest.raises(OnnxImportError, match="TreeEnsembleRegressor: tree 0 has two roots"):
         run_rill(_regressor(a, w, 2), {"x": _tree_x()})
+
+
+# -- ZipMap -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("labels", [[3, 7, 11], ["cat", "dog", "emu"]])
+def test_zip_map_after_a_classifier_as_onnxruntime_gives_it(labels):
+    """skl2onnx's default classifier ends in ZipMap: import_onnx gives the [N, C] tensor, the
+    backend onnxruntime's list of {label: probability} dicts."""
+    import onnxruntime as ort
+
+    from rill.graph.onnx import import_onnx
+    from rill.graph.onnx.backend import RillBackend
+
+    key = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_ints"
+    zkey = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_int64s"
+    label_elem = 8 if isinstance(labels[0], str) else 7
+    coef = _rng.normal(size=9).astype(np.float32).tolist()
+    nodes = [
+        helper.make_node("LinearClassifier", ["x"], ["label", "scores"], domain=_ML,
+                         coefficients=coef, intercepts=[0.1, -0.2, 0.3],
+                         post_transform="SOFTMAX", **{key: labels}),
+        helper.make_node("ZipMap", ["scores"], ["probs"], domain=_ML, **{zkey: labels}),
+    ]  # fmt: skip
+    seq_map = helper.make_sequence_type_proto(helper.make_map_type_proto(
+        label_elem, helper.make_tensor_type_proto(1, [])))  # fmt: skip
+    g = helper.make_graph(nodes, "g", [_vi("x", 1, [None, 3])],
+                          [_vi("label", label_elem, [None]),
+                           helper.make_value_info("probs", seq_map)])  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid(_ML, 1)])  # fmt: skip
+    m.ir_version = 10
+    x = _x(5)
+    got = RillBackend.prepare(m).run([x])
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})  # fmt: skip
+    assert [str(v) for v in got[0]] == [str(v) for v in want[0]]
+    assert len(got[1]) == len(want[1]) == 5
+    for g_row, w_row in zip(got[1], want[1]):
+        assert list(g_row) == list(w_row) == labels
+        np.testing.assert_allclose(list(g_row.values()), list(w_row.values()), rtol=1e-5)
+    graph, ins, outs = import_onnx(m)
+    assert outs["probs"].shape.as_list() == [None, 3] and outs["probs"].dtype.name == "float32"
+
+
+def test_zip_map_whose_labels_disagree_with_its_input_is_refused():
+    node = helper.make_node("ZipMap", ["s"], ["p"], domain=_ML, name="zm",
+                            classlabels_int64s=[0, 1])  # fmt: skip
+    seq_map = helper.make_sequence_type_proto(
+        helper.make_map_type_proto(7, helper.make_tensor_type_proto(1, []))
+    )
+    g = helper.make_graph([node], "g", [_vi("s", 1, [None, 3])],
+                          [helper.make_value_info("p", seq_map)])  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid(_ML, 1)])  # fmt: skip
+    from rill.graph.onnx import import_onnx
+
+    with pytest.raises(OnnxImportError, match=r"'zm'.*ZipMap's input must be \[N, 2\]"):
+        import_onnx(m)

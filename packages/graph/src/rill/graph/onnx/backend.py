@@ -47,6 +47,7 @@ class RillRep(BackendRep):
         self.graph.finalize()
         self.session = Session(graph=self.graph, config=config)
         self._fetch = [self.outputs[name] for name in self.output_names]
+        self._zip_maps = _zip_map_labels(model)
 
     def _feeds(self, inputs) -> dict:
         if isinstance(inputs, Mapping):
@@ -75,9 +76,30 @@ class RillRep(BackendRep):
         """The model's outputs, in graph-output order, for `inputs` (a list in graph-input order
         — all inputs, or those without an initializer — a dict by name, or one array).
 
-        A sequence output is a list of arrays; an optional one its value, or None."""
+        A sequence output is a list of arrays; an optional one its value, or None; a ZipMap's
+        a list of {label: probability} dicts, one per row."""
         values = self.session.run(self._fetch, self._feeds(inputs))
-        return [_from_value(v) for v in values]
+        out = [_from_value(v) for v in values]
+        for i, name in enumerate(self.output_names):
+            labels = self._zip_maps.get(name)
+            if labels is not None:  # ZipMap's rows as onnxruntime gives them
+                out[i] = [dict(zip(labels, map(float, row))) for row in out[i]]
+        return out
+
+
+def _zip_map_labels(model: onnx.ModelProto) -> dict:
+    """Graph output name -> the class labels (ints or strs) of the ZipMap that makes it."""
+    outputs = {vi.name for vi in model.graph.output}
+    found = {}
+    for node in model.graph.node:
+        if node.op_type == "ZipMap" and node.domain == "ai.onnx.ml" and node.output[0] in outputs:
+            attrs = {a.name: a for a in node.attribute}
+            if "classlabels_strings" in attrs:
+                labels = [v.decode("utf-8") for v in attrs["classlabels_strings"].strings]
+            else:
+                labels = [int(v) for v in attrs["classlabels_int64s"].ints]
+            found[node.output[0]] = labels
+    return found
 
 
 def _to_variant(kind, v):

@@ -637,3 +637,26 @@ def _binary_classifier(s, hit, base, labels, table: dict, post_transform: str):
         one = _pair(op("Neg", [v0]), v0)
     two = op("ExpandDims", [h1, const(-1, dtypes.int32)])
     return [label, op("SelectV2", [two, scores, one])]
+
+
+# -- ZipMap ---------------------------------------------------------------------------------------
+
+
+@register_onnx_import("ZipMap", domain=_ML)
+def zip_map(n, x, *, classlabels_int64s=None, classlabels_strings=None):
+    """A classifier's probabilities [N, C] with the class labels as keys: ONNX's value is a
+    sequence of maps, one {label: probability} per row, which rill's graphs have no type for.
+    The import gives the [N, C] float tensor itself, its columns in classlabels order; the ONNX
+    backend (rill.graph.onnx.backend) hands out onnxruntime's list of dicts for a graph output
+    that ZipMap makes. (skl2onnx ends every classifier with one unless told zipmap=False.)"""
+    if (classlabels_int64s is None) == (classlabels_strings is None):
+        raise OnnxImportError("ZipMap takes exactly one of classlabels_int64s and "
+                              "classlabels_strings")  # fmt: skip
+    count = len(classlabels_int64s if classlabels_int64s is not None else classlabels_strings)
+    if x.dtype != _F32:
+        raise OnnxImportError(f"ZipMap takes float32 scores, got {x.dtype.name}")
+    if x.shape.rank is not None and (x.shape.rank != 2 or x.shape[1] not in (None, count)):
+        raise OnnxImportError(
+            f"ZipMap's input must be [N, {count}] (one column per class label), got {x.shape}"
+        )
+    return op("Identity", [x])

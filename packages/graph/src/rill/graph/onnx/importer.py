@@ -409,7 +409,9 @@ class _Importer:
                     f"graph output {vi.name!r} of graph {gp.name!r} is produced by no node, "
                     "input or initializer (the model is incomplete or truncated)"
                 )
-            if vi.type.HasField("sequence_type") or vi.type.HasField("optional_type"):
+            if _zip_mapped(vi, t):
+                pass  # ZipMap's probabilities, as the tensor they are made of (import_ml)
+            elif vi.type.HasField("sequence_type") or vi.type.HasField("optional_type"):
                 t = coerce(self, t, kind_of_type(vi.type, f"graph output {vi.name!r}: "))
             elif vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
                 want = rill_dtype(vi.type.tensor_type.elem_type, f"graph output {vi.name!r}: ")
@@ -502,6 +504,13 @@ _NOT_FOLDABLE = frozenset({
 })  # fmt: skip
 _FOLD_LIMIT = 4096  # elements; larger constants stay computed at run time
 _PASS_THROUGH = frozenset({"Identity", "Enter", "Exit", "Switch", "Merge", "NextIteration"})
+
+
+def _zip_mapped(vi: onnx.ValueInfoProto, t: Tensor) -> bool:
+    """Whether graph output `vi`, declared a sequence of maps, is a tensor (ZipMap's import)."""
+    return (vi.type.HasField("sequence_type")
+            and vi.type.sequence_type.elem_type.HasField("map_type")
+            and t.dtype is not dtypes.variant)  # fmt: skip
 
 
 def _fold(node: onnx.NodeProto, inputs: list, opsets: dict) -> list[np.ndarray] | None:

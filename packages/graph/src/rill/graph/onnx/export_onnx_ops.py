@@ -1,6 +1,7 @@
 """ONNX export rules for the internal ops the importer builds for ONNX ops TensorFlow has no
 counterpart of (NonMaxSuppression, RoiAlign, GridSample, DeformConv, MaxRoiPool, and the string
-ops RegexFullMatch, StringNormalizer, TfIdfVectorizer): each writes the ONNX op back.
+ops RegexFullMatch, StringNormalizer, TfIdfVectorizer): each writes the ONNX op back. Also
+TensorFlow's own NonMaxSuppressionV3/V4/V5, as ONNX's NonMaxSuppression.
 
 These ops are NCHW like ONNX's, so their inputs are read as the rill tensors are (no layout).
 Their attrs are the ONNX op's, less what the importer resolved: RoiAlign's
@@ -72,6 +73,63 @@ def non_max_suppression(ctx, op):
         names.append(ctx.value(score_threshold))
     cpb = op.attrs["center_point_box"]
     ctx.node("NonMaxSuppression", names, op.outputs[0], center_point_box=cpb or None)
+
+
+def _tf_nms(ctx, op):
+    """TensorFlow's NonMaxSuppressionV3/V4/V5 (one class of boxes [N, 4], scores [N]) as ONNX's
+    over a batch of one and one class: the selected indices, int32, in selection order. ONNX
+    drops a box whose IoU with a kept one exceeds iou_threshold, TensorFlow at or above it: at
+    an IoU exactly equal to the threshold the two keep different boxes. V4/V5 pad with zeros to
+    max_output_size where asked; V5's soft-NMS (sigma > 0) has no ONNX form and is refused."""
+    boxes, scores, limit, iou, score_threshold = op._inputs[:5]
+    _schema(ctx, "NonMaxSuppression", 10)
+    if op.type == "NonMaxSuppressionV5":
+        sigma = ctx.const(op._inputs[5])
+        if sigma is None or float(np.asarray(sigma)) != 0.0:
+            ctx.unsupported("soft-NMS (soft_nms_sigma > 0) has no ONNX NonMaxSuppression form")
+    if boxes.dtype != dtypes.float32 and boxes.dtype != dtypes.float16:
+        ctx.unsupported("ONNX's NonMaxSuppression takes float32 boxes and scores")
+    f32 = TensorProto.FLOAT
+    b = ctx.node("Unsqueeze", [ctx.node("Cast", [ctx.value(boxes)], to=f32), _i64s(ctx, [0])])
+    sc = ctx.node("Unsqueeze", [ctx.node("Cast", [ctx.value(scores)], to=f32), _i64s(ctx, [0, 1])])
+    names = [b, sc, ctx.node("Reshape", [ctx.int64(limit), _i64s(ctx, [1])]),
+             ctx.node("Reshape", [ctx.node("Cast", [ctx.value(iou)], to=f32), _i64s(ctx, [1])])]  # fmt: skip
+    thr = ctx.const(score_threshold)
+    if thr is None or not np.all(np.isneginf(thr)):
+        names.append(ctx.node("Reshape", [ctx.node("Cast", [ctx.value(score_threshold)], to=f32),
+                                          _i64s(ctx, [1])]))  # fmt: skip
+    found = ctx.node("NonMaxSuppression", names)
+    picked = ctx.node("Gather", [found, _i64s(ctx, [2])], axis=1)
+    picked = ctx.node("Reshape", [picked, _i64s(ctx, [-1])])
+    if op.type == "NonMaxSuppressionV3":
+        ctx.node("Cast", [picked], op.outputs[0], to=TensorProto.INT32)
+        return
+    count = ctx.node("Shape", [picked])
+    pad = bool(op.attrs.get("pad_to_max_output_size"))
+    selected = picked
+    if pad:
+        n = ctx.node("Reshape", [ctx.int64(limit), _i64s(ctx, [1])])
+        selected = ctx.node("Pad", [picked, ctx.node("Concat", [_i64s(ctx, [0]),
+                                                                ctx.node("Sub", [n, count])],
+                                                      axis=0)])  # fmt: skip
+    ctx.node("Cast", [selected], op.outputs[0], to=TensorProto.INT32)
+    if op.type == "NonMaxSuppressionV5":
+        kept = ctx.node("Gather", [ctx.value(scores), picked], axis=0)
+        if pad:
+            kept = ctx.node("Pad", [kept, ctx.node("Concat", [_i64s(ctx, [0]), ctx.node(
+                "Sub", [ctx.node("Reshape", [ctx.int64(limit), _i64s(ctx, [1])]), count])],
+                axis=0)])  # fmt: skip
+        ctx.node("Identity", [kept], op.outputs[1])
+    valid = ctx.node("Reshape", [count, ctx.initializer(np.zeros(0, np.int64))])
+    ctx.node("Cast", [valid], op.outputs[-1], to=TensorProto.INT32)
+
+
+def _i64s(ctx, values) -> str:
+    return ctx.initializer(np.asarray(values, np.int64).reshape(-1))
+
+
+for _t in ("NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5"):
+    register_onnx_export(_t)(_tf_nms)
 
 
 @register_onnx_export("_OnnxRoiAlign")

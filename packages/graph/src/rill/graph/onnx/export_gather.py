@@ -1,6 +1,7 @@
 """ONNX export of the gather family: GatherV2 / ResourceGather, GatherNd, OneHot, Where,
 ScatterNd, the segment reductions (Segment* and UnsortedSegment* as ScatterND reductions),
-Unique / UniqueWithCounts, ReverseSequence, HistogramFixedWidth and Bincount."""
+Unique / UniqueWithCounts, ReverseSequence, HistogramFixedWidth, Bincount, DynamicPartition
+and DynamicStitch."""
 
 from __future__ import annotations
 
@@ -314,3 +315,50 @@ def bincount(ctx, op):
     wv = ctx.node("Cast", [ctx.node("Reshape", [ctx.value(weights), _i64(ctx, [-1, 1])])], to=wide)
     summed = ctx.node("ReduceSum", [ctx.node("Mul", [hot, wv]), _i64(ctx, [0])], keepdims=0)
     ctx.node("Cast", [summed], op.outputs[0], to=out_type)
+
+
+def _rows(ctx, name: str, lead: int) -> str:
+    """`name` with its first `lead` axes flattened into one (a tensor of any rank)."""
+    rest = ctx.node("Slice", [ctx.node("Shape", [name]), _i64(ctx, [lead]), _i64(ctx, [1 << 62])])
+    return ctx.node("Reshape", [name, ctx.node("Concat", [_i64(ctx, [-1]), rest], axis=0)])
+
+
+@register_onnx_export("DynamicPartition")
+def dynamic_partition(ctx, op):
+    """Output i: the slices of data whose partition is i, in order (a Compress each); the
+    partitions tensor's axes are flattened with data's leading axes."""
+    data, partitions = op._inputs
+    lead = partitions.shape.rank
+    if lead is None:
+        ctx.unsupported("DynamicPartition needs the partitions' rank known")
+    flat = _rows(ctx, ctx.value(data), lead)
+    parts = ctx.node("Reshape", [ctx.int64(partitions), _i64(ctx, [-1])])
+    for i, out in enumerate(op.outputs):
+        mask = ctx.node("Equal", [parts, ctx.initializer(np.array(i, np.int64))])
+        ctx.node("Compress", [flat, mask], out, axis=0)
+
+
+@register_onnx_export("DynamicStitch")
+def dynamic_stitch(ctx, op):
+    """merged[indices[m][i]] = data[m][i]: every list's indices and slices flattened and
+    concatenated in order, then one ScatterND into zeros of max index + 1 rows, whose repeated
+    indices write in order (the later one wins, as TensorFlow's; onnxruntime applies ScatterND's
+    updates in order)."""
+    n = op.attrs["N"]
+    indices, data = op._inputs[:n], op._inputs[n:]
+    idx, rows = [], []
+    for ix, dx in zip(indices, data):
+        if ix.shape.rank is None:
+            ctx.unsupported("DynamicStitch needs every indices' rank known")
+        idx.append(ctx.node("Reshape", [ctx.int64(ix), _i64(ctx, [-1])]))
+        rows.append(_rows(ctx, ctx.value(dx), ix.shape.rank))
+    every = ctx.node("Concat", idx, axis=0) if n > 1 else idx[0]
+    values = ctx.node("Concat", rows, axis=0) if n > 1 else rows[0]
+    top = ctx.node("ReduceMax", [ctx.node("Concat", [every, _i64(ctx, [-1])], axis=0)],
+                   keepdims=1)  # fmt: skip
+    count = ctx.node("Add", [top, _i64(ctx, [1])])
+    rest = ctx.node("Slice", [ctx.node("Shape", [values]), _i64(ctx, [1]), _i64(ctx, [1 << 62])])
+    zero = ctx.initializer(np.zeros(1, op.outputs[0].dtype.np))
+    base = ctx.node("Expand", [zero, ctx.node("Concat", [count, rest], axis=0)])
+    where = ctx.node("Unsqueeze", [every, _i64(ctx, [1])])
+    ctx.node("ScatterND", [base, where, values], op.outputs[0])

@@ -254,3 +254,95 @@ def check_numerics(ctx, op):
     """An Identity: ONNX has no way to raise an error, so the exported model passes NaN and Inf
     on where rill raises InvalidArgumentError (test with IsNaN / IsInf outputs if it matters)."""
     ctx.bind(op.outputs[0], *ctx.value_any(op._inputs[0]))
+
+
+@register_onnx_export("CropAndResize")
+def crop_and_resize(ctx, op):
+    """tf.image.crop_and_resize: each box's sample grid, y = y1·(H - 1) + i·(y2 - y1)·(H - 1) /
+    (ch - 1) (the box's centre for one row), computed as the kernel rounds it, then the image's
+    four neighbours of every sample (GatherND over (box image, row, column)) blended bilinearly,
+    or the nearest one; samples outside the image take extrapolation_value. The crop size must
+    be known while exporting."""
+    import numpy as np
+    from onnx import TensorProto
+
+    from rill.graph import dtypes
+
+    image, boxes, box_ind, crop_size = op._inputs
+    size = ctx.const(crop_size)
+    dims = image.shape.dims
+    if size is None or dims is None or dims[1] is None or dims[2] is None:
+        ctx.unsupported("CropAndResize needs the crop size and the image's height and width "
+                        "known while exporting")  # fmt: skip
+    ch, cw = (int(v) for v in np.asarray(size).reshape(-1))
+    h, w = dims[1], dims[2]
+    f32, f64, i64 = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64
+
+    def init(v, dt):
+        return ctx.initializer(np.asarray(v, dt))
+
+    img = ctx.value(image)
+    if image.dtype is not dtypes.float32:
+        img = ctx.node("Cast", [img], to=f32)
+    bx = ctx.node("Cast", [ctx.value(boxes)], to=f32)
+
+    def column(j):
+        return ctx.node("Gather", [bx, init([j], np.int64)], axis=1)  # [N, 1]
+
+    def coords(lo, hi, size, crop):
+        """[N, crop] float32 sample positions along one axis, and whether each is inside."""
+        span = init(size - 1, np.float32)
+        if crop > 1:
+            scale = ctx.node("Div", [ctx.node("Mul", [ctx.node("Sub", [hi, lo]), span]),
+                                     init(crop - 1, np.float32)])  # fmt: skip
+            start = ctx.node("Cast", [ctx.node("Mul", [lo, span])], to=f64)
+            steps = init(np.arange(crop, dtype=np.float64)[None, :], np.float64)
+            pos = ctx.node("Add", [start, ctx.node("Mul", [steps, ctx.node("Cast", [scale],
+                                                                           to=f64)])])  # fmt: skip
+            pos = ctx.node("Cast", [pos], to=f32)
+        else:
+            mid = ctx.node("Mul", [ctx.node("Mul", [init(0.5, np.float32),
+                                                    ctx.node("Add", [lo, hi])]), span])  # fmt: skip
+            pos = mid
+        inside = ctx.node("And", [ctx.node("GreaterOrEqual", [pos, init(0, np.float32)]),
+                                  ctx.node("LessOrEqual", [pos, span])])  # fmt: skip
+        return pos, inside
+
+    ys, yok = coords(column(0), column(2), h, ch)  # [N, ch]
+    xs, xok = coords(column(1), column(3), w, cw)  # [N, cw]
+
+    def index(v, top):
+        """v (float32) floored to int64 and clipped to [0, top]."""
+        c = ctx.node("Clip", [v, init(0, np.float32), init(top, np.float32)])
+        return ctx.node("Cast", [c], to=i64)
+
+    n_ind = ctx.node("Reshape", [ctx.int64(box_ind), init([-1, 1, 1, 1], np.int64)])
+    # [N, ch, cw, 1], N from the boxes
+    n = ctx.node("Slice", [ctx.node("Shape", [bx]), init([0], np.int64), init([1], np.int64)])
+    grid = ctx.node("Concat", [n, init([ch, cw, 1], np.int64)], axis=0)
+
+    def pick(yi, xi):
+        """image[box_ind, yi, xi, :] for yi [N, ch] and xi [N, cw] int64: [N, ch, cw, C]."""
+        parts = [ctx.node("Expand", [n_ind, grid]),
+                 ctx.node("Expand", [ctx.node("Unsqueeze", [yi, init([2, 3], np.int64)]), grid]),
+                 ctx.node("Expand", [ctx.node("Unsqueeze", [xi, init([1, 3], np.int64)]), grid])]  # fmt: skip
+        return ctx.node("GatherND", [img, ctx.node("Concat", parts, axis=3)])
+
+    if op.attrs["method"] == "bilinear":
+        yf, xf = ctx.node("Floor", [ys]), ctx.node("Floor", [xs])
+        y0, y1 = index(yf, h - 1), index(ctx.node("Ceil", [ys]), h - 1)
+        x0, x1 = index(xf, w - 1), index(ctx.node("Ceil", [xs]), w - 1)
+        ly = ctx.node("Unsqueeze", [ctx.node("Sub", [ys, yf]), init([2, 3], np.int64)])
+        lx = ctx.node("Unsqueeze", [ctx.node("Sub", [xs, xf]), init([1, 3], np.int64)])
+        tl, tr, bl, br = pick(y0, x0), pick(y0, x1), pick(y1, x0), pick(y1, x1)
+        top = ctx.node("Add", [tl, ctx.node("Mul", [ctx.node("Sub", [tr, tl]), lx])])
+        bottom = ctx.node("Add", [bl, ctx.node("Mul", [ctx.node("Sub", [br, bl]), lx])])
+        v = ctx.node("Add", [top, ctx.node("Mul", [ctx.node("Sub", [bottom, top]), ly])])
+    else:
+        half = init(0.5, np.float32)
+        v = pick(index(ctx.node("Floor", [ctx.node("Add", [ys, half])]), h - 1),
+                 index(ctx.node("Floor", [ctx.node("Add", [xs, half])]), w - 1))  # fmt: skip
+    ok = ctx.node("And", [ctx.node("Unsqueeze", [yok, init([2, 3], np.int64)]),
+                          ctx.node("Unsqueeze", [xok, init([1, 3], np.int64)])])  # fmt: skip
+    ext = init(op.attrs["extrapolation_value"], np.float32)
+    ctx.node("Where", [ok, v, ext], op.outputs[0])

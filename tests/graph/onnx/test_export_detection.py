@@ -1,6 +1,8 @@
-"""ONNX export of TensorFlow's NonMaxSuppressionV3/V4/V5 (tf.image.non_max_suppression and its
-padded and scored forms) as ONNX's NonMaxSuppression: onnxruntime selects what rill selects,
-in the same order, on overlapping random boxes; soft-NMS is refused."""
+"""ONNX export of TensorFlow's detection ops: NonMaxSuppressionV3/V4/V5
+(tf.image.non_max_suppression and its padded and scored forms) as ONNX's NonMaxSuppression,
+where onnxruntime selects what rill selects, in the same order, on overlapping random boxes
+(soft-NMS is refused); and CropAndResize (tf.image.crop_and_resize), bilinear and nearest, with
+boxes reaching outside the image, flipped boxes and one-sample crops, against rill."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 import rill.graph as rg
 from rill.exec import Session
 from rill.graph.onnx import export_onnx
-from rill.graph.ops import nms_ops
+from rill.graph.ops import image_ops, nms_ops
 
 RNG = np.random.default_rng(20261127)
 
@@ -71,3 +73,26 @@ def test_soft_nms_is_refused():
         out = nms_ops.non_max_suppression_with_scores(b, s, 5, soft_nms_sigma=0.5)
     with pytest.raises(rg.errors.UnimplementedError, match="soft-NMS"):
         export_onnx(g, [b, s], list(out))
+
+
+@pytest.mark.parametrize("method", ["bilinear", "nearest"])
+@pytest.mark.parametrize("crop", [(5, 4), (1, 3)])
+def test_crop_and_resize_matches_rill(method, crop):
+    image = RNG.standard_normal((2, 9, 11, 3)).astype(np.float32)
+    boxes = np.array([[0.1, 0.2, 0.8, 0.9], [-0.2, 0.3, 0.5, 1.3], [0.9, 0.7, 0.2, 0.1],
+                      [0.33, 0.41, 0.67, 0.59]], np.float32)  # fmt: skip
+    ind = np.array([0, 1, 1, 0], np.int32)
+    g = rg.Graph()
+    with g.as_default():
+        im = rg.placeholder(rg.float32, [None, 9, 11, 3], name="image")
+        bx = rg.placeholder(rg.float32, [None, 4], name="boxes")
+        bi = rg.placeholder(rg.int32, [None], name="ind")
+        out = image_ops.crop_and_resize(im, bx, bi, list(crop), method=method,
+                                        extrapolation_value=-7.0)  # fmt: skip
+    with Session(graph=g) as sess:
+        want = sess.run(out, {im: image, bx: boxes, bi: ind})
+    m = export_onnx(g, [im, bx, bi], [out])
+    so = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = so.run(None, {"image": image, "boxes": boxes, "ind": ind})[0]
+    assert (want == -7.0).any()  # some samples fall outside the image
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

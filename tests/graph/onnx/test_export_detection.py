@@ -1,8 +1,9 @@
 """ONNX export of TensorFlow's detection ops: NonMaxSuppressionV3/V4/V5
 (tf.image.non_max_suppression and its padded and scored forms) as ONNX's NonMaxSuppression,
 where onnxruntime selects what rill selects, in the same order, on overlapping random boxes
-(soft-NMS is refused); and CropAndResize (tf.image.crop_and_resize), bilinear and nearest, with
-boxes reaching outside the image, flipped boxes and one-sample crops, against rill."""
+(soft-NMS is refused); CropAndResize (tf.image.crop_and_resize), bilinear and nearest, with
+boxes reaching outside the image, flipped boxes and one-sample crops; and ExtractImagePatches
+over strides, rates and both paddings; against rill."""
 
 from __future__ import annotations
 
@@ -96,3 +97,20 @@ def test_crop_and_resize_matches_rill(method, crop):
     got = so.run(None, {"image": image, "boxes": boxes, "ind": ind})[0]
     assert (want == -7.0).any()  # some samples fall outside the image
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize(("ksizes", "strides", "rates"), [
+    ((3, 3), (1, 1), (1, 1)), ((2, 3), (2, 3), (1, 1)), ((3, 2), (2, 1), (2, 3)), ((1, 1), (3, 2), (1, 1))])  # fmt: skip
+def test_extract_image_patches_matches_rill(ksizes, strides, rates, padding):
+    image = RNG.standard_normal((2, 10, 9, 3)).astype(np.float32)
+    g = rg.Graph()
+    with g.as_default():
+        im = rg.placeholder(rg.float32, [None, 10, 9, 3], name="image")
+        out = image_ops.extract_image_patches(im, [1, *ksizes, 1], [1, *strides, 1],
+                                              [1, *rates, 1], padding)  # fmt: skip
+    with Session(graph=g) as sess:
+        want = sess.run(out, {im: image})
+    m = export_onnx(g, [im], [out])
+    so = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(so.run(None, {"image": image})[0], want)

@@ -346,3 +346,50 @@ def crop_and_resize(ctx, op):
                           ctx.node("Unsqueeze", [xok, init([1, 3], np.int64)])])  # fmt: skip
     ext = init(op.attrs["extrapolation_value"], np.float32)
     ctx.node("Where", [ok, v, ext], op.outputs[0])
+
+
+@register_onnx_export("ExtractImagePatches")
+def extract_image_patches(ctx, op):
+    """Each output position's window (rows, columns, then channels, as TensorFlow orders the
+    patch's depth): the padded image sliced once per tap at the strides and the taps
+    concatenated along the channels. Values are copied, so exact. The image's height and
+    width must be known under SAME padding."""
+    import math
+
+    import numpy as np
+
+    (x,) = op._inputs
+    _, kh, kw, _ = op.attrs["ksizes"]
+    _, sh, sw, _ = op.attrs["strides"]
+    _, rh, rw, _ = op.attrs["rates"]
+    dims = x.shape.dims
+    name = ctx.value(x)
+    eh, ew = (kh - 1) * rh + 1, (kw - 1) * rw + 1
+    if op.attrs["padding"] == "SAME":
+        if dims is None or dims[1] is None or dims[2] is None:
+            ctx.unsupported("ExtractImagePatches with SAME padding needs the image's height and "
+                            "width known while exporting")  # fmt: skip
+        pads = []
+        for n, k, s in ((dims[1], eh, sh), (dims[2], ew, sw)):
+            total = max((math.ceil(n / s) - 1) * s + k - n, 0)
+            pads.append((total // 2, total - total // 2))
+        (t, b), (le, r) = pads
+        if t or b or le or r:
+            name = ctx.node("Pad", [name, ctx.initializer(np.array([0, t, le, 0, 0, b, r, 0],
+                                                                   np.int64))])  # fmt: skip
+    taps = []
+    big = np.iinfo(np.int64).max
+    for i in range(kh):
+        for j in range(kw):
+            # rows i·rh, i·rh + sh, ... while a whole window fits: end at the window's last start
+            starts = [i * rh, j * rw]
+            ends = [-(eh - 1 - i * rh) if eh - 1 - i * rh else big,
+                    -(ew - 1 - j * rw) if ew - 1 - j * rw else big]  # fmt: skip
+            taps.append(ctx.node("Slice", [name, ctx.initializer(np.array(starts, np.int64)),
+                                           ctx.initializer(np.array(ends, np.int64)),
+                                           ctx.initializer(np.array([1, 2], np.int64)),
+                                           ctx.initializer(np.array([sh, sw], np.int64))]))  # fmt: skip
+    if len(taps) == 1:
+        ctx.node("Identity", taps, op.outputs[0])
+    else:
+        ctx.node("Concat", taps, op.outputs[0], axis=3)

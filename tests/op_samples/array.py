@@ -6,7 +6,7 @@ import numpy as np
 
 import rill.graph as rg
 from op_samples import NO_SAMPLE, rand, sample
-from rill.graph.ops import grad_ops
+from rill.graph.ops import extra_ops, grad_ops
 
 
 def _distinct(*shape) -> np.ndarray:
@@ -163,3 +163,10 @@ _VARIABLE_HANDLE = (
 )
 NO_SAMPLE["ResourceGather"] = _VARIABLE_HANDLE
 NO_SAMPLE["ReadVariableOp"] = _VARIABLE_HANDLE
+
+# EnsureShape (rill.graph.ops.extra_ops): the identity after a run-time shape check.
+sample(
+    "EnsureShape",
+    [rand(2, 3)],
+    lambda x: extra_ops.ensure_shape(rg.placeholder_with_default(x, [None, None]), [2, None]),
+)

@@ -10,7 +10,7 @@ import numpy as np
 
 import rill.graph as rg
 from op_samples import rand, sample
-from rill.graph.ops import math_ops
+from rill.graph.ops import extra_ops, math_ops
 
 
 def partial(x, shape):
@@ -332,3 +332,6 @@ sample(
     lambda x, y: rg.matmul(partial(x, [None, None, 2, 3]), partial(y, [None, 3, 2])),
     name="runtime_batch",
 )
+
+# Cross (rill.graph.ops.extra_ops): both inputs' gradients, batched 3-vectors.
+sample("Cross", [rand(4, 3), rand(4, 3)], lambda a, b: extra_ops.cross(a, b))

@@ -5,6 +5,7 @@ from rill.autodiff.grads import (  # noqa: F401 - imported for their registratio
     candidate_sampling_grad,
     control_flow_grad,
     conv_grad,
+    extra_grad,
     gather_grad,
     io_grad,
     linalg_grad,

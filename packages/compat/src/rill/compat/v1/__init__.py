@@ -299,6 +299,32 @@ del _np
 # Partitioned variables and accumulators (TF1 top-level names).
 # -- issue 18's op families under TensorFlow 1's top-level names and modules ---------------------
 from rill.compat.v1 import bitwise, python_io, strings
+from rill.compat.v1._more_names import (
+    broadcast_dynamic_shape,
+    histogram_fixed_width_bins,
+    is_non_decreasing,
+    is_strictly_increasing,
+    lbeta,
+    parallel_stack,
+    scatter_div,
+    scatter_max,
+    scatter_min,
+    scatter_mul,
+    scatter_nd_add,
+    scatter_nd_sub,
+    scatter_nd_update,
+    string_split,
+    tensor_scatter_nd_max,
+    tensor_scatter_nd_min,
+    to_bfloat16,
+)
+from rill.compat.v1._nn_conv import (
+    batch_to_space,
+    depth_to_space,
+    required_space_to_batch_paddings,
+    space_to_batch,
+    space_to_depth,
+)
 from rill.compat.v1._ops18 import (
     FixedLenFeature,
     FixedLengthRecordReader,
@@ -321,13 +347,23 @@ from rill.graph.ops.diag_ops import (
     matrix_diag_part,
     matrix_set_diag,
 )
+from rill.graph.ops.extra_ops import (
+    cross,
+    decode_base64,
+    encode_base64,
+    ensure_shape,
+    read_file,
+    rint,
+    string_strip,
+    string_to_hash_bucket,
+    unravel_index,
+    write_file,
+)
 from rill.graph.ops.grad_ops import unsorted_segment_sum
 from rill.graph.ops.image_ops import (
     batch_to_space_nd,
-    depth_to_space,
     extract_image_patches,
     space_to_batch_nd,
-    space_to_depth,
 )
 from rill.graph.ops.linalg_ops import (
     cholesky,

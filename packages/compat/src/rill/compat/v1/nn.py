@@ -11,6 +11,32 @@ from __future__ import annotations
 
 import numbers
 
+from rill.compat.v1._nn_conv import (
+    atrous_conv2d_transpose,
+    avg_pool3d,
+    avg_pool_v2,
+    conv1d_transpose,
+    conv3d,
+    conv3d_backprop_filter_v2,
+    conv3d_transpose,
+    convolution,
+    depth_to_space,
+    max_pool3d,
+    max_pool_v2,
+    max_pool_with_argmax,
+    pool,
+    space_to_batch,
+    space_to_depth,
+    with_space_to_batch,
+)
+from rill.compat.v1._nn_stats import (
+    batch_norm_with_global_normalization,
+    collapse_repeated,
+    ctc_greedy_decoder,
+    normalize_moments,
+    sufficient_statistics,
+    weighted_moments,
+)
 from rill.graph.graph import convert_to_tensor
 from rill.graph.nn import *  # noqa: F403
 from rill.graph.nn import lrn

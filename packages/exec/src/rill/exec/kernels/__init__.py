@@ -14,6 +14,7 @@ from rill.exec.kernels import (  # noqa: F401 - imported for their registrations
     dataset_kernels,
     depthwise_kernels,
     example_kernels,
+    extra_kernels,
     fused_conv_kernels,
     fused_kernels,
     gather_kernels,

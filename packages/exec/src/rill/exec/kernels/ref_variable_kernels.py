@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import find_kernel, instantiate, register_kernel
-from rill.exec.kernels.scatter_rows import add_rows_at
+from rill.exec.kernels.scatter_rows import scatter_at
 from rill.exec.kernels.state_kernels import lookup_var
 from rill.exec.resources import ResourceHandle, Var, handle_array, handle_of, update_vars
 from rill.graph import dtypes
@@ -183,9 +183,6 @@ def count_up_to(limit, T):
 
 # -- scatter --------------------------------------------------------------------------------------
 
-_SCATTER_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "min": np.minimum,
-                   "max": np.maximum}  # fmt: skip
-
 
 def _check_rows(indices, limit: int, var: Var) -> None:
     if indices.size == 0:
@@ -221,7 +218,7 @@ def _scatter_factory(mode: str):
                 if mode == "update":
                     new[indices] = updates  # duplicates: the last update wins
                 else:
-                    _at(mode, new, indices, np.broadcast_to(updates, want))
+                    scatter_at(mode, new, indices, np.broadcast_to(updates, want))
                 return [new]
 
             update_vars([var], apply, in_place=True)
@@ -230,25 +227,6 @@ def _scatter_factory(mode: str):
         return compute
 
     return factory
-
-
-def _at(mode: str, new: np.ndarray, index, updates: np.ndarray) -> None:
-    """new[index] op= updates, applying duplicates one after another (np.ufunc.at)."""
-    if mode == "div" and np.issubdtype(new.dtype, np.integer):
-        if (updates == 0).any():
-            raise InvalidArgumentError("integer division by zero in ScatterDiv")
-        flat = new.reshape(new.shape[0], -1) if new.ndim > 1 else new.reshape(-1, 1)
-        rows = np.asarray(index).reshape(-1)
-        ups = updates.reshape(rows.size, -1)
-        for r, u in zip(rows, ups):
-            q = np.abs(flat[r]) // np.abs(u)
-            flat[r] = np.where((flat[r] < 0) != (u < 0), -q, q).astype(new.dtype)
-        return
-    if mode in ("add", "sub") and isinstance(index, np.ndarray) and index.ndim == 1:
-        add_rows_at(new, index, updates, subtract=mode == "sub")
-        return
-    ufunc = np.divide if mode == "div" else _SCATTER_UFUNCS[mode]
-    ufunc.at(new, index, updates)
 
 
 for _op, _mode in (

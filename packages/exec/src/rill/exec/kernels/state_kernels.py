@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels.scatter_rows import add_rows_at
+from rill.exec.kernels.scatter_rows import add_rows_at, scatter_at
 from rill.exec.resources import ResourceHandle, Var, handle_array, handle_of, update_vars
 from rill.graph.dtypes import NUMBER_TYPES
 from rill.graph.errors import InvalidArgumentError
@@ -221,7 +221,9 @@ def _scatter_kernel(mode: str):
                 # In place when nothing but the variable refers to its value (see update_vars),
                 # so a scatter costs O(rows touched); otherwise copy on write.
                 new = old if old.flags.writeable else old.copy()
-                if mode == "update":
+                if mode in ("mul", "div", "min", "max"):
+                    scatter_at(mode, new, indices, np.broadcast_to(updates, want))
+                elif mode == "update":
                     new[indices] = updates  # duplicates: the last update wins
                 elif indices.ndim == 1:
                     add_rows_at(new, indices, updates, subtract=mode == "sub")  # duplicates add
@@ -239,3 +241,5 @@ def _scatter_kernel(mode: str):
 register_kernel("ResourceScatterAdd", context=True)(_scatter_kernel("add"))
 register_kernel("ResourceScatterSub", context=True)(_scatter_kernel("sub"))
 register_kernel("ResourceScatterUpdate", context=True)(_scatter_kernel("update"))
+for _mode in ("mul", "div", "min", "max"):
+    register_kernel(f"ResourceScatter{_mode.capitalize()}", context=True)(_scatter_kernel(_mode))

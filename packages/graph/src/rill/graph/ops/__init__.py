@@ -17,6 +17,7 @@ from rill.graph.ops import (  # noqa: F401 - imported for their declarations
     diag_ops,
     embedding_ops,
     example_ops,
+    extra_ops,
     function_ops,
     fused_ops,
     gather_ops,

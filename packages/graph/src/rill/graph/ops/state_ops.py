@@ -227,6 +227,10 @@ for _name, _types, _what in (
     ("ResourceScatterAdd", _SCATTER_ADD_TYPES, "variable[indices] += updates"),
     ("ResourceScatterSub", _SCATTER_ADD_TYPES, "variable[indices] -= updates"),
     ("ResourceScatterUpdate", "type", "variable[indices] = updates"),
+    ("ResourceScatterMul", _SCATTER_ADD_TYPES, "variable[indices] *= updates"),
+    ("ResourceScatterDiv", _SCATTER_ADD_TYPES, "variable[indices] /= updates"),
+    ("ResourceScatterMin", _SCATTER_ADD_TYPES, "variable[indices] min= updates"),
+    ("ResourceScatterMax", _SCATTER_ADD_TYPES, "variable[indices] max= updates"),
 ):
     defop(
         _name,
@@ -234,7 +238,7 @@ for _name, _types, _what in (
         attrs=[f"dtype: {_types}", "Tindices: {int32, int64}"],
         shape=_scatter_shape,
         stateful=True,
-        doc=f"{_what}; duplicate indices accumulate for add and sub.",
+        doc=f"{_what}; duplicate indices apply one after another (add and sub accumulate).",
     )
 
 defop(
@@ -601,6 +605,37 @@ class Variable:
 
     def scatter_update(self, indices, updates=None, use_locking=False, name=None):
         return self._scatter(resource_scatter_update, indices, updates, name)
+
+    def _scatter_op(self, op_type: str, indices, updates, name):
+        """One of the ResourceScatter{Mul,Div,Min,Max} / ResourceScatterNd* ops, then a read."""
+        if updates is None:  # an IndexedSlices-like object
+            indices, updates = indices.indices, indices.values
+        inputs = [self._handle, convert_to_tensor(indices), self._as_update_value(updates)]
+        op = _op(op_type, inputs, None, name)
+        return self._read_after(op, True)
+
+    def scatter_mul(self, indices, updates=None, use_locking=False, name=None):
+        """variable[indices] *= updates (duplicate indices multiply in turn)."""
+        return self._scatter_op("ResourceScatterMul", indices, updates, name)
+
+    def scatter_div(self, indices, updates=None, use_locking=False, name=None):
+        return self._scatter_op("ResourceScatterDiv", indices, updates, name)
+
+    def scatter_min(self, indices, updates=None, use_locking=False, name=None):
+        return self._scatter_op("ResourceScatterMin", indices, updates, name)
+
+    def scatter_max(self, indices, updates=None, use_locking=False, name=None):
+        return self._scatter_op("ResourceScatterMax", indices, updates, name)
+
+    def scatter_nd_update(self, indices, updates, name=None):
+        """variable[indices] = updates, indices' last dimension naming elements or slices."""
+        return self._scatter_op("ResourceScatterNdUpdate", indices, updates, name)
+
+    def scatter_nd_add(self, indices, updates, name=None):
+        return self._scatter_op("ResourceScatterNdAdd", indices, updates, name)
+
+    def scatter_nd_sub(self, indices, updates, name=None):
+        return self._scatter_op("ResourceScatterNdSub", indices, updates, name)
 
     # -- conversion ---------------------------------------------------------------------------
 

@@ -388,3 +388,22 @@ def test_read_and_write_file(tmp_path):
         assert s.run(r) == b"\x00hello"
         with pytest.raises(tf.errors.NotFoundError, match="No such file"):
             s.run(tf.read_file(str(tmp_path / "missing")))
+
+
+def test_candidate_samplers_under_tf_nn_and_tf_random():
+    """word2vec-style TF1 programs call the samplers directly (tf.nn.* and tf.random.*)."""
+    g = tf.Graph()
+    with g.as_default():
+        true = tf.constant([[1], [5]], tf.int64)
+        assert tf.random.log_uniform_candidate_sampler is tf.nn.log_uniform_candidate_sampler
+        s = tf.nn.log_uniform_candidate_sampler(true, 1, 8, True, 100, seed=3)
+        u = tf.random.uniform_candidate_sampler(true, 1, 6, False, 10, seed=4)
+        hits = tf.nn.compute_accidental_hits(true, s.sampled_candidates, 1)
+    with tf.Session(graph=g) as sess:
+        (cand, true_exp, samp_exp), (ucand, _, _), (rows, ids, w) = sess.run([s, u, hits])
+    assert len(set(cand.tolist())) == 8 and ((cand >= 0) & (cand < 100)).all()
+    assert true_exp.shape == (2, 1) and samp_exp.shape == (8,) and (samp_exp > 0).all()
+    assert ucand.shape == (6,) and ((ucand >= 0) & (ucand < 10)).all()
+    for r, j in zip(rows, ids):
+        assert cand[j] == [1, 5][r]
+    assert (w < -1e37).all()

@@ -41,6 +41,13 @@ from rill.graph.graph import convert_to_tensor
 from rill.graph.nn import *  # noqa: F403
 from rill.graph.nn import lrn
 from rill.graph.ops import math_ops
+from rill.graph.ops.candidate_sampling_ops import (  # noqa: F401 - tf.nn's names
+    compute_accidental_hits,
+    fixed_unigram_candidate_sampler,
+    learned_unigram_candidate_sampler,
+    log_uniform_candidate_sampler,
+    uniform_candidate_sampler,
+)
 from rill.graph.ops.embedding_ops import embedding_lookup, embedding_lookup_sparse
 from rill.train import rnn_cell
 from rill.train.layers.core import nn_dropout

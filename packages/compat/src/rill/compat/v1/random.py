@@ -10,6 +10,12 @@ from rill.compat.v1._ops18 import (
     stateless_truncated_normal,
     stateless_uniform,
 )
+from rill.graph.ops.candidate_sampling_ops import (
+    fixed_unigram_candidate_sampler,
+    learned_unigram_candidate_sampler,
+    log_uniform_candidate_sampler,
+    uniform_candidate_sampler,
+)
 from rill.graph.ops.stateless_random_ops import (
     stateless_binomial,
     stateless_categorical,

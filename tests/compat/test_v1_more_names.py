@@ -407,3 +407,36 @@ def test_candidate_samplers_under_tf_nn_and_tf_random():
     for r, j in zip(rows, ids):
         assert cand[j] == [1, 5][r]
     assert (w < -1e37).all()
+
+
+def test_switch_case_runs_the_indexed_branch_and_differentiates():
+    g = tf.Graph()
+    with g.as_default():
+        i = tf.placeholder(tf.int32, [])
+        x = tf.placeholder(tf.float32, [3])
+        y = tf.switch_case(i, [lambda: x * 2.0, lambda: x + 1.0, lambda: -x])
+        z = tf.switch_case(i, {3: lambda: x * 10.0, 1: lambda: x},
+                           default=lambda: tf.zeros_like(x))  # fmt: skip
+        grad = tf.gradients(y, x)[0]
+    xv = np.array([1.0, 2.0, 3.0], np.float32)
+    want = {0: (xv * 2, 0 * xv, 2.0), 1: (xv + 1, xv, 1.0), 2: (-xv, 0 * xv, -1.0),
+            3: (-xv, 10 * xv, -1.0), 7: (-xv, 0 * xv, -1.0), -1: (-xv, 0 * xv, -1.0)}  # fmt: skip
+    with tf.Session(graph=g) as s:
+        for k, (wy, wz, wg) in want.items():
+            gy, gz, gg = s.run([y, z, grad], {i: k, x: xv})
+            np.testing.assert_array_equal(gy, wy)
+            np.testing.assert_array_equal(gz, wz)
+            np.testing.assert_array_equal(gg, np.full(3, wg, np.float32))
+
+
+def test_switch_case_refuses_bad_branches_and_index():
+    with tf.Graph().as_default():
+        x = tf.constant(1.0)
+        with pytest.raises(ValueError, match="at least one branch"):
+            tf.switch_case(tf.constant(0), [])
+        with pytest.raises(ValueError, match="distinct ints"):
+            tf.switch_case(tf.constant(0), [(0, lambda: x), (0, lambda: x)])
+        with pytest.raises(TypeError, match="integer scalar"):
+            tf.switch_case(tf.constant(0.5), [lambda: x])
+        with pytest.raises(TypeError, match="not callable"):
+            tf.switch_case(tf.constant(0), [x])

@@ -11,7 +11,7 @@
 """
 
 from rill.graph import errors, nest, ops  # noqa: F401 - declares every op
-from rill.graph.control_flow import case, cond, while_loop
+from rill.graph.control_flow import case, cond, switch_case, while_loop
 from rill.graph.device import DeviceSpec
 from rill.graph.dtypes import *  # noqa: F403
 from rill.graph.dtypes import DType, as_dtype

@@ -355,6 +355,46 @@ def case(pred_fn_pairs, default=None, exclusive: bool = False, strict: bool = Fa
         return build(0)
 
 
+def switch_case(branch_index, branch_fns, default=None, name: str = "switch_case"):
+    """The function branch_fns[branch_index] (a list of functions, or (key, function) pairs or
+    a dict with int keys), as conds on branch_index == key in key order; an index matching no
+    key runs `default`, or the last branch where there is none (tf.switch_case).
+
+    Raises:
+        ValueError: no branches, a key that is not an int, or a key given twice.
+        TypeError: a branch_index that is not an integer scalar.
+    """
+    from rill.graph.graph import convert_to_tensor
+    from rill.graph.ops.logic_ops import equal
+
+    if isinstance(branch_fns, dict):
+        items = list(branch_fns.items())
+    elif branch_fns and all(isinstance(b, (tuple, list)) for b in branch_fns):
+        items = [tuple(b) for b in branch_fns]
+    else:
+        items = list(enumerate(branch_fns))
+    if not items:
+        raise ValueError("switch_case() needs at least one branch function")
+    keys = [k for k, _ in items]
+    if any(not isinstance(k, int) or isinstance(k, bool) for k in keys) or len(set(keys)) != len(
+        keys
+    ):
+        raise ValueError(f"switch_case() branch keys must be distinct ints, got {keys}")
+    for k, fn in items:
+        if not callable(fn):
+            raise TypeError(f"switch_case() branch {k} is not callable: {fn!r}")
+    index = convert_to_tensor(branch_index, name="branch_index")
+    if not index.dtype.is_integer or (index.shape.rank not in (None, 0)):
+        raise TypeError(f"switch_case() branch_index must be an integer scalar, got {index}")
+    items.sort(key=lambda kv: kv[0])
+    if default is None:
+        default = items[-1][1]
+    g = get_default_graph()
+    with g.name_scope(name):
+        pairs = [(equal(index, k), fn) for k, fn in items]
+        return case(pairs, default=default, name="case")
+
+
 # -- while_loop --------------------------------------------------------------------------------
 
 

@@ -522,6 +522,7 @@ from rill.graph.onnx import (  # noqa: E402, F401
     export_math,
     export_nn,
     export_onnx_ops,
+    export_remaining,
     export_rnn,
     export_sequence,
     export_special_math,

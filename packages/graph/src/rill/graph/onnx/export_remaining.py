@@ -315,7 +315,9 @@ def truncated_normal(ctx, op):
 
     it, cond_in, v_in = fresh(f"{op.name}/loop/i"), fresh(f"{op.name}/loop/c"), fresh(
         f"{op.name}/loop/v")  # fmt: skip
-    redraw = bnode("RandomNormalLike", [v_in], dtype=to, **seed)
+    # A seeded redraw gets its own seed: with the first draw's it would repeat that draw.
+    body_seed = {"seed": seed["seed"] + 1.0} if seed else {}
+    redraw = bnode("RandomNormalLike", [v_in], dtype=to, **body_seed)
     far, _ = out_of_range(bnode, v_in)
     v_out = bnode("Where", [far, redraw, v_in])
     _, cond_out = out_of_range(bnode, v_out)

@@ -171,6 +171,13 @@ def test_cumulative_logsumexp_float64_and_infinities():
     check(lambda t: manip_ops.cumulative_logsumexp(t, 1), [x], rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [rg.float16, rg.bfloat16])
+def test_cumulative_logsumexp_half_types(dtype):
+    x = (_rng.standard_normal((3, 6)) * 4).astype(np.float32)
+    check(lambda t: rg.cast(manip_ops.cumulative_logsumexp(rg.cast(t, dtype), 1, reverse=True),
+                            rg.float32), [x], rtol=1e-2)  # fmt: skip
+
+
 # -- SparseToDense, ListDiff -------------------------------------------------------------------
 
 

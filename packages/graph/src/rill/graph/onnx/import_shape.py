@@ -317,7 +317,9 @@ def _gather_pad(x, pads, mode: str, r: int):
 
 
 @register_onnx_import("Pad")
-def pad(n, x, pads, constant_value=None, axes=None, *, mode="constant"):
+def pad(n, x, pads, constant_value=None, axes=None, *, mode="constant", value=None):
+    # onnx's version converter moves an opset-2 Pad's `value` into constant_value only for
+    # constant pads, and leaves it on edge and reflect pads, where it means nothing.
     r = _rank(x, "Pad")
     vp = n.static(pads)
     va = n.static(axes) if axes is not None else np.arange(r)

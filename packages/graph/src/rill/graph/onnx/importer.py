@@ -38,6 +38,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_conv,
     import_conv_transpose,
     import_detect,
+    import_legacy,
     import_linalg,
     import_math,
     import_ml,
@@ -168,7 +169,14 @@ def _upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
     if v < 9:
         model = rewrite_scan8(model)  # the converter's 8→9 Scan adapter drops the batch axis
+    model = import_legacy.convertible_ir(import_legacy.image_scaler(model, v))
     try:
+        if v < 7:
+            # The converter's 6→7 broadcast adapter needs the shapes of both inputs, which onnx
+            # infers for the opset-6 forms of ops and not for all older ones (Relu-1).
+            if v < 6:
+                model = version_converter.convert_version(model, 6)
+            model = _infer_types(import_legacy.legacy_broadcast_axes(model))
         converted = version_converter.convert_version(model, MIN_OPSET)
     except Exception as e:  # the converter raises RuntimeError/ValueError from C++
         culprits = _unconvertible(model, v)
@@ -180,6 +188,7 @@ def _upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
         ) from None
     if v <= 10:
         import_resize.resize10_semantics(converted)
+    import_legacy.hardmax_2d(converted)
     return converted
 
 

@@ -4,6 +4,7 @@ from its poles and kinks (the clip bounds, the zeros that the *NoNan ops special
 import numpy as np
 
 from op_samples import rand, sample
+from rill.graph.ops import math_ops
 from rill.graph.ops import special_math_ops as sm
 
 
@@ -13,6 +14,7 @@ def _in(lo, hi):
 
 _UNARY = {
     "Sin": (sm.sin, _in(-3, 3)),
+    "Cos": (math_ops.cos, _in(-3, 3)),
     "Tan": (sm.tan, _in(-1.2, 1.2)),
     "Asin": (sm.asin, _in(-0.9, 0.9)),
     "Acos": (sm.acos, _in(-0.9, 0.9)),

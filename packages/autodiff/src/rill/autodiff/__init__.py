@@ -11,6 +11,7 @@ from rill.autodiff import grads  # noqa: F401 - registers every gradient functio
 from rill.autodiff.checker import compute_gradient, compute_gradient_error
 from rill.autodiff.custom_gradient import custom_gradient
 from rill.autodiff.gradients import AggregationMethod, gradients
+from rill.autodiff.hessians import hessians
 from rill.autodiff.indexed_slices import IndexedSlices, IndexedSlicesValue, convert_to_dense
 from rill.autodiff.registry import (
     NO_GRADIENT,

@@ -45,6 +45,12 @@ def _sin_grad(op, grad):
     return _dense(grad) * math_ops.cos(_x(op))
 
 
+@register_gradient("Cos")
+def _cos_grad(op, grad):
+    """dx = -g·sin(x)"""
+    return -(_dense(grad) * sm.sin(_x(op)))
+
+
 @register_gradient("Tan")
 def _tan_grad(op, grad):
     """dx = g / cos²(x)"""

@@ -428,30 +428,6 @@ from rill.graph.ops.special_math_ops import (
     truncatemod,
     zeta,
 )
-from rill.graph.ops.sparse_math import (
-    sparse_add,
-    sparse_concat,
-    sparse_fill_empty_rows,
-    sparse_maximum,
-    sparse_merge,
-    sparse_minimum,
-    sparse_reduce_max,
-    sparse_reduce_max_sparse,
-    sparse_reduce_sum,
-    sparse_reduce_sum_sparse,
-    sparse_reorder,
-    sparse_reshape,
-    sparse_retain,
-    sparse_segment_mean,
-    sparse_segment_sqrt_n,
-    sparse_segment_sum,
-    sparse_slice,
-    sparse_softmax,
-    sparse_split,
-    sparse_tensor_dense_matmul,
-    sparse_to_indicator,
-    sparse_transpose,
-)
 from rill.graph.ops.string_ops import (
     as_string,
     decode_csv,
@@ -464,7 +440,6 @@ from rill.graph.ops.string_ops import (
     string_to_number,
     substr,
 )
-from rill.compat.v1.sparse import sparse_mask
 from rill.train.init_ops import orthogonal_initializer
 from rill.train.partitioned_variables import (
     fixed_size_partitioner,

@@ -339,6 +339,7 @@ from rill.compat.v1._ops18 import (
     random_gamma,
     random_poisson,
 )
+from rill.compat.v1.sparse import sparse_mask
 from rill.graph.ops.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from rill.graph.ops.diag_ops import (
     diag,
@@ -399,6 +400,30 @@ from rill.graph.ops.set_search_ops import (
     searchsorted,
     setdiff1d,
     unique_with_counts,
+)
+from rill.graph.ops.sparse_math import (
+    sparse_add,
+    sparse_concat,
+    sparse_fill_empty_rows,
+    sparse_maximum,
+    sparse_merge,
+    sparse_minimum,
+    sparse_reduce_max,
+    sparse_reduce_max_sparse,
+    sparse_reduce_sum,
+    sparse_reduce_sum_sparse,
+    sparse_reorder,
+    sparse_reshape,
+    sparse_retain,
+    sparse_segment_mean,
+    sparse_segment_sqrt_n,
+    sparse_segment_sum,
+    sparse_slice,
+    sparse_softmax,
+    sparse_split,
+    sparse_tensor_dense_matmul,
+    sparse_to_indicator,
+    sparse_transpose,
 )
 from rill.graph.ops.special_math_ops import (
     acos,

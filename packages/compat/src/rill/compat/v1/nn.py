@@ -48,7 +48,11 @@ from rill.graph.ops.candidate_sampling_ops import (  # noqa: F401 - tf.nn's name
     log_uniform_candidate_sampler,
     uniform_candidate_sampler,
 )
-from rill.graph.ops.embedding_ops import embedding_lookup, embedding_lookup_sparse
+from rill.graph.ops.embedding_ops import (
+    embedding_lookup,
+    embedding_lookup_sparse,
+    safe_embedding_lookup_sparse,
+)
 from rill.train import rnn_cell
 from rill.train.layers.core import nn_dropout
 from rill.train.layers.normalization import moments

@@ -37,7 +37,7 @@ from rill.graph.ops.reduction_ops import cumsum, reduce_sum
 from rill.graph.shapes import TensorShape, unknown_shape
 from rill.graph.sparse_tensor import SparseTensor
 
-__all__ = ["embedding_lookup", "embedding_lookup_sparse"]
+__all__ = ["embedding_lookup", "embedding_lookup_sparse", "safe_embedding_lookup_sparse"]
 
 
 def _shards(params) -> list:
@@ -289,3 +289,60 @@ def _as_column(v: Tensor, like: Tensor) -> Tensor:
         return reshape_ops.reshape(v, [-1] + [1] * (rank - 1))
     tail = array_ops.fill(array_ops.reshape(array_ops.rank(like) - 1, [1]), np.int32(1))
     return reshape_ops.reshape(v, reshape_ops.concat([np.array([-1], np.int32), tail], 0))
+
+
+# -- safe lookups --------------------------------------------------------------------------------
+
+
+def safe_embedding_lookup_sparse(embedding_weights, sparse_ids, sparse_weights=None,
+                                 combiner: str = "mean", default_id=None, name=None,
+                                 partition_strategy: str = "div", max_norm=None) -> Tensor:  # fmt: skip
+    """TF1's tf.nn.safe_embedding_lookup_sparse: embedding_lookup_sparse that first drops ids < 0
+    (and, unless combiner is "sum", weights <= 0), then gives each empty row the embedding of
+    `default_id`, or zeros if default_id is None. sparse_ids of rank r > 2 give a result of shape
+    dense_shape[:-1] + [embedding dim].
+
+    Raises:
+        ValueError: embedding_weights is None or an empty list, or an unknown combiner.
+    """
+    # sparse_math builds on rill.graph's namespace, which imports this module.
+    import rill.graph as rg
+    from rill.graph.ops.sparse_math import sparse_fill_empty_rows, sparse_reshape, sparse_retain
+
+    if embedding_weights is None or (
+        isinstance(embedding_weights, (list, tuple)) and not embedding_weights
+    ):
+        raise ValueError(f"safe_embedding_lookup_sparse: missing embedding_weights "
+                         f"{embedding_weights!r}")  # fmt: skip
+    if isinstance(embedding_weights, np.ndarray):
+        embedding_weights = convert_to_tensor(embedding_weights, name="embedding_weights")
+    ids = SparseTensor.from_value(sparse_ids)
+    weights = None if sparse_weights is None else SparseTensor.from_value(sparse_weights)
+    with get_default_graph().name_scope(name or "embedding_lookup"):
+        original_shape = ids.dense_shape
+        outer = rg.reduce_prod(original_shape[:-1], keepdims=True)
+        ids = sparse_reshape(ids, rg.concat([outer, original_shape[-1:]], 0))
+        if weights is not None:
+            weights = SparseTensor(ids.indices, weights.values, ids.dense_shape)
+        keep = rg.greater_equal(ids.values, rg.zeros_like(ids.values))
+        if weights is not None and combiner != "sum":
+            keep = rg.logical_and(keep, rg.greater(weights.values, rg.zeros_like(weights.values)))
+        ids = sparse_retain(ids, keep)
+        if weights is not None:
+            weights = sparse_retain(weights, keep)
+        ids, is_row_empty = sparse_fill_empty_rows(ids, default_id or 0)
+        if weights is not None:
+            weights, _ = sparse_fill_empty_rows(weights, 1.0)
+        result = embedding_lookup_sparse(
+            embedding_weights, ids, weights, partition_strategy=partition_strategy,
+            combiner=combiner, max_norm=max_norm,
+        )  # fmt: skip
+        if default_id is None:
+            empty = rg.reshape(is_row_empty, [-1, 1])
+            result = rg.where(
+                rg.logical_and(empty, rg.ones_like(result, dtype=dtypes.bool_)),
+                rg.zeros_like(result),
+                result,
+            )
+        tail = rg.shape(result)[1:]
+        return rg.reshape(result, rg.concat([rg.cast(original_shape[:-1], dtypes.int32), tail], 0))

@@ -273,3 +273,27 @@ def test_sparse_mask_on_indexed_slices():
         with tf.Session() as sess:
             v, i = sess.run([out.values, out.indices])
     assert v.tolist() == [[1.0], [3.0]] and i.tolist() == [4, 9]
+
+
+def test_runtime_dense_shape():
+    value = tf.SparseTensorValue(
+        np.array([[1, 2], [0, 0]], np.int64),
+        np.array([1.0, 2.0], np.float32),
+        np.array([2, 3], np.int64),
+    )
+    with tf.Graph().as_default():
+        sp = tf.sparse_placeholder(tf.float32, shape=[None, None])
+        fetches = [
+            tf.sparse_reduce_sum(sp, 1),
+            tf.sparse_reduce_sum_sparse(sp, 0),
+            tf.sparse_reshape(sp, [-1]),
+            tf.sparse_fill_empty_rows(sp, 0.0)[0],
+            tf.sparse_split(sp_input=sp, num_split=2, axis=1)[0],
+        ]
+        with tf.Session() as sess:
+            rsum, rsp, rsh, filled, first = sess.run(fetches, {sp: value})
+    np.testing.assert_allclose(rsum, [2.0, 1.0])
+    assert rsp.indices.tolist() == [[0], [2]] and rsp.dense_shape.tolist() == [3]
+    assert rsh.indices.tolist() == [[5], [0]] and rsh.dense_shape.tolist() == [6]
+    assert filled.indices.tolist() == [[0, 0], [1, 2]]
+    assert first.indices.tolist() == [[0, 0]] and first.dense_shape.tolist() == [2, 2]

@@ -22,6 +22,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from rill.graph.onnx.import_util import all_graphs
+
 _LEGACY_BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater",
                      "Less"}  # fmt: skip
 _DOMAINS = ("", "ai.onnx")
@@ -117,22 +119,10 @@ def image_scaler(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     return m
 
 
-def _all_graphs(graph: onnx.GraphProto):
-    stack = [graph]
-    while stack:
-        g = stack.pop()
-        yield g
-        for n in g.node:
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    stack.append(a.g)
-                stack.extend(a.graphs)
-
-
 def hardmax_2d(model: onnx.ModelProto) -> None:
     """Rewrites, in place, every Hardmax of `model` (converted from below opset 13) into
     Flatten at its axis, Hardmax over the last axis, Reshape back."""
-    for g in _all_graphs(model.graph):
+    for g in all_graphs(model.graph):
         if not any(n.op_type == "Hardmax" and n.domain in _DOMAINS for n in g.node):
             continue
         nodes = []

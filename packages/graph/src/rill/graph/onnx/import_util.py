@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from onnx import TensorProto
 
 from rill.graph import dtypes
@@ -112,3 +113,17 @@ def with_rank(t: Tensor, rank: int | None) -> Tensor:
     if rank is not None and t.shape.rank is None:
         t.set_shape(TensorShape([None] * rank))
     return t
+
+
+def all_graphs(graph: onnx.GraphProto):
+    """`graph` and every subgraph nested in it (iteratively)."""
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        yield g
+        for n in g.node:
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    stack.append(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    stack.extend(a.graphs)

@@ -62,7 +62,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
 from rill.graph.onnx.import_registry import get_import_rule
 from rill.graph.onnx.import_scan8 import rewrite_scan8
 from rill.graph.onnx.import_sequence import coerce, kind_of_type
-from rill.graph.onnx.import_util import OnnxImportError, op, rill_dtype, static
+from rill.graph.onnx.import_util import OnnxImportError, all_graphs, op, rill_dtype, static
 from rill.graph.onnx.untrusted import (
     attr_values,
     check_names,
@@ -125,23 +125,9 @@ def _ai_onnx_opset(model: onnx.ModelProto) -> int:
     return 1 if not model.opset_import else NEWEST_OPSET
 
 
-def _all_graphs(graph: onnx.GraphProto):
-    """`graph` and every subgraph nested in it (iteratively)."""
-    stack = [graph]
-    while stack:
-        g = stack.pop()
-        yield g
-        for n in g.node:
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    stack.append(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    stack.extend(a.graphs)
-
-
 def _all_nodes(graph: onnx.GraphProto):
     """Every node of `graph` and of its subgraphs."""
-    for g in _all_graphs(graph):
+    for g in all_graphs(graph):
         yield from g.node
 
 
@@ -645,7 +631,7 @@ def _captured(node: onnx.NodeProto) -> list[str]:
         graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
         for g in graphs:
             local = set()
-            for sub in _all_graphs(g):  # a nested body's own inputs are local to it too
+            for sub in all_graphs(g):  # a nested body's own inputs are local to it too
                 local.update(vi.name for vi in sub.input)
                 local.update(t.name for t in sub.initializer)
                 for n in sub.node:

@@ -18,6 +18,7 @@ import onnx
 from onnx import TensorProto
 
 from rill.graph import dtypes
+from rill.graph.onnx.export_gather import _i64
 from rill.graph.onnx.registry import register_onnx_export
 
 # ONNX's type names where they are not rill's dtype names.
@@ -90,17 +91,17 @@ def _tf_nms(ctx, op):
     if boxes.dtype != dtypes.float32 and boxes.dtype != dtypes.float16:
         ctx.unsupported("ONNX's NonMaxSuppression takes float32 boxes and scores")
     f32 = TensorProto.FLOAT
-    b = ctx.node("Unsqueeze", [ctx.node("Cast", [ctx.value(boxes)], to=f32), _i64s(ctx, [0])])
-    sc = ctx.node("Unsqueeze", [ctx.node("Cast", [ctx.value(scores)], to=f32), _i64s(ctx, [0, 1])])
-    names = [b, sc, ctx.node("Reshape", [ctx.int64(limit), _i64s(ctx, [1])]),
-             ctx.node("Reshape", [ctx.node("Cast", [ctx.value(iou)], to=f32), _i64s(ctx, [1])])]  # fmt: skip
+    b = ctx.node("Unsqueeze", [ctx.node("Cast", [ctx.value(boxes)], to=f32), _i64(ctx, [0])])
+    sc = ctx.node("Unsqueeze", [ctx.node("Cast", [ctx.value(scores)], to=f32), _i64(ctx, [0, 1])])
+    names = [b, sc, ctx.node("Reshape", [ctx.int64(limit), _i64(ctx, [1])]),
+             ctx.node("Reshape", [ctx.node("Cast", [ctx.value(iou)], to=f32), _i64(ctx, [1])])]  # fmt: skip
     thr = ctx.const(score_threshold)
     if thr is None or not np.all(np.isneginf(thr)):
         names.append(ctx.node("Reshape", [ctx.node("Cast", [ctx.value(score_threshold)], to=f32),
-                                          _i64s(ctx, [1])]))  # fmt: skip
+                                          _i64(ctx, [1])]))  # fmt: skip
     found = ctx.node("NonMaxSuppression", names)
-    picked = ctx.node("Gather", [found, _i64s(ctx, [2])], axis=1)
-    picked = ctx.node("Reshape", [picked, _i64s(ctx, [-1])])
+    picked = ctx.node("Gather", [found, _i64(ctx, [2])], axis=1)
+    picked = ctx.node("Reshape", [picked, _i64(ctx, [-1])])
     if op.type == "NonMaxSuppressionV3":
         ctx.node("Cast", [picked], op.outputs[0], to=TensorProto.INT32)
         return
@@ -108,24 +109,20 @@ def _tf_nms(ctx, op):
     pad = bool(op.attrs.get("pad_to_max_output_size"))
     selected = picked
     if pad:
-        n = ctx.node("Reshape", [ctx.int64(limit), _i64s(ctx, [1])])
-        selected = ctx.node("Pad", [picked, ctx.node("Concat", [_i64s(ctx, [0]),
+        n = ctx.node("Reshape", [ctx.int64(limit), _i64(ctx, [1])])
+        selected = ctx.node("Pad", [picked, ctx.node("Concat", [_i64(ctx, [0]),
                                                                 ctx.node("Sub", [n, count])],
                                                       axis=0)])  # fmt: skip
     ctx.node("Cast", [selected], op.outputs[0], to=TensorProto.INT32)
     if op.type == "NonMaxSuppressionV5":
         kept = ctx.node("Gather", [ctx.value(scores), picked], axis=0)
         if pad:
-            kept = ctx.node("Pad", [kept, ctx.node("Concat", [_i64s(ctx, [0]), ctx.node(
-                "Sub", [ctx.node("Reshape", [ctx.int64(limit), _i64s(ctx, [1])]), count])],
+            kept = ctx.node("Pad", [kept, ctx.node("Concat", [_i64(ctx, [0]), ctx.node(
+                "Sub", [ctx.node("Reshape", [ctx.int64(limit), _i64(ctx, [1])]), count])],
                 axis=0)])  # fmt: skip
         ctx.node("Identity", [kept], op.outputs[1])
     valid = ctx.node("Reshape", [count, ctx.initializer(np.zeros(0, np.int64))])
     ctx.node("Cast", [valid], op.outputs[-1], to=TensorProto.INT32)
-
-
-def _i64s(ctx, values) -> str:
-    return ctx.initializer(np.asarray(values, np.int64).reshape(-1))
 
 
 for _t in ("NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5"):

@@ -212,3 +212,60 @@ def test_a_name_that_is_not_utf8_is_refused():
     assert bad != data
     with pytest.raises(OnnxImportError, match=r"node #0 of graph 'g': its name .* not valid UTF-8"):
         import_onnx(bad)
+
+
+def _saved_with_external_data(tmp_path, location: str):
+    """A Mul model saved as PyTorch's exporter saves large ones: the .onnx file and its weights
+    in a separate file beside it."""
+    from onnx import external_data_helper
+
+    w = numpy_helper.from_array(np.arange(1, 65, dtype=np.float32).reshape(8, 8), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 8])
+    g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["y"])], "g", [x], [y], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    external_data_helper.convert_model_to_external_data(m, location=location, size_threshold=0)
+    path = tmp_path / "model.onnx"
+    onnx.save_model(m, str(path))
+    return path
+
+
+def test_a_model_file_reads_its_external_data_from_its_own_directory(tmp_path, monkeypatch):
+    from rill.exec import Session
+
+    path = _saved_with_external_data(tmp_path, "model.onnx.data")
+    assert (tmp_path / "model.onnx.data").exists()
+    monkeypatch.chdir("/")  # not the file's directory: the data is found beside the model
+    for model in (path, str(path)):
+        g, ins, outs = import_onnx(model)
+        with Session(graph=g) as s:
+            x = np.full((8, 8), 2, np.float32)
+            got = s.run(outs["y"], {ins["x"]: x})
+        np.testing.assert_array_equal(got, 2 * np.arange(1, 65, dtype=np.float32).reshape(8, 8))
+    # The same model as bytes names no directory: refused.
+    with pytest.raises(OnnxImportError, match=r"initializer 'w'.*external"):
+        import_onnx(path.read_bytes())
+
+
+def test_a_model_files_external_data_may_not_lie_outside_its_directory(tmp_path):
+    inner = tmp_path / "models"
+    inner.mkdir()
+    path = _saved_with_external_data(inner, "weights.bin")
+    (tmp_path / "weights.bin").write_bytes((inner / "weights.bin").read_bytes())
+    m = onnx.load_model(str(path), load_external_data=False)
+    for t in m.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "../weights.bin"
+    onnx.save_model(m, str(path))
+    with pytest.raises(OnnxImportError, match="outside the base directory"):
+        import_onnx(path)
+    link = inner / "link.bin"
+    link.symlink_to(tmp_path / "weights.bin")
+    for t in m.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "link.bin"
+    onnx.save_model(m, str(path))
+    with pytest.raises(OnnxImportError, match="outside the base directory"):
+        import_onnx(path)

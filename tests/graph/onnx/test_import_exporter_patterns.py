@@ -3,7 +3,8 @@ a Concat of one input (TorchScript's torch.cat of a one-element list, a DenseNet
 layer), a Slice inside a Loop whose starts have a length known only at run time and no axes
 (the dynamo exporter's EmbeddingBag), ScatterElements with duplicate indices (Tensor.scatter
 with repeated positions: the last update wins, as in onnxruntime), 3-D convolutions
-(torch.nn.Conv3d) and tf2onnx's Resize scales, each against onnxruntime or onnx's
+(torch.nn.Conv3d), tf2onnx's Resize scales and GatherND with negative indices (the dynamo
+exporter's x[..., -2]), each against onnxruntime or onnx's
 ReferenceEvaluator."""
 
 from __future__ import annotations
@@ -195,3 +196,25 @@ def test_a_constant_unique_with_unnamed_outputs_folds():
     z, u = run_rill(m, {"x": x})
     np.testing.assert_array_equal(z, [0, 0, 1, 2, 2])
     np.testing.assert_array_equal(u, [0, 1, 3])
+
+
+@pytest.mark.parametrize("fed", [False, True])
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_gather_nd_with_negative_indices_counts_from_the_end(fed, batch_dims):
+    """PyTorch's dynamo exporter writes GatherND with negative indices for indexing like
+    x[:, :, -2] (Falcon's attention): each entry counts from the end of the axis it indexes."""
+    x = RNG.standard_normal((3, 4, 5, 2)).astype(np.float32)
+    if batch_dims:
+        idx = np.array([[[-1, 0], [2, -5]], [[0, -1], [-4, 4]], [[1, 1], [-2, -3]]], np.int64)
+    else:
+        idx = np.array([[[-1, 0], [2, -4]], [[0, -1], [-3, 3]]], np.int64)
+    node = oh.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims)
+    if fed:
+        m = model([node], [vi("x", shape=list(x.shape)), vi("i", TP.INT64, [None] * idx.ndim)],
+                  [vi("y")])  # fmt: skip
+        feeds = {"x": x, "i": idx}
+    else:
+        m = model([node], [vi("x", shape=list(x.shape))], [vi("y")], [nh.from_array(idx, "i")])
+        feeds = {"x": x}
+    (got,), (want,) = run_rill(m, feeds), run_ort(m, feeds)
+    np.testing.assert_array_equal(got, want)

@@ -129,8 +129,29 @@ def scatter_elements(n, x, indices, updates, *, axis=0, reduction="none"):
     return scatter_nd_into(x, coords, op("Reshape", [updates, _i64([-1])]), reduction)
 
 
+def _wrap_negative_nd(indices, x, batch_dims: int):
+    """GatherND's index tuples with negative entries counted from the end of the axis each one
+    indexes (data's axes batch_dims, batch_dims + 1, ...: ONNX allows them, TensorFlow's
+    GatherNd does not; PyTorch's exporter writes them for x[..., -2] style indexing)."""
+    v = static(indices)
+    if v is not None and (v >= 0).all():
+        return indices
+    q = indices.shape.as_list()[-1] if indices.shape.rank else None
+    shp = op("Shape", [x], {"out_type": indices.dtype})
+    if q is not None:
+        end = const(np.array([batch_dims + q], np.int64))
+    else:
+        ishp = op("Shape", [indices], {"out_type": dtypes.int64})
+        last = op("StridedSlice", [ishp, _i64([-1]), _i64([0]), _i64([1])], {"end_mask": 1})
+        end = op("AddV2", [last, _i64([batch_dims])])
+    sizes = op("StridedSlice", [shp, _i64([batch_dims]), end, _i64([1])])
+    zero = const(0, indices.dtype)
+    return op("SelectV2", [op("Less", [indices, zero]), op("AddV2", [indices, sizes]), indices])
+
+
 @register_onnx_import("GatherND")
 def gather_nd(n, x, indices, *, batch_dims=0):
+    indices = _wrap_negative_nd(indices, x, batch_dims)
     if batch_dims == 0:
         return op("GatherNd", [x, indices])
     ri = indices.shape.rank

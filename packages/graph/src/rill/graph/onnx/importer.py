@@ -68,6 +68,7 @@ from rill.graph.onnx.untrusted import (
     check_names,
     check_node_inputs,
     infer_types_if_valid,
+    load_external_data,
     validate_tensors,
 )
 from rill.graph.shapes import TensorShape, unknown_shape
@@ -86,8 +87,12 @@ NEWEST_OPSET = onnx.defs.onnx_opset_version()
 _DOMAINS = ("", "ai.onnx")
 
 
-def load_model(model) -> onnx.ModelProto:
-    """A ModelProto from a ModelProto, serialized bytes, or a file path; clear errors otherwise."""
+def load_model(model, external_data_dir: str | os.PathLike | None = None) -> onnx.ModelProto:
+    """A ModelProto from a ModelProto, serialized bytes, or a file path; clear errors otherwise.
+
+    A model read from a file gets its external tensor data read in, from `external_data_dir`
+    or else the file's own directory (untrusted.load_external_data's checks), so that the
+    result stands alone; other models keep theirs for import_onnx to refuse or read."""
     if isinstance(model, onnx.ModelProto):
         return model
     where = "the model bytes"
@@ -115,6 +120,11 @@ def load_model(model) -> onnx.ModelProto:
             f"{where} ({len(data)} bytes) holds no ONNX graph: the file is empty, truncated, or "
             "not an ONNX model"
         )
+    if isinstance(model, (str, os.PathLike)):
+        base = external_data_dir
+        if base is None:
+            base = os.path.dirname(os.path.abspath(where))
+        load_external_data(m, base)
     return m
 
 
@@ -663,9 +673,11 @@ def import_onnx(
         graph: the graph to add to (default: a new Graph).
         value_map: a dict that, when given, receives every value of the model's main graph
             (inputs, initializers, node outputs) by ONNX name → its rill tensor.
-        external_data_dir: the directory external tensor data may be read from; without it a
-            model whose tensors name external data is refused (a model from an untrusted source
-            must not read the caller's files).
+        external_data_dir: the directory external tensor data may be read from. Without it, a
+            model read from a path reads its external data from the file's directory (as
+            onnx.load and onnxruntime do), and a model given as bytes or a ModelProto whose
+            tensors name external data is refused (a model from an untrusted source must not
+            read the caller's files). Locations outside the directory are refused either way.
 
     Returns:
         (graph, inputs, outputs): `inputs` maps each ONNX graph input name to its placeholder
@@ -676,7 +688,7 @@ def import_onnx(
         OnnxImportError: a truncated or invalid file, an opset the version converter cannot
             upgrade, an op or attribute rill cannot import, a value defined nowhere.
     """
-    m = load_model(model)
+    m = load_model(model, external_data_dir)
     check_names(m)
     validate_tensors(m, external_data_dir)
     m = infer_types_if_valid(_upgrade(m))

@@ -3,10 +3,13 @@
 Three checks run at the import boundary:
 
 - External tensor data (a TensorProto whose `data_location` is EXTERNAL, in an initializer or in
-  any node attribute, subgraphs included) is refused unless the caller names a base directory;
-  with one, each location must resolve to a regular file inside that directory, its offset and
-  length must lie inside the file, and the bytes are read into the tensor so that nothing later
-  touches the file system.
+  any node attribute, subgraphs included) is read only from a base directory: the one the
+  caller names, else, for a model read from a file, that file's directory (onnx.load's and
+  onnxruntime's rule, and where PyTorch's exporter puts the data); a model given as bytes or a
+  ModelProto with no directory named is refused. Each location must resolve to a regular file
+  inside the base directory (no absolute paths, no `..` or symbolic link leading out), its
+  offset and length must lie inside the file, and the bytes are read into the tensor so that
+  nothing later touches the file system.
 - Every tensor's dims are checked (non-negative, element count under a limit) and against the data
   it actually carries before numpy materialises it.
 - onnx's C++ shape inference runs only on a model that passed `onnx.checker` (malformed attribute
@@ -26,6 +29,7 @@ __all__ = [
     "attr_values",
     "check_node_inputs",
     "infer_types_if_valid",
+    "load_external_data",
     "validate_tensors",
 ]
 
@@ -178,6 +182,14 @@ def _load_external(t: onnx.TensorProto, what: str, base_dir: str) -> None:
     del t.external_data[:]
 
 
+def load_external_data(model: onnx.ModelProto, base_dir: str | os.PathLike) -> None:
+    """Reads every external tensor of `model` (subgraphs' and attributes' included) from files
+    inside `base_dir` into the tensor, in place (see _load_external's checks)."""
+    for t, what in _all_tensors(model):
+        if t.data_location == _T.EXTERNAL or t.external_data:
+            _load_external(t, what, os.fspath(base_dir))
+
+
 def validate_tensors(
     model: onnx.ModelProto,
     external_data_dir: str | os.PathLike | None = None,
@@ -191,7 +203,8 @@ def validate_tensors(
             if external_data_dir is None:
                 raise OnnxImportError(
                     f"{what} stores its data in an external file; rill reads external data only "
-                    "from a directory the caller names: pass external_data_dir= to import_onnx"
+                    "from the model file's directory or one the caller names: import the model "
+                    "by its path, or pass external_data_dir= to import_onnx"
                 )
             _load_external(t, what, os.fspath(external_data_dir))
         _check_data(t, what, count)

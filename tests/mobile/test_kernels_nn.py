@@ -319,3 +319,16 @@ def test_requantization_ties_over_many_outputs(op, per_channel):
         opts = _conv_options((1, 1), (1, 1), SAME, NONE) | {"depth_multiplier": 1}
         run_single(op, [x, w, qbias(16, x, w)], [q8(1, 30, 30, 16, scale=out_scale * 0.3)], opts,
                    version=3)  # fmt: skip
+
+
+def test_a_filter_whose_channels_are_no_whole_number_of_groups_is_refused():
+    """CONV_2D's groups are the input's channels over the filter's: 6 over 4 is no grouping."""
+    from mobile.tflite_builder import rill_run, single_op
+
+    from rill.mobile.errors import PrepareError
+
+    filt = fconst(RNG.standard_normal((8, 3, 3, 4)))
+    model = single_op("CONV_2D", [fp(1, 5, 5, 6), filt, None], [fp(1, 5, 5, 8)],
+                      _conv_options((1, 1), (1, 1), 0, 0), version=6)  # fmt: skip
+    with pytest.raises(PrepareError, match=r"operator #0 CONV_2D.*4 input channels per group"):
+        rill_run(model, [np.zeros((1, 5, 5, 6), np.float32)])

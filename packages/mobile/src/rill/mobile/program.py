@@ -290,6 +290,11 @@ class _Builder:
         _, oh, ow, co = self.shape(y)
         wv = self.weight(w)
         co_w, kh, kw, ci_w = wv.shape
+        if ci_w == 1 < ci and co_w == co and co % ci == 0:
+            # One input channel per group (ConvNeXt's 7×7): a depthwise convolution, whose
+            # output channel c·m + j reads input channel c as the group's does.
+            self._depthwise(x, wv.transpose(3, 1, 2, 0), b, y, o, act)
+            return
         if ci_w != ci or co_w != co:
             raise _Unsupported("grouped convolution")
         sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
@@ -314,11 +319,13 @@ class _Builder:
         self.scratch_users.append(len(self.rows) - 1)
 
     def _depthwise_conv_2d(self, op, ins, outs, o, act) -> None:
-        x, w, y = ins[0], ins[1], outs[0]
         b = ins[2] if len(ins) > 2 else -1
+        self._depthwise(ins[0], self.weight(ins[1]), b, outs[0], o, act)
+
+    def _depthwise(self, x, wv, b, y, o, act) -> None:
+        """A depthwise convolution of x by the [1, KH, KW, CO] filter wv (and bias b or -1)."""
         nb, h, w_, ci = self.shape(x)
         _, oh, ow, co = self.shape(y)
-        wv = self.weight(w)
         _, kh, kw, co_w = wv.shape
         if co_w != co or co % ci:
             raise _Unsupported("depthwise channels")

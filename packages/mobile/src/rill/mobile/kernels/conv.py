@@ -12,6 +12,8 @@ arithmetic (kernels/hybrid.py).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from rill.mobile import threads
@@ -96,12 +98,18 @@ class Conv2D(_ConvBase):
         if len(x.shape) != 4 or len(w.shape) != 4:
             raise self.fail(f"input {x} and filter {w} must be 4-D (NHWC and OHWI)")
         cout, kh, kw, cin = w.shape
-        if cin != x.shape[3]:
-            raise self.fail(f"the filter {w} expects {cin} input channels but the input {x} "
-                            f"has {x.shape[3]} (grouped convolution is not supported)")  # fmt: skip
         if b is not None and b.shape != (cout,):
             raise self.fail(f"bias {b} must have shape [{cout}]")
         wdata = self.expect_const(w, "filter")
+        self.grouped = None
+        if cin != x.shape[3]:
+            groups = x.shape[3] // cin if cin and x.shape[3] % cin == 0 else 0
+            if not groups or cout % groups:
+                raise self.fail(f"the filter {w} takes {cin} input channels per group: the "
+                                f"input {x}'s {x.shape[3]} channels and the filter's {cout} "
+                                "output channels must both be whole numbers of groups")  # fmt: skip
+            self.grouped = _Grouped(self, x, w, b, out, groups)
+            return self.grouped.shapes
         n, oh, ow = self._geometry(x, kh, kw)
         rows, k = n * oh * ow, kh * kw * cin
         act = self.options.get("fused_activation_function", 0)
@@ -165,6 +173,8 @@ class Conv2D(_ConvBase):
         return [(n, oh, ow, cout)]
 
     def bind(self, inputs, outputs, scratch):
+        if self.grouped is not None:
+            return self.grouped.bind(inputs, outputs, scratch)
         if self.i16 is not None:
             return self.i16(inputs[0], outputs[0])
         if not self.int8 and self.hybrid is not None:
@@ -216,6 +226,108 @@ class Conv2D(_ConvBase):
             if bias is not None:
                 np.add(out2d, bias, out=out2d)
             apply_float_activation(out2d, lo, hi)
+
+        return run
+
+
+def _quant_slice(q, lo: int, hi: int, axis: int = 0):
+    """A per-channel quantization's channels [lo, hi) (per-tensor ones as they are)."""
+    if q is None or not q.per_channel:
+        return q
+    return dataclasses.replace(q, scale=q.scale[lo:hi], zero_point=q.zero_point[lo:hi],
+                               quantized_dimension=axis)  # fmt: skip
+
+
+def _nested(kernel: Kernel, cls):
+    """A kernel of class `cls` for `kernel`'s operator that requests its scratch buffers as
+    `kernel`'s own (the interpreter plans one list per operator)."""
+    sub = cls(kernel.op)
+    sub.interp, sub.eager = kernel.interp, kernel.eager
+    sub._scratch = kernel._scratch
+    return sub
+
+
+class _Grouped:
+    """CONV_2D with a filter of C_in / groups input channels (TensorFlow's Conv2D with groups,
+    LiteRT's grouped convolution): output channel o reads input channels g·C_g .. (g+1)·C_g − 1
+    of its group g = o // (C_out / groups), as LiteRT's reference kernels compute it.
+
+    - One input channel per group (ConvNeXt's 7×7 layers) is a depthwise convolution (output
+      channel c·m + j reads input channel c): the filter [C_out, KH, KW, 1] is run as the
+      DEPTHWISE_CONV_2D filter [1, KH, KW, C_out], float32, int8 (the same integer sums and
+      per-channel requantization: the same bits) and int16;
+    - dynamic-range (float input, int8 filter) runs LiteRT's hybrid arithmetic with the image
+      quantized as a whole, one product per group (HybridConv's groups);
+    - otherwise each group is a CONV_2D of its own (a contiguous copy of its input channels in,
+      its output channels copied out)."""
+
+    def __init__(self, kernel, x, w, b, out, groups: int):
+        cout, kh, kw, cin = w.shape
+        wdata = w.data
+        self.groups, self.cin, self.cog = groups, cin, cout // groups
+        self.mode = "groups"
+        if x.dtype == np.float32 and w.dtype == np.int8:
+            kernel.expect_quantized(w, per_channel_ok=True)
+            n, oh, ow = kernel._geometry(x, kh, kw)
+            lo, hi = float_activation(kernel, kernel.options.get("fused_activation_function", 0))
+            bdata = None if b is None else kernel.expect_const(b, "bias").astype(np.float32)
+            self.mode = "hybrid"
+            self.hybrid = HybridConv(kernel, w, bdata, kernel.geom, kernel.pads, lo, hi, groups)
+            self.shapes = [(n, oh, ow, cout)]
+            return
+        if cin == 1:
+            self.mode = "depthwise"
+            self.sub = _nested(kernel, DepthwiseConv2D)
+            wq = w.quant
+            if wq is not None and wq.per_channel:
+                wq = dataclasses.replace(wq, quantized_dimension=3)
+            dw = dataclasses.replace(w, shape=(1, kh, kw, cout), quant=wq,
+                                     data=np.ascontiguousarray(wdata.transpose(3, 1, 2, 0)))  # fmt: skip
+            self.shapes = self.sub.prepare([x, dw, b], [out])
+            kernel.persistent_bytes += self.sub.persistent_bytes
+            return
+        n, h, wd, _ = x.shape
+        cog = self.cog
+        self.subs = []
+        shapes = None
+        for g in range(groups):
+            sub = _nested(kernel, Conv2D)
+            xs = dataclasses.replace(x, shape=(n, h, wd, cin), data=None if x.data is None
+                                     else np.ascontiguousarray(x.data[..., g * cin:(g + 1) * cin]))  # fmt: skip
+            ws = dataclasses.replace(w, shape=(cog, kh, kw, cin),
+                                     data=wdata[g * cog:(g + 1) * cog],
+                                     quant=_quant_slice(w.quant, g * cog, (g + 1) * cog))  # fmt: skip
+            bs = None if b is None else dataclasses.replace(
+                b, shape=(cog,), data=None if b.data is None else b.data[g * cog:(g + 1) * cog],
+                quant=_quant_slice(b.quant, g * cog, (g + 1) * cog))  # fmt: skip
+            os_ = dataclasses.replace(out, shape=None if out.shape is None
+                                      else tuple(out.shape[:3]) + (cog,))  # fmt: skip
+            shapes = sub.prepare([xs, ws, bs], [os_])
+            kernel.persistent_bytes += sub.persistent_bytes
+            self.subs.append(sub)
+        n_, oh, ow, _ = shapes[0]
+        self.shapes = [(n_, oh, ow, cout)]
+        self.x_group = kernel.scratch((n, h, wd, cin), x.dtype)
+        self.y_group = kernel.scratch((n_, oh, ow, cog), out.dtype or x.dtype)
+
+    def bind(self, inputs, outputs, scratch):
+        if self.mode == "hybrid":
+            return self.hybrid.bind(inputs[0], outputs[0])
+        if self.mode == "depthwise":
+            return self.sub.bind(inputs, outputs, scratch)
+        x, out = inputs[0], outputs[0]
+        xg, yg = scratch[self.x_group], scratch[self.y_group]
+        cin, cog = self.cin, self.cog
+        steps = []
+        for g, sub in enumerate(self.subs):
+            run = sub.bind([xg] + list(inputs[1:]), [yg], scratch)
+            steps.append((x[..., g * cin : (g + 1) * cin], run, out[..., g * cog : (g + 1) * cog]))
+
+        def run():
+            for src, compute, dst in steps:
+                np.copyto(xg, src)
+                compute()
+                np.copyto(dst, yg)
 
         return run
 

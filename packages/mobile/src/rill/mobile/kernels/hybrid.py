@@ -105,11 +105,16 @@ class HybridFullyConnected:
 
 
 class HybridConv:
-    """CONV_2D: the image quantized as a whole, padding taps contributing nothing."""
+    """CONV_2D: the image quantized as a whole, padding taps contributing nothing; with
+    `groups`, each group's output channels the product of its own input channels."""
 
-    def __init__(self, kernel, w, bias, geom, pads, lo: float, hi: float):
+    def __init__(self, kernel, w, bias, geom, pads, lo: float, hi: float, groups: int = 1):
         cout = w.shape[0]
-        self.w = np.ascontiguousarray(w.data.reshape(cout, -1).T.astype(np.float64))
+        self.groups = groups
+        # [groups, KH·KW·C_g, C_out / groups]
+        self.w = np.ascontiguousarray(
+            w.data.reshape(groups, cout // groups, -1).transpose(0, 2, 1).astype(np.float64)
+        )
         self.scales = _channel_scales(w, cout)
         self.bias = None if bias is None else bias.astype(F32)
         self.geom, self.pads, self.lo, self.hi = geom, pads, lo, hi
@@ -118,13 +123,20 @@ class HybridConv:
         n, h, w_, c, oh, ow, kh, kw, sh, sw, dh, dw = self.geom
         (pt, pb), (pl, pr) = self.pads
         wk, scales, bias, lo, hi = self.w, self.scales, self.bias, self.lo, self.hi
+        groups = self.groups
         out2d = out.reshape(n * oh * ow, -1)
 
         def run():
             q, sf, _ = quantize_rows(x.reshape(n, -1), True)
             img = np.pad(q.reshape(n, h, w_, c), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
-            cols = patches(img, oh, ow, kh, kw, sh, sw, dh, dw).reshape(n * oh * ow, -1)
-            acc = (cols @ wk).astype(F32).reshape(n, oh * ow, -1)
+            win = patches(img, oh, ow, kh, kw, sh, sw, dh, dw)
+            if groups == 1:
+                acc = win.reshape(n * oh * ow, -1) @ wk[0]
+            else:  # [rows, taps, groups, C_g] → per group [rows, taps·C_g] · [taps·C_g, C_o/g]
+                win = win.reshape(n * oh * ow, kh * kw, groups, c // groups)
+                acc = np.concatenate([win[:, :, g].reshape(n * oh * ow, -1) @ wk[g]
+                                      for g in range(groups)], axis=1)  # fmt: skip
+            acc = acc.astype(F32).reshape(n, oh * ow, -1)
             v = ((acc * scales) * sf[:, None, None]).astype(F32).reshape(n * oh * ow, -1)
             if bias is not None:
                 v = v + bias

@@ -59,6 +59,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_strings,
     import_svm,
 )
+from rill.graph.onnx.import_functions import inline_functions
 from rill.graph.onnx.import_registry import get_import_rule
 from rill.graph.onnx.import_scan8 import rewrite_scan8
 from rill.graph.onnx.import_sequence import coerce, kind_of_type
@@ -142,8 +143,14 @@ def _all_nodes(graph: onnx.GraphProto):
 
 
 def unsupported_ops(model) -> list[tuple[str, str, int]]:
-    """(domain, op type, opset) of every op in `model` (subgraphs included) rill cannot import."""
+    """(domain, op type, opset) of every op in `model` (subgraphs and model-local functions'
+    bodies included) rill cannot import."""
     m = load_model(model)
+    if m.functions:
+        try:
+            m = inline_functions(m)
+        except OnnxImportError:  # listed as they are: the import names the problem
+            pass
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in m.opset_import}
     missing = {}
     for n in _all_nodes(m.graph):
@@ -691,6 +698,7 @@ def import_onnx(
     m = load_model(model, external_data_dir)
     check_names(m)
     validate_tensors(m, external_data_dir)
+    m = inline_functions(m)
     m = infer_types_if_valid(_upgrade(m))
     g = graph if graph is not None else Graph()
     imp = _Importer(m, g)

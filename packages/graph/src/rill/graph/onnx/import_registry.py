@@ -44,8 +44,12 @@ def _schema_attrs(op_type: str, domain: str) -> set[str]:
     return names
 
 
-def register_onnx_import(op_type: str, domain: str = "") -> Callable:
+def register_onnx_import(op_type: str, domain: str = "", schemaless: bool = False) -> Callable:
     """Decorator registering the import rule for `op_type` in `domain` ("" is ai.onnx).
+
+    `schemaless`: the op has no onnx schema, and cannot be given one because another domain's
+    op has its name (onnx.reference requires op names unique across domains; onnxruntime's
+    com.microsoft::Gelu); its attributes are the rule's keyword-only parameters.
 
     >>> import rill.graph.onnx.importer  # registers every rule
     >>> rule = get_import_rule("Gemm")
@@ -57,10 +61,15 @@ def register_onnx_import(op_type: str, domain: str = "") -> Callable:
         key = (domain, op_type)
         if key in _RULES:
             raise ValueError(f"an ONNX import rule for {domain or 'ai.onnx'}::{op_type} exists")
-        if not onnx.defs.has(op_type, domain):
-            raise ValueError(f"ONNX declares no op {domain or 'ai.onnx'}::{op_type}")
         params = inspect.signature(fn).parameters.values()
         attrs = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY)
+        if schemaless:
+            if onnx.defs.has(op_type, domain):
+                raise ValueError(f"{domain}::{op_type} has an onnx schema: register it normally")
+            _RULES[key] = ImportRule(op_type, domain, fn, attrs, False)
+            return fn
+        if not onnx.defs.has(op_type, domain):
+            raise ValueError(f"ONNX declares no op {domain or 'ai.onnx'}::{op_type}")
         unknown = attrs - _schema_attrs(op_type, domain)
         if unknown:
             raise ValueError(

@@ -43,6 +43,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_math,
     import_ml,
     import_more_math,
+    import_ms_fused,
     import_ms_quant,
     import_nn,
     import_norm_more,
@@ -441,9 +442,15 @@ class _Importer:
         rule = get_import_rule(node.op_type, domain)
         if rule is None:
             d = f"{domain}::" if domain else ""
+            hint = "run `rill-onnx check` to list every unsupported op of the model"
+            if domain == "com.microsoft.nchwc":
+                # onnxruntime's blocked layout, written by its "all" optimization level only.
+                hint = ("the model was saved by onnxruntime at graph optimization level ALL, "
+                        "whose blocked-layout ops fit the saving machine's vector width; save it "
+                        "at ORT_ENABLE_EXTENDED (or from the original model) instead")  # fmt: skip
             raise OnnxImportError(
                 f"{n.where()}: rill has no import rule for {d}{node.op_type} at opset {n.opset}; "
-                "run `rill-onnx check` to list every unsupported op of the model"
+                + hint
             )
         inputs = []
         for name in node.input:

@@ -205,6 +205,73 @@ def test_onnx_reference_still_loads_after_rill_registers_the_contrib_schemas():
     import sys
 
     code = ("import rill.graph.onnx.importer, onnx.reference, onnx.defs; "
-            "assert not onnx.defs.has('Gelu', 'com.microsoft'); print('ok')")  # fmt: skip
+            "assert not onnx.defs.has('Gelu', 'com.microsoft'); "
+            "assert not onnx.defs.has('Attention', 'com.microsoft'); print('ok')")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def _attention_model(mask=None, past=False, unidirectional=0, qkv=None, bias_input=False):
+    b, s, d, heads = 2, 5, 8, 2
+    sizes = qkv or [d, d, d]
+    w = nh.from_array(f32(d, sum(sizes), scale=0.4), "w")
+    bias = nh.from_array(f32(sum(sizes), scale=0.1), "bias")
+    inputs, names = [vi("x", [b, s, d])], ["x", "w", "bias"]
+    names.append("mask" if mask is not None else "")
+    if mask is not None:
+        inputs.append(vi("mask", list(mask.shape), TP.INT32))
+    outputs = [vi("y")]
+    if past:
+        hd = sizes[0] // heads
+        names.append("past")
+        inputs.append(vi("past", [2, b, heads, 3, hd]))
+        outputs.append(vi("present"))
+    if bias_input:
+        names += [""] * (5 - len(names)) + ["ab"]
+        inputs.append(vi("ab", [1, heads, s, s]))
+    attrs = {"num_heads": heads, "unidirectional": unidirectional}
+    if qkv:
+        attrs["qkv_hidden_sizes"] = qkv
+    node = oh.make_node("Attention", names, [o.name for o in outputs], domain=MS, **attrs)
+    return model([node], inputs, outputs, [w, bias])
+
+
+@pytest.mark.parametrize("case", ["raw_mask", "lengths", "no_mask", "past_causal", "qkv_sizes",
+                                  "attention_bias"])  # fmt: skip
+def test_attention(case):
+    x = f32(2, 5, 8)
+    feeds = {"x": x}
+    if case == "raw_mask":
+        mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], np.int32)
+        m = _attention_model(mask=mask)
+        feeds["mask"] = mask
+    elif case == "lengths":
+        mask = np.array([5, 3], np.int32)
+        m = _attention_model(mask=mask)
+        feeds["mask"] = mask
+    elif case == "no_mask":
+        m = _attention_model()
+    elif case == "past_causal":
+        m = _attention_model(past=True, unidirectional=1)
+        feeds["past"] = f32(2, 2, 2, 3, 4)
+    elif case == "qkv_sizes":
+        m = _attention_model(qkv=[8, 8, 4])
+    else:
+        m = _attention_model(bias_input=True)
+        feeds["ab"] = f32(1, 2, 5, 5)
+    check(m, feeds, rtol=1e-4, atol=1e-5)
+
+
+def test_embed_layer_normalization():
+    ids, seg = RNG.integers(0, 20, (2, 6)).astype(np.int32), RNG.integers(0, 2, (2, 6))
+    mask = np.array([[1] * 6, [1, 1, 1, 1, 0, 0]], np.int32)
+    inits = [nh.from_array(v, k) for k, v in (("word", f32(20, 8)), ("pos", f32(10, 8)),
+                                              ("segw", f32(2, 8)), ("gamma", f32(8) + 1),
+                                              ("beta", f32(8)))]  # fmt: skip
+    node = oh.make_node("EmbedLayerNormalization", ["ids", "seg", "word", "pos", "segw", "gamma",
+                                                    "beta", "mask"],
+                        ["y", "mask_index", "emb"], domain=MS, epsilon=1e-5)  # fmt: skip
+    m = model([node], [vi("ids", [2, 6], TP.INT32), vi("seg", [2, 6], TP.INT32),
+                       vi("mask", [2, 6], TP.INT32)], [vi("y"), vi("mask_index", None, TP.INT32),
+                                                      vi("emb")], inits)  # fmt: skip
+    check(m, {"ids": ids, "seg": seg.astype(np.int32), "mask": mask}, rtol=1e-5, atol=1e-5)

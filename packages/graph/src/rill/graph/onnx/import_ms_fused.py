@@ -5,18 +5,23 @@ graph optimizations), or by `onnxruntime.transformers.optimizer` (which Hugging 
 for its "optimized" exports), holds onnxruntime's fusions as com.microsoft ops: FusedConv,
 FusedGemm and FusedMatMul (a product with its activation or scale), Gelu, FastGelu, BiasGelu and
 QuickGelu, SkipLayerNormalization and SkipSimplifiedLayerNormalization (the residual add and the
-normalization after it), and the ONNX-domain SimplifiedLayerNormalization (RMS normalization, as
-in LLaMA and T5). Each is imported as the ops it fused, with the formulas of onnxruntime's
-contrib op documentation.
+normalization after it), the ONNX-domain SimplifiedLayerNormalization (RMS normalization, as in
+LLaMA and T5), and BERT's EmbedLayerNormalization and Attention (packed Q/K/V product, padding
+mask as lengths or a 0/1 mask, causal masking, past and present keys and values, an additive
+attention bias). Each is imported as the ops it fused, with the formulas of onnxruntime's
+contrib op documentation (masked scores get mask_filter_value, -10000, as there).
 
-Not imported (refused, naming the op): the attention fusions (Attention, MultiHeadAttention,
-GroupQueryAttention, EmbedLayerNormalization), the com.microsoft.nchwc layout ops that the "all"
-optimization level writes (onnxruntime documents such files as tied to the machine that wrote
-them), and FusedMatMul's batch transposes.
+Not imported (refused, naming the op): the other attention fusions (MultiHeadAttention,
+GroupQueryAttention, Attention's rotary and shared-buffer modes and its [2·batch] start/end
+mask), the com.microsoft.nchwc layout ops that the "all" optimization level writes (onnxruntime
+documents such files as tied to the machine that wrote them), and FusedMatMul's batch
+transposes.
 
 The onnx package declares none of these ops, and the import registry checks a rule against
 onnx's schemas, so this module first registers a schema for each (inputs and their optionality,
-attributes with onnxruntime's defaults), except com.microsoft::Gelu, whose name ai.onnx has.
+attributes with onnxruntime's defaults), except com.microsoft::Gelu and ::Attention, whose
+names ai.onnx has: onnx.reference refuses to load when two domains declare one name, so those
+two rules are registered without a schema.
 """
 
 from __future__ import annotations
@@ -38,13 +43,20 @@ _FLOATS = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(doubl
 _AT = _S.AttrType
 
 
-def _schema(name: str, inputs, outputs, attrs=(), domain: str = _MS) -> None:
-    """Registers domain::name with onnx: inputs and outputs as (name, optional), every one of
-    type T (a float type); attrs as (name, default) or (name, AttrType) for one without."""
+def _schema(name: str, inputs, outputs, attrs=(), domain: str = _MS, types=None) -> None:
+    """Registers domain::name with onnx: inputs and outputs as (name, optional), of type T (a
+    float type) unless `types` maps them to T1 (an integer type); attrs as (name, default) or
+    (name, AttrType) for one without."""
     if onnx.defs.has(name, domain):
         return
-    ins = [_S.FormalParameter(i, "T", param_option=_OPT if opt else _ONE) for i, opt in inputs]
-    outs = [_S.FormalParameter(o, "T", param_option=_OPT if opt else _ONE) for o, opt in outputs]
+    types = types or {}
+    ins = [_S.FormalParameter(i, types.get(i, "T"), param_option=_OPT if opt else _ONE)
+           for i, opt in inputs]  # fmt: skip
+    outs = [_S.FormalParameter(o, types.get(o, "T"), param_option=_OPT if opt else _ONE)
+            for o, opt in outputs]  # fmt: skip
+    constraints = [("T", _FLOATS, "")]
+    if "T1" in types.values():
+        constraints.append(("T1", ["tensor(int32)", "tensor(int64)"], ""))
     attributes = [
         _S.Attribute(a, d, required=False)
         if isinstance(d, _AT)
@@ -59,7 +71,7 @@ def _schema(name: str, inputs, outputs, attrs=(), domain: str = _MS) -> None:
             f"onnxruntime's contrib op {name}",
             inputs=ins,
             outputs=outs,
-            type_constraints=[("T", _FLOATS, "")],
+            type_constraints=constraints,
             attributes=attributes,
         )  # fmt: skip
     )
@@ -269,3 +281,157 @@ def fused_conv(n, x, w, b=None, z=None, *, auto_pad="NOTSET", dilations=None, gr
     if z is not None:
         y = op("AddV2", [y, z])
     return _activate(y, activation, activation_params or (), "FusedConv")
+
+
+# -- BERT's fusions: EmbedLayerNormalization and Attention ----------------------------------------
+
+_schema("EmbedLayerNormalization",
+        [("input_ids", 0), ("segment_ids", 1), ("word_embedding", 0), ("position_embedding", 0),
+         ("segment_embedding", 1), ("gamma", 0), ("beta", 1), ("mask", 1), ("position_ids", 1)],
+        [("output", 0), ("mask_index", 1), ("embedding_sum", 1)],
+        [("epsilon", 1e-12), ("mask_index_type", 1)], types={"input_ids": "T1",
+         "segment_ids": "T1", "mask": "T1", "position_ids": "T1", "mask_index": "T1"})  # fmt: skip
+# No schema for com.microsoft::Attention: ai.onnx has an Attention (opset 23), and onnx.reference
+# requires op names unique across domains (the rule is registered schemaless).
+
+_I64 = dtypes.int64
+
+
+def _shape_part(t, lo: int, hi: int):
+    """Shape(t)[lo:hi] as int64."""
+    shp = op("Shape", [t], {"out_type": _I64})
+    return op("StridedSlice", [shp, const([lo], _I64), const([hi], _I64), const([1], _I64)])
+
+
+def _ids(t):
+    return _cast(t, _I64)
+
+
+@register_onnx_import("EmbedLayerNormalization", _MS)
+def embed_layer_normalization(n, input_ids, segment_ids, word_embedding, position_embedding,
+                              segment_embedding=None, gamma=None, beta=None, mask=None,
+                              position_ids=None, *, epsilon=1e-12, mask_index_type=1):  # fmt: skip
+    """LayerNorm(word[ids] + position[positions] + segment[segment ids]) · gamma + beta; the
+    mask's row sums (each sequence's length) as mask_index; the sum before normalizing."""
+    if gamma is None:
+        raise OnnxImportError("EmbedLayerNormalization needs gamma")
+    emb = op("GatherV2", [word_embedding, _ids(input_ids), const(0, dtypes.int32)])
+    if position_ids is None:
+        seq = op("StridedSlice", [op("Shape", [input_ids], {"out_type": _I64}), const([1], _I64),
+                                  const([2], _I64), const([1], _I64)], {"shrink_axis_mask": 1})  # fmt: skip
+        position_ids = op("ExpandDims", [op("Range", [const(0, _I64), seq, const(1, _I64)]),
+                                         const(0, dtypes.int32)])  # fmt: skip
+    pos = op("GatherV2", [position_embedding, _ids(position_ids), const(0, dtypes.int32)])
+    emb = op("AddV2", [emb, pos])
+    if segment_ids is not None and segment_embedding is not None:
+        seg = op("GatherV2", [segment_embedding, _ids(segment_ids), const(0, dtypes.int32)])
+        emb = op("AddV2", [emb, seg])
+    y, _, _ = _layer_norm(emb, [2], epsilon, False)
+    y = op("Mul", [y, gamma])
+    if beta is not None:
+        y = op("AddV2", [y, beta])
+    if mask is not None:
+        lengths = op("Sum", [_cast(op("NotEqual", [mask, const(0, mask.dtype)]), dtypes.int32),
+                             const([1], dtypes.int32)])  # fmt: skip
+    else:
+        ones = op("OnesLike", [_cast(input_ids, dtypes.int32)])
+        lengths = op("Sum", [ones, const([1], dtypes.int32)])
+    return [y, _cast(lengths, input_ids.dtype), emb]
+
+
+def _heads(t, num_heads: int, head_size: int):
+    """[batch, seq, heads · size] → [batch, heads, seq, size]."""
+    shape = op("ConcatV2", [[_shape_part(t, 0, 2), const([num_heads, head_size], _I64)],
+                            const(0, dtypes.int32)])  # fmt: skip
+    return op("Transpose", [op("Reshape", [t, shape]), const([0, 2, 1, 3], dtypes.int32)])
+
+
+def _additive_mask(mask, x, total, past_len, filter_value: float, dt):
+    """mask_index as an additive [batch, 1, 1 or seq, total] mask (0 where attended,
+    filter_value where not)."""
+    r = mask.shape.rank
+    fv = const(filter_value, dt)
+    if r == 1:
+        b = x.shape[0] if x.shape.rank else None
+        m0 = mask.shape[0]
+        if b is not None and m0 is not None and m0 == 2 * b:
+            raise OnnxImportError("Attention's mask_index of end and start positions ([2·batch]) "
+                                  "is not supported")  # fmt: skip
+        j = op("Range", [const(0, _I64), total, const(1, _I64)])
+        ends = op("Reshape", [_ids(mask), const([-1, 1], _I64)])
+        keep = op("Less", [op("ExpandDims", [j, const(0, dtypes.int32)]), ends])  # [batch, T]
+        add = op("SelectV2", [keep, const(0.0, dt), fv])
+        add = op("ExpandDims", [add, const(1, dtypes.int32)])
+        return op("ExpandDims", [add, const(1, dtypes.int32)])  # [batch, 1, 1, T]
+    if r in (2, 3):
+        keep = _cast(mask, dt)
+        add = op("Mul", [op("Sub", [const(1.0, dt), keep]), fv])
+        add = op("ExpandDims", [add, const(1, dtypes.int32)])  # [batch, 1, (seq,) T]
+        if r == 2:
+            add = op("ExpandDims", [add, const(1, dtypes.int32)])
+        return add
+    raise OnnxImportError(f"Attention's mask_index of rank {r} is not supported (1-3 are)")
+
+
+@register_onnx_import("Attention", _MS, schemaless=True)
+def attention(n, x, weights, bias=None, mask_index=None, past=None, attention_bias=None,
+              past_sequence_length=None, *, num_heads, qkv_hidden_sizes=None, unidirectional=0,
+              mask_filter_value=-10000.0, scale=None, do_rotary=0, rotary_embedding_dim=0,
+              past_present_share_buffer=0):  # fmt: skip
+    """onnxruntime's multi-head self-attention: Q, K, V = input · weights + bias (one packed
+    product), softmax(scale · Q Kᵀ + mask + attention_bias) V per head, heads concatenated;
+    `present` stacks K and V (after the past's) as [2, batch, heads, total, head_size]."""
+    if do_rotary or past_present_share_buffer:
+        raise OnnxImportError("Attention with do_rotary or past_present_share_buffer is not "
+                              "supported")  # fmt: skip
+    if x.shape.rank != 3:
+        raise OnnxImportError(f"Attention takes a 3-D input [batch, seq, hidden], got {x.shape}")
+    w = weights.shape.as_list() if weights.shape.rank == 2 else None
+    if w is None or w[1] is None:
+        raise OnnxImportError("Attention needs weights of known shape [input_hidden, 3·hidden]")
+    sizes = list(qkv_hidden_sizes) if qkv_hidden_sizes else [w[1] // 3] * 3
+    if len(sizes) != 3 or sum(sizes) != w[1] or sizes[0] != sizes[1]:
+        raise OnnxImportError(f"Attention's qkv_hidden_sizes {sizes} do not split the weights' "
+                              f"{w[1]} columns into Q, K (equal) and V")  # fmt: skip
+    h = int(num_heads)
+    if any(s % h for s in sizes):
+        raise OnnxImportError(f"Attention: hidden sizes {sizes} are not multiples of "
+                              f"num_heads {h}")  # fmt: skip
+    hd, hdv = sizes[0] // h, sizes[2] // h
+    from rill.graph.onnx.import_linalg import matmul
+
+    qkv = matmul(n, x, weights)
+    if bias is not None:
+        qkv = op("AddV2", [qkv, bias])
+    q, k, v = op("SplitV", [qkv, const(sizes, _I64), const(-1, dtypes.int32)], {"num_split": 3})
+    q, k, v = _heads(q, h, hd), _heads(k, h, hd), _heads(v, h, hdv)
+    if past is not None:
+        pk, pv = op("Unpack", [past], {"num": 2, "axis": 0})
+        k = op("ConcatV2", [[pk, k], const(2, dtypes.int32)])
+        v = op("ConcatV2", [[pv, v], const(2, dtypes.int32)])
+    present = op("Pack", [[k, v]], {"axis": 0}) if hd == hdv else None  # (V's heads differ)
+    dt = x.dtype
+    s = float(scale) if scale else 1.0 / math.sqrt(hd)
+    scores = op("Mul", [op("BatchMatMulV2", [q, k], {"adj_y": True}), const(s, dt)])
+    total = op("StridedSlice", [op("Shape", [k], {"out_type": _I64}), const([2], _I64),
+                                const([3], _I64), const([1], _I64)], {"shrink_axis_mask": 1})  # fmt: skip
+    seq = op("StridedSlice", [op("Shape", [q], {"out_type": _I64}), const([2], _I64),
+                              const([3], _I64), const([1], _I64)], {"shrink_axis_mask": 1})  # fmt: skip
+    past_len = op("Sub", [total, seq])
+    if mask_index is not None:
+        scores = op("AddV2", [scores, _additive_mask(mask_index, x, total, past_len,
+                                                     float(mask_filter_value), dt)])  # fmt: skip
+    if unidirectional:
+        i = op("AddV2", [op("Range", [const(0, _I64), seq, const(1, _I64)]), past_len])
+        j = op("Range", [const(0, _I64), total, const(1, _I64)])
+        future = op("Greater", [op("ExpandDims", [j, const(0, dtypes.int32)]),
+                                op("ExpandDims", [i, const(1, dtypes.int32)])])  # fmt: skip
+        scores = op("AddV2", [scores, op("SelectV2", [future, const(float(mask_filter_value), dt),
+                                                      const(0.0, dt)])])  # fmt: skip
+    if attention_bias is not None:
+        scores = op("AddV2", [scores, attention_bias])
+    ctx = op("BatchMatMulV2", [op("Softmax", [scores]), v])  # [batch, heads, seq, hdv]
+    ctx = op("Transpose", [ctx, const([0, 2, 1, 3], dtypes.int32)])
+    shape = op("ConcatV2", [[_shape_part(x, 0, 2), const([sizes[2]], _I64)],
+                            const(0, dtypes.int32)])  # fmt: skip
+    return [op("Reshape", [ctx, shape]), present]

@@ -218,3 +218,18 @@ def test_gather_nd_with_negative_indices_counts_from_the_end(fed, batch_dims):
         feeds = {"x": x}
     (got,), (want,) = run_rill(m, feeds), run_ort(m, feeds)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("elem", [TP.FLOAT, TP.FLOAT16])
+@pytest.mark.parametrize("bound", ["min", "max"])
+def test_a_clip_with_one_bound_takes_the_types_extreme_for_the_other(elem, bound):
+    """torch.clamp(x, min=0) exports as Clip(x, 0, <absent>): ONNX's absent max is the type's
+    largest value, so +inf becomes it (onnxruntime does so), and likewise -inf for min."""
+    dt = np.float32 if elem == TP.FLOAT else np.float16
+    zero = nh.from_array(np.array(0, dt), "zero")
+    inputs = ["x", "zero", ""] if bound == "min" else ["x", "", "zero"]
+    m = model([oh.make_node("Clip", inputs, ["y"])], [vi("x", elem, [6])], [vi("y", elem)], [zero])
+    x = np.array([np.inf, -np.inf, 1.5, -2.0, 0.0, 3.0], dt)
+    (got,), (want,) = run_rill(m, {"x": x}), run_ort(m, {"x": x})
+    np.testing.assert_array_equal(got, want)
+    assert np.isfinite(got).all()

@@ -6,6 +6,7 @@ ONNX's elementwise ops broadcast as numpy does, and so do TensorFlow's; most map
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from rill.graph import dtypes
@@ -143,17 +144,23 @@ def mean(n, *xs):
 
 @register_onnx_import("Clip")
 def clip(n, x, lo=None, hi=None):
-    """min(max(x, lo), hi): with lo > hi every element is hi, as ONNX specifies. Clips of a
-    floating tensor to [0, 6] and [0, inf) are Relu6 and Relu (the same ufuncs, one op, which
-    the remapper fuses into a preceding convolution)."""
+    """min(max(x, lo), hi): with lo > hi every element is hi, as ONNX specifies. An absent
+    bound of a floating clip is the type's lowest or largest finite value, as ONNX defines it
+    (so +inf clipped from below only becomes the largest float, as in onnxruntime). A clip of a
+    floating tensor to [0, 6] is Relu6 (the same ufuncs, one op, which the remapper fuses into a
+    preceding convolution)."""
     if x.dtype.is_floating:
         lo_v = None if lo is None else static(lo)
         hi_v = None if hi is None else static(hi)
         zero_lo = lo_v is not None and lo_v.shape == () and lo_v == 0 and not np.signbit(lo_v)
-        if zero_lo and hi is None:
-            return op("Relu", [x])
         if zero_lo and hi_v is not None and hi_v.shape == () and hi_v == 6:
             return op("Relu6", [x])
+        if (lo is None) != (hi is None):
+            finfo = ml_dtypes.finfo(x.dtype.np)  # (numpy's finfo does not know bfloat16)
+            if lo is None:
+                lo = const(float(finfo.min), x.dtype)
+            else:
+                hi = const(float(finfo.max), x.dtype)
     y = x
     if lo is not None:
         y = op("Maximum", [y, lo])

@@ -135,3 +135,19 @@ def test_a_function_with_an_invalid_body_node_is_refused_naming_it():
     with pytest.raises(OnnxImportError, match=r"function custom.fn::Bad: body node #0 "
                                               r"\(Transpose"):  # fmt: skip
         run_rill(m, {"x": np.zeros((2, 3), np.float32)})
+
+
+def test_a_function_body_may_use_onnxruntimes_contrib_ops():
+    """com.microsoft::Gelu has no onnx schema (ai.onnx has a Gelu): the body check leaves ops
+    without a schema to the import."""
+    body = [oh.make_node("Gelu", ["a"], ["g"], domain="com.microsoft"),
+            oh.make_node("Add", ["g", "a"], ["b"])]  # fmt: skip
+    f = oh.make_function(D, "GeluRes", ["a"], ["b"], body,
+                         [oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)])  # fmt: skip
+    g = oh.make_graph([oh.make_node("GeluRes", ["x"], ["y"], domain=D)], "g",
+                      [vi("x", shape=[2, 3])], [vi("y")])  # fmt: skip
+    ops = [oh.make_opsetid("", 17), oh.make_opsetid(D, 1), oh.make_opsetid("com.microsoft", 1)]
+    m = oh.make_model(g, opset_imports=ops, functions=[f], ir_version=9)
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    (got,), (want,) = run_rill(m, {"x": x}), run_ort(m, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -9,8 +9,8 @@ out: they are written into the calls first); the body's value names get a unique
 call. A function body
 written for another ai.onnx opset than the model's is converted to the model's first.
 
-The inliner is C++, so the model is checked before it runs: every function body node passes
-`onnx.checker.check_node` in its function's opsets, and no function calls itself, directly or
+The inliner is C++, so the model is checked before it runs: every function body node of an op
+onnx has a schema for passes `onnx.checker.check_node` in its function's opsets, and no function calls itself, directly or
 through others (the inliner would not stop). Either failure is an OnnxImportError naming the
 function."""
 
@@ -20,6 +20,7 @@ import onnx
 import onnx.inliner
 
 from rill.graph.onnx.import_util import OnnxImportError
+from rill.graph.onnx.untrusted import check_node_shallow
 
 __all__ = ["inline_functions", "local_function_ops"]
 
@@ -35,17 +36,10 @@ def _check_bodies(model: onnx.ModelProto) -> None:
         ctx.ir_version = model.ir_version or onnx.IR_VERSION
         ctx.opset_imports = {o.domain: o.version for o in f.opset_import}
         for k, n in enumerate(f.node):
-            shallow = n
-            if any(a.HasField("g") or a.graphs for a in n.attribute):
-                shallow = onnx.NodeProto()
-                shallow.CopyFrom(n)
-                for a in shallow.attribute:
-                    if a.HasField("g"):
-                        a.g.CopyFrom(onnx.GraphProto(name=a.g.name))
-                    for sub in a.graphs:
-                        sub.CopyFrom(onnx.GraphProto(name=sub.name))
+            if not onnx.defs.has(n.op_type, n.domain):
+                continue  # another function, or an op onnx has no schema for: import decides
             try:
-                onnx.checker.check_node(shallow, ctx, onnx.checker.C.LexicalScopeContext())
+                check_node_shallow(n, ctx)
             except Exception as e:  # noqa: BLE001 - any checker failure is the model's
                 raise OnnxImportError(
                     f"model-local function {f.domain}::{f.name}: body node #{k} "

@@ -210,6 +210,25 @@ def validate_tensors(
         _check_data(t, what, count)
 
 
+def check_node_shallow(n: onnx.NodeProto, ctx, lex=None) -> None:
+    """onnx.checker's node check of `n` without its subgraphs, which are checked on their own:
+    checking them inside the node would need the enclosing graphs' names in scope (a Loop body
+    reading an outer value fails otherwise). Raises the checker's error."""
+    shallow = n
+    if any(a.HasField("g") or a.graphs for a in n.attribute):
+        shallow = onnx.NodeProto()
+        shallow.CopyFrom(n)
+        for a in shallow.attribute:
+            if a.HasField("g"):
+                a.g.CopyFrom(onnx.GraphProto(name=a.g.name))
+            for sub in a.graphs:
+                sub.CopyFrom(onnx.GraphProto(name=sub.name))
+    if _SCOPED:
+        onnx.checker.check_node(shallow, ctx, lex or onnx.checker.C.LexicalScopeContext())
+    else:
+        onnx.checker.check_node(shallow, ctx)
+
+
 def _nodes_pass_checker(model: onnx.ModelProto) -> bool:
     """Whether every node (subgraphs' included) passes onnx.checker's node check: attributes of
     the schema's types, required attributes present, input and output counts in range. Graph
@@ -223,22 +242,7 @@ def _nodes_pass_checker(model: onnx.ModelProto) -> bool:
         g = stack.pop()
         for n in g.node:
             try:
-                # A node's subgraphs are checked on their own (below): checking them inside the
-                # node would need the enclosing graphs' names in scope (a Loop body reading an
-                # outer value fails otherwise).
-                shallow = n
-                if any(a.HasField("g") or a.graphs for a in n.attribute):
-                    shallow = onnx.NodeProto()
-                    shallow.CopyFrom(n)
-                    for a in shallow.attribute:
-                        if a.HasField("g"):
-                            a.g.CopyFrom(onnx.GraphProto(name=a.g.name))
-                        for sub in a.graphs:
-                            sub.CopyFrom(onnx.GraphProto(name=sub.name))
-                if _SCOPED:
-                    onnx.checker.check_node(shallow, ctx, lex)
-                else:
-                    onnx.checker.check_node(shallow, ctx)
+                check_node_shallow(n, ctx, lex)
             except Exception:  # noqa: BLE001 - any checker failure means: do not infer
                 return False
             for a in n.attribute:

@@ -74,6 +74,10 @@ def test_binarizer_scaler_normalizer_imputer():
         node = helper.make_node("Normalizer", ["x"], ["y"], domain=_ML, norm=norm)
         m = _model(node, [_vi("x", 1, [None, 3])], [_vi("y", 1, [None, 3])])
         _check(m, {"x": x}, ref=True)
+        # A row of zeros (a text with no vocabulary word, TF-IDF'd), a row whose maximum is 0
+        # and one of negatives: onnxruntime leaves a row with a zero norm as it is.
+        edge = np.array([[0, 0, 0], [-1, 0, -2], [-1, -2, -4], [3, -4, 0]], np.float32)
+        _check(m, {"x": edge})
 
 
 def test_array_feature_extractor_and_feature_vectorizer():

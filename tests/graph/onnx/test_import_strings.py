@@ -284,3 +284,46 @@ def test_tfidf_bad_inputs_name_the_node():
     with Session(graph=g) as s, pytest.raises(InvalidArgumentError,
                                               match=r"(?s)whole n-grams.*tfidf"):  # fmt: skip
         s.run(outputs["y"], {inputs["x"]: np.zeros(3, np.int64)})
+
+
+# -- Tokenizer (onnxruntime's com.microsoft contrib op) -----------------------------------------
+
+_TEXTS = [["Hello World", "I love  computer science !"], ["a b", "x"]]
+
+
+def _tokenizer(shape, **attrs):
+    attrs = {"mark": 0, "mincharnum": 1, "pad_value": "#", **attrs}
+    node = oh.make_node("Tokenizer", ["x"], ["y"], domain="com.microsoft", **attrs)
+    g = oh.make_graph([node], "t", [vi("x", shape=shape)], [vi("y")])
+    ops = [oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)]
+    return oh.make_model(g, opset_imports=ops, ir_version=8)
+
+
+@pytest.mark.parametrize("case", ["tokenexp", "sklearn", "separators", "chars", "mark",
+                                  "mincharnum", "1d"])  # fmt: skip
+def test_tokenizer_matches_onnxruntime(case):
+    ort = pytest.importorskip("onnxruntime")
+    x = strings(_TEXTS)
+    attrs = {
+        "tokenexp": {"tokenexp": "[a-zA-Z0-9_]+"},
+        "sklearn": {"tokenexp": r"\b\w\w+\b"},  # scikit-learn's default token pattern
+        "separators": {"separators": [" ", "!"]},
+        "chars": {"separators": [""]},
+        "mark": {"tokenexp": "[a-z]+", "mark": 1},
+        "mincharnum": {"separators": [" "], "mincharnum": 3},
+        "1d": {"tokenexp": "[A-Za-z]+"},
+    }[case]
+    if case == "1d":
+        x = strings(_TEXTS[0])
+    m = _tokenizer(list(x.shape), **attrs)
+    (got,) = run(m, x)
+    (want,) = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert [v.decode() if isinstance(v, bytes) else v for v in got.reshape(-1)] == list(
+        want.reshape(-1)
+    )
+
+
+def test_tokenizer_takes_one_of_tokenexp_and_separators():
+    with pytest.raises(OnnxImportError, match="exactly one of tokenexp and separators"):
+        run(_tokenizer([1], tokenexp="a", separators=[" "]), strings(["a"]))

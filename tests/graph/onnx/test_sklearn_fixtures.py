@@ -3,7 +3,11 @@ tools/fixtures/make_sklearn_fixtures.py), imported into rill and matched with on
 recorded outputs: labels exactly, scores, probabilities and predictions to rtol 1e-4, atol 1e-5.
 Random forests, gradient boosting, a decision tree, a scaled logistic regression, LinearSVC,
 SVC (RBF one-vs-one, and Platt probabilities), SVR, k-nearest neighbours and Gaussian naive
-Bayes; the random-forest inputs hold NaN in some rows."""
+Bayes; the random-forest inputs hold NaN in some rows. Two text pipelines (TF-IDF + logistic
+regression, word and bigram counts + multinomial naive Bayes) take strings through
+StringNormalizer, onnxruntime's com.microsoft Tokenizer and TfIdfVectorizer; their recorded
+outputs are scikit-learn's own (onnxruntime's StringNormalizer needs a locale many machines
+lack), one test text holding no vocabulary word."""
 
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "sklearn"
 NAMES = [
     "rf_binary_nan", "rf_3class_nan", "gb_binary", "gb_3class", "gb_regressor", "rf_regressor",
     "dt_binary", "scaler_logreg_binary", "linear_svc_binary", "svc_rbf_3class",
-    "svc_proba_binary", "svr", "knn_3class", "gaussian_nb_3class",
+    "svc_proba_binary", "svr", "knn_3class", "gaussian_nb_3class", "tfidf_logreg_text",
+    "count_bigram_nb_text",
 ]  # fmt: skip
 
 

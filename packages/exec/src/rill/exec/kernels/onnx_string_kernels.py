@@ -136,3 +136,54 @@ def onnx_tfidf_vectorizer(T, mode, min_gram_length, max_gram_length, max_skip_co
         return out[0] if x.ndim == 1 else out
 
     return compute
+
+
+# -- Tokenizer (com.microsoft) ------------------------------------------------------------------
+
+
+@register_kernel("_OnnxTokenizer")
+def onnx_tokenizer(mark, mincharnum, pad_value, separators, tokenexp):
+    def compiled(pattern: str):
+        try:
+            return re.compile(re2_to_python(pattern))
+        except (Re2PatternError, re.error) as e:
+            raise InvalidArgumentError(f"Tokenizer: {e}") from None
+
+    if tokenexp:
+        rx = compiled(tokenexp)
+
+        def split(s: str) -> list[str]:
+            # Successive leftmost matches, each search starting after the previous token (one
+            # character on where nothing matched): finditer's order; empty matches are no tokens.
+            return [m.group(0) for m in rx.finditer(s) if m.group(0)]
+
+    elif list(separators) == [""]:
+
+        def split(s: str) -> list[str]:
+            return list(s)
+
+    elif separators:
+        rx = compiled("|".join(f"(?:{sep})" for sep in separators))
+
+        def split(s: str) -> list[str]:
+            return [t for t in rx.split(s) if t]
+
+    else:
+        raise InvalidArgumentError("Tokenizer needs tokenexp or separators")
+
+    def compute(x):
+        if x.ndim not in (1, 2):
+            raise InvalidArgumentError(
+                f"Tokenizer: input must be [C] or [N, C], got {TensorShape(x.shape)}"
+            )
+        rows = []
+        for v in x.reshape(-1):
+            tokens = [t for t in split(_text("Tokenizer", v)) if len(t) >= mincharnum]
+            if mark and tokens:
+                tokens = ["\x02", *tokens, "\x03"]
+            rows.append(tokens)
+        width = max((len(r) for r in rows), default=0)
+        flat = [t for r in rows for t in r + [pad_value] * (width - len(r))]
+        return _strings(flat, (*x.shape, width))
+
+    return compute

@@ -143,7 +143,10 @@ def normalizer(n, x, *, norm="MAX"):
         d = op("Sqrt", [op("Sum", [op("Square", [x]), axis], {"keep_dims": True})])
     else:
         raise OnnxImportError(f"norm {norm!r} is not one of MAX, L1, L2")
-    return op("RealDiv", [x, d])
+    # A row whose norm (or maximum) is 0 stays as it is, as in onnxruntime (a text no word of
+    # the vocabulary: a TF-IDF row of zeros).
+    zero = op("Equal", [d, const(0.0, _F32)])
+    return op("RealDiv", [x, op("SelectV2", [zero, const(1.0, _F32), d])])
 
 
 @register_onnx_import("Imputer", domain=_ML)

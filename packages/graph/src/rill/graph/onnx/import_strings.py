@@ -1,5 +1,6 @@
 """ONNX import rules: strings (StringNormalizer, StringSplit, StringConcat, RegexFullMatch,
-TfIdfVectorizer).
+TfIdfVectorizer, and onnxruntime's com.microsoft Tokenizer, which skl2onnx writes for
+scikit-learn's TfidfVectorizer and CountVectorizer).
 
 StringConcat and StringSplit compose TensorFlow's StringJoin and StringSplitV2 (which work on the
 UTF-8 bytes, whose split points are character boundaries). StringNormalizer, RegexFullMatch and
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import onnx.defs
 
 from rill.graph import dtypes
 from rill.graph.onnx.import_registry import register_onnx_import
@@ -121,3 +123,48 @@ def tfidf_vectorizer(n, x, *, mode, min_gram_length, max_gram_length, max_skip_c
         "weights": [float(w) for w in weights or ()],
     }
     return op("_OnnxTfIdfVectorizer", [x], attrs, name="TfIdfVectorizer")
+
+
+# -- onnxruntime's Tokenizer (com.microsoft), which skl2onnx writes for text vectorizers ---------
+
+_MS = "com.microsoft"
+if not onnx.defs.has("Tokenizer", _MS):
+    _S = onnx.defs.OpSchema
+    onnx.defs.register_schema(
+        _S(
+            "Tokenizer",
+            _MS,
+            1,
+            "onnxruntime's contrib op Tokenizer",
+            inputs=[_S.FormalParameter("X", "T")],
+            outputs=[_S.FormalParameter("Y", "T")],
+            type_constraints=[("T", ["tensor(string)"], "")],
+            attributes=[
+                _S.Attribute("mark", _S.AttrType.INT, required=True),
+                _S.Attribute("mincharnum", _S.AttrType.INT, required=True),
+                _S.Attribute("pad_value", _S.AttrType.STRING, required=True),
+                _S.Attribute("separators", _S.AttrType.STRINGS, required=False),
+                _S.Attribute("tokenexp", _S.AttrType.STRING, required=False),
+            ],
+        )
+    )
+
+
+@register_onnx_import("Tokenizer", _MS)
+def tokenizer(n, x, *, mark, mincharnum, pad_value, separators=(), tokenexp=""):
+    """Each string's tokens along a new last axis (rill's _OnnxTokenizer): the RE2 pattern
+    tokenexp's matches, or the pieces between separators."""
+    if bool(tokenexp) == bool(separators):
+        raise OnnxImportError("Tokenizer takes exactly one of tokenexp and separators")
+    for p in [tokenexp] if tokenexp else [s for s in separators if s]:
+        try:
+            re.compile(re2_to_python(p))
+        except Re2PatternError as e:
+            raise OnnxImportError(str(e)) from None
+        except re.error as e:
+            raise OnnxImportError(f"RE2 pattern {p!r} is not a valid pattern: {e}") from None
+    if mincharnum < 1:
+        raise OnnxImportError(f"Tokenizer's mincharnum must be at least 1, got {mincharnum}")
+    attrs = {"mark": bool(mark), "mincharnum": int(mincharnum), "pad_value": pad_value,
+             "separators": list(separators), "tokenexp": tokenexp}  # fmt: skip
+    return op("_OnnxTokenizer", [x], attrs, name="Tokenizer")

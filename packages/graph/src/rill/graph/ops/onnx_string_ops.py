@@ -1,8 +1,9 @@
 """rill's own ops for the ONNX string operators that no TensorFlow op or short composition
 computes (names start with "_"; the ONNX importer builds them, users do not):
 _OnnxStringNormalizer (stopword removal changes the length), _OnnxRegexFullMatch (RE2 semantics on
-UTF-8 text, where TensorFlow's RegexFullMatch kernel matches bytes) and _OnnxTfIdfVectorizer
-(skip-gram counting). Each computes what the ONNX operator of the same name specifies.
+UTF-8 text, where TensorFlow's RegexFullMatch kernel matches bytes), _OnnxTfIdfVectorizer
+(skip-gram counting) and _OnnxTokenizer (onnxruntime's com.microsoft Tokenizer, which
+skl2onnx writes for scikit-learn's text vectorizers). Each computes what the ONNX operator of the same name specifies.
 
 `re2_to_python` holds the RE2 subset rill matches: it rewrites an RE2 pattern into a Python `re`
 pattern of the same meaning, and refuses what it cannot carry over.
@@ -91,6 +92,35 @@ defop(
     "n-gram (lengths min_gram_length..max_gram_length; items of an n-gram k + 1 apart for each "
     "skip k up to max_skip_count, a 1-gram counted once) at output[ngram_indexes[i]]; IDF "
     "clips counts to 1 and scales by weights, TFIDF scales by weights.",
+)
+
+
+def _tokenizer_shape(op):
+    s = op._inputs[0].shape
+    if s.rank is None:
+        return [TensorShape(None)]
+    if s.rank not in (1, 2):
+        raise ValueError(f"Tokenizer takes a [C] or [N, C] tensor, got {s}")
+    return [s.concatenate([None])]
+
+
+defop(
+    "_OnnxTokenizer",
+    inputs=["input: string"],
+    outputs=["output: string"],
+    attrs=[
+        "mark: bool = false",
+        "mincharnum: int >= 0 = 1",
+        "pad_value: string = '#'",
+        "separators: list(string) = []",
+        "tokenexp: string = ''",
+    ],
+    shape=_tokenizer_shape,
+    doc="onnxruntime's com.microsoft Tokenizer: each string of a [C] or [N, C] tensor as its "
+    "tokens along a new last axis, padded with pad_value to the most tokens of any string: the "
+    "successive matches of the RE2 pattern tokenexp, or the pieces between matches of the "
+    "separators (one empty separator: the characters); tokens of fewer than mincharnum "
+    "characters dropped; with mark, 0x02 before and 0x03 after each string's tokens.",
 )
 
 

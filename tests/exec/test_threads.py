@@ -478,6 +478,10 @@ class _PerThreadBlas:
     def get_num_threads(self):
         return getattr(self.local, "n", 4)
 
+    @property
+    def num_threads(self):  # threadpoolctl's LibController has both
+        return self.get_num_threads()
+
     def set_num_threads(self, n):
         self.local.n = n
         self.sets.append((threading.current_thread().name, n))

@@ -57,14 +57,20 @@ def string_split(n, x, *, delimiter="", maxsplit=None):
     return [substrings, counts]
 
 
-@register_onnx_import("RegexFullMatch")
-def regex_full_match(n, x, *, pattern):
+def _check_re2(pattern: str) -> None:
+    """Refuses, at import, an RE2 pattern rill cannot match (naming the feature) or an invalid
+    one."""
     try:
         re.compile(re2_to_python(pattern))
     except Re2PatternError as e:
         raise OnnxImportError(str(e)) from None
     except re.error as e:
         raise OnnxImportError(f"RE2 pattern {pattern!r} is not a valid pattern: {e}") from None
+
+
+@register_onnx_import("RegexFullMatch")
+def regex_full_match(n, x, *, pattern):
+    _check_re2(pattern)
     return op("_OnnxRegexFullMatch", [x], {"pattern": pattern}, name="RegexFullMatch")
 
 
@@ -157,12 +163,7 @@ def tokenizer(n, x, *, mark, mincharnum, pad_value, separators=(), tokenexp=""):
     if bool(tokenexp) == bool(separators):
         raise OnnxImportError("Tokenizer takes exactly one of tokenexp and separators")
     for p in [tokenexp] if tokenexp else [s for s in separators if s]:
-        try:
-            re.compile(re2_to_python(p))
-        except Re2PatternError as e:
-            raise OnnxImportError(str(e)) from None
-        except re.error as e:
-            raise OnnxImportError(f"RE2 pattern {p!r} is not a valid pattern: {e}") from None
+        _check_re2(p)
     if mincharnum < 1:
         raise OnnxImportError(f"Tokenizer's mincharnum must be at least 1, got {mincharnum}")
     attrs = {"mark": bool(mark), "mincharnum": int(mincharnum), "pad_value": pad_value,

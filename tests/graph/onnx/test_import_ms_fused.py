@@ -275,3 +275,39 @@ def test_embed_layer_normalization():
                        vi("mask", [2, 6], TP.INT32)], [vi("y"), vi("mask_index", None, TP.INT32),
                                                       vi("emb")], inits)  # fmt: skip
     check(m, {"ids": ids, "seg": seg.astype(np.int32), "mask": mask}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["cross", "bias", "mask_2d", "attention_bias", "past_causal"])
+def test_multi_head_attention(case):
+    b, s, t, d, heads = 2, 4, 6, 8, 2
+    kv_len = s if case == "past_causal" else t
+    q, k, v = f32(b, s, d), f32(b, kv_len, d), f32(b, kv_len, d)
+    names, inputs, feeds = ["q", "k", "v"], [vi("q", [b, s, d]), vi("k", [b, kv_len, d]),
+                                               vi("v", [b, kv_len, d])], {"q": q, "k": k, "v": v}  # fmt: skip
+    inits, outputs, attrs = [], [vi("y")], {"num_heads": heads}
+    if case == "bias":
+        inits.append(nh.from_array(f32(3 * d, scale=0.1), "bias"))
+        names.append("bias")
+    if case == "mask_2d":
+        names += ["", "mask"]
+        inputs.append(vi("mask", [b, t], TP.INT32))
+        feeds["mask"] = np.array([[1] * 6, [1, 1, 1, 1, 0, 0]], np.int32)
+    if case == "attention_bias":
+        names += ["", "", "ab"]
+        inputs.append(vi("ab", [1, heads, s, t]))
+        feeds["ab"] = f32(1, heads, s, t)
+    if case == "past_causal":
+        names += ["", "", "", "pk", "pv"]
+        inputs += [vi("pk", [b, heads, 3, d // heads]), vi("pv", [b, heads, 3, d // heads])]
+        feeds["pk"], feeds["pv"] = f32(b, heads, 3, d // heads), f32(b, heads, 3, d // heads)
+        outputs += [vi("present_k"), vi("present_v")]
+        attrs["unidirectional"] = 1
+    node = oh.make_node("MultiHeadAttention", names, [o.name for o in outputs], domain=MS, **attrs)
+    check(model([node], inputs, outputs, inits), feeds, rtol=1e-4, atol=1e-5)
+
+
+def test_multi_head_attention_with_packed_qkv_is_refused_naming_the_node():
+    node = oh.make_node("MultiHeadAttention", ["qkv"], ["y"], domain=MS, num_heads=2, name="mha")
+    m = model([node], [vi("qkv", [2, 4, 2, 3, 4])], [vi("y")])
+    with pytest.raises(OnnxImportError, match=r"mha.*packed QKV"):
+        run_rill(m, {"qkv": f32(2, 4, 2, 3, 4)})

@@ -6,14 +6,15 @@ for its "optimized" exports), holds onnxruntime's fusions as com.microsoft ops: 
 FusedGemm and FusedMatMul (a product with its activation or scale), Gelu, FastGelu, BiasGelu and
 QuickGelu, SkipLayerNormalization and SkipSimplifiedLayerNormalization (the residual add and the
 normalization after it), the ONNX-domain SimplifiedLayerNormalization (RMS normalization, as in
-LLaMA and T5), and BERT's EmbedLayerNormalization and Attention (packed Q/K/V product, padding
+LLaMA and T5), BERT's EmbedLayerNormalization and Attention (packed Q/K/V product, padding
 mask as lengths or a 0/1 mask, causal masking, past and present keys and values, an additive
-attention bias). Each is imported as the ops it fused, with the formulas of onnxruntime's
+attention bias), and MultiHeadAttention with separate query, key and value (cross attention,
+Q/K/V biases, key padding mask, attention bias, past and present keys and values). Each is imported as the ops it fused, with the formulas of onnxruntime's
 contrib op documentation (masked scores get mask_filter_value, -10000, as there).
 
-Not imported (refused, naming the op): the other attention fusions (MultiHeadAttention,
-GroupQueryAttention, Attention's rotary and shared-buffer modes and its [2·batch] start/end
-mask), the com.microsoft.nchwc layout ops that the "all" optimization level writes (onnxruntime
+Not imported (refused, naming the op): GroupQueryAttention, MultiHeadAttention's packed QKV
+and shared-buffer cache forms, Attention's rotary and shared-buffer modes and its [2·batch]
+start/end mask, the com.microsoft.nchwc layout ops that the "all" optimization level writes (onnxruntime
 documents such files as tied to the machine that wrote them), and FusedMatMul's batch
 transposes.
 
@@ -410,16 +411,34 @@ def attention(n, x, weights, bias=None, mask_index=None, past=None, attention_bi
         k = op("ConcatV2", [[pk, k], const(2, dtypes.int32)])
         v = op("ConcatV2", [[pv, v], const(2, dtypes.int32)])
     present = op("Pack", [[k, v]], {"axis": 0}) if hd == hdv else None  # (V's heads differ)
+    ctx = _attend(x, q, k, v, hd, scale, mask_index, attention_bias, unidirectional,
+                  mask_filter_value)  # fmt: skip
+    return [_merge_heads(ctx, x, sizes[2]), present]
+
+
+def _merge_heads(ctx, x, width: int):
+    """[batch, heads, seq, size] → [batch, seq, heads · size] (x gives batch and seq)."""
+    ctx = op("Transpose", [ctx, const([0, 2, 1, 3], dtypes.int32)])
+    shape = op("ConcatV2", [[_shape_part(x, 0, 2), const([width], _I64)],
+                            const(0, dtypes.int32)])  # fmt: skip
+    return op("Reshape", [ctx, shape])
+
+
+def _attend(x, q, k, v, head_size: int, scale, mask, attention_bias, unidirectional,
+            mask_filter_value):  # fmt: skip
+    """softmax(scale · Q Kᵀ + mask + causal mask + attention_bias) V for [batch, heads, seq,
+    size] Q, K, V (K and V with the past's positions first); masked scores get
+    mask_filter_value, as onnxruntime adds it."""
     dt = x.dtype
-    s = float(scale) if scale else 1.0 / math.sqrt(hd)
+    s = float(scale) if scale else 1.0 / math.sqrt(head_size)
     scores = op("Mul", [op("BatchMatMulV2", [q, k], {"adj_y": True}), const(s, dt)])
     total = op("StridedSlice", [op("Shape", [k], {"out_type": _I64}), const([2], _I64),
                                 const([3], _I64), const([1], _I64)], {"shrink_axis_mask": 1})  # fmt: skip
     seq = op("StridedSlice", [op("Shape", [q], {"out_type": _I64}), const([2], _I64),
                               const([3], _I64), const([1], _I64)], {"shrink_axis_mask": 1})  # fmt: skip
     past_len = op("Sub", [total, seq])
-    if mask_index is not None:
-        scores = op("AddV2", [scores, _additive_mask(mask_index, x, total, past_len,
+    if mask is not None:
+        scores = op("AddV2", [scores, _additive_mask(mask, x, total, past_len,
                                                      float(mask_filter_value), dt)])  # fmt: skip
     if unidirectional:
         i = op("AddV2", [op("Range", [const(0, _I64), seq, const(1, _I64)]), past_len])
@@ -430,8 +449,55 @@ def attention(n, x, weights, bias=None, mask_index=None, past=None, attention_bi
                                                       const(0.0, dt)])])  # fmt: skip
     if attention_bias is not None:
         scores = op("AddV2", [scores, attention_bias])
-    ctx = op("BatchMatMulV2", [op("Softmax", [scores]), v])  # [batch, heads, seq, hdv]
-    ctx = op("Transpose", [ctx, const([0, 2, 1, 3], dtypes.int32)])
-    shape = op("ConcatV2", [[_shape_part(x, 0, 2), const([sizes[2]], _I64)],
-                            const(0, dtypes.int32)])  # fmt: skip
-    return [op("Reshape", [ctx, shape]), present]
+    return op("BatchMatMulV2", [op("Softmax", [scores]), v])  # [batch, heads, seq, size]
+
+
+_schema("MultiHeadAttention",
+        [("query", 0), ("key", 1), ("value", 1), ("bias", 1), ("key_padding_mask", 1),
+         ("attention_bias", 1), ("past_key", 1), ("past_value", 1),
+         ("past_sequence_length", 1), ("cache_indirection", 1)],
+        [("output", 0), ("present_key", 1), ("present_value", 1), ("qk", 1)],
+        [("num_heads", _AT.INT), ("mask_filter_value", -10000.0), ("scale", _AT.FLOAT),
+         ("unidirectional", 0)],
+        types={"key_padding_mask": "T1", "past_sequence_length": "T1",
+               "cache_indirection": "T1"})  # fmt: skip
+
+
+@register_onnx_import("MultiHeadAttention", _MS)
+def multi_head_attention(n, query, key=None, value=None, bias=None, key_padding_mask=None,
+                         attention_bias=None, past_key=None, past_value=None,
+                         past_sequence_length=None, cache_indirection=None, *, num_heads,
+                         mask_filter_value=-10000.0, scale=None, unidirectional=0):  # fmt: skip
+    """onnxruntime's MultiHeadAttention with separate [batch, seq, hidden] query, key and value
+    (projected already; `bias` adds [Q | K | V] biases), an optional key padding mask
+    ([batch] lengths or a [batch, total] 0/1 mask), attention bias, and past keys and values
+    ([batch, heads, past, size], returned with the new ones appended as present_key/value).
+    Packed QKV, keys and values already split into heads, and cache indirection are refused."""
+    if key is None or value is None:
+        raise OnnxImportError("MultiHeadAttention with packed QKV (no key/value inputs) is not "
+                              "supported")  # fmt: skip
+    if cache_indirection is not None or past_sequence_length is not None:
+        raise OnnxImportError("MultiHeadAttention's shared-buffer cache inputs are not supported")
+    for t, what in ((query, "query"), (key, "key"), (value, "value")):
+        if t.shape.rank != 3:
+            raise OnnxImportError(f"MultiHeadAttention takes a 3-D {what} [batch, seq, hidden] "
+                                  f"here, got {t.shape}")  # fmt: skip
+    h = int(num_heads)
+    dq, dv = query.shape.as_list()[2], value.shape.as_list()[2]
+    if dq is None or dv is None or dq % h or dv % h:
+        raise OnnxImportError(f"MultiHeadAttention: hidden sizes {dq} and {dv} must be known "
+                              f"multiples of num_heads {h}")  # fmt: skip
+    q, k, v = query, key, value
+    if bias is not None:
+        bq, bk, bv = op("SplitV", [bias, const([dq, dq, dv], _I64), const(0, dtypes.int32)],
+                        {"num_split": 3})  # fmt: skip
+        q, k, v = op("AddV2", [q, bq]), op("AddV2", [k, bk]), op("AddV2", [v, bv])
+    hd, hdv = dq // h, dv // h
+    q, k, v = _heads(q, h, hd), _heads(k, h, hd), _heads(v, h, hdv)
+    if past_key is not None:
+        k = op("ConcatV2", [[past_key, k], const(2, dtypes.int32)])
+    if past_value is not None:
+        v = op("ConcatV2", [[past_value, v], const(2, dtypes.int32)])
+    ctx = _attend(query, q, k, v, hd, scale, key_padding_mask, attention_bias, unidirectional,
+                  mask_filter_value)  # fmt: skip
+    return [_merge_heads(ctx, query, dv), k, v, None]

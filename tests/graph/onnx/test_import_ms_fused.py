@@ -119,10 +119,13 @@ def test_fused_gemm(act):
 
 
 @pytest.mark.parametrize("act", ["", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip",
-                                 "HardSigmoid"])  # fmt: skip
+                                 "HardSigmoid", "Relu6"])  # fmt: skip
 def test_fused_conv(act):
     x, w, b, z = f32(1, 3, 9, 9), f32(4, 3, 3, 3, scale=0.3), f32(4), f32(1, 4, 5, 5)
-    params = {"LeakyRelu": [0.1], "Clip": [-0.5, 0.75], "HardSigmoid": [0.3, 0.4]}.get(act)
+    params = {"LeakyRelu": [0.1], "Clip": [-0.5, 0.75], "HardSigmoid": [0.3, 0.4],
+              "Relu6": [0.0, 6.0]}.get(act)  # fmt: skip
+    if act == "Relu6":  # Clip to [0, 6], as onnxruntime fuses MobileNet's ReLU6
+        act = "Clip"
     attrs = {"pads": [1, 1, 1, 1], "strides": [2, 2], "kernel_shape": [3, 3]}
     if act:
         attrs["activation"] = act
@@ -132,6 +135,11 @@ def test_fused_conv(act):
     m = model([node], [vi("x", [1, 3, 9, 9]), vi("z", [1, 4, 5, 5])], [vi("y")],
               [nh.from_array(w, "w"), nh.from_array(b, "b")])  # fmt: skip
     check(m, {"x": x, "z": z})
+    if params == [0.0, 6.0]:
+        from rill.graph.onnx import import_onnx
+
+        g, _, _ = import_onnx(m)
+        assert "Relu6" in {o.type for o in g.get_operations()}
 
 
 def _block():

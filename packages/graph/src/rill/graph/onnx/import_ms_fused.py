@@ -251,6 +251,8 @@ def _activate(y, name, params, what: str):
     if name == "Clip":
         lo = p[0] if len(p) > 0 else -math.inf
         hi = p[1] if len(p) > 1 else math.inf
+        if (lo, hi) == (0.0, 6.0):  # MobileNet's ReLU6: one op, fused into the convolution
+            return op("Relu6", [y])
         return op("Minimum", [op("Maximum", [y, _c(y, float(lo))]), _c(y, float(hi))])
     if name == "HardSigmoid":
         alpha = p[0] if len(p) > 0 else 0.2

@@ -15,10 +15,10 @@ FIXTURE = pathlib.Path(__file__).resolve().parents[2] / "tools" / "fixtures" / "
 
 # Names rill.compat.v1 must keep per module: what it covers today (raise them as it grows).
 FLOORS = {
-    "tf": 415,
-    "nn": 62,
+    "tf": 471,
+    "nn": 90,
     "nn.rnn_cell": 10,
-    "layers": 25,
+    "layers": 31,
     "train": 87,
     "losses": 16,
     "metrics": 24,
@@ -28,7 +28,7 @@ FLOORS = {
     "gfile": 15,
     "logging": 19,
     "errors": 35,
-    "random": 19,
+    "random": 23,
     "math": 105,
     "linalg": 24,
     "image": 35,

@@ -92,3 +92,31 @@ def test_a_graph_def_from_elsewhere_cannot_call_local_functions():
         (out,) = import_graph_def(gd, return_elements=["f:0"], name="")
         with Session() as sess, pytest.raises(NotFoundError, match="pyfunc_0 is not registered"):
             sess.run(out)
+
+
+def test_py_function_gives_tensorflow_2_style_values_with_numpy():
+    """tf.py_function's func reads its inputs with .numpy() (TensorFlow 2 style) or as arrays,
+    and may return arrays, scalars or values with .numpy()."""
+    import rill.compat.v1 as tf
+
+    class Eagerish:  # a returned value with .numpy(), as an EagerTensor
+        def __init__(self, v):
+            self.v = v
+
+        def numpy(self):
+            return self.v
+
+    with rg.Graph().as_default():
+        x = rg.placeholder(rg.float32, [None])
+        s = rg.placeholder(rg.string, [])
+        y = tf.py_function(lambda a: a.numpy() * 2 + a, [x], tf.float32)
+        n, tag = tf.py_function(
+            lambda a, t: (Eagerish(np.int64(a.numpy().size)), t.numpy().decode().upper()),
+            [x, s],
+            [tf.int64, tf.string],
+        )
+        with Session() as sess:
+            got = sess.run([y, n, tag], {x: [1.0, 2.0], s: b"ab"})
+    np.testing.assert_array_equal(got[0], [3.0, 6.0])
+    assert got[1] == 2 and got[2] == b"AB"
+    assert y.op.type == "PyFunc"

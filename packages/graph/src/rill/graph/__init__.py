@@ -51,7 +51,7 @@ from rill.graph.ops.pool_ops import *  # noqa: F403
 from rill.graph.ops.random_ops import *  # noqa: F403
 from rill.graph.ops.reduction_ops import *  # noqa: F403
 from rill.graph.ops.reshape_ops import *  # noqa: F403
-from rill.graph.ops.script_ops import numpy_function, py_func
+from rill.graph.ops.script_ops import numpy_function, py_func, py_function
 from rill.graph.ops.sequence_ops import *  # noqa: F403
 from rill.graph.ops.slice_ops import *  # noqa: F403
 from rill.graph.ops.sparse_ops import *  # noqa: F403

@@ -1,5 +1,5 @@
-"""Python functions as graph ops: `py_func` and `numpy_function` (TensorFlow's PyFunc and
-PyFuncStateless).
+"""Python functions as graph ops: `py_func`, `numpy_function` (TensorFlow's PyFunc and
+PyFuncStateless) and `py_function` (TensorFlow's eager-style variant).
 
 The function lives in this process's registry under a token that the op carries as its `token`
 attr; the kernel looks it up when the op runs. A GraphDef holding a PyFunc therefore runs only in
@@ -21,12 +21,14 @@ import itertools
 import secrets
 import threading
 
+import numpy as np
+
 from rill.graph import dtypes
 from rill.graph.graph import Tensor, convert_to_tensor, get_default_graph
 from rill.graph.op_def import defop
 from rill.graph.shapes import TensorShape
 
-__all__ = ["py_func", "numpy_function", "lookup_py_func"]
+__all__ = ["py_func", "numpy_function", "py_function", "lookup_py_func"]
 
 _PY_FUNC = dict(
     inputs=["input: Tin"],
@@ -92,3 +94,41 @@ def py_func(func, inp, Tout, stateful: bool = True, name=None):
 def numpy_function(func, inp, Tout, stateful: bool = True, name=None):
     """TensorFlow's tf.numpy_function: py_func under its newer name."""
     return py_func(func, inp, Tout, stateful=stateful, name=name)
+
+
+class _EagerValue(np.ndarray):
+    """A py_function argument: the input's numpy value, which also answers TensorFlow's eager
+    `.numpy()` (a numpy scalar, or bytes for a string, when it has no dimensions)."""
+
+    def numpy(self):
+        return self[()] if self.ndim == 0 else self.view(np.ndarray)
+
+
+def _eager(value) -> _EagerValue:
+    if isinstance(value, (bytes, str)):
+        value = np.asarray(value, dtype=object)
+    return np.asarray(value).view(_EagerValue)
+
+
+def _plain(value):
+    """A py_function result as py_func takes it: `.numpy()` of anything that has one."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, _EagerValue):
+        return value.view(np.ndarray)
+    numpy = getattr(value, "numpy", None)
+    return numpy() if callable(numpy) else value
+
+
+def py_function(func, inp, Tout, name=None):
+    """TensorFlow's tf.py_function in a graph: `func` gets each input as a numpy array that also
+    has the eager tensor's `.numpy()`, so functions written for TensorFlow 2 (`x.numpy()`) and
+    for numpy both run; it returns arrays, scalars or objects with `.numpy()`. Always stateful,
+    as in TensorFlow. Tout and the result are as for py_func."""
+    if not callable(func):
+        raise TypeError(f"py_function: func must be callable, got {type(func).__name__}")
+
+    def call(*args):
+        return _plain(func(*[_eager(a) for a in args]))
+
+    return py_func(call, inp, Tout, stateful=True, name=name or "EagerPyFunc")

@@ -468,22 +468,30 @@ def test_a_loop_of_unknown_work_runs_on_the_caller_when_no_core_is_idle(monkeypa
 
 
 class _PerThreadBlas:
-    """A stand-in for a BLAS whose thread count is per thread (OpenBLAS on OpenMP)."""
+    """A stand-in for a BLAS whose thread count is per thread (OpenBLAS on OpenMP: 4 on a
+    thread that never set it) or, with the pthreads layer, one process-wide count (1: the
+    value rill's blas_owned set when the Session took BLAS over)."""
 
     def __init__(self, layer="openmp"):
         self.threading_layer = layer
         self.local = threading.local()
+        self.shared = 1
         self.sets = []
 
     def get_num_threads(self):
-        return getattr(self.local, "n", 4)
+        if self.threading_layer == "openmp":
+            return getattr(self.local, "n", 4)
+        return self.shared
 
     @property
     def num_threads(self):  # threadpoolctl's LibController has both
         return self.get_num_threads()
 
     def set_num_threads(self, n):
-        self.local.n = n
+        if self.threading_layer == "openmp":
+            self.local.n = n
+        else:
+            self.shared = n
         self.sets.append((threading.current_thread().name, n))
 
 
@@ -497,6 +505,9 @@ def test_rill_threads_set_one_blas_thread_each_where_the_count_is_per_thread(mon
     lib = _PerThreadBlas(layer)
     monkeypatch.setattr(threads, "_controller", lambda: _Controller(lib))
     monkeypatch.setitem(threads._blas, "users", 1)  # a Session is open
+    monkeypatch.setitem(threads._blas, "saved", [4])  # ... and owns BLAS (count 4 before)
+    monkeypatch.setattr(threads, "_blas_checked", [0.0])  # the periodic check is due
+    monkeypatch.setattr(threads, "_BLAS_CHECK_S", 0.0)  # at every call
 
     def pool_thread():  # an inter-op pool thread's initializer, then a step on it
         threads.limits(0).install()

@@ -11,29 +11,14 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from rill.graph.onnx.import_util import all_graphs
+
 __all__ = ["optimize"]
-
-
-def _subgraphs(node: onnx.NodeProto):
-    for a in node.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            yield a.g
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            yield from a.graphs
-
-
-def _all_graphs(g: onnx.GraphProto):
-    stack = [g]
-    while stack:
-        cur = stack.pop()
-        yield cur
-        for n in cur.node:
-            stack.extend(_subgraphs(n))
 
 
 def _uses(g: onnx.GraphProto) -> Counter:
     uses: Counter = Counter()
-    for sub in _all_graphs(g):
+    for sub in all_graphs(g):
         for n in sub.node:
             uses.update(i for i in n.input if i)
         uses.update(o.name for o in sub.output)
@@ -44,7 +29,7 @@ def _dead_code(g: onnx.GraphProto) -> None:
     while True:
         uses = _uses(g)
         removed = False
-        for sub in _all_graphs(g):
+        for sub in all_graphs(g):
             keep = [n for n in sub.node if any(uses[o] for o in n.output if o)]
             if len(keep) != len(sub.node):
                 removed = True
@@ -60,7 +45,7 @@ def _dead_code(g: onnx.GraphProto) -> None:
 
 def _fuse_gemm_bias(g: onnx.GraphProto) -> None:
     inits = {t.name: t for t in g.initializer}
-    for sub in _all_graphs(g):
+    for sub in all_graphs(g):
         uses = _uses(g)
         producer = {o: n for n in sub.node for o in n.output}
         outputs = {o.name for o in sub.output}
@@ -86,7 +71,7 @@ def _fuse_gemm_bias(g: onnx.GraphProto) -> None:
 
 
 def _rename(g: onnx.GraphProto, old: str, new: str) -> None:
-    for sub in _all_graphs(g):
+    for sub in all_graphs(g):
         for n in sub.node:
             for i, x in enumerate(n.input):
                 if x == old:
@@ -101,7 +86,7 @@ def optimize(g: onnx.GraphProto) -> None:
     _fuse_gemm_bias(g)
     _fuse_conv_bias(g)
     _fold_reshapes(g)
-    for sub in list(_all_graphs(g)):
+    for sub in list(all_graphs(g)):
         _fold_outputs(g, sub)
     _dead_code(g)
 
@@ -132,9 +117,9 @@ def _fold_outputs(model_graph: onnx.GraphProto, g: onnx.GraphProto) -> None:
 def _fuse_conv_bias(g: onnx.GraphProto) -> None:
     """Conv followed by Add of a [C, 1, 1] (or [1, C, 1, 1]) constant: the Conv's bias input."""
     inits = {t.name: t for t in g.initializer}
-    names = {t.name for t in g.initializer} | {o for sub in _all_graphs(g)
+    names = {t.name for t in g.initializer} | {o for sub in all_graphs(g)
                                                for n in sub.node for o in n.output}  # fmt: skip
-    for sub in _all_graphs(g):
+    for sub in all_graphs(g):
         uses = _uses(g)
         producer = {o: n for n in sub.node for o in n.output}
         outputs = {o.name for o in sub.output}
@@ -176,7 +161,7 @@ def _fuse_conv_bias(g: onnx.GraphProto) -> None:
 def _fold_reshapes(g: onnx.GraphProto) -> None:
     """Reshape(Reshape(x, a), b) with the inner result used once: Reshape(x, b)."""
     inits = {t.name: t for t in g.initializer}
-    for sub in _all_graphs(g):
+    for sub in all_graphs(g):
         uses = _uses(g)
         producer = {o: n for n in sub.node for o in n.output}
         for n in sub.node:

@@ -22,10 +22,10 @@ import onnx.inliner
 from rill.graph.onnx.import_util import OnnxImportError
 from rill.graph.onnx.untrusted import check_node_shallow
 
-__all__ = ["inline_functions", "local_function_ops"]
+__all__ = ["inline_functions"]
 
 
-def local_function_ops(model: onnx.ModelProto) -> set[tuple[str, str]]:
+def _local_ops(model: onnx.ModelProto) -> set[tuple[str, str]]:
     """(domain, name) of every model-local function."""
     return {(f.domain, f.name) for f in model.functions}
 
@@ -63,7 +63,7 @@ def _calls(nodes, defined) -> set[tuple[str, str]]:
 
 
 def _check_acyclic(model: onnx.ModelProto) -> None:
-    defined = local_function_ops(model)
+    defined = _local_ops(model)
     calls = {(f.domain, f.name): _calls(f.node, defined) for f in model.functions}
     state: dict = {}
 

@@ -569,25 +569,18 @@ def _fold(node: onnx.NodeProto, inputs: list, opsets: dict) -> list[np.ndarray] 
 
 
 def _value_infos(gp: onnx.GraphProto):
-    stack = [gp]
-    while stack:
-        g = stack.pop()
+    for g in all_graphs(gp):
         yield from g.value_info
         yield from g.output
-        for n in g.node:
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    stack.append(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    stack.extend(a.graphs)
 
 
 def _initializer_array(t: onnx.TensorProto) -> np.ndarray:
     rill_dtype(t.data_type, f"initializer {t.name!r}: ")
     if t.data_location == onnx.TensorProto.EXTERNAL:
         raise OnnxImportError(
-            f"initializer {t.name!r} is stored in an external file; load the model with "
-            "onnx.load(path, load_external_data=True) and pass the ModelProto"
+            f"initializer {t.name!r} is stored in an external file: import the model by its "
+            "path, or pass external_data_dir= (validate_tensors reads permitted external data "
+            "before this point)"
         )
     return numpy_helper.to_array(t)
 

@@ -319,3 +319,12 @@ def test_multi_head_attention_with_packed_qkv_is_refused_naming_the_node():
     m = model([node], [vi("qkv", [2, 4, 2, 3, 4])], [vi("y")])
     with pytest.raises(OnnxImportError, match=r"mha.*packed QKV"):
         run_rill(m, {"qkv": f32(2, 4, 2, 3, 4)})
+
+
+def test_attention_whose_hidden_sizes_do_not_split_the_weights_is_refused_naming_the_node():
+    w = nh.from_array(f32(8, 24), "w")
+    node = oh.make_node("Attention", ["x", "w"], ["y"], domain=MS, num_heads=2,
+                        qkv_hidden_sizes=[8, 8, 4], name="att")  # fmt: skip
+    m = model([node], [vi("x", [2, 5, 8])], [vi("y")], [w])
+    with pytest.raises(OnnxImportError, match=r"att.*qkv_hidden_sizes \[8, 8, 4\] do not split"):
+        run_rill(m, {"x": f32(2, 5, 8)})

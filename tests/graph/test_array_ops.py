@@ -480,8 +480,11 @@ def test_strided_slice_shapes_with_unknowns(graph):
     # begin unknown: only fully masked dims (and the untouched ones) are known.
     assert ss(x, b, [3, 4], [1, 1], begin_mask=2, end_mask=2).shape == S(U, 6, 7)
     assert ss(x, b, [3, 4], [1, 2], begin_mask=2, end_mask=2, shrink_axis_mask=1).shape == S(3, 7)
-    # strides unknown, or the input's rank unknown: nothing is known.
-    assert ss(x, [0], [2], ph([1], rg.int32)).shape == UNKNOWN
+    # strides unknown: the spec's length and masks still give the rank (TensorFlow gives an
+    # unknown shape), the spec's own ranges are unknown; the input's rank unknown: nothing is.
+    assert ss(x, [0], [2], ph([1], rg.int32)).shape == S(U, 6, 7)
+    assert ss(x, [0, 1], [2, 2], ph([2], rg.int32), shrink_axis_mask=2).shape == S(U, 7)
+    assert ss(x, *(ph([None], rg.int32) for _ in range(3))).shape == UNKNOWN
     assert ph()[1:3].shape == UNKNOWN
     # The spec's length comes from strides when begin/end have unknown length.
     assert ss(ph([5, 6]), ph(None, rg.int32), ph(None, rg.int32), [1]).shape == S(U, 6)

@@ -378,15 +378,20 @@ def test_graph_def_without_python_contexts_exports_the_same():
     assert count(a, "Loop") == count(b, "Loop") == 1 and count(b, "If") == 1
 
 
-def test_strided_slice_with_runtime_bounds_and_masks_is_refused():
+def test_strided_slice_with_runtime_bounds_and_masks_exports():
     g = rg.Graph()
     with g.as_default():
         x = rg.placeholder(rg.float32, [3, 4], name="x")
         b = rg.placeholder(rg.int32, [2], name="b")
         y = rg.strided_slice(x, b, [0, 3], [1, 1], end_mask=1)
-    with pytest.raises(rg.errors.UnimplementedError, match="StridedSlice.*must be constants when "
-                       "masks are set"):  # fmt: skip
-        export_onnx(g, [x, b], [y])
+    feeds = [np.arange(12, dtype=np.float32).reshape(3, 4), np.array([1, -3], np.int32)]
+    with Session(graph=g) as sess:
+        want = sess.run(y, dict(zip([x, b], feeds)))
+    m = export_onnx(g, [x, b], [y])
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = s.run(None, dict(zip(["x", "b"], feeds)))[0]
+    np.testing.assert_array_equal(got, want)
+    assert want.shape == (2, 2)
 
 
 def test_branches_that_return_outer_values_and_unchanged_loop_variables():

@@ -366,6 +366,41 @@ def test_strided_slice_with_runtime_bounds():
                 [x, np.array([1, 1], np.int32)])  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    "index",
+    [
+        lambda t, i, k: t[i],
+        lambda t, i, k: t[:, :k],
+        lambda t, i, k: t[::k],
+        lambda t, i, k: t[-k:],
+        lambda t, i, k: t[..., i],
+        lambda t, i, k: t[i, None, 1:k, -1],
+        lambda t, i, k: t[:, i:, ::-1],
+        lambda t, i, k: t[k - 1 :: -1],
+        lambda t, i, k: t[:, -1 - i],
+        lambda t, i, k: t[..., ::-k],
+        lambda t, i, k: t[::-k, :-1:k],
+    ],
+    ids=["index", "end", "stride", "negative_begin", "ellipsis_index", "mixed", "reverse_tail",
+         "reverse_from", "negative_index", "negative_runtime_stride", "runtime_strides"],
+)  # fmt: skip
+def test_strided_slice_with_runtime_bounds_and_masks(index):
+    """x[:n], x[i], x[::k] with tensors: masks with bounds known only at run time."""
+    x = np.arange(40, dtype=np.float32).reshape(4, 5, 2)
+    _export_one(index, [x, np.array(1, np.int32), np.array(2, np.int32)],
+                oracle=("ort", "reference"))  # fmt: skip
+
+
+def test_strided_slice_with_runtime_strides_keeps_its_rank():
+    with rg.Graph().as_default():
+        x = rg.placeholder(rg.float32, [None, 5, 4])
+        k = rg.placeholder(rg.int32, [])
+        assert x[::k].shape.as_list() == [None, 5, 4]
+        assert x[..., ::k].shape.as_list() == [None, 5, None]
+        assert x[None, 1, ::k].shape.as_list() == [1, None, 4]
+        assert x[2:3, ::k].shape.as_list() == [None, None, 4]  # strides [1, k]: not constant
+
+
 def test_slice_with_runtime_begin_and_size():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     _export_one(lambda t, b, s: rg.slice(t, b, s),
@@ -478,6 +513,29 @@ def test_conv2d_transpose_with_unknown_batch():
             ),
             [dy],
         )  # fmt: skip
+
+
+def test_conv2d_transpose_with_output_sizes_made_at_run_time():
+    """tf.nn.conv2d_transpose(x, w, tf.stack([tf.shape(x)[0], 6, 6, 2]), ...): the batch is
+    known only at run time; the spatial sizes and channels come from the static output shape."""
+    w = _rng.normal(size=(3, 3, 2, 4)).astype(np.float32)
+    dy = _rng.normal(size=(2, 3, 3, 4)).astype(np.float32)
+    for padding, out in (("SAME", 6), ("VALID", 7)):
+
+        def build(d, p=padding, o=out):
+            d = rg.placeholder_with_default(d, [None, 3, 3, 4])
+            sizes = rg.stack([rg.shape(d)[0], o, o, 2])
+            return rg.conv2d_backprop_input(sizes, rg.constant(w), d, strides=[1, 2, 2, 1],
+                                            padding=p)  # fmt: skip
+
+        _export_one(build, [dy])
+    with rg.Graph().as_default():  # nothing static to take the spatial sizes from
+        d = rg.placeholder(rg.float32, [None, 3, 3, 4])
+        sizes = rg.placeholder(rg.int32, [4])
+        y = rg.conv2d_backprop_input(sizes, rg.constant(w), d, [1, 2, 2, 1], "SAME")
+        with pytest.raises(Exception, match="input_sizes .* must be known at export time, or "
+                                            "at least its output's spatial sizes"):  # fmt: skip
+            export_onnx(rg.get_default_graph(), [d, sizes], [y])
 
 
 def test_the_claimed_ops_have_rules():

@@ -198,17 +198,17 @@ def strided_slice(ctx, op):
     masks = {k: int(op.attrs[f"{k}_mask"]) for k in ("begin", "end", "ellipsis", "new_axis",
                                                       "shrink_axis")}  # fmt: skip
     begin, end, strides = ctx.const(b_t), ctx.const(e_t), ctx.const(s_t)
-    if begin is None or end is None or strides is None:
+    if begin is not None and end is not None and strides is not None:
+        n = len(begin)
+    else:
         n = b_t.shape.dims[0] if b_t.shape.rank == 1 else None
-        if any(masks.values()) or n is None:
-            ctx.unsupported("begin, end and strides must be constants when masks are set")
-        ins = [ctx.value(x), ctx.int64(b_t), ctx.int64(e_t), _i64(ctx, range(n)), ctx.int64(s_t)]
-        ctx.node("Slice", ins, op.outputs[0])
-        return
+        if n is None:
+            ctx.unsupported("begin, end and strides must have a known length")
     rank = x.shape.rank
-    starts, ends, axes, steps, shrink, new = [], [], [], [], [], []
+    # The spec's entries that slice an input axis: (entry, input axis, shrinks); the output
+    # positions of new axes.
+    picks, new = [], []
     in_axis = out_pos = 0
-    n = len(begin)
     for i in range(n):
         bit = 1 << i
         if masks["ellipsis"] & bit:
@@ -223,32 +223,81 @@ def strided_slice(ctx, op):
             new.append(out_pos)
             out_pos += 1
             continue
+        shrinks = bool(masks["shrink_axis"] & bit)
+        picks.append((i, in_axis, shrinks))
+        in_axis += 1
+        out_pos += 0 if shrinks else 1
+    shrink = [a for _, a, s in picks if s]
+    if begin is not None and end is not None and strides is not None:
+        sliced = _static_slice(ctx, picks, masks, begin, end, strides)
+    else:
+        sliced = _dynamic_slice(ctx, picks, masks, b_t, e_t, s_t)
+    name = ctx.value(x)
+    if sliced is not None:
+        name = ctx.node("Slice", [name, *sliced])
+    if shrink:
+        name = ctx.node("Squeeze", [name, _i64(ctx, shrink)])
+    if new:
+        name = ctx.node("Unsqueeze", [name, _i64(ctx, new)])
+    ctx.node("Identity", [name], op.outputs[0])
+
+
+def _static_slice(ctx, picks, masks, begin, end, strides):
+    """Slice's starts, ends, axes and steps for a constant spec (None where nothing is cut)."""
+    starts, ends, axes, steps = [], [], [], []
+    for i, axis, shrinks in picks:
+        bit = 1 << i
         b, e, s = int(begin[i]), int(end[i]), int(strides[i])
         if s == 0:
             ctx.unsupported("a stride of 0")
-        if masks["shrink_axis"] & bit:
+        if shrinks:
             starts.append(b), ends.append(b + 1 if b != -1 else INT64_MAX)
-            axes.append(in_axis), steps.append(1)
-            shrink.append(in_axis)
-            in_axis += 1
+            axes.append(axis), steps.append(1)
             continue
         if masks["begin"] & bit:
             b = 0 if s > 0 else INT64_MAX
         if masks["end"] & bit:
             e = INT64_MAX if s > 0 else INT64_MIN
         if not (b == 0 and e == INT64_MAX and s == 1):
-            starts.append(b), ends.append(e), axes.append(in_axis), steps.append(s)
-        in_axis += 1
-        out_pos += 1
-    name = ctx.value(x)
-    if starts:
-        ins = [name, _i64(ctx, starts), _i64(ctx, ends), _i64(ctx, axes), _i64(ctx, steps)]
-        name = ctx.node("Slice", ins)
-    if shrink:
-        name = ctx.node("Squeeze", [name, _i64(ctx, shrink)])
-    if new:
-        name = ctx.node("Unsqueeze", [name, _i64(ctx, new)])
-    ctx.node("Identity", [name], op.outputs[0])
+            starts.append(b), ends.append(e), axes.append(axis), steps.append(s)
+    if not starts:
+        return None
+    return [_i64(ctx, starts), _i64(ctx, ends), _i64(ctx, axes), _i64(ctx, steps)]
+
+
+def _dynamic_slice(ctx, picks, masks, b_t, e_t, s_t):
+    """Slice's inputs for a spec known at run time (tf's x[:n], x[i], x[::k] with tensors):
+    the entries' values gathered, the masks' defaults put in with Where. A stride of 0 is
+    refused by onnxruntime's Slice, as by TensorFlow."""
+    if not picks:
+        return None
+    at = _i64(ctx, [i for i, _, _ in picks])
+    b, e, s = (ctx.node("Gather", [ctx.int64(t), at], axis=0) for t in (b_t, e_t, s_t))
+
+    def const(v):
+        return ctx.initializer(np.asarray(v, np.int64))
+
+    def flags(bits):
+        return ctx.initializer(np.array([bool(bits & (1 << i)) for i, _, _ in picks]))
+
+    def pick(mask_bits, when, otherwise):
+        if not any(mask_bits & (1 << i) for i, _, _ in picks):
+            return otherwise
+        return ctx.node("Where", [flags(mask_bits), when, otherwise])
+
+    ahead = ctx.node("Greater", [s, const(0)])
+    shrink_bits = masks["shrink_axis"]
+    starts = pick(masks["begin"] & ~shrink_bits,
+                  ctx.node("Where", [ahead, const(0), const(INT64_MAX)]), b)  # fmt: skip
+    ends = pick(masks["end"] & ~shrink_bits,
+                ctx.node("Where", [ahead, const(INT64_MAX), const(INT64_MIN)]), e)  # fmt: skip
+    if shrink_bits:
+        # A shrunk entry takes the one element at its begin (-1: the last).
+        last = ctx.node("Equal", [b, const(-1)])
+        one_on = ctx.node("Where", [last, const(INT64_MAX), ctx.node("Add", [b, const(1)])])
+        ends = pick(shrink_bits, one_on, ends)
+        s = pick(shrink_bits, const(1), s)
+    return [starts, ends, _i64(ctx, [a for _, a, _ in picks]), s]
 
 
 @register_onnx_export("Pack")

@@ -167,7 +167,20 @@ def _conv_transpose(ctx, op, depthwise: bool):
     output_padding reproduce TensorFlow's output size from the forward padding rule."""
     sizes_t, f, dy = op._inputs
     spatial, channel, in_layout = _format(op)
-    sizes = [int(v) for v in ctx.require_const(sizes_t, "input_sizes").reshape(-1)]
+    sizes = ctx.const(sizes_t)
+    if sizes is not None:
+        sizes = [int(v) for v in sizes.reshape(-1)]
+    else:
+        # input_sizes made at run time (tf.stack([tf.shape(x)[0], h, w, c]): a batch known
+        # only then): ConvTranspose needs the spatial sizes and the channels, which the op's
+        # static output shape holds when only the batch is unknown.
+        dims = op.outputs[0].shape.dims
+        if dims is None or any(dims[a] is None for a in (*spatial, channel)):
+            ctx.unsupported(
+                f"its input_sizes ({sizes_t.name}) must be known at export time, or at least "
+                "its output's spatial sizes and channels"
+            )
+        sizes = [-1 if d is None else int(d) for d in dims]
     out_hw = [sizes[a] for a in spatial] if len(sizes) == 4 else sizes
     strides = [op.attrs["strides"][a] for a in spatial]
     dilations = [op.attrs["dilations"][a] for a in spatial]

@@ -205,15 +205,20 @@ def _strided_slice_shape_of(op, given: TensorShape) -> TensorShape:
                 f"{ins[1].shape}, {ins[2].shape}, {ins[3].shape}"
             ) from None
     strides = constant_value(ins[3])
-    if given.rank is None or strides is None:
+    # Strides known only at run time (x[::k]): the spec's length and masks still fix the rank;
+    # every ranged dimension is then unknown.
+    strided = strides is not None
+    if given.rank is None or (not strided and n.dims[0] is None):
         return unknown_shape()
     begin, end = constant_value(ins[1]), constant_value(ins[2])
     masks = {k: op.attrs[k] for k in _MASK_NAMES}
     items = strided_slice_items(
         given.rank,
-        None if begin is None else _ints(begin),
-        None if end is None else _ints(end),
-        _ints(strides),
+        None if begin is None or not strided else _ints(begin),
+        None if end is None or not strided else _ints(end),
+        # Unknown strides stand in as 2s: the spec's own ranges are then told apart from the
+        # whole dimensions an ellipsis or the implicit tail adds (stride 1).
+        _ints(strides) if strided else [2] * n.dims[0],
         **masks,
     )
     dims: list[int | None] = []
@@ -231,7 +236,7 @@ def _strided_slice_shape_of(op, given: TensorShape) -> TensorShape:
                 canonical_index(item, d, k)
         else:
             _, b, e, s = item
-            if d is None or b is UNKNOWN or e is UNKNOWN:
+            if d is None or b is UNKNOWN or e is UNKNOWN or (not strided and s != 1):
                 dims.append(None)
             else:
                 dims.append(len(range(*builtins.slice(b, e, s).indices(d))))

@@ -857,6 +857,36 @@ def test_gather_nd(pshape, ishape):
     check(run(rg.gather_nd, params, indices), _gather_nd_ref(params, indices))
 
 
+@pytest.mark.parametrize(
+    "pshape, ishape, batch_dims",
+    [
+        ((2, 4, 3), (2, 1), 1),
+        ((2, 4, 3), (2, 5, 2), 1),
+        ((2, 3, 4, 5), (2, 3, 2, 1), 2),
+        ((3, 4), (3, 2, 1), 1),
+        ((2, 3, 4), (2, 3, 0), 2),
+    ],
+)
+def test_gather_nd_with_batch_dims(pshape, ishape, batch_dims):
+    """Each batch entry's tuples index its own slice of params (tf.gather_nd's batch_dims)."""
+    rng = np.random.default_rng(3)
+    params = arange(pshape)
+    r = ishape[-1]
+    cols = [rng.integers(0, pshape[batch_dims + j], size=ishape[:-1]) for j in range(r)]
+    indices = np.stack(cols, axis=-1).astype(np.int32) if r else np.zeros(ishape, np.int32)
+    want = np.stack(
+        [_gather_nd_ref(params[b], indices[b]) for b in np.ndindex(*pshape[:batch_dims])]
+    ).reshape(indices.shape[:-1] + params.shape[batch_dims + r :])
+    with rg.Graph().as_default():
+        p = rg.placeholder(rg.float32, pshape)
+        i = rg.placeholder(rg.int32, [None] * len(ishape))
+        y = rg.gather_nd(p, i, batch_dims=batch_dims)
+        check(evaluate(y, {p: params, i: indices}), want)
+    for bad, message in [(len(ishape), "less than the rank of indices"), (-1, "non-negative")]:
+        with rg.Graph().as_default(), pytest.raises(ValueError, match=message):
+            rg.gather_nd(params, indices, batch_dims=bad)
+
+
 def test_gather_nd_errors():
     with rg.Graph().as_default():
         p, i = rg.placeholder(rg.float32), rg.placeholder(rg.int64)

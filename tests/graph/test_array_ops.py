@@ -618,8 +618,11 @@ def test_gather_nd_shapes(graph):
         rg.gather_nd(p, ph([2, 4], rg.int32))
     with fails("GatherNd", "rank at least 1"):
         rg.gather_nd(p, ph([], rg.int32))
-    with pytest.raises(NotImplementedError):
-        rg.gather_nd(p, [[0]], batch_dims=1)
+    # batch_dims: each batch entry's tuples index its own slice.
+    assert rg.gather_nd(ph([2, 4, 3]), [[1], [3]], batch_dims=1).shape == S(2, 3)
+    assert rg.gather_nd(ph([2, 4, 3]), ph([2, 5, 2], rg.int32), batch_dims=1).shape == S(2, 5)
+    with pytest.raises(ValueError, match="less than the rank of indices"):
+        rg.gather_nd(p, [[0]], batch_dims=2)
 
 
 def test_scatter_nd_shapes(graph):

@@ -60,3 +60,45 @@ def test_without_onnxruntime_the_default_is_the_conservative_opset(monkeypatch):
 
 def test_an_explicit_opset_still_wins():
     assert _model(17)[3].opset_import[0].version == 17
+
+
+def _dropout_model(opset=None):
+    """A dropout whose keep probability is fed (1.0 by default; tf.nn.dropout's mask): random
+    ops in the model."""
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None, 6], name="x")
+        keep = rg.placeholder_with_default(np.float32(1.0), [], name="keep")
+        y = x * rg.floor(keep + rg.random_uniform(rg.shape(x))) / keep
+    return g, x, y, export_onnx(g, [x], [y], opset=opset)
+
+
+def test_the_default_steps_down_to_an_opset_whose_random_kernels_onnxruntime_has():
+    g, x, y, m = _dropout_model()
+    opset = m.opset_import[0].version
+    assert opset <= versions.runtime_max_opset(13)
+    types = {n.op_type for n in m.graph.node}
+    assert types & versions.PROBED.keys()
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    v = np.arange(12, dtype=np.float32).reshape(2, 6)
+    with Session(graph=g) as s:
+        want = s.run(y, {x: v})
+    np.testing.assert_allclose(sess.run(None, {"x": v})[0], want, rtol=1e-6)
+    if _loads(_dropout_model(versions.runtime_max_opset(13))[3]):
+        assert opset == versions.runtime_max_opset(13)  # a runtime that has them: no step
+
+
+def test_kernel_opset_takes_the_newest_opset_with_every_probed_kernel(monkeypatch):
+    have = {"RandomUniformLike": 21, "Multinomial": 19}
+    monkeypatch.setattr(versions, "_runtime_has_kernel", lambda t, o: o <= have[t])
+    assert versions.kernel_opset({"Relu", "RandomUniformLike"}, 24) == 21
+    assert versions.kernel_opset({"RandomUniformLike", "Multinomial"}, 24) == 19
+    assert versions.kernel_opset({"Relu", "Add"}, 24) == 24  # nothing probed
+    have["Multinomial"] = 0  # no opset in range: left as it was
+    assert versions.kernel_opset({"Multinomial"}, 24) == 24
+
+
+def test_an_explicit_opset_is_kept_even_where_a_kernel_is_missing():
+    newest = versions.runtime_max_opset(13)
+    m = _dropout_model(newest)[3]
+    assert m.opset_import[0].version == newest

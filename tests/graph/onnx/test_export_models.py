@@ -406,3 +406,23 @@ def test_branches_that_return_outer_values_and_unchanged_loop_variables():
         feeds = [np.array([1, 2], np.float32), np.array(pv)]
         for opset in (13, ort_max_opset(), NEWEST):
             check(g, [x, p], [y, same, grown], feeds, opset)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_conds_in_sequence_on_one_predicate_stay_two_ifs(training):
+    """A batch norm's cond and then a dropout-like cond on one is_training placeholder (every
+    TF1 model with such a flag): the second reads the first's result, so they are two If
+    nodes; a branch that reads a variable (the moving mean) reads it inside its If."""
+    g = rg.Graph()
+    with g.as_default():
+        x = rg.placeholder(rg.float32, [None, 3], name="x")
+        tr = rg.placeholder(rg.bool_, [], name="tr")
+        moving = rg.Variable(np.array([0.5, -1.0, 2.0], np.float32), name="moving_mean")
+        batch_mean = rg.reduce_mean(x, axis=0)
+        mean = rg.cond(tr, lambda: batch_mean, lambda: moving.read_value())
+        y = x - mean
+        z = rg.cond(tr, lambda: y * 2.0, lambda: rg.identity(y))
+        w = rg.cond(tr, lambda: rg.constant(1.0), lambda: rg.constant(3.0)) * z
+    feeds = [np.arange(6, dtype=np.float32).reshape(2, 3), np.array(training)]
+    m = check(g, [x, tr], [w], feeds, ort_max_opset(), session=_initialized(g))
+    assert count(m, "If") == 3

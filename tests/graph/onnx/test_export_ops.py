@@ -550,3 +550,9 @@ def test_the_claimed_ops_have_rules():
     claimed = claimed.split()
     missing = [op for op in claimed if not export_rules.has(op)]
     assert not missing
+
+
+def test_gather_nd_with_batch_dims_exports():
+    p = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    i = np.array([[[3], [0]], [[1], [1]]], np.int32)
+    _export_one(lambda a, b: rg.gather_nd(a, b, batch_dims=1), [p, i], oracle=("ort", "reference"))

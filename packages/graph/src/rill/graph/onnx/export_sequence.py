@@ -126,11 +126,18 @@ def _element_shape(creator) -> TensorShape:
         return declared
     shape = TensorShape(None)
     for o in creator.graph.get_operations():
-        if o.type not in ("TensorArrayWriteV3", "TensorArrayScatterV3"):
+        if o.type not in ("TensorArrayWriteV3", "TensorArrayScatterV3", "TensorArrayGatherV3"):
             continue
         if _creator(o._inputs[0])[0] is not creator:
             continue
-        v = o._inputs[2].shape
+        if o.type == "TensorArrayGatherV3":
+            # The element shape a gather (stack) declares: TensorFlow's graphs give it where
+            # the values written have lost theirs (a map_fn body read from another array).
+            v = o.attrs.get("element_shape")
+            if v is None or v.rank is None:
+                continue
+        else:
+            v = o._inputs[2].shape
         if o.type == "TensorArrayScatterV3":
             v = TensorShape(None) if v.rank is None else TensorShape(v.dims[1:])
         if not shape.is_compatible_with(v):
@@ -231,13 +238,54 @@ def empty_tensor_list(ctx, op):
     _out_seq(ctx, op.outputs[0], "SequenceEmpty", [], elem, dtype=elem)
 
 
+def _shape_arg(ctx, t) -> TensorShape:
+    """A TensorList op's element_shape argument (-1: unknown rank; -1 dims: unknown)."""
+    shape = ctx.const(t)
+    if shape is None or np.ndim(shape) != 1:
+        return TensorShape(None)
+    return TensorShape([None if d < 0 else int(d) for d in np.asarray(shape)])
+
+
+# Ops a TensorList passes through unchanged on its way to its uses (loop and cond plumbing).
+_LIST_PASSES = ("Enter", "Exit", "Merge", "Switch", "Identity", "NextIteration")
+
+
+def _list_uses_shape(ctx, t) -> TensorShape:
+    """The element shape the uses of list `t` agree on (through loops and conds): the items
+    set into it, the shapes its reads and stacks declare. TensorFlow's while_v2 reserves its
+    output lists with an unknown element shape (-1) and states it only where they are used."""
+    shape, seen, stack = TensorShape(None), set(), [t]
+    while stack:
+        t = stack.pop()
+        for c in t.consumers():
+            if c in seen:
+                continue
+            seen.add(c)
+            if c.type in ("TensorListSetItem", "TensorListPushBack"):
+                if c._inputs[0] is not t:
+                    continue
+                v = c._inputs[2 if c.type == "TensorListSetItem" else 1].shape
+                stack.append(c.outputs[0])
+            elif c.type in ("TensorListStack", "TensorListGetItem", "TensorListGather"):
+                v = _shape_arg(ctx, c._inputs[-1])
+            elif c.type in _LIST_PASSES:
+                stack.extend(o for o in c.outputs if o.dtype.name == "variant")
+                continue
+            else:
+                continue
+            if not shape.is_compatible_with(v):
+                return TensorShape(None)
+            shape = shape.merge_with(v)
+    return shape
+
+
 @register_onnx_export("TensorListReserve")
 def tensor_list_reserve(ctx, op):
     _check_opset(ctx)
-    shape = ctx.const(op._inputs[0])
-    elem_shape = None
-    if shape is not None and np.ndim(shape) == 1:
-        elem_shape = TensorShape([None if d < 0 else int(d) for d in np.asarray(shape)])
+    elem_shape = _shape_arg(ctx, op._inputs[0])
+    if elem_shape.rank is None:
+        elem_shape = _list_uses_shape(ctx, op.outputs[0])
+    elem_shape = None if elem_shape.rank is None else elem_shape
     _blank(ctx, ctx.int64(op._inputs[1]), _list_elem(ctx, op), op.outputs[0], elem_shape)
 
 

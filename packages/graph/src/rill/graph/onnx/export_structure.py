@@ -46,6 +46,12 @@ def _follows(t: Tensor, fed) -> bool:
     return t not in fed and t.dtype.name != "resource"
 
 
+def _is_pred_id(op: Operation) -> bool:
+    """A cond's copy of its predicate, which its value switches take (TensorFlow's and rill's
+    cond name it pred_id; an imported If lowered to switches, pred)."""
+    return op.type == "Identity" and op.name.rpartition("/")[2] in ("pred_id", "pred")
+
+
 def collect_ops(outputs: list[Tensor], fed: set[Tensor]) -> list[Operation]:
     """Every op the outputs depend on through data edges, stopping at fed tensors."""
     seen: dict[Operation, None] = {}
@@ -92,6 +98,9 @@ class ScopeTree:
         # cond Merge -> (pred tensor, {branch: input index})
         self.merge_pred: dict[Operation, tuple[Tensor, dict[int, int]]] = {}
         self._scopes: dict[tuple, Scope] = {}
+        # name scope -> its cond's pred_id, among the ops the export computes
+        self._pred_ids = {op.name.rpartition("/")[0]: op.outputs[0] for op in needed
+                          if _is_pred_id(op)}  # fmt: skip
         self.root = self._scope(None, frozenset())
         order = self._topological(needed)
         for op in order:
@@ -146,13 +155,44 @@ class ScopeTree:
     def tensor_guard(self, t: Tensor) -> frozenset:
         g = self.guard.get(t.op, frozenset())
         if t.op.type == "Switch" and not is_loop_switch(t.op) and t.op in self.guard:
-            g = g | {(self._predicate(t.op._inputs[1]), t.value_index)}
+            g = g | {self._literal(t.op, t.value_index)}
         return g
 
-    def _predicate(self, p: Tensor) -> Tensor:
-        """One tensor per predicate: cond switches its pivots on `pred` and its values on
-        `Identity(pred)`."""
-        while p.op.type == "Identity" and p not in self.fed:
+    def _handle_guard(self, t: Tensor) -> frozenset:
+        """The branches a variable handle was switched into (a cond branch that reads a
+        variable: ReadVariableOp(Switch(handle, pred))). Handles are not followed as data (their
+        reads are frozen), so their cond Switches are not placed: walked here instead."""
+        guard: frozenset = frozenset()
+        while t.op.type in ("Switch", "Identity") and t not in self.fed:
+            if t.op.type == "Switch":
+                if is_loop_switch(t.op):
+                    break
+                p = t.op._inputs[1]
+                guard |= self.guard.get(p.op, frozenset()) | {self._literal(t.op, t.value_index)}
+            t = t.op._inputs[0]
+        return guard
+
+    def _literal(self, switch: Operation, branch: int) -> tuple[Tensor, int]:
+        """(predicate, branch) of a cond Switch's output `branch`. A Switch on LogicalNot(p)
+        is p's other branch (an imported If lowers its else branch so: the true output of a
+        Switch on not_pred)."""
+        p = self._predicate(switch._inputs[1], switch)
+        if p.op.type == "LogicalNot" and p not in self.fed:
+            return self._predicate(p.op._inputs[0]), 1 - branch
+        return p, branch
+
+    def _predicate(self, p: Tensor, switch: Operation | None = None) -> Tensor:
+        """One tensor per cond: a cond switches its values on `pred_id` = Identity(pred) and
+        its pivots on `pred` itself (Switch(pred, pred)); a pivot stands for the pred_id
+        beside it (the same name scope) where the export computes that, so that two conds on
+        one predicate (a batch norm's and a dropout's on one is_training) stay two conds.
+        Other Identity chains lead to the predicate they copy."""
+        if switch is not None and switch._inputs[0] is p:
+            scope = switch.name.rpartition("/")[0]
+            pid = self._pred_ids.get(scope)
+            if pid is not None and pid.op._inputs[0] is p:
+                return pid
+        while p.op.type == "Identity" and p not in self.fed and not _is_pred_id(p.op):
             p = p.op._inputs[0]
         return p
 
@@ -200,6 +240,9 @@ class ScopeTree:
             else:
                 for c in op._control_inputs:
                     guard |= self.guard.get(c, frozenset())
+            for t in op._inputs:
+                if t.dtype.name == "resource" and t not in self.fed:
+                    guard |= self._handle_guard(t)
         preds: dict[Tensor, int] = {}
         for p, b in guard:
             if preds.setdefault(p, b) != b:

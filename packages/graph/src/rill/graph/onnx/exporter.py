@@ -35,6 +35,7 @@ from onnx import TensorProto, helper, numpy_helper
 from rill.graph import dtypes
 from rill.graph.errors import UnimplementedError
 from rill.graph.graph import Graph, Operation, Tensor
+from rill.graph.onnx import import_util
 from rill.graph.onnx.export_static import StaticValues, describe
 from rill.graph.onnx.export_structure import Scope, ScopeTree, collect_ops
 from rill.graph.onnx.registry import export_rules
@@ -391,10 +392,11 @@ def export_onnx(graph: Graph, inputs, outputs, opset: int | None = None, session
         UnimplementedError: an op with no ONNX export (the message names the op, its printed
             line and the source line that created it).
     """
-    from rill.graph.onnx.versions import default_opset
+    from rill.graph.onnx.versions import default_opset, kernel_opset
 
     newest = onnx.defs.onnx_opset_version()
-    opset = default_opset(MIN_OPSET) if opset is None else int(opset)
+    defaulted = opset is None
+    opset = default_opset(MIN_OPSET) if defaulted else int(opset)
     if not MIN_OPSET <= opset <= newest:
         raise ValueError(
             f"export_onnx(): ONNX opset {opset} is outside the supported range "
@@ -443,6 +445,13 @@ def export_onnx(graph: Graph, inputs, outputs, opset: int | None = None, session
     m = helper.make_model(g, opset_imports=ids, producer_name="rill",
                           producer_version=_rill_version())  # fmt: skip
     m.ir_version = helper.find_min_ir_version_for(ids)
+    if defaulted:
+        # An op the runtime has no kernel for at this opset (versions.PROBED): the newest
+        # opset at which it has one, the model made again there.
+        used = {n.op_type for gr in import_util.all_graphs(g) for n in gr.node}
+        fits = kernel_opset(used, opset, MIN_OPSET)
+        if fits != opset:
+            return export_onnx(graph, inputs, outputs, opset=fits, session=session, name=name)
     return m
 
 

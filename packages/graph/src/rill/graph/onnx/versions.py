@@ -9,6 +9,12 @@ opset 28 / IR 14, onnxruntime 1.31 loads up to opset 26 / IR 13). So the default
 - CONSERVATIVE_OPSET (21, IR 10): loaded by every onnxruntime since 1.20 (November 2024), and
   by the other runtimes that track onnxruntime's releases.
 
+Loading an opset is not having a kernel for every op at it: onnxruntime 1.32 loads opset 24 but
+has no kernel for the opset-22 versions of the random ops (RandomUniform, RandomNormal, their
+-Like forms, Bernoulli, Multinomial), so a model holding one (a dropout whose keep_prob is fed)
+fails to load. For the ops in PROBED, a defaulted opset steps down to the newest one whose
+one-node model of each such op the installed onnxruntime loads (`kernel_opset`).
+
 `export_onnx(..., opset=N)` always overrides it.
 """
 
@@ -19,7 +25,7 @@ import functools
 import onnx
 from onnx import TensorProto, helper
 
-__all__ = ["CONSERVATIVE_OPSET", "default_opset", "runtime_max_opset"]
+__all__ = ["CONSERVATIVE_OPSET", "PROBED", "default_opset", "kernel_opset", "runtime_max_opset"]
 
 CONSERVATIVE_OPSET = 21
 
@@ -59,3 +65,57 @@ def default_opset(floor: int = 13) -> int:
     if found is not None:
         return found
     return max(floor, min(CONSERVATIVE_OPSET, newest))
+
+
+# Ops whose kernels have lagged the opsets onnxruntime loads: (inputs, attributes, output type).
+_F = TensorProto.FLOAT
+PROBED = {
+    "RandomUniformLike": (1, {}, _F),
+    "RandomNormalLike": (1, {}, _F),
+    "RandomUniform": (0, {"shape": [2, 3]}, _F),
+    "RandomNormal": (0, {"shape": [2, 3]}, _F),
+    "Bernoulli": (1, {}, _F),
+    "Multinomial": (1, {"sample_size": 2}, TensorProto.INT32),
+}
+
+
+def _kernel_probe(op_type: str, opset: int) -> bytes:
+    count, attrs, out_type = PROBED[op_type]
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])][:count]
+    y = helper.make_tensor_value_info("y", out_type, None)
+    node = helper.make_node(op_type, [i.name for i in ins], ["y"], **attrs)
+    ids = [helper.make_opsetid("", opset)]
+    m = helper.make_model(helper.make_graph([node], "probe", ins, [y]), opset_imports=ids)
+    m.ir_version = helper.find_min_ir_version_for(ids)
+    return m.SerializeToString()
+
+
+@functools.cache
+def _runtime_has_kernel(op_type: str, opset: int) -> bool:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    try:
+        ort.InferenceSession(_kernel_probe(op_type, opset), opts,
+                             providers=["CPUExecutionProvider"])  # fmt: skip
+    except Exception:  # noqa: BLE001 - any refusal means "no kernel at this opset"
+        return False
+    return True
+
+
+def kernel_opset(op_types, opset: int, floor: int = 13) -> int:
+    """The newest opset (floor..opset) at which the installed onnxruntime has a kernel for each
+    of `op_types` that PROBED names; `opset` itself where none is probed, no onnxruntime is
+    installed, or no opset in the range has them all."""
+    probed = sorted(set(op_types) & PROBED.keys())
+    if not probed:
+        return opset
+    try:
+        import onnxruntime  # noqa: F401 - optional
+    except ImportError:
+        return opset
+    for o in range(opset, floor - 1, -1):
+        if all(_runtime_has_kernel(t, o) for t in probed):
+            return o
+    return opset

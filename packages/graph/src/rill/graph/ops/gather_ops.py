@@ -312,10 +312,51 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
 
 
 def gather_nd(params, indices, name: str | None = None, batch_dims: int = 0) -> Tensor:
-    """Slices of `params` at the index tuples in the last dimension of `indices`."""
-    if batch_dims != 0:
-        raise NotImplementedError("gather_nd with batch_dims != 0 is not supported yet")
-    return _create("GatherNd", [params, index_value(indices)], name=name or "GatherNd").outputs[0]
+    """Slices of `params` at the index tuples in the last dimension of `indices`; with
+    `batch_dims` b, the first b dimensions of both are batch dimensions: each batch entry's
+    tuples index its own slice of params (as TensorFlow does it, by putting each tuple's batch
+    coordinates before it and gathering once).
+
+    >>> import rill.graph as rg
+    >>> with rg.Graph().as_default():
+    ...     gather_nd(rg.placeholder(rg.float32, [2, 4, 3]), [[1], [3]], batch_dims=1).shape
+    TensorShape([2, 3])
+    """
+    if not isinstance(batch_dims, int | np.integer) or batch_dims < 0:
+        raise ValueError(f"gather_nd: batch_dims must be a non-negative int, got {batch_dims!r}")
+    if batch_dims == 0:
+        op = _create("GatherNd", [params, index_value(indices)], name=name or "GatherNd")
+        return op.outputs[0]
+    from rill.graph.ops import array_ops, math_ops, reshape_ops
+
+    g = get_default_graph()
+    with g.name_scope(name or "GatherNd"):
+        params = convert_to_tensor(params)
+        indices = convert_to_tensor(index_value(indices))
+        rank = indices.shape.rank
+        if rank is None:
+            raise ValueError("gather_nd: batch_dims needs the rank of indices known")
+        if batch_dims >= rank:
+            raise ValueError(
+                f"gather_nd: batch_dims ({batch_dims}) must be less than the rank of indices "
+                f"({rank})"
+            )
+        if params.shape.rank is not None and batch_dims >= params.shape.rank:
+            raise ValueError(
+                f"gather_nd: batch_dims ({batch_dims}) must be less than the rank of params "
+                f"({params.shape.rank})"
+            )
+        lead = array_ops.shape(indices, out_type=indices.dtype)[:-1]  # batch and tuple dims
+        pshape = array_ops.shape(params, out_type=indices.dtype)
+        coords = []
+        for i in range(batch_dims):
+            # The i-th batch coordinate of every tuple: a range along dimension i, broadcast.
+            along = [1] * (rank - 1)
+            along[i] = -1
+            r = reshape_ops.reshape(math_ops.range(0, pshape[i], dtype=indices.dtype), along)
+            coords.append(reshape_ops.expand_dims(array_ops.broadcast_to(r, lead), -1))
+        full = reshape_ops.concat([*coords, indices], axis=-1)
+        return _create("GatherNd", [params, full], name="GatherNd").outputs[0]
 
 
 def scatter_nd(indices, updates, shape, name: str | None = None) -> Tensor:

@@ -265,31 +265,81 @@ class _Lowerer:
         self.stand_in(name, refs, tout, [], dev)
 
     def _lower_case(self, nd, name, data, ctrl, stack):
+        """Case (switch_case) as a chain of two-way conds: branch 0 or the rest, branch 1 or
+        the rest, ..., the last branch also for an index out of range (as the kernel does);
+        each level's index and arguments come through the previous level's else side, so the
+        conds nest as tf.cond's do (and export as nested Ifs)."""
         from rill.graph import dtypes
 
         dev = nd.device
         index, args = data[0], data[1:]
         fnames = [f.name for f in nd.attr["branches"].list.func]
-        n = len(fnames)
-        if n == 0:
+        if not fnames:
             raise GraphValueError(f"node {name!r} ({nd.op}) has no branches")
-        i32 = dtypes.int32.enum
-        idx = self.node(f"{name}/index", "Identity", [index, *ctrl], {"T": self._t(i32)}, dev)
-        preds = []
-        for i in range(n - 1):
-            c = self._const_i32(f"{name}/index_{i}", i, idx, dev)
-            preds.append(self.node(f"{name}/is_{i}", "Equal", [idx, c], {"T": self._t(i32)}, dev))
-        if n == 1:
-            last = self.node(f"{name}/is_last", "Equal", [idx, idx], {"T": self._t(i32)}, dev)
-        else:
-            any_ = preds[0]
-            for i, p in enumerate(preds[1:], start=1):
-                any_ = self.node(f"{name}/any_{i}", "LogicalOr", [any_, p], device=dev)
-            last = self.node(f"{name}/is_last", "LogicalNot", [any_], device=dev)
-        preds.append(last)
+        i32 = self._t(dtypes.int32.enum)
+        idx = self.node(f"{name}/index", "Identity", [index, *ctrl], {"T": i32}, dev)
         tin, tout = list(nd.attr["Tin"].list.type), list(nd.attr["Tout"].list.type)
-        refs = self._branches(name, preds, fnames, args, tin, tout, stack, dev)
+        if len(fnames) == 1:  # no choice: the one branch, after the index
+            outs, cret = self.inline(fnames[0], list(args), f"{name}/branch0/", ["^" + idx],
+                                     stack, f"node {name!r}")  # fmt: skip
+            self._check_outs(name, fnames[0], outs, tout)
+            refs = [self.node(f"{name}/out_{k}", "Identity", [o, *cret], {"T": self._t(t)}, dev)
+                    for k, (o, t) in enumerate(zip(outs, tout))]  # fmt: skip
+            self.stand_in(name, refs, tout, [], dev)
+            return
+        refs = self._case_level(name, name, idx, 0, fnames, list(args), tin, tout, stack, dev)
         self.stand_in(name, refs, tout, [], dev)
+
+    def _case_level(self, name, scope, idx, i, fnames, data, types_in, types_out, stack, dev):
+        """Branch i if idx == i, else the levels after it (the last branch at the end);
+        returns the Merge refs. `scope` names this level's plumbing."""
+        from rill.graph import dtypes
+
+        b, i32 = self._t(dtypes.bool_.enum), self._t(dtypes.int32.enum)
+        c = self._const_i32(f"{scope}/index_{i}", i, idx, dev)
+        pred = self.node(f"{scope}/is_{i}", "Equal", [idx, c], {"T": i32}, dev)
+        sides = []
+        for side, port in (("then", 1), ("else", 0)):
+            tag = f"{scope}/{side}"
+            sw = self.node(f"{tag}/pivot_switch", "Switch", [pred, pred], {"T": b}, dev)
+            pivot = self.node(f"{tag}/pivot", "Identity", [f"{sw}:{port}"], {"T": b}, dev)
+            args = [
+                f"{self.node(f'{tag}/switch_{k}', 'Switch', [r, pred], {'T': self._t(t)}, dev)}"
+                f":{port}"
+                for k, (r, t) in enumerate(zip(data, types_in))
+            ]
+            last = i + 2 == len(fnames)
+            if side == "then" or last:
+                fname = fnames[i] if side == "then" else fnames[-1]
+                j = i if side == "then" else len(fnames) - 1
+                outs, cret = self.inline(fname, args, f"{name}/branch{j}/", ["^" + pivot],
+                                         stack, f"node {name!r}")  # fmt: skip
+                self._check_outs(name, fname, outs, types_out)
+                if cret:  # the branch's side effects happen before its outputs count as ready
+                    outs = [self.node(f"{name}/branch{j}/out_{k}", "Identity", [o, *cret],
+                                      {"T": self._t(t)}, dev)
+                            for k, (o, t) in enumerate(zip(outs, types_out))]  # fmt: skip
+            else:
+                # The next level's index: through this level's else side (an Identity, which
+                # the next level's constants can depend on).
+                inner = self.node(f"{tag}/index_switch", "Switch", [idx, pred], {"T": i32}, dev)
+                inner = self.node(f"{tag}/index", "Identity", [f"{inner}:0"], {"T": i32}, dev)
+                outs = self._case_level(name, f"{tag}/case", inner, i + 1, fnames, args,
+                                        types_in, types_out, stack, dev)  # fmt: skip
+            sides.append(outs)
+        merged_name = f"{name}/merge" if scope == name else f"{scope}/merge"
+        return [
+            self.node(f"{merged_name}_{k}", "Merge", [sides[0][k], sides[1][k]],
+                      {"T": self._t(t), "N": attr_value_pb2.AttrValue(i=2)}, dev)
+            for k, t in enumerate(types_out)
+        ]  # fmt: skip
+
+    def _check_outs(self, name, fname, outs, types_out) -> None:
+        if len(outs) != len(types_out):
+            raise GraphValueError(
+                f"node {name!r}: branch function {fname!r} returns {len(outs)} values; the "
+                f"node declares {len(types_out)} (its attr Tout)"
+            )
 
     def _const_i32(self, name: str, value: int, anchor: str, dev) -> str:
         import numpy as np
@@ -318,14 +368,24 @@ class _Lowerer:
         frame = name
         par = attr_value_pb2.AttrValue(i=nd.attr["parallel_iterations"].i or 10)
         merges, nexts = [], []
+        # The loop variables' shapes (while_v2's shape invariants): the Merges take them, so
+        # that the body's shapes are known (a Merge made before its back edge knows only the
+        # shape entering the loop, and that only where it stays the same).
+        invariants = list(nd.attr["output_shapes"].list.shape) if "output_shapes" in nd.attr \
+            else []  # fmt: skip
         for k, (r, t) in enumerate(zip(data, types)):
             e = self.node(f"{name}/enter_{k}", "Enter", [r, *ctrl], {
                 "T": self._t(t), "frame_name": attr_value_pb2.AttrValue(s=frame.encode()),
                 "is_constant": attr_value_pb2.AttrValue(b=False), "parallel_iterations": par,
             }, dev)  # fmt: skip
             nxt = f"{name}/next_{k}"
-            m = self.node(f"{name}/merge_{k}", "Merge", [e, nxt],
-                          {"T": self._t(t), "N": attr_value_pb2.AttrValue(i=2)}, dev)  # fmt: skip
+            attrs = {"T": self._t(t), "N": attr_value_pb2.AttrValue(i=2)}
+            if len(invariants) == len(types):
+                shapes = attr_value_pb2.AttrValue()
+                shapes.list.shape.add().CopyFrom(invariants[k])
+                shapes.list.shape.add()  # value_index: a scalar
+                attrs["_output_shapes"] = shapes
+            m = self.node(f"{name}/merge_{k}", "Merge", [e, nxt], attrs, dev)
             merges.append(m)
             nexts.append(nxt)
         where = f"node {name!r}"

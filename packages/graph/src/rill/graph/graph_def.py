@@ -490,12 +490,14 @@ def build_nodes(graph, specs: list[NodeSpec], input_map=None, prefix: str = "") 
             )
         op._update_input(i, t)
     if patch:
-        _reinfer_after(graph, [created[p[0]] for p in patch])
+        hints = {created[p[0]]: by_name[p[0]].extra.get("output_shapes") for p in patch}
+        _reinfer_after(graph, [created[p[0]] for p in patch], hints)
     return created
 
 
-def _reinfer_after(graph, merges) -> None:
-    """A Merge's back edge is known only at the end; recompute shapes downstream of it."""
+def _reinfer_after(graph, merges, hints=None) -> None:
+    """A Merge's back edge is known only at the end; recompute shapes downstream of it (a
+    Merge's recorded shape, its loop variable's invariant, still refines it)."""
     from rill.graph.graph import reinfer_shapes
 
     first = min(m._id for m in merges)
@@ -503,6 +505,12 @@ def _reinfer_after(graph, merges) -> None:
         s = m._inputs[0].shape
         for t in m._inputs[1:]:
             s = s.most_specific_compatible(t.shape)
+        hint = (hints or {}).get(m)
+        if hint:
+            try:
+                s = s.merge_with(hint[0])
+            except ValueError:
+                pass  # a hint: the inputs' shapes win
         m.outputs[0]._shape = s
     for op in graph._ops[first:]:
         if op.type != "Merge":
@@ -600,6 +608,14 @@ def _create(graph, s: NodeSpec, inputs, ctrl_ops, prefix: str):
             raise GraphValueError(
                 f"{s.where}: node {s.name!r} has a malformed device {s.device!r}: {e}"
             ) from None
+    for t, shape in zip(op.outputs, s.extra.get("output_shapes") or ()):
+        # Recorded shapes (_output_shapes) refine this op's as it is made, so that the ops
+        # made after it see them (a loop's Merge, made before its back edge); they are hints:
+        # the shape function wins where they disagree.
+        try:
+            t._shape = t._shape.merge_with(shape)
+        except ValueError:
+            pass
     if s.out_hints:
         for t, (_, shape) in zip(op.outputs, s.out_hints):
             if shape is not None:

@@ -37,8 +37,9 @@ def identity(ctx, op):
 
 @register_onnx_export("IdentityN")
 def identity_n(ctx, op):
-    for i in range(len(op.outputs)):
-        _alias(ctx, op, i, i)
+    for i, t in enumerate(op.outputs):
+        if t.dtype.name != "resource":  # a variable handle (a loop's captured variable) is no
+            _alias(ctx, op, i, i)  # value: its reads are frozen
 
 
 @register_onnx_export("Placeholder")

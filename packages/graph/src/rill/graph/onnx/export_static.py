@@ -31,7 +31,16 @@ class StaticValues:
     def frozen(self, op: Operation) -> np.ndarray:
         """The value of the variable `op` (a ReadVariableOp or ResourceGather) reads."""
         handle = op._inputs[0].op
-        while handle.type in ("Enter", "Identity", "Switch"):
+        while handle.type in ("Enter", "Identity", "Switch", "Exit", "Merge"):
+            if handle.type == "Merge":
+                # A handle carried through a while loop (while_v2 passes captured variables
+                # as loop variables): the value entering the loop; the back edge carries the
+                # same handle.
+                entry = [t for t in handle._inputs if t.op.type != "NextIteration"]
+                if len(entry) != 1:
+                    break
+                handle = entry[0].op
+                continue
             handle = handle._inputs[0].op
         if handle in self._frozen:
             return self._frozen[handle]

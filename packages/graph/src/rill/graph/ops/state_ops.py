@@ -61,11 +61,21 @@ _SCATTER_ADD_TYPES = (
 
 
 def resource_producer(handle: Tensor) -> Operation | None:
-    """The op that created `handle`, looking through Identity; None if it cannot be known."""
+    """The op that created `handle`, looking through Identity (and the loop plumbing of a
+    handle carried through a while loop, as while_v2 carries captured variables); None if it
+    cannot be known."""
     seen = 0
     t = handle
-    while t.op.type in _FORWARDING_OPS and seen < 64:
-        t = t.op._inputs[0]
+    while seen < 64:
+        if t.op.type in _FORWARDING_OPS or t.op.type == "Exit":
+            t = t.op._inputs[0]
+        elif t.op.type == "Merge":  # a loop's: the handle entering it (the back edge is the same)
+            entry = [i for i in t.op._inputs if i.op.type != "NextIteration"]
+            if len(entry) != 1:
+                return None
+            t = entry[0]
+        else:
+            break
         seen += 1
     return t.op
 

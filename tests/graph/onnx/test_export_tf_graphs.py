@@ -26,7 +26,7 @@ NAMES = EXPORT + ["functional_v2", "frozen_tf2", "frozen_tf2_functional"]
 
 
 def test_the_fixtures_are_there():
-    assert len(EXPORT) == 6
+    assert len(EXPORT) == 9
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -12,14 +12,17 @@ loop-carried value (export_control_flow types those from `ExportContext.sequence
                                  (any order: reverse scans write n−1 … 0); SequenceInsert(v, i)
                                  on a dynamic-size one (in order, as its writes must be)
     read(i)                      SequenceAt(i)
-    unstack / scatter(range)     SplitToSequence(value, axis 0, keepdims 0)
+    unstack / scatter(range)     SplitToSequence(value, axis 0, keepdims 0); other
+                                 indices: a Loop replacing one element a step
     stack / gather(indices)      ConcatFromSequence(new_axis 1) (+ Gather for other indices)
     size                         SequenceLength
     concat / split               ConcatFromSequence(axis 0) / SplitToSequence(lengths)
 
 and the TensorList ops alike (EmptyTensorList, TensorListReserve / FromTensor / Stack /
-GetItem / SetItem / PushBack / PopBack / Length / Gather). Sequences need opset 14 or newer
-(Identity, which the exported subgraphs' outputs go through, takes sequences from opset 14).
+ConcatV2 / Split / ScatterIntoExistingList / GetItem / SetItem / PushBack / PopBack / Length /
+Gather; a SetItem that may grow the list, a dynamic-size TensorArray's write under while_v2,
+appends as that write does). Sequences need opset 14 or newer (Identity, which the exported
+subgraphs' outputs go through, takes sequences from opset 14).
 """
 
 from __future__ import annotations
@@ -187,13 +190,44 @@ def tensor_array_gather(ctx, op):
 @register_onnx_export("TensorArrayScatterV3")
 def tensor_array_scatter(ctx, op):
     _array(ctx, op._inputs[0])
-    seq = _seq(ctx, op._inputs[3])
-    indices, value = op._inputs[1], op._inputs[2]
-    if not _is_full_range(ctx, indices, value):
-        ctx.unsupported("only a scatter of every element in order (unstack) exports; its "
-                        f"indices ({indices.name}) are not range(len(value))")  # fmt: skip
-    _out_seq(ctx, op.outputs[0], "SplitToSequence", [ctx.value(value)], ctx.sequence_type(seq),
-             axis=0, keepdims=0)  # fmt: skip
+    _scatter(ctx, _seq(ctx, op._inputs[3]), op._inputs[1], op._inputs[2], op.outputs[0])
+
+
+def _scatter(ctx, seq: str, indices, value, out) -> None:
+    """out = seq with element indices[k] replaced by value[k]: every element in order (an
+    unstack) is the value split; other indices a Loop replacing one element a step."""
+    elem = ctx.sequence_type(seq)
+    if _is_full_range(ctx, indices, value):
+        _out_seq(ctx, out, "SplitToSequence", [ctx.value(value)], elem, axis=0, keepdims=0)
+        return
+    idx, val = ctx.int64(indices), ctx.value(value)
+    m = ctx.model
+    step, go, acc = m.fresh("scatter/step"), m.fresh("scatter/go"), m.fresh("scatter/acc")
+    at, item, cut, put, keep = (m.fresh(f"scatter/{k}") for k in ("at", "item", "cut", "put",
+                                                                    "keep"))  # fmt: skip
+    body = helper.make_graph(
+        [
+            helper.make_node("Gather", [idx, step], [at], axis=0),
+            helper.make_node("Gather", [val, step], [item], axis=0),
+            helper.make_node("SequenceErase", [acc, at], [cut]),
+            helper.make_node("SequenceInsert", [cut, item, at], [put]),
+            helper.make_node("Identity", [go], [keep]),
+        ],
+        "scatter_body",
+        [
+            helper.make_tensor_value_info(step, TensorProto.INT64, []),
+            helper.make_tensor_value_info(go, TensorProto.BOOL, []),
+            helper.make_tensor_sequence_value_info(acc, elem, None),
+        ],
+        [
+            helper.make_tensor_value_info(keep, TensorProto.BOOL, []),
+            helper.make_tensor_sequence_value_info(put, elem, None),
+        ],
+    )
+    count = ctx.node("Size", [idx])
+    # An explicit true condition: onnx's ReferenceEvaluator runs no step when it is left out.
+    true = ctx.initializer(np.array(True))
+    _out_seq(ctx, out, "Loop", [count, true, seq], elem, body=body)
 
 
 @register_onnx_export("TensorArraySizeV3")
@@ -301,6 +335,28 @@ def tensor_list_stack(ctx, op):
     ctx.node("ConcatFromSequence", [_seq(ctx, op._inputs[0])], op.outputs[0], axis=0, new_axis=1)
 
 
+@register_onnx_export("TensorListScatterIntoExistingList")
+def tensor_list_scatter_into(ctx, op):
+    _scatter(ctx, _seq(ctx, op._inputs[0]), op._inputs[2], op._inputs[1], op.outputs[0])
+
+
+@register_onnx_export("TensorListSplit")
+def tensor_list_split(ctx, op):
+    """A list of pieces of the tensor along its first axis, of the given lengths."""
+    _check_opset(ctx)
+    _out_seq(ctx, op.outputs[0], "SplitToSequence", [ctx.value(op._inputs[0]),
+                                                     ctx.int64(op._inputs[2])],
+             _list_elem(ctx, op), axis=0, keepdims=1)  # fmt: skip
+
+
+@register_onnx_export("TensorListConcatV2")
+def tensor_list_concat(ctx, op):
+    """The elements joined along their first axis (TensorArray.concat under while_v2)."""
+    if any(c for c in op.outputs[1].consumers() if c in ctx.model.tree.needed):
+        ctx.unsupported("its lengths output has no ONNX sequence equivalent")
+    ctx.node("ConcatFromSequence", [_seq(ctx, op._inputs[0])], op.outputs[0], axis=0, new_axis=0)
+
+
 @register_onnx_export("TensorListGetItem")
 def tensor_list_get_item(ctx, op):
     ctx.node("SequenceAt", [_seq(ctx, op._inputs[0]), ctx.value(op._inputs[1])], op.outputs[0])
@@ -311,6 +367,12 @@ def tensor_list_set_item(ctx, op):
     seq = _seq(ctx, op._inputs[0])
     elem = ctx.sequence_type(seq)
     index = ctx.value(op._inputs[1])
+    if op.attrs.get("resize_if_index_out_of_bounds"):
+        # A dynamic-size TensorArray's write under while_v2: its writes come in order, each
+        # one past the end (as TensorArrayWriteV3 on a dynamic-size array exports).
+        _out_seq(ctx, op.outputs[0], "SequenceInsert", [seq, ctx.value(op._inputs[2]), index],
+                 elem)  # fmt: skip
+        return
     erased = ctx.node("SequenceErase", [seq, index])
     ctx.mark_sequence(erased, elem)
     _out_seq(ctx, op.outputs[0], "SequenceInsert", [erased, ctx.value(op._inputs[2]), index],

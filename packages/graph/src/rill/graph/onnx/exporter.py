@@ -445,6 +445,7 @@ def export_onnx(graph: Graph, inputs, outputs, opset: int | None = None, session
     m = helper.make_model(g, opset_imports=ids, producer_name="rill",
                           producer_version=_rill_version())  # fmt: skip
     m.ir_version = helper.find_min_ir_version_for(ids)
+    _outputs_ranked(m)
     if defaulted:
         # An op the runtime has no kernel for at this opset (versions.PROBED): the newest
         # opset at which it has one, the model made again there.
@@ -453,6 +454,26 @@ def export_onnx(graph: Graph, inputs, outputs, opset: int | None = None, session
         if fits != opset:
             return export_onnx(graph, inputs, outputs, opset=fits, session=session, name=name)
     return m
+
+
+def _outputs_ranked(m: onnx.ModelProto) -> None:
+    """Gives the graph outputs whose rank rill does not know (a TensorArray read of elements
+    of no declared shape) the shape ONNX's inference finds, where it finds one: a model's
+    outputs must have a shape (of unknown dimensions, at least a rank)."""
+    loose = [o for o in m.graph.output
+             if o.type.HasField("tensor_type") and not o.type.tensor_type.HasField("shape")]  # fmt: skip
+    if not loose:
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m)
+    except Exception:  # noqa: BLE001 - best effort: the outputs stay as they are
+        return
+    found = {vi.name: vi for vi in [*inferred.graph.value_info, *inferred.graph.output]}
+    sources = {n.output[0]: n.input[0] for n in m.graph.node if n.op_type == "Identity"}
+    for o in loose:
+        vi = found.get(o.name) or found.get(sources.get(o.name, ""))
+        if vi is not None and vi.type.tensor_type.HasField("shape"):
+            o.type.tensor_type.shape.CopyFrom(vi.type.tensor_type.shape)
 
 
 def _rill_version() -> str:

@@ -23,6 +23,7 @@ import rill.graph as rg
 from rill.exec import Session
 from rill.graph.onnx import export_onnx
 from rill.graph.onnx.registry import export_rules
+from rill.graph.ops import extra_ops
 
 NEWEST = onnx.defs.onnx_opset_version()
 SAMPLES = load_all()
@@ -556,3 +557,19 @@ def test_gather_nd_with_batch_dims_exports():
     p = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
     i = np.array([[[3], [0]], [[1], [1]]], np.int32)
     _export_one(lambda a, b: rg.gather_nd(a, b, batch_dims=1), [p, i], oracle=("ort", "reference"))
+
+
+def test_rint_rounds_half_to_even():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.6, -0.4], np.float32)
+    _export_one(lambda a: extra_ops.rint(a), [x], oracle=("ort", "reference"))
+
+
+def test_broadcast_dynamic_shape():
+    a = np.array([4, 1, 3], np.int32)
+    b = np.array([5, 1], np.int32)
+
+    def broadcast(s, t):
+        return rg.get_default_graph().create_op("BroadcastArgs", [s, t]).outputs[0]
+
+    _export_one(broadcast, [a, b], oracle=("ort", "reference"))
+    _export_one(lambda s, t: broadcast(t, s), [a, b], oracle=("ort", "reference"))

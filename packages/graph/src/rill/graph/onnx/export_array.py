@@ -30,7 +30,7 @@ def const(ctx, op):
     ctx.bind(op.outputs[0], ctx.initializer(op.attrs["value"], op.name))
 
 
-@register_onnx_export("Identity", "StopGradient", "PlaceholderWithDefault")
+@register_onnx_export("Identity", "StopGradient", "PlaceholderWithDefault", "EnsureShape")
 def identity(ctx, op):
     _alias(ctx, op)
 
@@ -318,6 +318,26 @@ def unpack(ctx, op):
     parts = [x] if len(op.outputs) == 1 else _split(ctx, x, axis, len(op.outputs))
     for p, t in zip(parts, op.outputs):
         ctx.node("Squeeze", [p, _i64(ctx, [axis])], t)
+
+
+@register_onnx_export("BroadcastArgs")
+def broadcast_args(ctx, op):
+    """The shape two shapes broadcast to (tf.broadcast_dynamic_shape): the shorter one padded
+    with leading 1s, then each dimension the one that is not 1."""
+    lengths = [t.shape.dims[0] if t.shape.rank == 1 else None for t in op._inputs]
+    if None in lengths:
+        ctx.unsupported("the two shapes' lengths must be known")
+    rank = max(lengths)
+    one = ctx.initializer(np.array(1, np.int64))
+    shapes = []
+    for t, n in zip(op._inputs, lengths):
+        v = ctx.int64(t)
+        if n < rank:
+            v = ctx.node("Concat", [ctx.initializer(np.ones(rank - n, np.int64)), v], axis=0)
+        shapes.append(v)
+    a, b = shapes
+    either = ctx.node("Where", [ctx.node("Equal", [a, one]), b, a])
+    ctx.node("Cast", [either], op.outputs[0], to=onnx_dtype(op.outputs[0].dtype))
 
 
 @register_onnx_export("Transpose")

@@ -24,6 +24,7 @@ _UNARY = {
     "Floor": "Floor",
     "Ceil": "Ceil",
     "Round": "Round",  # both round half to even
+    "Rint": "Round",  # tf.math.rint: half to even too
     "Sign": "Sign",
     "Reciprocal": "Reciprocal",
     "Erf": "Erf",

@@ -258,11 +258,13 @@ def in_top_k(ctx, op):
     ctx.node("And", [ok, valid], op.outputs[0])
 
 
-def _pool(ctx, op, onnx_type, fmt=_format, **extra):
-    """A 2-D pool (fmt _format) or a 3-D one (_format3) as the ONNX pool `onnx_type`."""
+def _pool(ctx, op, onnx_type, fmt=_format, ksize=None, strides=None, **extra):
+    """A 2-D pool (fmt _format) or a 3-D one (_format3) as the ONNX pool `onnx_type`; the
+    window and strides the op's attrs, or `ksize` and `strides` (MaxPoolV2's inputs)."""
     x = op._inputs[0]
     spatial, channel, in_layout = fmt(op)
-    ksize, strides = list(op.attrs["ksize"]), list(op.attrs["strides"])
+    ksize = list(op.attrs["ksize"] if ksize is None else ksize)
+    strides = list(op.attrs["strides"] if strides is None else strides)
     if ksize[0] != 1 or ksize[channel] != 1 or strides[0] != 1 or strides[channel] != 1:
         ctx.unsupported("pooling across the batch or channel axis has no ONNX equivalent")
     kernel = [ksize[a] for a in spatial]
@@ -304,6 +306,14 @@ register_onnx_export("AvgPool3D")(lambda ctx, op: _pool(ctx, op, "AveragePool", 
 @register_onnx_export("MaxPool")
 def max_pool(ctx, op):
     _pool(ctx, op, "MaxPool")
+
+
+@register_onnx_export("MaxPoolV2")
+def max_pool_v2(ctx, op):
+    """MaxPool with its window and strides as inputs (tf.nn.max_pool given tensors)."""
+    ksize = [int(v) for v in ctx.require_const(op._inputs[1], "ksize").reshape(-1)]
+    strides = [int(v) for v in ctx.require_const(op._inputs[2], "strides").reshape(-1)]
+    _pool(ctx, op, "MaxPool", ksize=ksize, strides=strides)
 
 
 @register_onnx_export("AvgPool")

@@ -573,3 +573,24 @@ def test_broadcast_dynamic_shape():
 
     _export_one(broadcast, [a, b], oracle=("ort", "reference"))
     _export_one(lambda s, t: broadcast(t, s), [a, b], oracle=("ort", "reference"))
+
+
+def test_zero_padding_before_max_pool_survives_onnxruntimes_pad_fusion():
+    """tf.pad then a VALID max pool over negative values: the padded zeros win the windows at
+    the border. onnxruntime folds a Pad into a following MaxPool's pads (which pad with -inf)
+    unless the Pad names its axes; the export names them (opset 18 and newer)."""
+    x = -1.0 - np.abs(_rng.normal(size=(1, 2, 5, 5))).astype(np.float32)
+
+    def build(t):
+        p = rg.pad(t, [[0, 0], [0, 0], [1, 1], [1, 1]])
+        return rg.max_pool(p, [1, 1, 3, 3], [1, 1, 2, 2], "VALID", data_format="NCHW")
+
+    m = _export_one(build, [x])
+    pad = next(n for n in m.graph.node if n.op_type == "Pad")
+    assert len(pad.input) == 4  # data, pads, value, axes
+    with rg.Graph().as_default():
+        t = rg.placeholder(rg.float32, x.shape)
+        y = build(t)
+        with Session() as s:
+            want = s.run(y, {t: x})
+    assert (want[0, 0, 0] == 0).all()  # the padding's zeros

@@ -13,7 +13,7 @@ from onnx import numpy_helper
 
 from rill.graph.onnx.import_util import all_graphs
 
-__all__ = ["optimize"]
+__all__ = ["optimize", "guard_zero_pad_before_max_pool"]
 
 
 def _uses(g: onnx.GraphProto) -> Counter:
@@ -175,3 +175,38 @@ def _fold_reshapes(g: onnx.GraphProto) -> None:
             if shape is None or 0 in numpy_helper.to_array(shape).tolist():
                 continue
             n.input[0] = inner.input[0]
+
+
+def guard_zero_pad_before_max_pool(g: onnx.GraphProto, opset: int) -> None:
+    """A constant Pad (of zeros) feeding a MaxPool: onnxruntime (1.32 and earlier) folds it into the
+    pool's pads, which pad with -inf, so a window whose values are all negative gives its
+    maximum instead of the 0 the padding puts there (onnxruntime's PadFusion; ResNet-like
+    models whose stem pads before pooling, Hugging Face's BiT). onnxruntime leaves a Pad with
+    the axes input (opset 18) alone: such Pads get it, naming every axis (the same Pad)."""
+    if opset < 18:
+        return
+    inits = {}
+    for sub in all_graphs(g):
+        inits.update({t.name: t for t in sub.initializer})
+    users: dict[str, list] = {}
+    for sub in all_graphs(g):
+        for n in sub.node:
+            for i in n.input:
+                users.setdefault(i, []).append(n)
+    for sub in all_graphs(g):
+        for n in sub.node:
+            if n.op_type != "Pad" or len(n.input) < 2 or len(n.input) > 3:
+                continue
+            mode = next((a.s for a in n.attribute if a.name == "mode"), b"constant")
+            if mode != b"constant" or n.input[1] not in inits:
+                continue
+            # (Its value: also one computed from constants, which onnxruntime folds first.)
+            if not any(u.op_type == "MaxPool" for u in users.get(n.output[0], [])):
+                continue
+            rank = numpy_helper.to_array(inits[n.input[1]]).size // 2
+            axes = onnx.helper.make_tensor(f"{n.output[0]}/axes", onnx.TensorProto.INT64,
+                                           [rank], list(range(rank)))  # fmt: skip
+            g.initializer.append(axes)
+            while len(n.input) < 3:
+                n.input.append("")
+            n.input.append(axes.name)

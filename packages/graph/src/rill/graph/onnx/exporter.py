@@ -441,6 +441,7 @@ def export_onnx(graph: Graph, inputs, outputs, opset: int | None = None, session
     from rill.graph.onnx import export_passes
 
     export_passes.optimize(g)
+    export_passes.guard_zero_pad_before_max_pool(g, opset)
     ids = [helper.make_opsetid("", opset)]
     m = helper.make_model(g, opset_imports=ids, producer_name="rill",
                           producer_version=_rill_version())  # fmt: skip

@@ -150,3 +150,26 @@ def test_regex_full_match_and_sharded_names():
     assert got[0].tolist() == [True, False, False]
     assert got[1].tolist() == [False, True, False]
     assert got[2] == b"ckpt/part-00003-of-00012" and got[3] == b"ckpt/part-?????-of-00012"
+
+
+def test_tensorflow2_saved_model_loads_runs_and_exports_to_onnx():
+    """tf.saved_model.save from TensorFlow 2.21: a tf.Module's variables and its serving
+    tf.function (a cond inside), the function library, and the restore functions that hold
+    DisableCopyOnRead (TF 2.13+)."""
+    fixture = FIXTURE.parent / "saved_model_tf2"
+    io = np.load(fixture / "io.npz")
+    with tf.Graph().as_default(), tf.Session() as sess:
+        meta = tf.saved_model.loader.load(sess, ["serve"], str(fixture))
+        sig = meta.signature_def["serving_default"]
+        x = sess.graph.get_tensor_by_name(sig.inputs["x"].name)
+        y = sess.graph.get_tensor_by_name(sig.outputs["probs"].name)
+        for xs, want in ((io["x"], io["probs"]), (io["x_neg"], io["probs_neg"])):
+            np.testing.assert_allclose(sess.run(y, {x: xs}), want, rtol=1e-6, atol=1e-7)
+        ort = pytest.importorskip("onnxruntime")
+        from rill.graph.onnx import export_onnx
+
+        model = export_onnx(sess.graph, [x], [y], session=sess)
+    run = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for xs, want in ((io["x"], io["probs"]), (io["x_neg"], io["probs_neg"])):
+        got = run.run(None, {run.get_inputs()[0].name: xs})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -142,6 +142,14 @@ def var_is_initialized_op(xp):
     return compute
 
 
+@register_kernel("DisableCopyOnRead", devices=_GENERIC)
+def disable_copy_on_read():
+    def compute(h):
+        handle_of(h)  # a handle, as TensorFlow checks; nothing else to do
+
+    return compute
+
+
 @register_kernel("DestroyResourceOp", devices=_GENERIC, context=True)
 def destroy_resource_op(ignore_lookup_error):
     def compute(ctx, h):

@@ -261,6 +261,17 @@ defop(
 )
 
 
+defop(
+    "DisableCopyOnRead",
+    inputs=["resource: resource"],
+    shape=_handle_only,
+    stateful=True,
+    doc="TensorFlow's hint that the variable's reads need not copy (TF 2.13+ SavedModels' "
+    "restore functions hold it); rill's reads never copy what a later write changes, so it "
+    "does nothing.",
+)
+
+
 # -- raw builders (TensorFlow's generated wrappers) ---------------------------------------------
 
 

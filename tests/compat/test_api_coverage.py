@@ -31,7 +31,7 @@ FLOORS = {
     "random": 23,
     "math": 105,
     "linalg": 24,
-    "image": 35,
+    "image": 36,
     "io": 14,
     "saved_model": 38,
     "debugging": 18,

@@ -49,9 +49,12 @@ def test_image_names():
         near = tf.image.resize_images(tf.constant(img), [2, 2],
                                       method=tf.image.ResizeMethod.NEAREST_NEIGHBOR)  # fmt: skip
         single = tf.image.resize_images(tf.constant(img[0]), [8, 8])
+        # tf.image.resize: resize_images's second name (bilinear by default)
+        same = tf.image.resize(tf.constant(img), [8, 8]) - tf.image.resize_bilinear(img, [8, 8])
         nms = tf.image.non_max_suppression(tf.constant(boxes), tf.constant([0.9, 0.8, 0.7]), 3)
         s2d = tf.space_to_depth(tf.constant(img), 2)
-        n, s, k, d = _run([near, single, nms, s2d])
+        n, s, k, d, z = _run([near, single, nms, s2d, same])
+    np.testing.assert_array_equal(z, np.zeros((1, 8, 8, 1), np.float32))
     np.testing.assert_array_equal(n[0, :, :, 0], [[0, 2], [8, 10]])
     assert s.shape == (8, 8, 1)
     np.testing.assert_array_equal(k, [0, 2])

@@ -4,6 +4,9 @@
 
 # issue 18's image ops under TensorFlow 1's tf.image names
 from rill.compat.v1._ops18 import ResizeMethod, resize_images
+
+# tf.compat.v1.image.resize is resize_images under a second name (TF 1.14+).
+resize = resize_images
 from rill.graph.image import *
 from rill.graph.image_adjust import *
 from rill.graph.ops.composite_ops import random_crop

@@ -11,7 +11,8 @@ points are per tensor, except QGemm's b_scale and b_zero_point, which may be per
 
 onnxruntime's integer kernels sometimes fold the scales into one ratio, or sum a pool's integers
 before scaling, so a value that lies within a float32 rounding of a half step can land one
-quantization step away from onnxruntime's.
+quantization step away from onnxruntime's. QLinearAdd follows the arithmetic of onnxruntime's
+x86-64 (AVX2) kernel instead, ratios and fused multiply-adds, so its bits are that kernel's.
 
 The onnx package declares no com.microsoft ops, and the import registry checks a rule's op and
 attributes against onnx's schemas, so this module first registers with onnx a schema for each op
@@ -31,7 +32,7 @@ from rill.graph.onnx.import_registry import register_onnx_import
 from rill.graph.onnx.import_util import OnnxImportError, const, op
 
 _MS = "com.microsoft"
-_F32, _I32 = dtypes.float32, dtypes.int32
+_F32, _F64, _I32 = dtypes.float32, dtypes.float64, dtypes.int32
 
 # -- schemas ---------------------------------------------------------------------------------------
 
@@ -159,7 +160,70 @@ def _binary_rule(tf_op: str, node: str):
     return rule
 
 
-register_onnx_import("QLinearAdd", _MS)(_binary_rule("AddV2", "QLinearAdd"))
+def _fma32(x, k, t):
+    """float32(x · k + t) rounded once, as an FMA instruction computes it: x an integer of at
+    most 8 bits (as any type) and k a float32 make a product float64 holds exactly, so the float64 sum
+    rounds to the same float32 wherever it is exact (the operands' exponents within 21 of
+    each other)."""
+    prod = op("Mul", [_q._cast(x, _F64), _q._cast(k, _F64)])
+    return _q._cast(op("AddV2", [prod, _q._cast(t, _F64)]), _F32)
+
+
+def _constant_along_last(x, other) -> bool:
+    """Whether x is one value along each innermost span of the broadcast (its last dimension
+    1, or x of one element, while the other operand's last dimension is longer)."""
+    if _q._one_element(x):
+        return True
+    xs, os_ = x.shape, other.shape
+    if xs.rank is None or os_.rank is None or not xs.rank or not os_.rank:
+        return False
+    last, other_last = xs.dims[-1], os_.dims[-1]
+    return last == 1 and other_last is not None and other_last > 1
+
+
+@register_onnx_import("QLinearAdd", _MS)
+def qlinear_add(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
+                c_zero_point=None):  # fmt: skip
+    """C = quantize(dequantize(A) + dequantize(B)), in the arithmetic of onnxruntime's
+    x86-64 kernel (MLAS's AVX2 QLinearAdd), so that the result is its bits, not one step
+    away where a value lies near half a step: with the ratios ra = sa / sc, rb = sb / sc and
+    the fixed part f = zc - fma(za, ra, rb·zb) in float32, C = round(fma(A, ra, fma(B, rb, f))),
+    or, where B (or A) is one value along the innermost span, round(fma(A, ra, f + B·rb)).
+    Saturated to the type; round half to even."""
+    node = "QLinearAdd"
+    if a.dtype != b.dtype:
+        raise OnnxImportError(f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree")
+    _check(a, a_zero_point, "A", node)
+    _check(b, b_zero_point, "B", node)
+    dt = a.dtype
+    if c_zero_point is not None:
+        _q._check_int8(c_zero_point, "output zero point", node)
+        dt = c_zero_point.dtype
+
+    def f32(p, what):
+        return _q._cast(_q._scalar(p, what, node), _F32)
+
+    def zero(p, what):
+        return const(0.0, _F32) if p is None else f32(p, what)
+
+    sc = f32(c_scale, "C scale")
+    ra = op("RealDiv", [f32(a_scale, "A scale"), sc])
+    rb = op("RealDiv", [f32(b_scale, "B scale"), sc])
+    za, zb = zero(a_zero_point, "A zero point"), zero(b_zero_point, "B zero point")
+    zc = zero(c_zero_point, "output zero point")
+    # (The kernel's compiler contracts ra·za + rb·zb into one fused multiply-add.)
+    fixed = op("Sub", [zc, _fma32(za, ra, op("Mul", [rb, zb]))])
+    if _constant_along_last(b, a):
+        t = op("AddV2", [fixed, op("Mul", [_q._cast(b, _F32), rb])])
+        y = _fma32(a, ra, t)
+    elif _constant_along_last(a, b):
+        t = op("AddV2", [fixed, op("Mul", [_q._cast(a, _F32), ra])])
+        y = _fma32(b, rb, t)
+    else:
+        y = _fma32(a, ra, _fma32(b, rb, fixed))
+    return _q._saturate(op("Round", [y]), None, dt)
+
+
 register_onnx_import("QLinearMul", _MS)(_binary_rule("Mul", "QLinearMul"))
 
 

@@ -264,3 +264,38 @@ def test_qlinear_concat_with_an_incomplete_triple_is_refused_naming_the_node():
     m = model([node], [vi("x0", np.uint8, [2])], [vi("y", np.uint8)], inits)
     with pytest.raises(OnnxImportError, match=r"cat1.*triples"):
         import_onnx(m)
+
+
+# -- QLinearSoftmax --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize(
+    "shape, axis, opset",
+    [((3, 5, 40), None, 13), ((3, 5, 40), 1, 13), ((3, 5, 40), None, 12), ((2, 3, 4, 7), 1, 11),
+     ((2, 3, 4, 7), 0, 13), ((6, 3), -1, 13)],
+)  # fmt: skip
+@pytest.mark.parametrize("scales", [(0.1, 1 / 256, 0), (0.023, 1 / 255, 3), (0.5, 1 / 128, 0)])
+def test_qlinear_softmax_is_onnxruntimes_bits(dtype, shape, axis, opset, scales):
+    """onnxruntime's kernel: a table of exp over the input's steps, a float32 sum in order,
+    round(e · floor(1 / y_scale) / sum) + zero point, saturated (the quantization tool writes
+    it for the Softmax of a QOperator-quantized transformer)."""
+    xs, ys, yz = scales
+    if dtype == np.int8 and yz == 0:
+        yz = -128
+    attrs = {"opset": opset} | ({} if axis is None else {"axis": axis})
+    node = oh.make_node("QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=MS,
+                        **attrs)  # fmt: skip
+    inits = [init("xs", xs), init("xz", 3, dtype), init("ys", ys), init("yz", yz, dtype)]
+    x = ints(dtype, *shape)
+    m = model([node], [vi("x", dtype, shape)], [vi("y", dtype)], inits)
+    check(m, {"x": x})
+
+
+def test_qlinear_softmax_needs_a_constant_input_scale():
+    node = oh.make_node("QLinearSoftmax", ["x", "xs", "", "ys", "yz"], ["y"], domain=MS, opset=13,
+                        name="sm3")  # fmt: skip
+    m = model([node], [vi("x", np.uint8, (2, 5)), vi("xs", np.float32, ())], [vi("y", np.uint8)],
+              [init("ys", 1 / 256), init("yz", 0, np.uint8)])  # fmt: skip
+    with pytest.raises(OnnxImportError, match=r"sm3.*QLinearSoftmax needs a constant X scale"):
+        import_onnx(m)

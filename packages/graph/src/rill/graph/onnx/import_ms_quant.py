@@ -1,7 +1,7 @@
 """ONNX import rules: onnxruntime's quantized contrib ops in the com.microsoft domain, as
 onnxruntime's quantization tool writes them in QOperator format (QLinearAdd, QLinearMul,
 QLinearGlobalAveragePool, QGemm, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat,
-QLinearAveragePool).
+QLinearAveragePool, QLinearSoftmax).
 
 Each is dequantize → the float op → quantize, all in float32 as onnxruntime computes:
 dequantizing is (x - zero_point) · scale, quantizing saturate(round(y / scale) + zero_point)
@@ -30,6 +30,7 @@ from rill.graph.onnx import import_conv as _conv
 from rill.graph.onnx import import_quant as _q
 from rill.graph.onnx.import_registry import register_onnx_import
 from rill.graph.onnx.import_util import OnnxImportError, const, op
+from rill.graph.tensor_util import constant_value
 
 _MS = "com.microsoft"
 _F32, _F64, _I32 = dtypes.float32, dtypes.float64, dtypes.int32
@@ -91,6 +92,8 @@ _schema("QLinearAveragePool", _unary("X"), [("Y", "T")],
          ("channels_last", helper.make_attribute("channels_last", 0)),
          ("count_include_pad", helper.make_attribute("count_include_pad", 0)),
          ("kernel_shape", _AT.INTS), ("pads", _AT.INTS), ("strides", _AT.INTS)])  # fmt: skip
+_schema("QLinearSoftmax", _unary("X"), [("Y", "T")],
+        [("axis", _AT.INT), ("opset", _AT.INT)])  # fmt: skip
 _schema("QLinearConcat", [("Y_scale", "TF", 0), ("Y_zero_point", "T", 0),
                           ("inputs", "TV", "variadic")], [("Y", "T")],
         [("axis", _AT.INT)])  # fmt: skip
@@ -346,3 +349,103 @@ def qgemm(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, C=None, y_scale
     _q._check_int8(y_zero_point, "y zero point", node)
     yz = _q._scalar(y_zero_point, "y zero point", node)
     return _q._requantize(acc, mult, yz, y_zero_point.dtype)
+
+
+# -- QLinearSoftmax --------------------------------------------------------------------------------
+
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def _softmax_table(x_scale: float, reduce_len: int, signed: bool) -> np.ndarray:
+    """onnxruntime's 256-entry table of exp over the input's steps (its QLinearSoftmax kernel):
+    entry i is exp((i - 255 + shift) · x_scale) in float64 stored as float32, the shift keeping
+    a row's sum below FLT_MAX; an int8 input indexes it from -128."""
+    shift = max(0.0, np.log(_FLT_MAX / reduce_len) - 5.0) / np.float64(x_scale)
+    values = np.exp((np.arange(256, dtype=np.float64) - 255.0 + shift) * np.float64(x_scale))
+    table = values.astype(np.float32)
+    if signed:
+        table = table[(np.arange(256) + 128) % 256]  # entry (i - 128) mod 256 holds value i
+    return table
+
+
+@register_onnx_import("QLinearSoftmax", _MS)
+def qlinear_softmax(n, x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, axis=None,
+                    opset=13):  # fmt: skip
+    """Softmax of quantized x as onnxruntime's kernel computes it, so that its bits are the
+    kernel's: each row's values shifted so that its largest is 255 (127), exp read from a table
+    of the input scale's steps, summed in float32 in order, and each output
+    round(e · floor(1 / y_scale) / sum) + y_zero_point, saturated. The input zero point cancels
+    out. Below opset 13 (the `opset` attribute, the original Softmax's) the row is everything
+    from `axis` on; from 13 the one axis; `axis` is -1 when absent, at any opset, as in
+    onnxruntime (its kernel's opset-dependent default never applies: the schema gives -1)."""
+    node = "QLinearSoftmax"
+    _check(x, x_zero_point, "X", node)
+    if y_zero_point is not None:
+        _q._check_int8(y_zero_point, "output zero point", node)
+        if y_zero_point.dtype != x.dtype:
+            raise OnnxImportError(f"{node}'s Y_zero_point must be {x.dtype.name} like X")
+    rank = x.shape.rank
+    if not rank:
+        raise OnnxImportError(f"{node} needs an input of known rank >= 1, got shape {x.shape}")
+    if axis is None:  # onnxruntime's schema default, whatever the opset
+        axis = -1
+    if not -rank <= axis < rank:
+        raise OnnxImportError(f"{node}: axis {axis} is out of range for a rank-{rank} input")
+    axis %= rank
+    signed = x.dtype == dtypes.int8
+    shape = x.shape
+    # The rows as the last axis of xr.
+    back = None
+    if opset < 13:
+        if not shape.is_fully_defined():
+            raise OnnxImportError(f"{node} below opset 13 needs the input's shape known")
+        d = int(np.prod(shape.dims[axis:], dtype=np.int64))
+        xr = op("Reshape", [x, const([-1, d], _I32)])
+    else:
+        d = shape.dims[axis]
+        xr = x
+        if axis != rank - 1:
+            perm = list(range(rank))
+            perm[axis], perm[-1] = rank - 1, axis
+            xr = op("Transpose", [x, const(perm, _I32)])
+            back = perm
+    _q._scalar(x_scale, "X scale", node)  # checks it is one value
+    sv = constant_value(x_scale)
+    if sv is None or d is None:
+        raise OnnxImportError(
+            f"{node} needs a constant X scale and the softmax axis's length known (its "
+            "table of exp is built from them)"
+        )
+    table = const(_softmax_table(float(np.float32(np.ravel(sv)[0])), int(d), signed), _F32)
+    xi = _q._cast(xr, _I32)
+    top = op("Max", [xi, const(-1, _I32)], {"keep_dims": True})
+    at = op("Sub", [xi, top])
+    at = op("AddV2", [at, const(127 if signed else 255, _I32)])
+    if signed:
+        at = op("FloorMod", [at, const(256, _I32)])
+    e = op("GatherV2", [table, at, const(0, _I32)])
+    total = op("Cumsum", [e, const(-1, _I32)])  # float32 in order, as the kernel adds
+    total = op(
+        "StridedSlice",
+        [total, const([0, -1], _I32), const([0, 0], _I32), const([1, 1], _I32)],
+        {
+            "begin_mask": 0,
+            "end_mask": 2,
+            "ellipsis_mask": 1,
+            "new_axis_mask": 0,
+            "shrink_axis_mask": 0,
+        },
+    )  # fmt: skip  (total[..., -1:])
+    y_sc = _q._cast(_q._scalar(y_scale, "Y scale", node), _F32)
+    inv = op("Floor", [op("RealDiv", [const(1.0, _F32), y_sc])])
+    q = op("Round", [op("RealDiv", [op("Mul", [e, inv]), total])])
+    q = _q._cast(q, dtypes.int64)
+    if y_zero_point is not None:
+        q = op("AddV2", [q, _q._cast(_q._scalar(y_zero_point, "Y zero point", node),
+                                    dtypes.int64)])  # fmt: skip
+    y = _q._saturate(q, None, x.dtype)
+    if opset < 13:
+        return op("Reshape", [y, op("Shape", [x], {"out_type": _I32})])
+    if back is not None:
+        y = op("Transpose", [y, const(back, _I32)])
+    return y

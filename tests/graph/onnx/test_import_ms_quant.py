@@ -299,3 +299,86 @@ def test_qlinear_softmax_needs_a_constant_input_scale():
               [init("ys", 1 / 256), init("yz", 0, np.uint8)])  # fmt: skip
     with pytest.raises(OnnxImportError, match=r"sm3.*QLinearSoftmax needs a constant X scale"):
         import_onnx(m)
+
+
+# -- MatMulNBits -----------------------------------------------------------------------------------
+
+
+def _pack(codes: np.ndarray, bits: int) -> np.ndarray:
+    """codes [..., m] (m a multiple of 8 / bits) packed low bits first into uint8 [..., m·bits/8]."""
+    per = 8 // bits
+    c = codes.astype(np.uint8).reshape(*codes.shape[:-1], -1, per)
+    out = np.zeros(c.shape[:-1], np.uint8)
+    for j in range(per):
+        out |= c[..., j] << np.uint8(j * bits)
+    return out
+
+
+def _nbits_model(k, n, bits, block, zp_kind, bias, rank3, g_idx=False):
+    rng = np.random.default_rng(k * 7 + n + bits + block)
+    blocks = -(-k // block)
+    top = (1 << bits) - 1
+    codes = rng.integers(0, top + 1, (n, blocks, block))
+    scales = rng.uniform(0.01, 0.1, (n, blocks)).astype(np.float32)
+    inputs = ["a", "b", "s"]
+    inits = [nh.from_array(_pack(codes, bits), "b"), nh.from_array(scales, "s")]
+    zps = rng.integers(0, top + 1, (n, blocks))
+    if zp_kind == "packed":
+        per_row = -(-blocks * bits // 8) * (8 // bits)
+        padded = np.zeros((n, per_row), np.int64)
+        padded[:, :blocks] = zps
+        inits.append(nh.from_array(_pack(padded, bits), "z"))
+        inputs.append("z")
+    elif zp_kind == "float":
+        inits.append(nh.from_array(zps.astype(np.float32), "z"))
+        inputs.append("z")
+    else:
+        inputs.append("")
+    if g_idx:
+        inits.append(nh.from_array((np.arange(k) // block).astype(np.int32), "g"))
+        inputs.append("g")
+    else:
+        inputs.append("")
+    if bias:
+        inits.append(nh.from_array(rng.normal(size=n).astype(np.float32), "bias"))
+        inputs.append("bias")
+    while inputs[-1] == "":
+        inputs.pop()
+    node = oh.make_node("MatMulNBits", inputs, ["y"], domain=MS, K=k, N=n, bits=bits,
+                        block_size=block)  # fmt: skip
+    shape = [2, 3, k] if rank3 else [4, k]
+    a = rng.normal(size=shape).astype(np.float32)
+    m = model([node], [vi("a", np.float32, shape)], [vi("y", np.float32)], inits)
+    return m, a
+
+
+@pytest.mark.parametrize(
+    "k, n, bits, block, zp_kind, bias, rank3",
+    [(64, 24, 4, 32, "none", False, False), (80, 16, 4, 32, "packed", True, True),
+     (128, 8, 4, 64, "float", False, True), (48, 10, 8, 16, "packed", True, False),
+     (96, 12, 2, 32, "packed", False, False), (40, 6, 4, 16, "packed", True, True)],
+)  # fmt: skip
+def test_matmul_nbits_matches_onnxruntime(k, n, bits, block, zp_kind, bias, rank3):
+    """onnxruntime's weight-only quantized MatMul (what its int4 quantizer writes for LLMs):
+    codes packed low bits first, zero points packed or float or absent (2^(bits-1)), K not a
+    multiple of the block (80, 40), a bias, a 3-D input."""
+    m, a = _nbits_model(k, n, bits, block, zp_kind, bias, rank3)
+    got, want = run_rill(m, {"a": a}), run_ort(m, {"a": a})
+    assert got[0].shape == want[0].shape
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_nbits_with_the_deprecated_group_index_is_refused():
+    m, _ = _nbits_model(64, 8, 4, 32, "packed", False, False, g_idx=True)
+    with pytest.raises(OnnxImportError, match="MatMulNBits: the deprecated g_idx input"):
+        import_onnx(m)
+
+
+def test_matmul_nbits_with_a_wrong_weight_shape_is_refused_naming_the_node():
+    m, _ = _nbits_model(64, 8, 4, 32, "none", False, False)
+    m.graph.node[0].name = "qproj"
+    for a in m.graph.node[0].attribute:
+        if a.name == "N":
+            a.i = 9
+    with pytest.raises(OnnxImportError, match=r"qproj.*MatMulNBits: B has shape \[8, 2, 16\]"):
+        import_onnx(m)

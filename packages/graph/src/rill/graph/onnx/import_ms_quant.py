@@ -1,7 +1,8 @@
 """ONNX import rules: onnxruntime's quantized contrib ops in the com.microsoft domain, as
 onnxruntime's quantization tool writes them in QOperator format (QLinearAdd, QLinearMul,
 QLinearGlobalAveragePool, QGemm, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat,
-QLinearAveragePool, QLinearSoftmax).
+QLinearAveragePool, QLinearSoftmax), and MatMulNBits, the block-quantized weights of
+onnxruntime's weight-only (int4) quantizer for LLMs.
 
 Each is dequantize → the float op → quantize, all in float32 as onnxruntime computes:
 dequantizing is (x - zero_point) · scale, quantizing saturate(round(y / scale) + zero_point)
@@ -42,7 +43,8 @@ _ONE, _OPT, _VAR = (_S.FormalParameterOption.Single, _S.FormalParameterOption.Op
                     _S.FormalParameterOption.Variadic)  # fmt: skip
 _INT8S = ["tensor(int8)", "tensor(uint8)"]
 _TYPES = {"T": _INT8S, "TF": ["tensor(float)"], "TB": ["tensor(int32)"],
-          "TY": ["tensor(float)", *_INT8S], "TV": [*_INT8S, "tensor(float)"]}  # fmt: skip
+          "TY": ["tensor(float)", *_INT8S], "TV": [*_INT8S, "tensor(float)"],
+          "TU": ["tensor(uint8)"], "TZ": ["tensor(uint8)", "tensor(float)"]}  # fmt: skip
 
 
 def _schema(name: str, inputs, outputs, attrs=()) -> None:
@@ -92,6 +94,12 @@ _schema("QLinearAveragePool", _unary("X"), [("Y", "T")],
          ("channels_last", helper.make_attribute("channels_last", 0)),
          ("count_include_pad", helper.make_attribute("count_include_pad", 0)),
          ("kernel_shape", _AT.INTS), ("pads", _AT.INTS), ("strides", _AT.INTS)])  # fmt: skip
+_schema("MatMulNBits", [("A", "TF", 0), ("B", "TU", 0), ("scales", "TF", 0),
+                       ("zero_points", "TZ", 1), ("g_idx", "TB", 1), ("bias", "TF", 1)],
+        [("Y", "TF")],
+        [("K", _AT.INT), ("N", _AT.INT), ("bits", helper.make_attribute("bits", 4)),
+         ("block_size", _AT.INT), ("accuracy_level", helper.make_attribute("accuracy_level", 0)),
+         ("weight_prepacked", helper.make_attribute("weight_prepacked", 0))])  # fmt: skip
 _schema("QLinearSoftmax", _unary("X"), [("Y", "T")],
         [("axis", _AT.INT), ("opset", _AT.INT)])  # fmt: skip
 _schema("QLinearConcat", [("Y_scale", "TF", 0), ("Y_zero_point", "T", 0),
@@ -449,3 +457,92 @@ def qlinear_softmax(n, x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, 
     if back is not None:
         y = op("Transpose", [y, const(back, _I32)])
     return y
+
+
+# -- MatMulNBits -----------------------------------------------------------------------------------
+
+
+def _unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """The first `count` codes of each row of `packed` (uint8 [..., bytes]), `bits` bits each,
+    packed low bits first within each byte (MatMulNBits' layout)."""
+    per_byte = 8 // bits
+    shifts = np.arange(per_byte, dtype=np.uint8) * bits
+    codes = (packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)
+    return codes.reshape(*packed.shape[:-1], -1)[..., :count]
+
+
+@register_onnx_import("MatMulNBits", _MS)
+def matmul_nbits(n, a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, bits=4,
+                 block_size, accuracy_level=0, weight_prepacked=0):  # fmt: skip
+    """A @ dequantize(B)ᵀ (+ bias): B's codes (N rows of K, in blocks of block_size along K,
+    each block a blob of block_size·bits/8 bytes, low bits first) minus their block's zero
+    point (packed like B, or float; 2^(bits-1) when absent), times its scale. The weights are
+    constants: they are dequantized once, here, into a float K × N matrix (the products then
+    run as float32 MatMuls, as onnxruntime's default accuracy level computes them, up to the
+    order of the sums). The deprecated g_idx input is refused."""
+    node = "MatMulNBits"
+    del accuracy_level  # a hint for how A may be computed in; the float product is exact
+    if weight_prepacked:
+        raise OnnxImportError(f"{node}: prepacked weights (a runtime-specific layout) are not "
+                              "supported")  # fmt: skip
+    if bits not in (2, 4, 8):
+        raise OnnxImportError(f"{node}: bits={bits} is not supported (2, 4 or 8)")
+    if block_size < 16 or block_size & (block_size - 1):
+        raise OnnxImportError(f"{node}: block_size {block_size} must be a power of 2, >= 16")
+    k_blocks = -(-K // block_size)
+    blob = block_size * bits // 8
+    codes = constant_value(b)
+    scale = constant_value(scales)
+    if codes is None or scale is None:
+        raise OnnxImportError(f"{node}: B and scales must be constants (the model's weights)")
+    if codes.shape != (N, k_blocks, blob):
+        raise OnnxImportError(
+            f"{node}: B has shape {list(codes.shape)}; K={K}, N={N}, bits={bits} and "
+            f"block_size={block_size} make it [{N}, {k_blocks}, {blob}]"
+        )
+    if scale.size != N * k_blocks:
+        raise OnnxImportError(
+            f"{node}: scales has {scale.size} values; N x blocks is {N * k_blocks}"
+        )
+    scale = scale.reshape(N, k_blocks).astype(np.float32)
+    q = _unpack_bits(codes, bits, block_size).reshape(N, k_blocks * block_size)[:, :K]
+    if zero_points is None:
+        zp = np.full((N, k_blocks), 1 << (bits - 1), np.float32)
+    else:
+        zv = constant_value(zero_points)
+        if zv is None:
+            raise OnnxImportError(f"{node}: zero_points must be a constant")
+        if zv.dtype == np.uint8:
+            per_row = -(-k_blocks * bits // 8)
+            if zv.size != N * per_row:
+                raise OnnxImportError(
+                    f"{node}: packed zero_points has {zv.size} bytes; N x "
+                    f"ceil(blocks·bits/8) is {N * per_row}"
+                )
+            zp = _unpack_bits(zv.reshape(N, per_row), bits, k_blocks).astype(np.float32)
+        else:
+            if zv.size != N * k_blocks:
+                raise OnnxImportError(
+                    f"{node}: zero_points has {zv.size} values; N x blocks is {N * k_blocks}"
+                )
+            zp = zv.reshape(N, k_blocks).astype(np.float32)
+    if g_idx is not None:
+        raise OnnxImportError(f"{node}: the deprecated g_idx input is not supported (re-quantize "
+                              "without act-order, or with onnxruntime's current quantizer)")  # fmt: skip
+    block_of = np.arange(K) // block_size
+    # (code - zero point) · scale in float32, as DequantizeLinear-style dequantization does.
+    w = (q.astype(np.float32) - zp[:, block_of]) * scale[:, block_of]  # [N, K]
+    weights = const(np.ascontiguousarray(w.T), _F32)  # [K, N]
+    rank = a.shape.rank
+    if rank is None or rank < 2:
+        raise OnnxImportError(f"{node} needs an input of known rank >= 2, got shape {a.shape}")
+    flat = op("Reshape", [a, const([-1, K], _I32)])
+    y = op("MatMul", [flat, weights])
+    if bias is not None:
+        y = op("AddV2", [y, bias])
+    lead = op("StridedSlice", [op("Shape", [a], {"out_type": _I32}), const([0], _I32),
+                               const([-1], _I32), const([1], _I32)],
+              {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0,
+               "shrink_axis_mask": 0})  # fmt: skip
+    shape = op("ConcatV2", [[lead, const([N], _I32)], const(0, _I32)])
+    return op("Reshape", [y, shape])

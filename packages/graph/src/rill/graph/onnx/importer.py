@@ -61,6 +61,7 @@ from rill.graph.onnx import (  # noqa: F401 - imported for their rule registrati
     import_svm,
 )
 from rill.graph.onnx.import_functions import inline_functions
+from rill.graph.onnx.import_qdq import fuse_qdq
 from rill.graph.onnx.import_registry import get_import_rule
 from rill.graph.onnx.import_scan8 import rewrite_scan8
 from rill.graph.onnx.import_sequence import coerce, kind_of_type
@@ -700,6 +701,7 @@ def import_onnx(
     validate_tensors(m, external_data_dir)
     m = inline_functions(m)
     m = infer_types_if_valid(_upgrade(m))
+    m = fuse_qdq(m)  # uint8 QDQ groups as the QLinear ops onnxruntime runs them as
     g = graph if graph is not None else Graph()
     imp = _Importer(m, g)
     with g.as_default():

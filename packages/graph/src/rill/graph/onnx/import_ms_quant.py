@@ -235,7 +235,37 @@ def qlinear_add(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
     return _q._saturate(op("Round", [y]), None, dt)
 
 
-register_onnx_import("QLinearMul", _MS)(_binary_rule("Mul", "QLinearMul"))
+@register_onnx_import("QLinearMul", _MS)
+def qlinear_mul(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
+                c_zero_point=None):  # fmt: skip
+    """C = quantize(dequantize(A) · dequantize(B)), in the arithmetic of onnxruntime's x86-64
+    kernel (MLAS's SSE2 QLinearMul), so that the result is its bits: the integer product
+    (A - za)·(B - zb), exact in float32, times the float32 ratio (sa·sb)/sc, plus zc, rounded
+    half to even and saturated."""
+    node = "QLinearMul"
+    if a.dtype != b.dtype:
+        raise OnnxImportError(f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree")
+    _check(a, a_zero_point, "A", node)
+    _check(b, b_zero_point, "B", node)
+    dt = a.dtype
+    if c_zero_point is not None:
+        _q._check_int8(c_zero_point, "output zero point", node)
+        dt = c_zero_point.dtype
+
+    def f32(p, what):
+        return _q._cast(_q._scalar(p, what, node), _F32)
+
+    ratio = op("RealDiv", [op("Mul", [f32(a_scale, "A scale"), f32(b_scale, "B scale")]),
+                           f32(c_scale, "C scale")])  # fmt: skip
+    da = _q._centered(a, None if a_zero_point is None else _q._scalar(a_zero_point, "A zero point",
+                                                                      node))  # fmt: skip
+    db = _q._centered(b, None if b_zero_point is None else _q._scalar(b_zero_point, "B zero point",
+                                                                      node))  # fmt: skip
+    prod = _q._cast(op("Mul", [_q._cast(da, _I32), _q._cast(db, _I32)]), _F32)  # |prod| < 2^16
+    y = op("Mul", [prod, ratio])
+    if c_zero_point is not None:
+        y = op("AddV2", [y, f32(c_zero_point, "C zero point")])
+    return _q._saturate(op("Round", [y]), None, dt)
 
 
 @register_onnx_import("QLinearSigmoid", _MS)

@@ -11,9 +11,9 @@ results, since rill's QLinear rules compute them bit for bit.
 
 The groups rewritten are those onnxruntime's QDQ selectors take on the CPU provider whose
 QLinear rules rill computes exactly: Conv (→ QLinearConv; per-tensor or per-output-channel
-weights, an int32 bias), Add (→ com.microsoft QLinearAdd), GlobalAveragePool, LeakyRelu and
-Softmax (→ the com.microsoft QLinear ops), Concat (→ QLinearConcat) and MatMul with a
-QuantizeLinear after it (→ QLinearMatMul). Only uint8 activations: onnxruntime's x86 CPU
+weights, an int32 bias), Add and Mul (→ com.microsoft QLinearAdd / QLinearMul),
+GlobalAveragePool, LeakyRelu and Softmax (→ the com.microsoft QLinear ops), Concat
+(→ QLinearConcat) and MatMul with a QuantizeLinear after it (→ QLinearMatMul). Only uint8 activations: onnxruntime's x86 CPU
 provider leaves int8-activation groups in float (so does this). Scales and zero points must be
 constants and per tensor (the weights' per channel), the op's result must feed only the
 QuantizeLinear, and no group inside a subgraph is touched. Everything else stays as the spec
@@ -122,15 +122,16 @@ class _Ctx:
         name = (target.name or q.output[0]) + "/qdq"
         if kind == "Conv":
             return self._conv(target, yq, q, attrs, name)
-        if kind in ("Add", "MatMul") and len(target.input) == 2:
+        if kind in ("Add", "Mul", "MatMul") and len(target.input) == 2:
             a, b = (self.u8_dq(i) for i in target.input)
             if kind == "MatMul":
                 b = self.weight_dq(target.input[1], per_axis=1)
             if a is None or b is None:
                 return None
             ins = [*a.input[:3], *b.input[:3], *yq]
-            if kind == "Add":
-                return helper.make_node("QLinearAdd", ins, [q.output[0]], name=name, domain=_MS)
+            if kind in ("Add", "Mul"):
+                return helper.make_node(f"QLinear{kind}", ins, [q.output[0]], name=name,
+                                        domain=_MS)  # fmt: skip
             if self.const(b.input[0]) is None:
                 return None  # onnxruntime's QLinearMatMul wants constant weights here
             return helper.make_node("QLinearMatMul", ins, [q.output[0]], name=name)

@@ -216,13 +216,14 @@ class _Lowerer:
         return self.node(f"{name}/pred", "Cast", [cond, *ctrl], attrs, dev)
 
     def _branches(self, name, preds: list[str], fnames, data, types_in, types_out, stack, dev):
-        """Inlines branch i under pred i (one true at a time); returns the Merge refs."""
+        """Inlines If's then branch under preds[0] and its else branch under preds[1] (one true
+        at a time); returns the Merge refs."""
         from rill.graph import dtypes
 
         b = self._t(dtypes.bool_.enum)
         outs_per_branch = []
         for i, (pred, fname) in enumerate(zip(preds, fnames)):
-            tag = f"branch{i}" if len(fnames) > 2 else ("then" if i == 0 else "else")
+            tag = "then" if i == 0 else "else"
             sw = self.node(f"{name}/{tag}/pivot_switch", "Switch", [pred, pred], {"T": b}, dev)
             pivot = self.node(f"{name}/{tag}/pivot", "Identity", [f"{sw}:1"], {"T": b}, dev)
             args = []
@@ -233,11 +234,7 @@ class _Lowerer:
                 args.append(f"{s}:1")
             outs, cret = self.inline(fname, args, f"{name}/{tag}/", ["^" + pivot], stack,
                                      f"node {name!r}")  # fmt: skip
-            if len(outs) != len(types_out):
-                raise GraphValueError(
-                    f"node {name!r}: branch function {fname!r} returns {len(outs)} values; the "
-                    f"node declares {len(types_out)} (its attr Tout)"
-                )
+            self._check_outs(name, fname, outs, types_out)
             if cret:  # the branch's side effects happen before its outputs count as ready
                 outs = [self.node(f"{name}/{tag}/out_{k}", "Identity", [o, *cret],
                                   {"T": self._t(t)}, dev) for k, (o, t) in enumerate(zip(outs, types_out))]  # fmt: skip
@@ -254,11 +251,7 @@ class _Lowerer:
         dev = nd.device
         cond, args = data[0], data[1:]
         pred = self._pred(name, cond, nd.attr["Tcond"].type, ctrl, dev)
-        from rill.graph import dtypes
-
-        b = self._t(dtypes.bool_.enum)
         not_pred = self.node(f"{name}/not_pred", "LogicalNot", [pred], device=dev)
-        del b
         tin, tout = list(nd.attr["Tin"].list.type), list(nd.attr["Tout"].list.type)
         fnames = [nd.attr["then_branch"].func.name, nd.attr["else_branch"].func.name]
         refs = self._branches(name, [pred, not_pred], fnames, args, tin, tout, stack, dev)

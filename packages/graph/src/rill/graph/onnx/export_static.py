@@ -9,6 +9,7 @@ import numpy as np
 
 from rill.graph.errors import UnimplementedError
 from rill.graph.graph import Operation, Tensor
+from rill.graph.ops.state_ops import resource_producer
 
 __all__ = ["StaticValues", "describe"]
 
@@ -30,18 +31,13 @@ class StaticValues:
 
     def frozen(self, op: Operation) -> np.ndarray:
         """The value of the variable `op` (a ReadVariableOp or ResourceGather) reads."""
-        handle = op._inputs[0].op
-        while handle.type in ("Enter", "Identity", "Switch", "Exit", "Merge"):
-            if handle.type == "Merge":
-                # A handle carried through a while loop (while_v2 passes captured variables
-                # as loop variables): the value entering the loop; the back edge carries the
-                # same handle.
-                entry = [t for t in handle._inputs if t.op.type != "NextIteration"]
-                if len(entry) != 1:
-                    break
-                handle = entry[0].op
-                continue
-            handle = handle._inputs[0].op
+        # Through Identities, conds and loops (while_v2 carries captured variables as loop
+        # variables), as the variable's shape function finds it.
+        handle = resource_producer(op._inputs[0])
+        if handle is None:
+            raise UnimplementedError(
+                f"cannot export {describe(op)}: its handle merges several variables", op=op
+            )
         if handle in self._frozen:
             return self._frozen[handle]
         if handle.type != "VarHandleOp":

@@ -156,19 +156,22 @@ def _channels_first(x, channels_last: int, node: str):
 # -- elementwise -----------------------------------------------------------------------------------
 
 
-def _binary_rule(tf_op: str, node: str):
-    """C = quantize(dequantize(A) <tf_op> dequantize(B)), numpy broadcasting."""
+def _f32(p, what: str, node: str):
+    """A per-tensor scale or zero point as a float32 scalar."""
+    return _q._cast(_q._scalar(p, what, node), _F32)
 
-    def rule(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
-        fa = _dequantize(a, a_scale, a_zero_point, "A", node)
-        fb = _dequantize(b, b_scale, b_zero_point, "B", node)
-        if a.dtype != b.dtype:
-            raise OnnxImportError(
-                f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree"
-            )
-        return _quantize(op(tf_op, [fa, fb]), c_scale, c_zero_point, a.dtype, node)
 
-    return rule
+def _binary_type(a, a_zero_point, b, b_zero_point, c_zero_point, node: str) -> dtypes.DType:
+    """The output type of a QLinear binary op (the output zero point's, else A's), after
+    checking A, B and the zero points."""
+    if a.dtype != b.dtype:
+        raise OnnxImportError(f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree")
+    _check(a, a_zero_point, "A", node)
+    _check(b, b_zero_point, "B", node)
+    if c_zero_point is None:
+        return a.dtype
+    _q._check_int8(c_zero_point, "output zero point", node)
+    return c_zero_point.dtype
 
 
 def _fma32(x, k, t):
@@ -202,17 +205,10 @@ def qlinear_add(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
     or, where B (or A) is one value along the innermost span, round(fma(A, ra, f + B·rb)).
     Saturated to the type; round half to even."""
     node = "QLinearAdd"
-    if a.dtype != b.dtype:
-        raise OnnxImportError(f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree")
-    _check(a, a_zero_point, "A", node)
-    _check(b, b_zero_point, "B", node)
-    dt = a.dtype
-    if c_zero_point is not None:
-        _q._check_int8(c_zero_point, "output zero point", node)
-        dt = c_zero_point.dtype
+    dt = _binary_type(a, a_zero_point, b, b_zero_point, c_zero_point, node)
 
     def f32(p, what):
-        return _q._cast(_q._scalar(p, what, node), _F32)
+        return _f32(p, what, node)
 
     def zero(p, what):
         return const(0.0, _F32) if p is None else f32(p, what)
@@ -243,17 +239,10 @@ def qlinear_mul(n, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
     (A - za)·(B - zb), exact in float32, times the float32 ratio (sa·sb)/sc, plus zc, rounded
     half to even and saturated."""
     node = "QLinearMul"
-    if a.dtype != b.dtype:
-        raise OnnxImportError(f"{node}'s A is {a.dtype.name} but B {b.dtype.name}; they must agree")
-    _check(a, a_zero_point, "A", node)
-    _check(b, b_zero_point, "B", node)
-    dt = a.dtype
-    if c_zero_point is not None:
-        _q._check_int8(c_zero_point, "output zero point", node)
-        dt = c_zero_point.dtype
+    dt = _binary_type(a, a_zero_point, b, b_zero_point, c_zero_point, node)
 
     def f32(p, what):
-        return _q._cast(_q._scalar(p, what, node), _F32)
+        return _f32(p, what, node)
 
     ratio = op("RealDiv", [op("Mul", [f32(a_scale, "A scale"), f32(b_scale, "B scale")]),
                            f32(c_scale, "C scale")])  # fmt: skip
@@ -474,8 +463,7 @@ def qlinear_softmax(n, x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, 
             "shrink_axis_mask": 0,
         },
     )  # fmt: skip  (total[..., -1:])
-    y_sc = _q._cast(_q._scalar(y_scale, "Y scale", node), _F32)
-    inv = op("Floor", [op("RealDiv", [const(1.0, _F32), y_sc])])
+    inv = op("Floor", [op("RealDiv", [const(1.0, _F32), _f32(y_scale, "Y scale", node)])])
     q = op("Round", [op("RealDiv", [op("Mul", [e, inv]), total])])
     q = _q._cast(q, dtypes.int64)
     if y_zero_point is not None:

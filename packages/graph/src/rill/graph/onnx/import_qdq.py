@@ -87,14 +87,20 @@ class _Ctx:
             return z is not None and z.size == 1
         return True
 
-    def u8_dq(self, name: str):
-        """The DequantizeLinear producing `name` from a uint8 tensor with constant per-tensor
-        scale and zero point, else None."""
+    def dq(self, name: str):
+        """The ONNX DequantizeLinear producing `name`, with a zero point, else None (without
+        one its input's type is not known here)."""
         dq = self.producer.get(name)
         if dq is None or dq.op_type != "DequantizeLinear" or dq.domain not in ("", "ai.onnx"):
             return None
-        if len(dq.input) < 3 or not dq.input[2]:
-            return None  # no zero point: its type (and so the input's) is not known here
+        return dq if len(dq.input) >= 3 and dq.input[2] else None
+
+    def u8_dq(self, name: str):
+        """The DequantizeLinear producing `name` from a uint8 tensor with constant per-tensor
+        scale and zero point, else None."""
+        dq = self.dq(name)
+        if dq is None:
+            return None
         z = self.const(dq.input[2])
         if z is None or z.dtype.name != "uint8" or not self.per_tensor(dq.input[1], dq.input[2]):
             return None
@@ -156,8 +162,8 @@ class _Ctx:
     def weight_dq(self, name: str, per_axis: int):
         """The DequantizeLinear of a constant int8 / uint8 weight, per tensor or along
         `per_axis` (Conv's output channels 0, MatMul's columns 1), else None."""
-        dq = self.producer.get(name)
-        if dq is None or dq.op_type != "DequantizeLinear" or len(dq.input) < 3 or not dq.input[2]:
+        dq = self.dq(name)
+        if dq is None:
             return None
         w, s, z = (self.const(i) for i in dq.input[:3])
         if w is None or s is None or z is None or w.dtype.name not in ("int8", "uint8"):

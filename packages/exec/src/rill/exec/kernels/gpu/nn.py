@@ -26,6 +26,7 @@ from rill.exec.kernels.conv_kernels import (
     _taps,
     _Window,
 )
+from rill.exec.kernels.gpu import cuda
 from rill.exec.kernels.pool_kernels import _lowest, _Pool
 from rill.graph import dtypes
 from rill.graph.errors import InvalidArgumentError
@@ -80,6 +81,10 @@ def _cols_by_taps(xp, x, kh, kw, win, oh, ow, pads):
 
 
 def _patches(xp, x, kh, kw, win, oh, ow, pads):
+    if cuda.usable(xp, x.dtype):
+        cols = cuda.im2col(xp, x, kh, kw, win.strides, win.dilations, pads, oh, ow)
+        if cols is not None:
+            return cols
     cols = _cols(xp, x, kh, kw, win, oh, ow, pads)
     return cols if cols is not None else _cols_by_taps(xp, x, kh, kw, win, oh, ow, pads)
 
@@ -108,12 +113,20 @@ def _backprop_input(xp, dy, w, n, h, wd, win, pads):
         # filter rotated by 180 degrees and its channels swapped (one im2col + one GEMM).
         top, left = kh - 1 - pads[0], kw - 1 - pads[1]
         bottom, right = h + kh - 1 - oh - top, wd + kw - 1 - ow - left
+        wr = None
+        if cuda.usable(xp, dy.dtype):
+            # The kernel reads dy where each window reaches it: any padding, no padded copy.
+            wr = xp.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2)).reshape(-1, c)
+            cols = cuda.im2col(xp, dy, kh, kw, (1, 1), (1, 1), (top, left), h, wd)
+            if cols is not None:
+                return xp.matmul(cols, wr).reshape(n, h, wd, c)
         if min(top, left, bottom, right) >= 0:
             dyp = xp.pad(dy, ((0, 0), (top, bottom), (left, right), (0, 0)))
             dyp = xp.ascontiguousarray(dyp)
             s0, s1, s2, s3 = dyp.strides
             view = _as_strided(xp, dyp, (n, h, wd, kh, kw, o), (s0, s1, s2, s1, s2, s3))
-            wr = xp.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2)).reshape(-1, c)
+            if wr is None:
+                wr = xp.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2)).reshape(-1, c)
             return xp.matmul(view.reshape(n * h * wd, kh * kw * o), wr).reshape(n, h, wd, c)
     dcols = xp.matmul(dy.reshape(-1, o), w.reshape(-1, o).T).reshape(n, oh, ow, kh, kw, c)
     dx = xp.zeros((n, h, wd, c), dy.dtype)
@@ -260,6 +273,10 @@ def max_pool_grad(ksize, strides, padding, explicit_paddings, data_format, xp):
         if grad.size and x.size:
             windows = _tiled_windows(pool, x, out_shape)
             if windows is not None:
+                if cuda.usable(xp, x.dtype) and x.dtype == grad.dtype:
+                    dx = cuda.tiled_max_pool_grad(xp, x, grad, pool.axes[0], *pool.ksize)
+                    if dx is not None:
+                        return dx
                 return _tiled_max_pool_grad(xp, pool, windows, grad)
         dx = xp.zeros(x.shape, grad.dtype)
         if grad.size == 0 or x.size == 0:

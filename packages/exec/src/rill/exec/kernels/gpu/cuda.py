@@ -7,6 +7,9 @@ geometry each (every size a constant, so each index split is a multiply and a sh
 input where a window reaches it and write zeros where it reaches padding (no padded copy).
 
 - `im2col(x, ...)`: the [n*oh*ow, kh*kw*c] patch matrix of NHWC x.
+- `col2im(dcols, ...)`: its adjoint, the input gradient from the patches' gradients, one
+  thread per input position summing the taps that read it (no scattered additions).
+- `tiled_max_pool(x, ...)`: MaxPool for windows that tile the input, one thread per window.
 - `tiled_max_pool_grad(x, grad, ...)`: MaxPoolGrad for windows that tile the input, one thread
   per window: the gradient goes to the window's first maximum in row-major order (a NaN only as
   the window's first value), as the CPU kernel and the whole-array path choose; every other
@@ -24,7 +27,9 @@ import threading
 
 import numpy as np
 
-__all__ = ["FALLBACK_REASON", "usable", "im2col", "tiled_max_pool_grad"]
+__all__ = [
+    "FALLBACK_REASON", "usable", "im2col", "col2im", "tiled_max_pool", "tiled_max_pool_grad",
+]  # fmt: skip
 
 FALLBACK_REASON: str | None = None
 
@@ -111,6 +116,95 @@ def im2col(xp, x, kh, kw, strides, dilations, pads, oh, ow):
     if not _launch(xp, "im2col", src, total, (xp.ascontiguousarray(x), cols)):
         return None
     return cols
+
+
+_COL2IM = """
+extern "C" __global__ void col2im(const {T}* __restrict__ dcols, {T}* __restrict__ dx) {{
+    typedef {I} idx;
+    const idx total = ({I}){TOTAL};
+    for (idx e = ({I})blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += ({I})gridDim.x * blockDim.x) {{
+        idx t = e;
+        const int ch = t % {C}; t /= {C};
+        const int xx = t % {W}; t /= {W};
+        const int y = t % {H};
+        const idx b = t / {H};
+        {T} acc = 0;
+        for (int i = 0; i < {KH}; ++i) {{
+            const int ty = y + {PT} - i * {DH};
+            if (ty < 0 || ty % {SH} != 0 || ty / {SH} >= {OH}) continue;
+            for (int j = 0; j < {KW}; ++j) {{
+                const int tx = xx + {PL} - j * {DW};
+                if (tx < 0 || tx % {SW} != 0 || tx / {SW} >= {OW}) continue;
+                const idx row = (b * {OH} + ty / {SH}) * {OW} + tx / {SW};
+                acc += dcols[row * ({KH} * {KW} * {C}) + (i * {KW} + j) * {C} + ch];
+            }}
+        }}
+        dx[e] = acc;
+    }}
+}}
+"""
+
+
+def col2im(xp, dcols, shape, kh, kw, strides, dilations, pads, oh, ow):
+    """The input gradient [n, h, w, c] from the patch gradients dcols [n*oh*ow, kh*kw*c]: each
+    input position sums the patch entries that read it, tap by tap in row-major order (the
+    whole-array path's order of additions), or None where the kernel cannot run."""
+    n, h, w, c = shape
+    total = n * h * w * c
+    dx = xp.empty(shape, dcols.dtype)
+    if total == 0:
+        return dx
+    src = _COL2IM.format(
+        T=_CTYPES[dcols.dtype], I=_index_type(max(total, dcols.size)), TOTAL=total, C=c, KH=kh,
+        KW=kw, OH=oh, OW=ow, H=h, W=w, SH=strides[0], SW=strides[1], DH=dilations[0],
+        DW=dilations[1], PT=pads[0], PL=pads[1],
+    )  # fmt: skip
+    if not _launch(xp, "col2im", src, total, (xp.ascontiguousarray(dcols), dx)):
+        return None
+    return dx
+
+
+_MAX_POOL = """
+extern "C" __global__ void max_pool(const {T}* __restrict__ x, {T}* __restrict__ out) {{
+    typedef {I} idx;
+    const idx total = ({I}){TOTAL};
+    for (idx e = ({I})blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += ({I})gridDim.x * blockDim.x) {{
+        idx t = e;
+        const int in = t % {INNER}; t /= {INNER};
+        const int ox = t % {OW}; t /= {OW};
+        const int oy = t % {OH};
+        const idx outer = t / {OH};
+        const idx base = ((outer * {H} + oy * {KH}) * {W} + ox * {KW}) * {INNER} + in;
+        {T} best = x[base];
+        for (int k = 1; k < {KH} * {KW}; ++k) {{
+            const {T} v = x[base + ((k / {KW}) * {W} + k % {KW}) * {INNER}];
+            if (v > best || v != v) best = v;
+        }}
+        out[e] = best;
+    }}
+}}
+"""
+
+
+def tiled_max_pool(xp, x, a1, kh, kw):
+    """The max pool of x whose kh×kw windows tile its spatial axes a1, a1 + 1 exactly (a NaN in
+    a window gives NaN, as the whole-array max), or None where the kernel cannot run."""
+    shape = list(x.shape)
+    h, w = shape[a1], shape[a1 + 1]
+    inner = int(np.prod(shape[a1 + 2 :], dtype=np.int64))
+    shape[a1], shape[a1 + 1] = h // kh, w // kw
+    out = xp.empty(tuple(shape), x.dtype)
+    if out.size == 0:
+        return out
+    src = _MAX_POOL.format(
+        T=_CTYPES[x.dtype], I=_index_type(x.size), TOTAL=int(out.size), INNER=inner,
+        OH=h // kh, OW=w // kw, H=h, W=w, KH=kh, KW=kw,
+    )  # fmt: skip
+    if not _launch(xp, "max_pool", src, int(out.size), (xp.ascontiguousarray(x), out)):
+        return None
+    return out
 
 
 _MAX_POOL_GRAD = """

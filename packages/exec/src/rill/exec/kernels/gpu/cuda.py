@@ -76,13 +76,26 @@ def _index_type(total: int) -> str:
     return "unsigned int" if total < (1 << 31) else "unsigned long long"
 
 
-_IM2COL = """
-extern "C" __global__ void im2col(const {T}* __restrict__ x, {T}* __restrict__ cols) {{
-    typedef {I} idx;
-    const idx total = ({I}){TOTAL};
-    for (idx e = ({I})blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += ({I})gridDim.x * blockDim.x) {{
-        idx t = e;
+def _elementwise(name: str, params: str, body: str) -> str:
+    """A kernel `name`(params) running `body` once per element e of the output (a grid-stride
+    loop over {TOTAL} elements, indices of type {I}); the result is a template for str.format."""
+    return (
+        f'extern "C" __global__ void {name}({params}) {{{{\n'
+        "    typedef {I} idx;\n"
+        "    const idx total = ({I}){TOTAL};\n"
+        "    for (idx e = ({I})blockIdx.x * blockDim.x + threadIdx.x; e < total;\n"
+        "         e += ({I})gridDim.x * blockDim.x) {{\n"
+        "        idx t = e;\n"
+        f"{body}"
+        "    }}\n"
+        "}}\n"
+    )
+
+
+_IM2COL = _elementwise(
+    "im2col",
+    "const {T}* __restrict__ x, {T}* __restrict__ cols",
+    """
         const int ch = t % {C}; t /= {C};
         const int j = t % {KW}; t /= {KW};
         const int i = t % {KH}; t /= {KH};
@@ -95,36 +108,38 @@ extern "C" __global__ void im2col(const {T}* __restrict__ x, {T}* __restrict__ c
         if (y >= 0 && y < {H} && xx >= 0 && xx < {W})
             v = x[((b * {H} + y) * {W} + xx) * {C} + ch];
         cols[e] = v;
-    }}
-}}
-"""
+""",
+)
+
+
+def _geometry(shape, kh, kw, strides, dilations, pads, oh, ow) -> dict:
+    """The constants of a convolution window over NHWC `shape` that im2col and col2im take."""
+    _, h, w, c = shape
+    return {"C": c, "KH": kh, "KW": kw, "OH": oh, "OW": ow, "H": h, "W": w, "SH": strides[0],
+            "SW": strides[1], "DH": dilations[0], "DW": dilations[1], "PT": pads[0],
+            "PL": pads[1]}  # fmt: skip
 
 
 def im2col(xp, x, kh, kw, strides, dilations, pads, oh, ow):
     """The [n*oh*ow, kh*kw*c] patches of contiguous NHWC x (top/left padding `pads`, either may
     be negative), or None where the kernel cannot run."""
-    n, h, w, c = x.shape
+    n, _, _, c = x.shape
     total = n * oh * ow * kh * kw * c
     cols = xp.empty((n * oh * ow, kh * kw * c), x.dtype)
     if total == 0:
         return cols
-    src = _IM2COL.format(
-        T=_CTYPES[x.dtype], I=_index_type(max(total, x.size)), TOTAL=total, C=c, KH=kh, KW=kw, OH=oh, OW=ow,
-        H=h, W=w, SH=strides[0], SW=strides[1], DH=dilations[0], DW=dilations[1],
-        PT=pads[0], PL=pads[1],
-    )  # fmt: skip
+    geometry = _geometry(x.shape, kh, kw, strides, dilations, pads, oh, ow)
+    src = _IM2COL.format(T=_CTYPES[x.dtype], I=_index_type(max(total, x.size)), TOTAL=total,
+                         **geometry)  # fmt: skip
     if not _launch(xp, "im2col", src, total, (xp.ascontiguousarray(x), cols)):
         return None
     return cols
 
 
-_COL2IM = """
-extern "C" __global__ void col2im(const {T}* __restrict__ dcols, {T}* __restrict__ dx) {{
-    typedef {I} idx;
-    const idx total = ({I}){TOTAL};
-    for (idx e = ({I})blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += ({I})gridDim.x * blockDim.x) {{
-        idx t = e;
+_COL2IM = _elementwise(
+    "col2im",
+    "const {T}* __restrict__ dcols, {T}* __restrict__ dx",
+    """
         const int ch = t % {C}; t /= {C};
         const int xx = t % {W}; t /= {W};
         const int y = t % {H};
@@ -141,9 +156,8 @@ extern "C" __global__ void col2im(const {T}* __restrict__ dcols, {T}* __restrict
             }}
         }}
         dx[e] = acc;
-    }}
-}}
-"""
+""",
+)
 
 
 def col2im(xp, dcols, shape, kh, kw, strides, dilations, pads, oh, ow):
@@ -155,37 +169,37 @@ def col2im(xp, dcols, shape, kh, kw, strides, dilations, pads, oh, ow):
     dx = xp.empty(shape, dcols.dtype)
     if total == 0:
         return dx
-    src = _COL2IM.format(
-        T=_CTYPES[dcols.dtype], I=_index_type(max(total, dcols.size)), TOTAL=total, C=c, KH=kh,
-        KW=kw, OH=oh, OW=ow, H=h, W=w, SH=strides[0], SW=strides[1], DH=dilations[0],
-        DW=dilations[1], PT=pads[0], PL=pads[1],
-    )  # fmt: skip
+    geometry = _geometry(shape, kh, kw, strides, dilations, pads, oh, ow)
+    src = _COL2IM.format(T=_CTYPES[dcols.dtype], I=_index_type(max(total, dcols.size)),
+                         TOTAL=total, **geometry)  # fmt: skip
     if not _launch(xp, "col2im", src, total, (xp.ascontiguousarray(dcols), dx)):
         return None
     return dx
 
 
-_MAX_POOL = """
-extern "C" __global__ void max_pool(const {T}* __restrict__ x, {T}* __restrict__ out) {{
-    typedef {I} idx;
-    const idx total = ({I}){TOTAL};
-    for (idx e = ({I})blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += ({I})gridDim.x * blockDim.x) {{
-        idx t = e;
+def _tiled_pool(name: str, params: str, body: str) -> str:
+    """_elementwise over a tiled pool's outputs: before `body`, `base` is the first input element
+    of output element e's window; TAP in the body is tap k's offset from it (row-major)."""
+    window = """
         const int in = t % {INNER}; t /= {INNER};
         const int ox = t % {OW}; t /= {OW};
         const int oy = t % {OH};
         const idx outer = t / {OH};
         const idx base = ((outer * {H} + oy * {KH}) * {W} + ox * {KW}) * {INNER} + in;
+"""
+    return _elementwise(name, params, window + body.replace("TAP", _TAP_OFFSET))
+
+
+_TAP_OFFSET = "((k / {KW}) * {W} + k % {KW}) * {INNER}"
+
+_MAX_POOL = _tiled_pool("max_pool", "const {T}* __restrict__ x, {T}* __restrict__ out", """
         {T} best = x[base];
         for (int k = 1; k < {KH} * {KW}; ++k) {{
-            const {T} v = x[base + ((k / {KW}) * {W} + k % {KW}) * {INNER}];
+            const {T} v = x[base + TAP];
             if (v > best || v != v) best = v;
         }}
         out[e] = best;
-    }}
-}}
-"""
+""")  # fmt: skip
 
 
 def tiled_max_pool(xp, x, a1, kh, kw):
@@ -207,33 +221,23 @@ def tiled_max_pool(xp, x, a1, kh, kw):
     return out
 
 
-_MAX_POOL_GRAD = """
-extern "C" __global__ void max_pool_grad(const {T}* __restrict__ x, const {T}* __restrict__ g,
-                                         {T}* __restrict__ dx) {{
-    typedef {I} idx;
-    const idx total = ({I}){TOTAL};
-    for (idx e = ({I})blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += ({I})gridDim.x * blockDim.x) {{
-        idx t = e;
-        const int in = t % {INNER}; t /= {INNER};
-        const int ox = t % {OW}; t /= {OW};
-        const int oy = t % {OH};
-        const idx outer = t / {OH};
-        const idx base = ((outer * {H} + oy * {KH}) * {W} + ox * {KW}) * {INNER} + in;
+_MAX_POOL_GRAD = _tiled_pool(
+    "max_pool_grad",
+    "const {T}* __restrict__ x, const {T}* __restrict__ g,\n"
+    "                                         {T}* __restrict__ dx",
+    """
         {T} best = x[base];
         int pick = 0;
         if (best == best) {{
             for (int k = 1; k < {KH} * {KW}; ++k) {{
-                const {T} v = x[base + ((k / {KW}) * {W} + k % {KW}) * {INNER}];
+                const {T} v = x[base + TAP];
                 if (v > best) {{ best = v; pick = k; }}
             }}
         }}
         const {T} gv = g[e];
         for (int k = 0; k < {KH} * {KW}; ++k)
-            dx[base + ((k / {KW}) * {W} + k % {KW}) * {INNER}] = k == pick ? gv : ({T})0;
-    }}
-}}
-"""
+            dx[base + TAP] = k == pick ? gv : ({T})0;
+""")  # fmt: skip
 
 
 def tiled_max_pool_grad(xp, x, grad, a1, kh, kw):

@@ -87,17 +87,10 @@ def report(name: str, step, n: int) -> None:
 
 
 def main(names):
-    from tools.bench import gpu
+    from tools.gpu_profile import CASES  # the GPU benchmark's steps, by name
 
-    cases = {
-        "cnn64": (lambda: gpu.cnn_step(64)[1], 20),
-        "cnn512": (lambda: gpu.cnn_step(512)[1], 20),
-        "mlp": (lambda: gpu.mlp_step()[1], 20),
-        "lstm_dynamic": (lambda: gpu.lstm_step(True)[1], 3),
-        "lstm_static": (lambda: gpu.lstm_step(False)[1], 3),
-    }
     for name in names or ["cnn512"]:
-        make, n = cases[name]
+        make, n = CASES[name]
         report(name, make(), n)
 
 

@@ -5,8 +5,8 @@ declarations of GPU kernel arguments (see rill.exec.memory_types).
 - `generic`: CPU kernels written against `xp` that are correct on cupy, registered for GPU too.
 - `nn`: convolutions (im2col + GEMM on the device), pooling and their gradients, sparse softmax
   cross-entropy.
-- `cuda`: CUDA C kernels (cupy only) for their memory-bound passes: im2col and the tiled
-  MaxPoolGrad; the simulated GPU takes the whole-array paths.
+- `cuda`: CUDA C kernels (cupy only) for their memory-bound passes: im2col, col2im, and MaxPool
+  and MaxPoolGrad over tiling windows; the simulated GPU takes the whole-array paths.
 - `random`: random ops on cupy's generator, seeded per op.
 - `rnn`: the fused LSTM cell and its gradient (two GEMMs and one elementwise pass, fused into
   one kernel by cupy.fuse).

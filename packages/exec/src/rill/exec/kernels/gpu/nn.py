@@ -36,6 +36,13 @@ from rill.graph.errors import InvalidArgumentError
 
 _FLOATS = {"T": (dtypes.float16, dtypes.float32, dtypes.float64)}
 
+# On cupy, a stride-1 input gradient is one im2col of out_backprop and one GEMM (True) or one
+# GEMM into the patches' gradients and col2im (False, as strided ones are). True was the faster
+# on an H200: the CNN train step at batch 512 took 3.04 ms against 3.60 ms (its second
+# convolution's input gradient: a [100352, 1600] × [1600, 32] product against a
+# [100352, 64] × [64, 800] one and the gather). The GPU suite runs both.
+STRIDE1_FULL_CONV = True
+
 
 def _ct(dtype):
     return np.dtype(np.float32) if dtype == np.float16 else dtype
@@ -116,10 +123,9 @@ def _backprop_input(xp, dy, w, n, h, wd, win, pads):
         # filter rotated by 180 degrees and its channels swapped (one im2col + one GEMM).
         top, left = kh - 1 - pads[0], kw - 1 - pads[1]
         bottom, right = h + kh - 1 - oh - top, wd + kw - 1 - ow - left
-        wr = None
+        wr = xp.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2)).reshape(-1, c)
         if cuda.usable(xp, dy.dtype) and STRIDE1_FULL_CONV:
             # The kernel reads dy where each window reaches it: any padding, no padded copy.
-            wr = xp.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2)).reshape(-1, c)
             cols = cuda.im2col(xp, dy, kh, kw, (1, 1), (1, 1), (top, left), h, wd)
             if cols is not None:
                 return xp.matmul(cols, wr).reshape(n, h, wd, c)
@@ -128,8 +134,6 @@ def _backprop_input(xp, dy, w, n, h, wd, win, pads):
             dyp = xp.ascontiguousarray(dyp)
             s0, s1, s2, s3 = dyp.strides
             view = _as_strided(xp, dyp, (n, h, wd, kh, kw, o), (s0, s1, s2, s1, s2, s3))
-            if wr is None:
-                wr = xp.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2)).reshape(-1, c)
             return xp.matmul(view.reshape(n * h * wd, kh * kw * o), wr).reshape(n, h, wd, c)
     dcols = xp.matmul(dy.reshape(-1, o), w.reshape(-1, o).T)
     if cuda.usable(xp, dy.dtype):
@@ -143,14 +147,6 @@ def _backprop_input(xp, dy, w, n, h, wd, win, pads):
             dst = _in_window(dx, rows, cs, first, win.strides)
             dst += dcols[:, rows[0] : rows[1], cs[0] : cs[1], i, j, :]
     return dx
-
-
-# On cupy, a stride-1 input gradient is one im2col of out_backprop and one GEMM (True) or one
-# GEMM into the patches' gradients and col2im (False, as strided ones are). True was the faster
-# on an H200: the CNN train step at batch 512 took 3.04 ms against 3.60 ms (its second
-# convolution's input gradient: a [100352, 1600] × [1600, 32] product against a
-# [100352, 64] × [64, 800] one and the gather). The GPU suite runs both.
-STRIDE1_FULL_CONV = True
 
 
 def _check4(**arrays):
@@ -263,7 +259,7 @@ def max_pool(ksize, strides, padding, explicit_paddings, data_format, xp):
         windows = _tiled_windows(pool, x, out_shape)
         if windows is not None:
             a1 = pool.axes[0]
-            if cuda.usable(xp, x.dtype) and x.size:
+            if cuda.usable(xp, x.dtype):
                 out = cuda.tiled_max_pool(xp, x, a1, *pool.ksize)
                 if out is not None:
                     return out

@@ -1,5 +1,5 @@
 """Writes packages/exec/src/rill/exec/kernels/_depthwise_loops.py: the inner loops of the NCHW
-depthwise convolution (_conv_loops.depthwise_nchw and depthwise_nchw_by_channel) for 3×3 and
+depthwise convolution (_conv_loops.depthwise_nchw) for 3×3 and
 5×5 filters, every tap written out, so that a whole window's sum stays in registers (the
 generic loops load and store the partial sums once per tap). Run it after changing the
 template: `.venv/bin/python tools/gen_depthwise_loops.py`, then `ruff format` the module
@@ -61,40 +61,10 @@ def _plane(k: int) -> str:
     return "\n".join(lines)
 
 
-def _by_channel(k: int) -> str:
-    """chan_KxK: acc[q] for q < c at one output position from the channels-last padded image."""
-    lines = [
-        "",
-        "",
-        "@_jit",
-        f"def chan_{k}x{k}(xt, wt, base, row, col, c, acc):  # pragma: no cover",
-        f'    """acc[q] = the sum of the {k * k} taps of channel q at one output position: xt is the',
-        "    channels-last padded image (flat), base the first tap's offset, row and col the offsets"
-        ' between taps\n    down and across; wt the [k, k, c] filter (flat)."""',
-        "    zero = acc.dtype.type(0)",
-        "    b = np.uint64(base)",
-        "    r = np.uint64(row)",
-        "    cc = np.uint64(col)",
-        "    n = np.uint64(c)",
-    ]
-    for i in range(k):
-        for j in range(k):
-            t = i * k + j
-            lines.append(f"    x{t} = b + np.uint64({i}) * r + np.uint64({j}) * cc")
-            lines.append(f"    f{t} = np.uint64({t}) * n")
-    lines.append("    for q in range(n):")
-    lines.append("        v = zero + xt[x0 + q] * wt[f0 + q]")
-    for t in range(1, k * k):
-        lines.append(f"        v = v + xt[x{t} + q] * wt[f{t} + q]")
-    lines.append("        acc[q] = v")
-    return "\n".join(lines)
-
-
 def main() -> None:
     parts = [HEAD.rstrip("\n")]
     for k in SIZES:
         parts.append(_plane(k))
-        parts.append(_by_channel(k))
     OUT.write_text("\n".join(parts) + "\n")
     print(f"wrote {OUT}")
 

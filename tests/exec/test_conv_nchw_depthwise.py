@@ -28,6 +28,13 @@ PLANES = [
     ((1, 3, 15, 15), 3, (3, 3), "SAME", None, (1, 1)),
     ((2, 20, 7, 7), 5, (1, 1), "EXPLICIT", (2, 2, 2, 2), (1, 1)),
     ((1, 24, 8, 8), 3, (1, 1), "SAME", None, (1, 1)),
+    # channels-innermost with the register-blocked loops: whole vectors of channels, rows of
+    # more than one group of columns (7 + 7, 7 + 3), stride and dilation; and a 1×1 filter,
+    # which those loops leave to the generic ones
+    ((1, 32, 14, 14), 5, (1, 1), "EXPLICIT", (2, 2, 2, 2), (1, 1)),
+    ((2, 17, 9, 11), 3, (2, 2), "SAME", None, (1, 1)),
+    ((1, 48, 12, 10), 3, (1, 1), "SAME", None, (2, 2)),
+    ((1, 16, 6, 6), 1, (1, 1), "VALID", None, (1, 1)),
 ]
 
 

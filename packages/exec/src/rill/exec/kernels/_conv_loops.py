@@ -14,7 +14,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from rill.exec.kernels._depthwise_loops import chan_3x3, chan_5x5, taps_3x3, taps_5x5
+from rill.exec.kernels import _depthwise_vec as _vec
+from rill.exec.kernels._depthwise_loops import taps_3x3, taps_5x5
 from rill.exec.kernels._loops import max_pool_nchw  # noqa: F401 - pool_kernels' loop
 from rill.exec.kernels._sigmoid_loops import (  # noqa: F401 - re-exported for the kernels
     sigmoid32,
@@ -290,6 +291,40 @@ def sigmoid_tail(planes, t, swish, lo, hi):  # pragma: no cover - compiled
 
 
 @_jit
+def _vec_columns(k, cols, xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c):
+    """_depthwise_vec's loop for a k×k filter (3 or 5) and `cols` output columns (1 to 7)."""
+    if k == 3:
+        if cols == 7:
+            _vec.t3_7(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+        elif cols == 6:
+            _vec.t3_6(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+        elif cols == 5:
+            _vec.t3_5(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+        elif cols == 4:
+            _vec.t3_4(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+        elif cols == 3:
+            _vec.t3_3(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+        elif cols == 2:
+            _vec.t3_2(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+        else:
+            _vec.t3_1(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+    elif cols == 7:
+        _vec.t5_7(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+    elif cols == 6:
+        _vec.t5_6(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+    elif cols == 5:
+        _vec.t5_5(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+    elif cols == 4:
+        _vec.t5_4(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+    elif cols == 3:
+        _vec.t5_3(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+    elif cols == 2:
+        _vec.t5_2(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+    else:
+        _vec.t5_1(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+
+
+@_jit
 def depthwise_nchw_by_channel(
     x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, act, lo, hi
 ):  # pragma: no cover - compiled
@@ -299,32 +334,41 @@ def depthwise_nchw_by_channel(
     vectorized loop over all channels: the image is first copied, zero-padded, channels-last
     (one position's channels at a time, so the writes are contiguous), the sums go to a
     channels-last buffer, the bias and `act` run over it (runs of c channels, which
-    vectorize), and out is copied from it a channel at a time. (Where two NaNs meet in a sum, which one's sign the result
-    keeps may differ.)"""
+    vectorize), and out is copied from it a channel at a time. 3×3 and 5×5 filters sum through
+    _depthwise_vec's register-blocked loops, the channels padded with zeros to whole vectors
+    (the padding's sums are dropped). (Where two NaNs meet in a sum, which one's sign the
+    result keeps may differ.)"""
     kh, kw, c, _ = w.shape
     _, _, h, wd = x.shape
     _, _, oh, ow = out.shape
     zero, six = out.dtype.type(0), out.dtype.type(6)
     has_bias = bias.shape[0] > 0
-    xt = np.empty((hp, wp, c), out.dtype)
-    wt = np.empty((kh, kw, c), out.dtype)
+    vec = kh == kw and (kh == 3 or kh == 5)
+    lanes = _vec.VECTOR_BYTES // out.itemsize
+    # The channels of the buffers: c, or (vec) c rounded up to whole vectors.
+    cp = (c + lanes - 1) // lanes * lanes if vec else c
+    xt = np.empty((hp, wp, cp), out.dtype)
+    wt = np.zeros((kh, kw, cp), out.dtype)
     for i in range(kh):
         for j in range(kw):
             for q in range(c):
                 wt[i, j, q] = w[i, j, q, 0]
-    # The sums channels-last, one row of c per output position (the taps write them there),
+    # The sums channels-last, one row of cp per output position (the taps write them there),
     # then the bias and activation over them, then out from them.
     npos = oh * ow
-    yt = np.empty((npos, c), out.dtype)
+    yt = np.empty((npos, cp), out.dtype)
     xf = xt.reshape(-1)
     wf = wt.reshape(-1)
+    yf = yt.reshape(-1)
     # The padding of xt (rows above and below the image, columns beside it): zero once.
     for y in range(hp):
         for k in range(wp):
             if top <= y < top + h and left <= k < left + wd:
+                for q in range(c, cp):  # the padded channels of the image's positions
+                    xt[y, k, q] = zero
                 continue
             dst = xt[y, k]
-            for q in range(c):
+            for q in range(cp):
                 dst[q] = zero
     hw = np.uint64(h * wd)
     for b in range(lo, hi):
@@ -336,14 +380,15 @@ def depthwise_nchw_by_channel(
                 s0 = np.uint64(y * wd + k)
                 for q in range(np.uint64(c)):
                     dst[q] = xb[s0 + q * hw]
-        for r in range(oh):
-            for o in range(ow):
-                acc = yt[r * ow + o]
-                if kh == kw == 3:
-                    chan_3x3(xf, wf, (r * sh * wp + o * sw) * c, dh * wp * c, dw * c, c, acc)
-                elif kh == kw == 5:
-                    chan_5x5(xf, wf, (r * sh * wp + o * sw) * c, dh * wp * c, dw * c, c, acc)
-                else:
+        if vec:
+            for o0 in range(0, ow, _vec.MAX_COLUMNS):
+                cols = min(_vec.MAX_COLUMNS, ow - o0)
+                _vec_columns(kh, cols, xf, wf, yf, o0 * sw * cp, sh * wp * cp, dh * wp * cp,
+                             dw * cp, sw * cp, o0 * cp, ow * cp, oh, cp // lanes, cp)  # fmt: skip
+        else:
+            for r in range(oh):
+                for o in range(ow):
+                    acc = yt[r * ow + o]
                     for q in range(c):
                         acc[q] = zero
                     for i in range(kh):
@@ -359,8 +404,7 @@ def depthwise_nchw_by_channel(
                     row[q] = _epilogue(row[q], bias[q], act, zero, six)
         # out[b, q] from column q of yt (contiguous writes).
         ob = out[b].reshape(-1)
-        yf = yt.reshape(-1)
-        cu = np.uint64(c)
+        cu = np.uint64(cp)
         for q in range(c):
             d0 = np.uint64(q * npos)
             for t in range(np.uint64(npos)):

@@ -90,6 +90,40 @@ def test_fused_nchw_conv_bits_do_not_depend_on_the_threads():
     np.testing.assert_array_equal(results[0], results[1])
 
 
+@pytest.mark.parametrize(
+    "shape,kernel,strides,out_channels",
+    [
+        ((2, 3, 30, 70), 3, (1, 1), 20),  # 3 column blocks, the last partial; 20 = 2·8 + 4 channels
+        ((1, 3, 45, 45), 7, (2, 2), 32),  # ResNet's stem at a small size
+        ((1, 1, 9, 200), 5, (3, 1), 9),
+        ((1, 4, 16, 5), 3, (1, 2), 8),  # one column vector, wider than the output
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_nchw_conv_matches_the_patch_product(monkeypatch, shape, kernel, strides,
+                                                    out_channels, dtype):  # fmt: skip
+    """_conv_vec's register-blocked convolution (output channels padded to blocks of 8,
+    columns to whole vectors) against the patches and a GEMM it replaced, ReLU and HardSwish."""
+    from rill.exec.kernels import conv_nchw
+    from rill.exec.kernels.conv_common import _Window
+
+    if conv_nchw._vec() is None:
+        pytest.skip("compiled loops off (RILL_JIT=0)")
+    x = RNG.standard_normal(shape).astype(dtype)
+    w = RNG.standard_normal((kernel, kernel, shape[1], out_channels)).astype(dtype)
+    bias = RNG.standard_normal(out_channels).astype(dtype)
+    pad = kernel // 2
+    win = _Window([1, 1, *strides], [1, 1, 1, 1], "EXPLICIT", [0, 0, 0, 0] + [pad] * 4, "NCHW")
+    for code in (1, 4):
+        got = conv_nchw.nchw_conv(x, w, win, bias, code)
+        with monkeypatch.context() as m:
+            m.setattr(conv_nchw, "_VEC", [None])
+            want = conv_nchw.nchw_conv(x, w, win, bias, code)
+        assert got.shape == want.shape and got.dtype == dtype
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
+
+
 def _special(shape, dtype):
     v = RNG.integers(-3, 4, shape).astype(dtype)  # small integers: ties
     flat = v.reshape(-1)

@@ -1,25 +1,28 @@
-"""The channels-first convolution of the CPU _FusedConv2D (imported ONNX / PyTorch-made models),
-with compiled loops (numba) for its copies.
+"""The channels-first convolution of the CPU _FusedConv2D (imported ONNX / PyTorch-made models)
+for few input channels (an RGB stem), with compiled loops (numba) for its copies.
 
 Conv2D's own kernel works in NHWC and reaches NCHW through transposing copies. This one stays in
 NCHW: each image's input is copied once into its zero-padded stride phases (`_conv_loops`),
-so that every filter tap reads, for a band of output rows, contiguous runs of a phase plane. A
-band's patch matrix ([kh·kw·c, rows·ow], one row per tap and channel) times the filter matrix
-(the HWIO filter read as [kh·kw·c, o], transposed in the GEMM, never copied) is the band's output
-channels-first: the GEMM writes it into the output in place, and one pass over the band, while it
-is in cache, adds the bias and applies the activation. (Where the phase width wq exceeds the
-output width by more than _CROP_WIDTH columns, the patches are runs at width wq and one more
-pass crops the product into the output.) Bands are sized to stay in cache. A 1×1 convolution
+so that every filter tap reads, for a run of output columns, one contiguous run of a phase
+plane. From there the convolution is summed directly (`_conv_vec`: blocks of 8 output channels
+by 16 or 32 columns kept in vector registers over all the taps, a fused multiply-add each; an
+implicit GEMM with no patch matrix), for a band of output rows at a time into a cache-sized
+product at a width of whole column blocks, which one pass crops into the output with the bias
+and the activation. With RILL_CONV_DIRECT=0 in the environment the bands are a patch matrix
+([kh·kw·c, rows·ow], one row per tap and channel) times the filter matrix (the HWIO filter read
+as [kh·kw·c, o], transposed in the GEMM, never copied), the GEMM writing the output in place.
+(Where the phase width wq exceeds the output width by more than _CROP_WIDTH columns, the patches
+are runs at width wq and one more pass crops the product into the output.) A 1×1 convolution
 with stride 1 and no padding is one GEMM per image on the input as it is.
 
 The bands are fixed by the shapes (`intra_op.parallel_blocks`), so the bits never depend on the
 threads. The sums run in a different order than Conv2D's kernel (rounding differs in the last
-bits; the results agree to float rounding).
-"""
+bits; the results agree to float rounding)."""
 
 from __future__ import annotations
 
 import importlib
+import os
 
 import numpy as np
 
@@ -57,6 +60,82 @@ def _loops():
 
 
 _LOOPS: list = []
+
+
+def _vec():
+    """The direct convolution's module (_conv_vec), or None where it does not run (the compiled
+    loops off, or RILL_CONV_DIRECT=0 in the environment: the patches and a GEMM then)."""
+    if not _VEC:
+        mod = None
+        if os.environ.get("RILL_CONV_DIRECT", "1").strip().lower() not in ("0", "false", "off"):
+            mod = importlib.import_module("rill.exec.kernels._conv_vec")
+        _VEC.append(mod)
+    return _VEC[0] if jit.loops() is not None else None
+
+
+_VEC: list = []
+# Taps' offsets in the phases by geometry (c, kh, kw, sh, sw, dh, dw, hq, wq).
+_OFFSETS: dict = {}
+
+
+def _tap_offsets(c, kh, kw, sh, sw, dh, dw, hq, wq) -> np.ndarray:
+    """Where each filter tap (i, j, channel), in the HWIO filter's row order, reads the first
+    output position's input in one image's phases [c, sh·sw, hq·wq]."""
+    key = (c, kh, kw, sh, sw, dh, dw, hq, wq)
+    got = _OFFSETS.get(key)
+    if got is None:
+        i, j, ci = np.meshgrid(np.arange(kh), np.arange(kw), np.arange(c), indexing="ij")
+        phase = (i * dh) % sh * sw + (j * dw) % sw
+        got = (ci * sh * sw + phase) * hq * wq + (i * dh) // sh * wq + (j * dw) // sw
+        got = _OFFSETS[key] = np.ascontiguousarray(got.reshape(-1), dtype=np.int64)
+    return got
+
+
+def _direct(vec, loops, x, w, out, bias, code, swish, taps, phases, work):
+    """nchw_conv through _conv_vec.direct_rows: each image's phases (with room past them for
+    the last column block's reads), then bands of output rows summed, biased and activated in
+    registers straight into out; for swish its Sigmoid / Swish over each band."""
+    n, c = x.shape[:2]
+    kh, kw, sh, sw, dh, dw = taps
+    top, left, hq, wq = phases
+    o, oh, ow = out.shape[1:]
+    k = kh * kw * c
+    lanes = vec.VECTOR_BYTES // x.itemsize
+    nv = 2 if ow > lanes else 1
+    op = -(-o // vec.CO) * vec.CO
+    per_image = c * sh * sw * hq * wq
+    ph = scratch("nchw_phases", n * per_image + nv * lanes, x.dtype)
+    wk = np.zeros((op, k), x.dtype)
+    wk[:o] = w.reshape(k, o).T
+    toff = _tap_offsets(c, kh, kw, sh, sw, dh, dw, hq, wq)
+    act = code if bias.size else vec.RAW
+
+    def fill(i):
+        loops.conv_phases(x, i, ph[i * per_image : (i + 1) * per_image].reshape(c, sh * sw, -1),
+                          hq, wq, sh, sw, top, left)  # fmt: skip
+
+    rows = max(1, min(oh, _OUT_BAND // (op * ow)))
+    per_band = -(-oh // rows)
+
+    def band(i, r0):
+        r1 = min(oh, r0 + rows)
+        vec.direct_rows(ph, wk, bias, out, toff, i * per_image + r0 * wq, wq, r1 - r0,
+                        (i * o * oh + r0) * ow, act, nv)  # fmt: skip
+        if swish is not None:
+            loops.sigmoid32_span(out, i, swish, r0 * ow, r1 * ow)
+
+    if k >= _SPLIT_K:  # all images' phases, then the bands over the threads
+        parallel_for(n, lambda lo, hi: [fill(i) for i in range(lo, hi)])
+        parallel_blocks(n * per_band, lambda j: band(j // per_band, j % per_band * rows), work)
+        return out
+
+    def image(i):  # memory-bound bands: the image's phases right before them (see below)
+        fill(i)
+        for r0 in range(0, oh, rows):
+            band(i, r0)
+
+    parallel_blocks(n, image, work)
+    return out
 
 
 def usable(x: np.ndarray, w: np.ndarray) -> bool:
@@ -118,6 +197,10 @@ def nchw_conv(
     hp = max((oh - 1) * sh + (kh - 1) * dh + 1, top + h)
     wp = max((ow - 1) * sw + (kw - 1) * dw + 1, left + wd)
     hq, wq = -(-hp // sh), -(-wp // sw)
+    vec = _vec()
+    if vec is not None:
+        return _direct(vec, loops, x, w, out, bias, code, swish, (kh, kw, sh, sw, dh, dw),
+                       (top, left, hq, wq), work)  # fmt: skip
     ph = scratch("nchw_phases", n * c * sh * sw * hq * wq, x.dtype)
     ph = ph.reshape(n, c, sh * sw, hq * wq)
 

@@ -1,0 +1,210 @@
+"""A register-blocked direct convolution over stride phases, for rill.exec.kernels.conv_nchw.
+
+conv_nchw's phases put every filter tap's inputs for a run of output columns in one contiguous
+run (`_conv_loops.conv_phases`). `direct_rows` sums the convolution straight from them: for a
+block of CO output channels and NV vectors of output columns (64 bytes each: 16 float32, 8
+float64) it keeps CO·NV vector sums in registers over all the taps, each tap loading its NV input
+vectors once and multiplying them into every channel's sums by the tap's weight, broadcast (a
+fused multiply-add). That is an implicit GEMM with no patch matrix: the patches and a BLAS call
+had cost an RGB stem 1.5–3 times as long. The sums then get the bias and the activation in
+registers (_conv_loops' epilogue: the same operations, a NaN kept through every clamp) and go
+straight to the output, the columns past the output's width dropped.
+
+The loops are emitted as LLVM IR (numba intrinsics, as in _depthwise_vec), because numba's own
+loops cannot keep that many sums in registers. numba caches their callers by this file: edit it
+and they are compiled again.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+import numba
+import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
+
+# Output channels a block keeps in registers, and bytes per vector of output columns.
+CO = 8
+VECTOR_BYTES = 64
+# The epilogue codes: RAW stores the sums as they are; 0-4 add the bias, then _conv_loops'
+# activation (0 none, 1 Relu, 2 Relu6, 3 HardSigmoid, 4 HardSwish).
+RAW = -1
+
+
+def _epilogue(builder, v, bias, act):
+    """v + bias, then the activation `act`, each operation rounded to the dtype as
+    _conv_loops._epilogue rounds it."""
+    vec = v.type
+
+    def splat(value):
+        return ir.Constant(vec, [value] * vec.count)
+
+    def keep_nan(x, clamped):
+        return builder.select(builder.fcmp_unordered("uno", x, x), x, clamped)
+
+    zero, one, six = splat(0.0), splat(1.0), splat(6.0)
+    v = builder.fadd(v, bias)
+    if act >= 3:
+        single = vec.element == ir.FloatType()
+        sixth = float(np.float32(1) / np.float32(6)) if single else 1.0 / 6.0
+        t = builder.fadd(builder.fmul(v, splat(sixth)), splat(0.5))
+        t = keep_nan(t, builder.select(builder.fcmp_ordered("<", t, one), t, one))
+        t = keep_nan(t, builder.select(builder.fcmp_ordered(">", t, zero), t, zero))
+        return t if act == 3 else builder.fmul(v, t)
+    if act >= 1:
+        v = keep_nan(v, builder.select(builder.fcmp_ordered(">", v, zero), v, zero))
+    if act == 2:
+        v = keep_nan(v, builder.select(builder.fcmp_ordered("<", v, six), v, six))
+    return v
+
+
+def _blocked(nv: int, act: int):
+    """The intrinsic for blocks of CO output channels × nv vectors of columns, epilogue `act`."""
+
+    @intrinsic
+    def block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase, orow,
+              ostride, ow, o):  # fmt: skip
+        """Output rows r < nrows of channels ch < o: out[obase + ch·ostride + r·orow + col] for
+        col < ow = the epilogue of Σ_t ph[xbase + r·wq + col + toff[t]] · wk[ch·k + t] over the
+        k taps t (wk [ncb·CO, k] row-major, its rows from o on zero; the sums of the column
+        blocks' last one past ow, read from ph up to nv·lanes past the last window, dropped)."""
+        sig = types.void(ph, wk, bias, out, toff, *([types.int64] * 10))
+
+        def codegen(context, builder, signature, args):
+            pa, wa, ba, oa, ta = (context.make_array(signature.args[n])(context, builder, args[n])
+                                  for n in range(5))  # fmt: skip
+            xbase, wq, nrows, nob, ncb, obase, orow, ostride, ow, o = args[5:]
+            k = builder.extract_value(ta.shape, 0)
+            dtype = signature.args[0].dtype
+            elem = context.get_value_type(dtype)
+            lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
+            vec = ir.VectorType(elem, lanes)
+            vptr = vec.as_pointer()
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            fma = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vec, [vec, vec, vec]),
+                f"llvm.fma.v{lanes}f{dtype.bitwidth}",
+            )  # fmt: skip
+            zero = ir.Constant(vec, [0.0] * lanes)
+            undef = ir.Constant(vec, ir.Undefined)
+            splat0 = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
+            width = nv * lanes
+            # Where a partial block's sums wait while its columns inside ow are copied out.
+            spill = cgutils.alloca_once(builder, elem, size=width)
+
+            def const(v):
+                return ir.Constant(i64, v)
+
+            def broadcast(scalar):
+                one = builder.insert_element(undef, scalar, ir.Constant(i32, 0))
+                return builder.shuffle_vector(one, undef, splat0)
+
+            with cgutils.for_range(builder, nrows) as rows:
+                r = rows.index
+                row_in = builder.add(xbase, builder.mul(r, wq))
+                row_out = builder.add(obase, builder.mul(r, orow))
+                with cgutils.for_range(builder, ncb) as blocks:
+                    ch0 = builder.mul(blocks.index, const(CO))
+                    w0 = builder.mul(ch0, k)
+                    with cgutils.for_range(builder, nob) as cols:
+                        col = builder.mul(cols.index, const(width))
+                        # The sums, in stack slots that LLVM promotes to registers.
+                        sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(nv)]
+                                for _ in range(CO)]  # fmt: skip
+                        start = builder.add(row_in, col)
+                        with cgutils.for_range(builder, k) as taps:
+                            t = taps.index
+                            at = builder.add(start, builder.load(builder.gep(ta.data, [t])))
+                            xs = []
+                            for v in range(nv):
+                                ptr = builder.gep(pa.data, [builder.add(at, const(v * lanes))])
+                                xs.append(builder.load(builder.bitcast(ptr, vptr), align=1))
+                            for c in range(CO):
+                                wat = builder.add(builder.add(w0, builder.mul(const(c), k)), t)
+                                wv = broadcast(builder.load(builder.gep(wa.data, [wat])))
+                                for v in range(nv):
+                                    acc = builder.load(sums[c][v])
+                                    builder.store(builder.call(fma, [xs[v], wv, acc]), sums[c][v])
+                        left = builder.sub(ow, col)  # the block's columns inside the output
+                        full = builder.icmp_signed(">=", left, const(width))
+                        for c in range(CO):
+                            ch = builder.add(ch0, const(c))
+                            with builder.if_then(builder.icmp_signed("<", ch, o), likely=True):
+                                if act == RAW:
+                                    bv = None
+                                else:
+                                    bv = broadcast(builder.load(builder.gep(ba.data, [ch])))
+                                vals = [builder.load(sums[c][v]) for v in range(nv)]
+                                if bv is not None:
+                                    vals = [_epilogue(builder, x, bv, act) for x in vals]
+                                base = builder.add(builder.add(row_out, builder.mul(ch, ostride)),
+                                                   col)  # fmt: skip
+                                with builder.if_else(full, likely=True) as (whole, part):
+                                    with whole:
+                                        for v in range(nv):
+                                            at = builder.add(base, const(v * lanes))
+                                            ptr = builder.bitcast(builder.gep(oa.data, [at]), vptr)
+                                            builder.store(vals[v], ptr, align=1)
+                                    with part:
+                                        for v in range(nv):
+                                            ptr = builder.gep(spill, [const(v * lanes)])
+                                            builder.store(vals[v], builder.bitcast(ptr, vptr),
+                                                          align=1)  # fmt: skip
+                                        with cgutils.for_range(builder, left) as copy:
+                                            j = copy.index
+                                            value = builder.load(builder.gep(spill, [j]))
+                                            dst = builder.gep(oa.data, [builder.add(base, j)])
+                                            builder.store(value, dst)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return block
+
+
+_B1 = {act: _blocked(1, act) for act in (RAW, 0, 1, 2, 3, 4)}
+_B2 = {act: _blocked(2, act) for act in (RAW, 0, 1, 2, 3, 4)}
+(b1_raw, b1_0, b1_1, b1_2, b1_3, b1_4) = (_B1[a] for a in (RAW, 0, 1, 2, 3, 4))
+(b2_raw, b2_0, b2_1, b2_2, b2_3, b2_4) = (_B2[a] for a in (RAW, 0, 1, 2, 3, 4))
+
+
+@_jit
+def direct_rows(ph, wk, bias, out, toff, xbase, wq, nrows, obase, act, nv):  # pragma: no cover
+    """Output rows [r0, r0 + nrows) of one image (r0's first input at xbase in the flat phases
+    ph, rows wq apart; its output at obase in out, flat [.., o, oh, ow]) from the filter wk
+    [ncb·CO, k] and the taps' offsets toff [k]; `act` RAW or an epilogue code with bias [o];
+    nv 1 or 2 vectors of columns a block."""
+    _, o, oh, ow = out.shape
+    of = out.reshape(-1)
+    lanes = VECTOR_BYTES // out.itemsize
+    nob = (ow + nv * lanes - 1) // (nv * lanes)
+    ncb = wk.shape[0] // CO
+    a = (ph, wk, bias, of, toff, xbase, wq, nrows, nob, ncb, obase, ow, oh * ow, ow, o)
+    if nv == 2:
+        if act == RAW:
+            b2_raw(*a)
+        elif act == 0:
+            b2_0(*a)
+        elif act == 1:
+            b2_1(*a)
+        elif act == 2:
+            b2_2(*a)
+        elif act == 3:
+            b2_3(*a)
+        else:
+            b2_4(*a)
+    elif act == RAW:
+        b1_raw(*a)
+    elif act == 0:
+        b1_0(*a)
+    elif act == 1:
+        b1_1(*a)
+    elif act == 2:
+        b1_2(*a)
+    elif act == 3:
+        b1_3(*a)
+    else:
+        b1_4(*a)

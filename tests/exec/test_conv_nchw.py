@@ -97,6 +97,8 @@ def test_fused_nchw_conv_bits_do_not_depend_on_the_threads():
         ((1, 3, 45, 45), 7, (2, 2), 32),  # ResNet's stem at a small size
         ((1, 1, 9, 200), 5, (3, 1), 9),
         ((1, 4, 16, 5), 3, (1, 2), 8),  # one column vector, wider than the output
+        # bands of 4 rows, split over the threads (5·5·3 taps), each row's last block partial
+        ((1, 3, 40, 500), 5, (1, 1), 16),
     ],
 )
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -114,8 +116,15 @@ def test_direct_nchw_conv_matches_the_patch_product(monkeypatch, shape, kernel, 
     bias = RNG.standard_normal(out_channels).astype(dtype)
     pad = kernel // 2
     win = _Window([1, 1, *strides], [1, 1, 1, 1], "EXPLICIT", [0, 0, 0, 0] + [pad] * 4, "NCHW")
+    from rill.exec import threads as policy
+
+    monkeypatch.setattr(policy, "cores_idle", lambda: 2)
+    monkeypatch.setattr(policy, "cores_free", lambda: 2)
     for code in (1, 4):
+        monkeypatch.setattr(intra_op, "_THREADS", 1)
         got = conv_nchw.nchw_conv(x, w, win, bias, code)
+        monkeypatch.setattr(intra_op, "_THREADS", 2)  # bands over two threads: the same bits
+        np.testing.assert_array_equal(conv_nchw.nchw_conv(x, w, win, bias, code), got)
         with monkeypatch.context() as m:
             m.setattr(conv_nchw, "_VEC", [None])
             want = conv_nchw.nchw_conv(x, w, win, bias, code)

@@ -129,7 +129,12 @@ def _blocked(nv: int, act: int):
                                     acc = builder.load(sums[c][v])
                                     builder.store(builder.call(fma, [xs[v], wv, acc]), sums[c][v])
                         left = builder.sub(ow, col)  # the block's columns inside the output
-                        full = builder.icmp_signed(">=", left, const(width))
+                        # A block past the row's end is stored whole all the same (the band's
+                        # next row, computed after it by this thread, overwrites the excess)
+                        # unless it would reach past the band: then only its columns inside
+                        # the row, through a spill buffer.
+                        inside = builder.add(builder.add(builder.mul(r, orow), col), const(width))
+                        full = builder.icmp_signed("<=", inside, builder.mul(nrows, orow))
                         for c in range(CO):
                             ch = builder.add(ch0, const(c))
                             with builder.if_then(builder.icmp_signed("<", ch, o), likely=True):

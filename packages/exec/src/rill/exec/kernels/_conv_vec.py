@@ -61,47 +61,64 @@ def _epilogue(builder, v, bias, act):
     return v
 
 
-def _blocked(nv: int, act: int):
-    """The intrinsic for blocks of CO output channels × nv vectors of columns, epilogue `act`."""
+def emit_switch(builder, value, cases: dict) -> None:
+    """Emits a switch on `value` (an LLVM integer): case key runs cases[key]() (which emits its
+    code at the builder), any other value nothing; the builder ends after the switch."""
+    done = builder.append_basic_block("switch.done")
+    other = builder.append_basic_block("switch.other")
+    switch = builder.switch(value, other)
+    for key, emit in cases.items():
+        block = builder.append_basic_block(f"switch.case{key}")
+        switch.add_case(ir.Constant(value.type, key), block)
+        builder.position_at_end(block)
+        emit()
+        builder.branch(done)
+    builder.position_at_end(other)
+    builder.branch(done)
+    builder.position_at_end(done)
 
-    @intrinsic
-    def block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase, orow,
-              ostride, ow, o):  # fmt: skip
-        """Output rows r < nrows of channels ch < o: out[obase + ch·ostride + r·orow + col] for
-        col < ow = the epilogue of Σ_t ph[xbase + r·wq + col + toff[t]] · wk[ch·k + t] over the
-        k taps t (wk [ncb·CO, k] row-major, its rows from o on zero; the sums of the column
-        blocks' last one past ow, read from ph up to nv·lanes past the last window, dropped)."""
-        sig = types.void(ph, wk, bias, out, toff, *([types.int64] * 10))
 
-        def codegen(context, builder, signature, args):
-            pa, wa, ba, oa, ta = (context.make_array(signature.args[n])(context, builder, args[n])
-                                  for n in range(5))  # fmt: skip
-            xbase, wq, nrows, nob, ncb, obase, orow, ostride, ow, o = args[5:]
-            k = builder.extract_value(ta.shape, 0)
-            dtype = signature.args[0].dtype
-            elem = context.get_value_type(dtype)
-            lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
-            vec = ir.VectorType(elem, lanes)
-            vptr = vec.as_pointer()
-            i32, i64 = ir.IntType(32), ir.IntType(64)
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vec, [vec, vec, vec]),
-                f"llvm.fma.v{lanes}f{dtype.bitwidth}",
-            )  # fmt: skip
-            zero = ir.Constant(vec, [0.0] * lanes)
-            undef = ir.Constant(vec, ir.Undefined)
-            splat0 = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
+@intrinsic
+def _block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase, orow, ostride,
+           ow, o, act, nv):  # fmt: skip
+    """Output rows r < nrows of channels ch < o: out[obase + ch·ostride + r·orow + col] for
+    col < ow = the epilogue `act` (RAW or a code, with bias [o]) of Σ_t ph[xbase + r·wq + col +
+    toff[t]] · wk[ch·k + t] over the k taps t (wk [ncb·CO, k] row-major, its rows from o on
+    zero), in blocks of CO channels × nv (1 or 2) vectors of columns (nob a row; the last
+    block's sums past ow dropped, its reads up to nv·lanes past the last window). Every
+    (act, nv)'s loops are compiled in, the call's picked at run time."""
+    sig = types.void(ph, wk, bias, out, toff, *([types.int64] * 12))
+
+    def codegen(context, builder, signature, args):
+        pa, wa, ba, oa, ta = (context.make_array(signature.args[n])(context, builder, args[n])
+                              for n in range(5))  # fmt: skip
+        xbase, wq, nrows, nob, ncb, obase, orow, ostride, ow, o, act, nv = args[5:]
+        k = builder.extract_value(ta.shape, 0)
+        dtype = signature.args[0].dtype
+        elem = context.get_value_type(dtype)
+        lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
+        vec = ir.VectorType(elem, lanes)
+        vptr = vec.as_pointer()
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vec, [vec, vec, vec]),
+            f"llvm.fma.v{lanes}f{dtype.bitwidth}",
+        )  # fmt: skip
+        zero = ir.Constant(vec, [0.0] * lanes)
+        undef = ir.Constant(vec, ir.Undefined)
+        splat0 = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
+        # Where a partial block's sums wait while its columns inside ow are copied out.
+        spill = cgutils.alloca_once(builder, elem, size=2 * lanes)
+
+        def const(v):
+            return ir.Constant(i64, v)
+
+        def broadcast(scalar):
+            one = builder.insert_element(undef, scalar, ir.Constant(i32, 0))
+            return builder.shuffle_vector(one, undef, splat0)
+
+        def emit(nv, act):
             width = nv * lanes
-            # Where a partial block's sums wait while its columns inside ow are copied out.
-            spill = cgutils.alloca_once(builder, elem, size=width)
-
-            def const(v):
-                return ir.Constant(i64, v)
-
-            def broadcast(scalar):
-                one = builder.insert_element(undef, scalar, ir.Constant(i32, 0))
-                return builder.shuffle_vector(one, undef, splat0)
-
             with cgutils.for_range(builder, nrows) as rows:
                 r = rows.index
                 row_in = builder.add(xbase, builder.mul(r, wq))
@@ -132,48 +149,46 @@ def _blocked(nv: int, act: int):
                         # A block past the row's end is stored whole all the same (the band's
                         # next row, computed after it by this thread, overwrites the excess)
                         # unless it would reach past the band: then only its columns inside
-                        # the row, through a spill buffer.
+                        # the row, through the spill buffer.
                         inside = builder.add(builder.add(builder.mul(r, orow), col), const(width))
                         full = builder.icmp_signed("<=", inside, builder.mul(nrows, orow))
                         for c in range(CO):
                             ch = builder.add(ch0, const(c))
                             with builder.if_then(builder.icmp_signed("<", ch, o), likely=True):
-                                if act == RAW:
-                                    bv = None
-                                else:
-                                    bv = broadcast(builder.load(builder.gep(ba.data, [ch])))
                                 vals = [builder.load(sums[c][v]) for v in range(nv)]
-                                if bv is not None:
+                                if act != RAW:
+                                    bv = broadcast(builder.load(builder.gep(ba.data, [ch])))
                                     vals = [_epilogue(builder, x, bv, act) for x in vals]
                                 base = builder.add(builder.add(row_out, builder.mul(ch, ostride)),
                                                    col)  # fmt: skip
-                                with builder.if_else(full, likely=True) as (whole, part):
-                                    with whole:
-                                        for v in range(nv):
-                                            at = builder.add(base, const(v * lanes))
-                                            ptr = builder.bitcast(builder.gep(oa.data, [at]), vptr)
-                                            builder.store(vals[v], ptr, align=1)
-                                    with part:
-                                        for v in range(nv):
-                                            ptr = builder.gep(spill, [const(v * lanes)])
-                                            builder.store(vals[v], builder.bitcast(ptr, vptr),
-                                                          align=1)  # fmt: skip
-                                        with cgutils.for_range(builder, left) as copy:
-                                            j = copy.index
-                                            value = builder.load(builder.gep(spill, [j]))
-                                            dst = builder.gep(oa.data, [builder.add(base, j)])
-                                            builder.store(value, dst)
-            return context.get_dummy_value()
+                                _store(builder, oa.data, base, vals, full, left, spill, lanes,
+                                       vptr)  # fmt: skip
 
-        return sig, codegen
+        emit_switch(builder, builder.add(builder.mul(builder.add(act, const(1)), const(4)), nv),
+                    {(a + 1) * 4 + n: (lambda n=n, a=a: emit(n, a)) for n in (1, 2)
+                     for a in (RAW, 0, 1, 2, 3, 4)})  # fmt: skip
+        return context.get_dummy_value()
 
-    return block
+    return sig, codegen
 
 
-_B1 = {act: _blocked(1, act) for act in (RAW, 0, 1, 2, 3, 4)}
-_B2 = {act: _blocked(2, act) for act in (RAW, 0, 1, 2, 3, 4)}
-(b1_raw, b1_0, b1_1, b1_2, b1_3, b1_4) = (_B1[a] for a in (RAW, 0, 1, 2, 3, 4))
-(b2_raw, b2_0, b2_1, b2_2, b2_3, b2_4) = (_B2[a] for a in (RAW, 0, 1, 2, 3, 4))
+def _store(builder, data, base, vals, full, left, spill, lanes, vptr) -> None:
+    """vals (vectors) at data[base:] whole where `full`, else their first `left` elements
+    through the spill buffer."""
+    i64 = ir.IntType(64)
+    with builder.if_else(full, likely=True) as (whole, part):
+        with whole:
+            for v, value in enumerate(vals):
+                at = builder.add(base, ir.Constant(i64, v * lanes))
+                builder.store(value, builder.bitcast(builder.gep(data, [at]), vptr), align=1)
+        with part:
+            for v, value in enumerate(vals):
+                ptr = builder.gep(spill, [ir.Constant(i64, v * lanes)])
+                builder.store(value, builder.bitcast(ptr, vptr), align=1)
+            with cgutils.for_range(builder, left) as copy:
+                j = copy.index
+                builder.store(builder.load(builder.gep(spill, [j])),
+                              builder.gep(data, [builder.add(base, j)]))  # fmt: skip
 
 
 @_jit
@@ -187,29 +202,4 @@ def direct_rows(ph, wk, bias, out, toff, xbase, wq, nrows, obase, act, nv):  # p
     lanes = VECTOR_BYTES // out.itemsize
     nob = (ow + nv * lanes - 1) // (nv * lanes)
     ncb = wk.shape[0] // CO
-    a = (ph, wk, bias, of, toff, xbase, wq, nrows, nob, ncb, obase, ow, oh * ow, ow, o)
-    if nv == 2:
-        if act == RAW:
-            b2_raw(*a)
-        elif act == 0:
-            b2_0(*a)
-        elif act == 1:
-            b2_1(*a)
-        elif act == 2:
-            b2_2(*a)
-        elif act == 3:
-            b2_3(*a)
-        else:
-            b2_4(*a)
-    elif act == RAW:
-        b1_raw(*a)
-    elif act == 0:
-        b1_0(*a)
-    elif act == 1:
-        b1_1(*a)
-    elif act == 2:
-        b1_2(*a)
-    elif act == 3:
-        b1_3(*a)
-    else:
-        b1_4(*a)
+    _block(ph, wk, bias, of, toff, xbase, wq, nrows, nob, ncb, obase, ow, oh * ow, ow, o, act, nv)

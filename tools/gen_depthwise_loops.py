@@ -1,9 +1,9 @@
 """Writes packages/exec/src/rill/exec/kernels/_depthwise_loops.py: the inner loops of the NCHW
-depthwise convolution (_conv_loops.depthwise_nchw) for 3×3 and
-5×5 filters, every tap written out, so that a whole window's sum stays in registers (the
-generic loops load and store the partial sums once per tap). Run it after changing the
-template: `.venv/bin/python tools/gen_depthwise_loops.py`, then `ruff format` the module
-(tests/exec/test_conv_nchw_depthwise.py checks the loops against the generic ones, bit for bit).
+depthwise convolution (_conv_loops.depthwise_nchw) for 3×3 and 5×5 filters, every tap written
+out, so that a whole window's sum stays in registers (the generic loops load and store the
+partial sums once per tap). Run it after changing the template: `.venv/bin/python
+tools/gen_depthwise_loops.py`, then `ruff format` the module (tests/exec/
+test_conv_nchw_depthwise.py checks the loops against the generic ones, bit for bit).
 """
 
 from __future__ import annotations

@@ -106,6 +106,7 @@ def test_direct_nchw_conv_matches_the_patch_product(monkeypatch, shape, kernel, 
                                                     out_channels, dtype):  # fmt: skip
     """_conv_vec's register-blocked convolution (output channels padded to blocks of 8,
     columns to whole vectors) against the patches and a GEMM it replaced, ReLU and HardSwish."""
+    from rill.exec import threads as policy
     from rill.exec.kernels import conv_nchw
     from rill.exec.kernels.conv_common import _Window
 
@@ -116,8 +117,6 @@ def test_direct_nchw_conv_matches_the_patch_product(monkeypatch, shape, kernel, 
     bias = RNG.standard_normal(out_channels).astype(dtype)
     pad = kernel // 2
     win = _Window([1, 1, *strides], [1, 1, 1, 1], "EXPLICIT", [0, 0, 0, 0] + [pad] * 4, "NCHW")
-    from rill.exec import threads as policy
-
     monkeypatch.setattr(policy, "cores_idle", lambda: 2)
     monkeypatch.setattr(policy, "cores_free", lambda: 2)
     for code in (1, 4):

@@ -25,11 +25,11 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from rill.exec.kernels._conv_vec import VECTOR_BYTES  # bytes per vector of channels
+
 # Output positions a call keeps in registers (a row of a 7×7 plane; with a 5×5 filter, 7 sums,
 # a filter vector and the input's make 9 of the 16-32 vector registers).
 MAX_COLUMNS = 7
-# Bytes per vector of channels.
-VECTOR_BYTES = 64
 
 
 def _columns(k: int, cols: int):

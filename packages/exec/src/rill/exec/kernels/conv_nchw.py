@@ -6,9 +6,9 @@ NCHW: each image's input is copied once into its zero-padded stride phases (`_co
 so that every filter tap reads, for a run of output columns, one contiguous run of a phase
 plane. From there the convolution is summed directly (`_conv_vec`: blocks of 8 output channels
 by 16 or 32 columns kept in vector registers over all the taps, a fused multiply-add each; an
-implicit GEMM with no patch matrix), for a band of output rows at a time into a cache-sized
-product at a width of whole column blocks, which one pass crops into the output with the bias
-and the activation. With RILL_CONV_DIRECT=0 in the environment the bands are a patch matrix
+implicit GEMM with no patch matrix), a band of output rows at a time, the bias and the
+activation applied in registers and the sums stored into the output. With RILL_CONV_DIRECT=0
+in the environment the bands are a patch matrix
 ([kh·kw·c, rows·ow], one row per tap and channel) times the filter matrix (the HWIO filter read
 as [kh·kw·c, o], transposed in the GEMM, never copied), the GEMM writing the output in place.
 (Where the phase width wq exceeds the output width by more than _CROP_WIDTH columns, the patches
@@ -67,7 +67,8 @@ def _vec():
     loops off, or RILL_CONV_DIRECT=0 in the environment: the patches and a GEMM then)."""
     if not _VEC:
         mod = None
-        if os.environ.get("RILL_CONV_DIRECT", "1").strip().lower() not in ("0", "false", "off"):
+        off = ("0", "false", "off", "no")
+        if os.environ.get("RILL_CONV_DIRECT", "1").strip().lower() not in off:
             mod = importlib.import_module("rill.exec.kernels._conv_vec")
         _VEC.append(mod)
     return _VEC[0] if jit.loops() is not None else None
@@ -131,7 +132,7 @@ def _direct(vec, loops, x, w, out, bias, code, swish, taps, phases, work):
         parallel_blocks(n * per_band, lambda j: band(j // per_band, j % per_band * rows), work)
         return out
 
-    def image(i):  # memory-bound bands: the image's phases right before them (see below)
+    def image(i):  # several images, few taps: each whole on a thread, its phases in cache
         fill(i)
         for r0 in range(0, oh, rows):
             band(i, r0)

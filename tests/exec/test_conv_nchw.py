@@ -337,3 +337,24 @@ def test_only_convolutions_of_many_patch_rows_split_over_threads(monkeypatch):
         assert len(split) == 1 and split[0][1]
         assert (split[0][0] > 2) if splits else (split[0][0] == 2)
         np.testing.assert_array_equal(two, one)
+
+
+def test_vector_paths_reject_mismatched_operands_before_any_loop():
+    """The register-blocked paths (a small-plane depthwise, an RGB stem) keep their ops'
+    checks: channel counts and the bias length, named in the error."""
+    from rill.exec.kernels.fused_conv_kernels import (
+        fused_conv2d_nchw,
+        fused_depthwise_conv2d_native,
+    )
+    from rill.graph.errors import InvalidArgumentError
+
+    f32 = np.float32
+    dw = fused_depthwise_conv2d_native([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1],
+                                       ["BiasAdd", "Relu"], 1, 0.2)  # fmt: skip
+    with pytest.raises(InvalidArgumentError, match="input depth 32 differs from the filter's"):
+        dw(np.ones((1, 32, 7, 7), f32), np.ones((5, 5, 16, 1), f32), np.ones(32, f32))
+    stem = fused_conv2d_nchw([1, 1, 2, 2], "SAME", [], [1, 1, 1, 1], ["BiasAdd", "Relu"], 1, 0.2)
+    with pytest.raises(InvalidArgumentError, match="input depth"):
+        stem(np.ones((1, 3, 8, 8), f32), np.ones((3, 3, 4, 8), f32), np.ones(8, f32))
+    with pytest.raises(InvalidArgumentError, match="bias has shape"):
+        stem(np.ones((1, 3, 8, 8), f32), np.ones((3, 3, 3, 8), f32), np.ones(5, f32))

@@ -10,7 +10,7 @@ import pytest
 import rill.exec.kernels  # noqa: F401 - registers every kernel
 import rill.graph as rg
 from rill.exec import threads
-from rill.exec.kernels import conv_winograd, fused_conv_kernels, intra_op, jit
+from rill.exec.kernels import conv_winograd, fused_conv_kernels, intra_op, jit, pointwise
 from rill.exec.kernels import fused_kernels as fk
 from rill.exec.testing import run_kernel
 
@@ -114,6 +114,14 @@ def test_batch1_channels_first_gemms_keep_one_calls_bits_on_any_thread_count(
     cores(1)
     one = _conv_nchw(x, w, strides, fused=fused, bias=bias)
     assert not threads._exact  # one thread: one call, nothing tried
+    if ws[:2] == (1, 1) and pointwise._mod() is not None:
+        # The compiled pointwise product: every element the same chain of multiply-adds
+        # whatever rows a thread computes, so it splits in row blocks and no BLAS is tried.
+        for n in (2, 4):
+            calls = cores(n)
+            assert np.array_equal(_conv_nchw(x, w, strides, fused=fused, bias=bias), one)
+            assert (2, 2) in calls and not threads._exact
+        return
     for n in (2, 4):
         calls = cores(n)
         got = _conv_nchw(x, w, strides, fused=fused, bias=bias)

@@ -33,6 +33,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from rill.exec import threads
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels import pointwise
 from rill.exec.kernels.conv_common import (  # noqa: F401 - re-exported for the pool/depthwise kernels
     _blocks,
     _check_shape,
@@ -166,10 +167,12 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
                 xt = np.ascontiguousarray(xt[:, :, : (oh - 1) * sh + 1 : sh,
                                              : (ow - 1) * sw + 1 : sw])  # fmt: skip
             xt = xt.reshape(n, c, oh * ow)
-            if n == 1:  # halves over the threads where they give one call's bits
-                threads.matmul(wt, xt[0], out=per_image[0], most=2, exact=True)
+            if n == 1:  # split over the threads without changing a bit (pointwise)
+                pointwise.matmul(wt, xt[0], per_image[0])
                 return out
-            parallel_blocks(n, lambda i: np.matmul(wt, xt[i], out=per_image[i]), work)
+            parallel_blocks(
+                n, lambda i: pointwise.matmul(wt, xt[i], per_image[i], pointwise.NO_SPLIT), work
+            )
             return out
         if filters is not None and x.dtype == w.dtype:  # x: the channels-first input's view
             fused = None if cf_epilogue is None else (cf_epilogue[0], cf_epilogue[1],

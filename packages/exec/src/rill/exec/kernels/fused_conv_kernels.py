@@ -21,9 +21,8 @@ import importlib
 
 import numpy as np
 
-from rill.exec import threads
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels import conv_nchw, jit
+from rill.exec.kernels import conv_nchw, jit, pointwise
 from rill.exec.kernels.conv_kernels import _CONV_KW, _conv2d, _Window
 from rill.exec.kernels.depthwise_kernels import depthwise_conv2d_native
 from rill.exec.kernels.intra_op import parallel_blocks, parallel_for, scratch
@@ -424,18 +423,14 @@ def _pointwise_product(x, w, s=None, after=None):
         x, s = _gated(x, s), None
     xs = x.reshape(n, c, h * wd)
     if n == 1:
-        if s is None and c * o * h * wd < _B1_HALVES:
-            # threads.matmul's one call (too small to split even in exact halves), without its
-            # policy's overhead (~2 µs, on a squeeze-excite layer a third of the kernel)
-            np.matmul(wt, xs[0], out=per_image[0])
-        else:  # halves over the threads where they give one call's bits (threads.matmul)
-            threads.matmul(wt, xs[0], out=per_image[0], most=2, exact=True)
+        # (x is the gated input by now) split over threads from _B1_HALVES
+        pointwise.matmul(wt, xs[0], per_image[0], _B1_HALVES)
         return out, False
     gates = None if s is None else s.reshape(n, c, 1)
 
     def image(i):
         if gates is None:
-            np.matmul(wt, xs[i], out=per_image[i])
+            pointwise.matmul(wt, xs[i], per_image[i], pointwise.NO_SPLIT)
         else:
             # x·s of image i (numpy's multiply: Mul's bits) into a cache-line-aligned scratch
             # buffer, then the product: the scaled input is never written out whole.
@@ -448,7 +443,7 @@ def _pointwise_product(x, w, s=None, after=None):
                 loops.scale_planes(xs[i], gates[i].reshape(c), t, 0, c)
             else:
                 np.multiply(xs[i], gates[i], out=t)
-            np.matmul(wt, t, out=per_image[i])
+            pointwise.matmul(wt, t, per_image[i], pointwise.NO_SPLIT)
         if after is not None:
             # The epilogue of image i while its planes are in cache: at batch 8 a pass over
             # the whole output after the products read it all back from memory (MobileNetV3's
@@ -517,7 +512,10 @@ def _pointwise_b1(x, w, bias, code, side=None, relu=False, exp_swish=None):
         return None
     out = np.empty((1, o, h, wd), dt)
     planes = out.reshape(o, hw)
-    np.matmul(w.reshape(c, o).T, x.reshape(c, hw), out=planes)
+    fuse = exp_swish is None and side is None
+    if pointwise.matmul(w.reshape(c, o).T, x.reshape(c, hw), planes, pointwise.NO_SPLIT,
+                        bias if fuse else None, code if fuse else None):  # fmt: skip
+        return out  # the bias and activation applied in registers
     if exp_swish is not None:
         loops.sigmoid32_planes(planes, bias, exp_swish, 0, o)
     elif side is None:

@@ -1,0 +1,95 @@
+"""The product of a channels-first pointwise (1×1) convolution: W [o, c] · X [c, p] per image.
+
+Every NCHW path of a 1×1 convolution (Conv2D's channels-first case, the fused convolutions'
+lean paths, with or without a gate) computes its product here, so that fused and unfused ops
+give the same bits. With the compiled loops on, the product is `_gemm_vec.gemm_rows`: register
+blocks of 8 output channels by 16 or 32 positions, a chain of fused multiply-adds per element
+in channel order, the same whatever rows a thread computes, so a product splits over threads
+in row blocks without changing a bit; optionally with the bias and a compiled activation
+applied in registers. Where it does not run (the compiled loops off, RILL_CONV_DIRECT=0 in the
+environment, another dtype, rows that are not contiguous, fewer positions than one vector) the
+product is numpy's matmul, split over threads only in halves that give one call's bits
+(threads.matmul). The two agree to float rounding, not to the bit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import numpy as np
+
+from rill.exec import threads
+from rill.exec.kernels import intra_op, jit
+
+__all__ = ["matmul", "compiled", "NO_SPLIT"]
+
+# split_from for a product that must run on the calling thread (one image's, inside a split).
+NO_SPLIT = 1 << 62
+_MOD: list = []
+# The bias argument where none is applied, by dtype (one compiled signature: a 1-D C array).
+_NO_BIAS = {dt: np.zeros(1, dt) for dt in jit.FLOATS}
+
+
+def _mod():
+    """_gemm_vec, or None where it does not run (the compiled loops off, RILL_CONV_DIRECT=0)."""
+    if not _MOD:
+        mod = None
+        if os.environ.get("RILL_CONV_DIRECT", "1").strip().lower() not in ("0", "false", "off",
+                                                                           "no"):  # fmt: skip
+            mod = importlib.import_module("rill.exec.kernels._gemm_vec")
+        _MOD.append(mod)
+    return _MOD[0] if jit.loops() is not None else None
+
+
+def compiled(wt: np.ndarray, x: np.ndarray, out: np.ndarray):
+    """_gemm_vec where it computes wt · x into out, else None."""
+    mod = _mod()
+    dt = out.dtype
+    if (
+        mod is None
+        or dt not in jit.FLOATS
+        or wt.dtype != dt
+        or x.dtype != dt
+        or x.ndim != 2
+        or out.ndim != 2
+        or x.strides[1] != dt.itemsize
+        or out.strides[1] != dt.itemsize
+        or x.shape[1] * dt.itemsize < mod.VECTOR_BYTES
+        or not wt.size
+    ):
+        return None
+    return mod
+
+
+def matmul(wt, x, out, split_from: int = threads.SPLIT_GRAIN, bias=None, code=None) -> bool:
+    """out = wt · x (wt [o, c], x [c, p], out [o, p]); with `code` (an activation code of
+    _conv_loops' epilogue) and bias [o] also the bias and the activation, where the compiled
+    product applies them itself: returns whether it did (else the caller applies them).
+    Splits over the intra-op threads from `split_from` multiply-adds."""
+    o, c = wt.shape
+    work = o * c * x.shape[1]
+    mod = compiled(wt, x, out)
+    if mod is None:
+        if work >= split_from and intra_op.threads_now() > 1:
+            threads.matmul(wt, x, out=out, most=2, exact=True)
+        else:
+            np.matmul(wt, x, out=out)
+        return False
+    if code is None or bias is None or bias.dtype != out.dtype or bias.shape != (o,):
+        act, bias = mod.RAW, _NO_BIAS[out.dtype]
+    else:
+        act = code
+    blocks = -(-o // mod.CO)
+    parts = (
+        min(threads.threads_for(work, 2), intra_op.threads_now(), blocks)
+        if work >= split_from
+        else 1
+    )
+    if parts <= 1:
+        mod.gemm_rows(wt, x, out, bias, 0, o, act)
+    else:
+        cut = [min(o, blocks * i // parts * mod.CO) for i in range(parts + 1)]
+        intra_op.parallel_for(parts, lambda lo, hi: mod.gemm_rows(wt, x, out, bias, cut[lo], cut[hi], act),
+                     max_threads=parts)  # fmt: skip
+    return act != mod.RAW

@@ -1,0 +1,108 @@
+"""The compiled product of the channels-first pointwise convolutions (kernels.pointwise,
+_gemm_vec): numpy's product to float rounding, the same bits however its rows are split,
+tails of rows and columns that never read or write past the operands, and an in-register
+epilogue with the compiled epilogue pass's bits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rill.exec.kernels import jit, pointwise
+
+pytestmark = pytest.mark.skipif(
+    not jit.enabled() or pointwise._mod() is None, reason="the compiled loops are off"
+)
+
+RNG = np.random.default_rng(7)
+
+# (o, c, p): rows of whole and partial blocks of 8, columns of one vector, whole vectors and
+# a partial last block (the overlapping one), a layer of MobileNetV3 and SqueezeNet's head.
+SHAPES = [(8, 3, 16), (7, 5, 17), (24, 16, 49), (13, 40, 196), (96, 576, 49), (1000, 64, 169),
+          (5, 9, 33), (17, 1, 64)]  # fmt: skip
+
+
+def _operands(o, c, p, dtype, special=False):
+    w = RNG.standard_normal((c, o)).astype(dtype)
+    x = RNG.standard_normal((c, p)).astype(dtype)
+    if special:
+        flat = x.reshape(-1)
+        picks = RNG.choice(flat.size, max(1, flat.size // 40), replace=False)
+        flat[picks] = RNG.choice(np.array([np.inf, -np.inf, np.nan, -0.0], dtype), picks.size)
+    return w.T, x  # wt: the transposed view every pointwise path passes
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_the_product_is_numpys_to_rounding_and_split_invariant(shape, dtype):
+    o, c, p = shape
+    wt, x = _operands(o, c, p, dtype)
+    mod = pointwise.compiled(wt, x, np.empty((o, p), dtype))
+    assert mod is not None
+    # Guard cells around the output: nothing is written outside it.
+    big = np.full((o + 2, p + 3), 7.0, dtype)
+    out = big[1 : o + 1, 1 : p + 1]
+    mod.gemm_rows(wt, x, out, pointwise._NO_BIAS[np.dtype(dtype)], 0, o, mod.RAW)
+    assert (big[0] == 7).all() and (big[-1] == 7).all()
+    assert (big[:, 0] == 7).all() and (big[:, p + 1 :] == 7).all()
+    want = wt.astype(np.float64) @ x.astype(np.float64)
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    scale = np.abs(wt).astype(np.float64) @ np.abs(x).astype(np.float64)
+    assert (np.abs(out - want) <= tol * scale + 1e-30).all()
+    # Any split on whole blocks of rows: the same bits.
+    for cut in sorted({0, min(8, o), (o // 16) * 8, o - o % 8}):
+        parts = np.full((o, p), np.nan, dtype)
+        mod.gemm_rows(wt, x, parts, pointwise._NO_BIAS[np.dtype(dtype)], 0, cut, mod.RAW)
+        mod.gemm_rows(wt, x, parts, pointwise._NO_BIAS[np.dtype(dtype)], cut, o, mod.RAW)
+        np.testing.assert_array_equal(parts, out)
+    with pytest.raises(ValueError, match="mismatched"):
+        mod.gemm_rows(wt, x[:, :-1], out, pointwise._NO_BIAS[np.dtype(dtype)], 0, o, mod.RAW)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_infinities_and_nans_propagate_as_in_numpys_product(dtype):
+    wt, x = _operands(24, 32, 50, dtype, special=True)
+    out = np.empty((24, 50), dtype)
+    assert not pointwise.matmul(wt, x, out)
+    want = np.matmul(wt, x)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(out), np.isinf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(out[fin], want[fin], rtol=1e-4 if dtype == np.float32 else 1e-12,
+                               atol=1e-4 if dtype == np.float32 else 1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("code", [0, 1, 2, 3, 4])
+def test_the_in_register_epilogue_is_the_compiled_pass_bit_for_bit(code, dtype):
+    from rill.exec.kernels import _conv_loops
+
+    wt, x = _operands(21, 12, 70, dtype, special=True)
+    bias = RNG.standard_normal(21).astype(dtype)
+    bias[3] = np.nan
+    fused = np.empty((21, 70), dtype)
+    assert pointwise.matmul(wt, x, fused, pointwise.NO_SPLIT, bias, code)
+    raw = np.empty((21, 70), dtype)
+    assert not pointwise.matmul(wt, x, raw, pointwise.NO_SPLIT)
+    _conv_loops.bias_activation_planes(raw, bias, code, 0, 21)
+    # (A NaN's sign and payload are whichever operand's the CPU kept: not compared.)
+    nan = np.isnan(raw)
+    np.testing.assert_array_equal(np.isnan(fused), nan)
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+    np.testing.assert_array_equal(fused[~nan].view(bits), raw[~nan].view(bits))
+
+
+def test_what_the_compiled_product_leaves_to_numpy():
+    f32 = np.float32
+    wt, x = _operands(8, 4, 32, f32)
+    assert pointwise.compiled(wt, x, np.empty((8, 32), f32)) is not None
+    # Fewer columns than a vector, another dtype, mixed dtypes, strided columns.
+    assert pointwise.compiled(wt[:, :], x[:, :15], np.empty((8, 15), f32)) is None
+    xi = x.astype(np.int32)
+    assert pointwise.compiled(wt.astype(np.int32), xi, np.empty((8, 32), np.int32)) is None
+    assert pointwise.compiled(wt.astype(np.float64), x, np.empty((8, 32), f32)) is None
+    assert pointwise.compiled(wt, x[:, ::2], np.empty((8, 16), f32)) is None
+    # Those still get numpy's product.
+    out = np.empty((8, 15), f32)
+    pointwise.matmul(wt, x[:, :15], out)
+    np.testing.assert_array_equal(out, np.matmul(wt, x[:, :15]))

@@ -116,11 +116,16 @@ def test_batch1_channels_first_gemms_keep_one_calls_bits_on_any_thread_count(
     assert not threads._exact  # one thread: one call, nothing tried
     if ws[:2] == (1, 1) and pointwise._mod() is not None:
         # The compiled pointwise product: every element the same chain of multiply-adds
-        # whatever rows a thread computes, so it splits in row blocks and no BLAS is tried.
-        for n in (2, 4):
-            calls = cores(n)
-            assert np.array_equal(_conv_nchw(x, w, strides, fused=fused, bias=bias), one)
-            assert (2, 2) in calls and not threads._exact
+        # whatever rows a thread computes, so it splits in row blocks (through the pool's
+        # team where workers poll, else parallel_for) and no BLAS is tried.
+        for spin in (True, False) if intra_op._poller() is not None else (False,):
+            monkeypatch.setattr(intra_op, "_poll_now", intra_op._poll_now if spin else
+                                lambda: None)  # fmt: skip
+            for n in (2, 4):
+                calls = cores(n)
+                assert np.array_equal(_conv_nchw(x, w, strides, fused=fused, bias=bias), one)
+                assert not threads._exact
+                assert ((2, 2) in calls) != spin  # no polling: two halves over the pool
         return
     for n in (2, 4):
         calls = cores(n)

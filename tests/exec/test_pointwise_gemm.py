@@ -106,3 +106,87 @@ def test_what_the_compiled_product_leaves_to_numpy():
     out = np.empty((8, 15), f32)
     pointwise.matmul(wt, x[:, :15], out)
     np.testing.assert_array_equal(out, np.matmul(wt, x[:, :15]))
+
+
+@pytest.fixture
+def two_idle_cores(monkeypatch):
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    if intra_op._poller() is None:
+        pytest.skip("the pool's compiled waits are off (RILL_SPIN=0)")
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    return intra_op
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_team_split_product_has_the_one_call_bits_and_a_worker_takes_pieces(
+    two_idle_cores, dtype
+):
+    """Through the pool's team (kernels.pointwise above TEAM_GRAIN): a polling worker takes
+    some of the pieces, with no Python in the hand-off, and the bits are one call's."""
+    import time
+
+    from rill.exec.kernels import _spin
+
+    intra_op = two_idle_cores
+    wt, x = _operands(200, 96, 196, dtype)
+    bias = RNG.standard_normal(200).astype(dtype)
+    assert pointwise.TEAM_GRAIN <= 200 * 96 * 196
+    mod = pointwise._mod()
+    one = np.empty((200, 196), dtype)
+    mod.gemm_rows(wt, x, one, bias, 0, 200, 4)
+    served = int(intra_op._pool.team[_spin.SERVED])
+    deadline = time.monotonic() + 20
+    while int(intra_op._pool.team[_spin.SERVED]) == served and time.monotonic() < deadline:
+        out = np.full((200, 196), np.nan, dtype)
+        assert pointwise.matmul(wt, x, out, bias=bias, code=4)  # HardSwish in registers
+        np.testing.assert_array_equal(out, one)
+    assert int(intra_op._pool.team[_spin.SERVED]) > served, "no worker ever took a piece"
+    assert intra_op._pool.team[_spin.LOCK] == 0
+
+
+def test_concurrent_team_callers_each_get_their_own_product(two_idle_cores):
+    """Two threads splitting products at once: one holds the team, the other runs alone;
+    neither sees the other's pieces."""
+    import threading
+
+    results, errors = {}, []
+    operands = {i: _operands(64 + 8 * i, 48, 100, np.float32) for i in range(2)}
+
+    def run(i):
+        try:
+            wt, x = operands[i]
+            want = np.matmul(wt.astype(np.float64), x.astype(np.float64))
+            for _ in range(300):
+                out = np.empty((wt.shape[0], 100), np.float32)
+                pointwise.matmul(wt, x, out)
+                if np.abs(out - want).max() > 1e-3:
+                    errors.append(i)
+                    return
+            results[i] = True
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and results == {0: True, 1: True}
+
+
+def test_no_team_under_a_one_thread_bound_or_on_a_pool_worker(two_idle_cores):
+    from rill.exec import threads
+
+    intra_op = two_idle_cores
+    assert intra_op.team() is not None
+    with threads.limits(1):  # ConfigProto(intra_op_parallelism_threads=1)
+        assert intra_op.team() is None
+    seen = []
+    intra_op.parallel_for(2, lambda lo, hi: seen.append(intra_op.team()), max_threads=2)
+    assert len(seen) == 2  # the caller's piece, and a worker's (or the caller's again)
+    assert intra_op._tls.__dict__.get("worker") is None

@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from rill.exec.kernels import _depthwise_vec as _vec
+from rill.exec.kernels import _spin
 from rill.exec.kernels._depthwise_loops import taps_3x3, taps_5x5
 from rill.exec.kernels._loops import max_pool_nchw  # noqa: F401 - pool_kernels' loop
 from rill.exec.kernels._sigmoid_loops import (  # noqa: F401 - re-exported for the kernels
@@ -517,3 +518,199 @@ def tanh_gelu_tail(x, t, c, d, lo, hi):  # pragma: no cover - compiled
     xs, ts = x[lo:hi], t[lo:hi]
     for i in range(hi - lo):
         ts[i] = d * (xs[i] * (c + ts[i]))
+
+
+# The by-channel depthwise convolution of one image split through the intra-op pool's team
+# (_spin.team_run): a piece is a run of whole vectors of channels, each a depthwise convolution
+# of its own (its channels' input planes, filter columns, bias and output planes), so the
+# pieces' sums are the unsplit call's. Its arguments (int64 cells):
+(_DX, _DW, _DB, _DO, _DC, _DH, _DWD, _DKH, _DKW, _DOH, _DOW, _DNB, _DSH, _DSW, _DDH, _DDW, _DTOP,
+ _DLEFT, _DHP, _DWP, _DACT, _DSWISH, _DGROUPS, _DPIECES) = range(24)  # fmt: skip
+_DNARGS = 24
+_PIECE_SIG = numba.types.void(numba.types.CPointer(numba.types.int64), numba.types.int64)
+
+
+@_jit
+def _by_channel_piece(v, p, x, w, bias, out):  # pragma: no cover - compiled
+    """Piece p of the team's by-channel depthwise convolution (x, w, bias, out: the whole
+    operands as flat arrays at their addresses); its channels [q0, q1)."""
+    lanes = _vec.VECTOR_BYTES // out.itemsize
+    c, h, wd, oh, ow = v[_DC], v[_DH], v[_DWD], v[_DOH], v[_DOW]
+    q0 = v[_DGROUPS] * p // v[_DPIECES] * lanes
+    q1 = min(c, v[_DGROUPS] * (p + 1) // v[_DPIECES] * lanes)
+    if q1 <= q0:
+        return q0, q0
+    xs = x[q0 * h * wd : q1 * h * wd].reshape((1, q1 - q0, h, wd))
+    ws = w[: v[_DKH] * v[_DKW] * c].reshape((v[_DKH], v[_DKW], c, 1))[:, :, q0:q1]
+    bs = bias[q0:q1] if v[_DNB] else bias[:0]
+    planes = out[q0 * oh * ow : q1 * oh * ow].reshape((q1 - q0, oh * ow))
+    depthwise_nchw_by_channel(xs, ws, bs, planes.reshape((1, q1 - q0, oh, ow)), v[_DSH],
+                              v[_DSW], v[_DDH], v[_DDW], v[_DTOP], v[_DLEFT], v[_DHP], v[_DWP],
+                              v[_DACT], 0, 1)  # fmt: skip
+    return q0, q1
+
+
+@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _by_channel32(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _DNARGS)
+    n_x, n_w = v[_DC] * v[_DH] * v[_DWD], v[_DKH] * v[_DKW] * v[_DC]
+    n_o = v[_DC] * v[_DOH] * v[_DOW]
+    out = numba.carray(_spin.f32_at(v[_DO]), n_o)
+    q0, q1 = _by_channel_piece(v, p, numba.carray(_spin.f32_at(v[_DX]), n_x),
+                               numba.carray(_spin.f32_at(v[_DW]), n_w),
+                               numba.carray(_spin.f32_at(v[_DB]), max(v[_DC], 1)), out)  # fmt: skip
+    if v[_DSWISH] >= 0 and q1 > q0:  # float32 Sigmoid / Swish over the piece's planes
+        hw = v[_DOH] * v[_DOW]
+        planes = out[q0 * hw : q1 * hw].reshape((q1 - q0, hw))
+        sigmoid32_planes(planes, out[:0], v[_DSWISH] == 1, 0, q1 - q0)
+
+
+@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _by_channel64(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _DNARGS)
+    n_x, n_w = v[_DC] * v[_DH] * v[_DWD], v[_DKH] * v[_DKW] * v[_DC]
+    n_o = v[_DC] * v[_DOH] * v[_DOW]
+    _by_channel_piece(v, p, numba.carray(_spin.f64_at(v[_DX]), n_x),
+                      numba.carray(_spin.f64_at(v[_DW]), n_w),
+                      numba.carray(_spin.f64_at(v[_DB]), max(v[_DC], 1)),
+                      numba.carray(_spin.f64_at(v[_DO]), n_o))  # fmt: skip
+
+
+def by_channel_piece_function(dtype) -> int:
+    """The address of the team's by-channel depthwise piece function for `dtype`."""
+    return (_by_channel32 if dtype.itemsize == 4 else _by_channel64).address
+
+
+@_jit
+def depthwise_by_channel_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, act, swish,
+                              pieces, team, fn):  # fmt: skip  # pragma: no cover - compiled
+    """depthwise_nchw_by_channel of one image (x [1, c, h, w], C-contiguous, and out likewise;
+    w [kh, kw, c, 1] C-contiguous) in `pieces` runs of whole vectors of channels over the
+    team (fn: by_channel_piece_function(dtype)); then, with swish 0 or 1 (float32), sigmoid32
+    (Swish's value when 1) over each piece's planes. The unsplit call's bits."""
+    _, c, h, wd = x.shape
+    kh, kw, _, _ = w.shape
+    _, _, oh, ow = out.shape
+    lanes = _vec.VECTOR_BYTES // out.itemsize
+    v = np.empty(_DNARGS, np.int64)
+    v[_DX], v[_DW], v[_DB], v[_DO] = (_spin.address(x), _spin.address(w), _spin.address(bias),
+                                      _spin.address(out))  # fmt: skip
+    v[_DC], v[_DH], v[_DWD], v[_DKH], v[_DKW], v[_DOH], v[_DOW] = c, h, wd, kh, kw, oh, ow
+    v[_DNB] = 1 if bias.shape[0] > 0 else 0
+    v[_DSH], v[_DSW], v[_DDH], v[_DDW], v[_DTOP], v[_DLEFT] = sh, sw, dh, dw, top, left
+    v[_DHP], v[_DWP], v[_DACT], v[_DSWISH] = hp, wp, act, swish
+    v[_DGROUPS] = (c + lanes - 1) // lanes
+    v[_DPIECES] = max(1, min(pieces, v[_DGROUPS]))
+    _spin.team_run(team, fn, v, v[_DPIECES], False)
+
+
+# depthwise_nchw over the team: a piece is a run of whole planes (the planes' sums do not
+# depend on which thread computes them), then float32 Sigmoid / Swish over them. Arguments:
+(_PX, _PW, _PB, _PO, _PN, _PC, _PH, _PWD, _PKH, _PKW, _PM, _POH, _POW, _PNB, _PSH, _PSW, _PDH,
+ _PDW, _PTOP, _PLEFT, _PHP, _PWP, _PACT, _PSWISH, _PPIECES) = range(25)  # fmt: skip
+_PNARGS = 25
+
+
+@_jit
+def _planes_piece(v, p, x, w, bias, out):  # pragma: no cover - compiled
+    """Piece p of the team's depthwise_nchw; its planes [lo, hi)."""
+    n, c, m, oh, ow = v[_PN], v[_PC], v[_PM], v[_POH], v[_POW]
+    total = n * c * m
+    lo = total * p // v[_PPIECES]
+    hi = total * (p + 1) // v[_PPIECES]
+    if hi > lo:
+        depthwise_nchw(x.reshape((n, c, v[_PH], v[_PWD])),
+                       w.reshape((v[_PKH], v[_PKW], c, m)), bias[: v[_PNB]],
+                       out.reshape((n, c * m, oh, ow)), v[_PSH], v[_PSW], v[_PDH], v[_PDW],
+                       v[_PTOP], v[_PLEFT], v[_PHP], v[_PWP], v[_PACT], lo, hi)  # fmt: skip
+    return lo, hi
+
+
+@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _planes32(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _PNARGS)
+    n_x = v[_PN] * v[_PC] * v[_PH] * v[_PWD]
+    n_w = v[_PKH] * v[_PKW] * v[_PC] * v[_PM]
+    hw = v[_POH] * v[_POW]
+    n_o = v[_PN] * v[_PC] * v[_PM] * hw
+    out = numba.carray(_spin.f32_at(v[_PO]), n_o)
+    lo, hi = _planes_piece(v, p, numba.carray(_spin.f32_at(v[_PX]), n_x),
+                           numba.carray(_spin.f32_at(v[_PW]), n_w),
+                           numba.carray(_spin.f32_at(v[_PB]), max(v[_PNB], 1)), out)  # fmt: skip
+    if v[_PSWISH] >= 0 and hi > lo:  # float32 Sigmoid / Swish over the piece's planes
+        sigmoid32_planes(out.reshape((n_o // hw, hw)), out[:0], v[_PSWISH] == 1, lo, hi)
+
+
+@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _planes64(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _PNARGS)
+    n_x = v[_PN] * v[_PC] * v[_PH] * v[_PWD]
+    n_w = v[_PKH] * v[_PKW] * v[_PC] * v[_PM]
+    n_o = v[_PN] * v[_PC] * v[_PM] * v[_POH] * v[_POW]
+    _planes_piece(v, p, numba.carray(_spin.f64_at(v[_PX]), n_x),
+                  numba.carray(_spin.f64_at(v[_PW]), n_w),
+                  numba.carray(_spin.f64_at(v[_PB]), max(v[_PNB], 1)),
+                  numba.carray(_spin.f64_at(v[_PO]), n_o))  # fmt: skip
+
+
+def planes_piece_function(dtype) -> int:
+    """The address of the team's depthwise_nchw piece function for `dtype`."""
+    return (_planes32 if dtype.itemsize == 4 else _planes64).address
+
+
+@_jit
+def depthwise_planes_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, act, swish,
+                          pieces, team, fn):  # fmt: skip  # pragma: no cover - compiled
+    """depthwise_nchw over all planes (x, w, bias, out C-contiguous) in `pieces` runs of planes
+    over the team (fn: planes_piece_function(dtype)); then, with swish 0 or 1 (float32),
+    sigmoid32 over each piece's planes. The unsplit call's bits."""
+    n, c, h, wd = x.shape
+    kh, kw, _, m = w.shape
+    _, _, oh, ow = out.shape
+    v = np.empty(_PNARGS, np.int64)
+    v[_PX], v[_PW], v[_PB], v[_PO] = (_spin.address(x), _spin.address(w), _spin.address(bias),
+                                      _spin.address(out))  # fmt: skip
+    v[_PN], v[_PC], v[_PH], v[_PWD], v[_PKH], v[_PKW], v[_PM] = n, c, h, wd, kh, kw, m
+    v[_POH], v[_POW], v[_PNB] = oh, ow, bias.shape[0]
+    v[_PSH], v[_PSW], v[_PDH], v[_PDW], v[_PTOP], v[_PLEFT] = sh, sw, dh, dw, top, left
+    v[_PHP], v[_PWP], v[_PACT], v[_PSWISH] = hp, wp, act, swish
+    v[_PPIECES] = max(1, min(pieces, n * c * m))
+    _spin.team_run(team, fn, v, v[_PPIECES], False)
+
+
+# An epilogue over planes [rows, cols] (C-contiguous) split over the team in runs of rows:
+# bias_activation_planes (kind 0, `code` its activation) or float32 sigmoid32_planes (kind 1,
+# `code` 1 for Swish). Arguments:
+_EP, _ER, _ECOLS, _EB, _ENB, _EKIND, _ECODE, _EPIECES = range(8)
+_ENARGS = 8
+
+
+@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _epilogue32(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _ENARGS)
+    rows, cols = v[_ER], v[_ECOLS]
+    planes = numba.carray(_spin.f32_at(v[_EP]), rows * cols).reshape((rows, cols))
+    bias = numba.carray(_spin.f32_at(v[_EB]), max(v[_ENB], 1))[: v[_ENB]]
+    lo, hi = rows * p // v[_EPIECES], rows * (p + 1) // v[_EPIECES]
+    if hi > lo:
+        if v[_EKIND] == 1:
+            sigmoid32_planes(planes, bias, v[_ECODE] == 1, lo, hi)
+        else:
+            bias_activation_planes(planes, bias, v[_ECODE], lo, hi)
+
+
+def epilogue_piece_function() -> int:
+    """The address of the team's float32 planes epilogue piece function."""
+    return _epilogue32.address
+
+
+@_jit
+def epilogue_team(planes, bias, kind, code, pieces, team, fn):  # pragma: no cover - compiled
+    """The float32 epilogue (kind 0: bias_activation_planes with `code`; 1: sigmoid32_planes,
+    Swish where code is 1) over planes [rows, cols] in `pieces` runs of rows over the team
+    (fn: epilogue_piece_function()). The unsplit call's bits."""
+    v = np.empty(_ENARGS, np.int64)
+    v[_EP], v[_ER], v[_ECOLS] = _spin.address(planes), planes.shape[0], planes.shape[1]
+    v[_EB], v[_ENB], v[_EKIND], v[_ECODE] = _spin.address(bias), bias.shape[0], kind, code
+    v[_EPIECES] = max(1, min(pieces, planes.shape[0]))
+    _spin.team_run(team, fn, v, v[_EPIECES], False)

@@ -24,6 +24,9 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from rill.exec.kernels import _spin
+from rill.exec.kernels._sigmoid_loops import sigmoid32_span
+
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
 # Output channels a block keeps in registers, and bytes per vector of output columns.
@@ -203,3 +206,84 @@ def direct_rows(ph, wk, bias, out, toff, xbase, wq, nrows, obase, act, nv):  # p
     nob = (ow + nv * lanes - 1) // (nv * lanes)
     ncb = wk.shape[0] // CO
     _block(ph, wk, bias, of, toff, xbase, wq, nrows, nob, ncb, obase, ow, oh * ow, ow, o, act, nv)
+
+
+# One image's bands of output rows over the intra-op pool's team (_spin.team_run): a piece is
+# a run of whole bands, each summed exactly as direct_rows sums it alone. Its arguments:
+(_TPH, _TWK, _TBIAS, _TOUT, _TOFF, _TNPH, _TOP, _TK, _TNB, _TO, _TOH, _TOW, _TWQ, _TROWS, _TBANDS,
+ _TACT, _TNV, _TSWISH, _TPIECES) = range(19)  # fmt: skip
+_TNARGS = 19
+
+
+@_jit
+def _bands_piece(v, p, ph, wk, bias, out):  # pragma: no cover - compiled
+    toff = numba.carray(_spin.i64_at(v[_TOFF]), v[_TK])
+    o, oh, ow, rows = v[_TO], v[_TOH], v[_TOW], v[_TROWS]
+    out4 = out.reshape((1, o, oh, ow))
+    wk2 = wk.reshape((v[_TOP], v[_TK]))
+    for j in range(v[_TBANDS] * p // v[_TPIECES], v[_TBANDS] * (p + 1) // v[_TPIECES]):
+        r0 = j * rows
+        r1 = min(oh, r0 + rows)
+        direct_rows(ph, wk2, bias, out4, toff, r0 * v[_TWQ], v[_TWQ], r1 - r0, r0 * ow,
+                    v[_TACT], v[_TNV])  # fmt: skip
+        if v[_TSWISH] >= 0:
+            sigmoid32_span(out4, 0, v[_TSWISH] == 1, r0 * ow, r1 * ow)
+
+
+@_jit
+def _bands_piece64(v, p, ph, wk, bias, out):  # pragma: no cover - compiled
+    toff = numba.carray(_spin.i64_at(v[_TOFF]), v[_TK])
+    o, oh, ow, rows = v[_TO], v[_TOH], v[_TOW], v[_TROWS]
+    out4 = out.reshape((1, o, oh, ow))
+    wk2 = wk.reshape((v[_TOP], v[_TK]))
+    for j in range(v[_TBANDS] * p // v[_TPIECES], v[_TBANDS] * (p + 1) // v[_TPIECES]):
+        r0 = j * rows
+        r1 = min(oh, r0 + rows)
+        direct_rows(ph, wk2, bias, out4, toff, r0 * v[_TWQ], v[_TWQ], r1 - r0, r0 * ow,
+                    v[_TACT], v[_TNV])  # fmt: skip
+
+
+_PIECE_SIG = types.void(types.CPointer(types.int64), types.int64)
+
+
+@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _bands32(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _TNARGS)
+    _bands_piece(v, p, numba.carray(_spin.f32_at(v[_TPH]), v[_TNPH]),
+                 numba.carray(_spin.f32_at(v[_TWK]), v[_TOP] * v[_TK]),
+                 numba.carray(_spin.f32_at(v[_TBIAS]), max(v[_TNB], 1))[: v[_TNB]],
+                 numba.carray(_spin.f32_at(v[_TOUT]), v[_TO] * v[_TOH] * v[_TOW]))  # fmt: skip
+
+
+@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _bands64(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _TNARGS)
+    _bands_piece64(v, p, numba.carray(_spin.f64_at(v[_TPH]), v[_TNPH]),
+                   numba.carray(_spin.f64_at(v[_TWK]), v[_TOP] * v[_TK]),
+                   numba.carray(_spin.f64_at(v[_TBIAS]), max(v[_TNB], 1))[: v[_TNB]],
+                   numba.carray(_spin.f64_at(v[_TOUT]), v[_TO] * v[_TOH] * v[_TOW]))  # fmt: skip
+
+
+def bands_piece_function(dtype) -> int:
+    """The address of the team's band piece function for `dtype`."""
+    return (_bands32 if dtype.itemsize == 4 else _bands64).address
+
+
+@_jit
+def direct_team(
+    ph, wk, bias, out, toff, wq, rows, act, nv, swish, pieces, team, fn
+):  # pragma: no cover
+    """direct_rows over one image's bands of `rows` output rows (ph, wk, bias, out, toff as
+    direct_rows takes them, out [1, o, oh, ow] C-contiguous) in `pieces` runs of bands over the
+    team (fn: bands_piece_function(dtype)); with swish 0 or 1 (float32), sigmoid32_span over
+    each band after it. The bits of the bands run one by one."""
+    _, o, oh, ow = out.shape
+    v = np.empty(_TNARGS, np.int64)
+    v[_TPH], v[_TWK], v[_TBIAS], v[_TOUT] = (_spin.address(ph), _spin.address(wk),
+                                             _spin.address(bias), _spin.address(out))  # fmt: skip
+    v[_TOFF], v[_TNPH], v[_TOP], v[_TK] = _spin.address(toff), ph.shape[0], wk.shape[0], wk.shape[1]
+    v[_TNB], v[_TO], v[_TOH], v[_TOW], v[_TWQ] = bias.shape[0], o, oh, ow, wq
+    v[_TROWS], v[_TBANDS] = rows, (oh + rows - 1) // rows
+    v[_TACT], v[_TNV], v[_TSWISH] = act, nv, swish
+    v[_TPIECES] = max(1, min(pieces, v[_TBANDS]))
+    _spin.team_run(team, fn, v, v[_TPIECES], False)

@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 import numba
+import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from rill.exec.kernels._conv_vec import CO, RAW, VECTOR_BYTES, _epilogue, emit_switch
+from rill.exec.kernels._spin import address, f32_at, f64_at, team_run
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
-__all__ = ["CO", "RAW", "VECTOR_BYTES", "gemm_rows"]
+__all__ = ["CO", "RAW", "VECTOR_BYTES", "gemm_rows", "gemm_team", "piece_function"]
 
 
 @intrinsic
@@ -135,3 +137,59 @@ def gemm_rows(a, b, out, bias, m0, m1, act):  # pragma: no cover - compiled
     nv = 2 if n >= 2 * lanes else 1
     _gemm(a, b, out, bias, a.strides[0] // isz, a.strides[1] // isz, b.strides[0] // isz,
           out.strides[0] // isz, m0, m1, n, k, act, nv)  # fmt: skip
+
+
+# A team piece's arguments (int64 cells): the operands' addresses, _gemm's strides and sizes,
+# then the blocks of rows and the pieces they are cut in.
+_A, _B, _OUT, _BIAS, _SA0, _SA1, _LDB, _LDO, _M, _N, _K, _ACT, _NV, _BLOCKS, _PIECES = range(15)
+_NARGS = 16
+_PIECE_SIG = types.void(types.CPointer(types.int64), types.int64)
+
+
+@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _piece32(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _NARGS)
+    m0 = v[_BLOCKS] * p // v[_PIECES] * CO
+    m1 = min(v[_M], v[_BLOCKS] * (p + 1) // v[_PIECES] * CO)
+    _gemm(numba.carray(f32_at(v[_A]), 1), numba.carray(f32_at(v[_B]), 1),
+          numba.carray(f32_at(v[_OUT]), 1), numba.carray(f32_at(v[_BIAS]), 1), v[_SA0], v[_SA1],
+          v[_LDB], v[_LDO], m0, m1, v[_N], v[_K], v[_ACT], v[_NV])  # fmt: skip
+
+
+@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _piece64(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _NARGS)
+    m0 = v[_BLOCKS] * p // v[_PIECES] * CO
+    m1 = min(v[_M], v[_BLOCKS] * (p + 1) // v[_PIECES] * CO)
+    _gemm(numba.carray(f64_at(v[_A]), 1), numba.carray(f64_at(v[_B]), 1),
+          numba.carray(f64_at(v[_OUT]), 1), numba.carray(f64_at(v[_BIAS]), 1), v[_SA0], v[_SA1],
+          v[_LDB], v[_LDO], m0, m1, v[_N], v[_K], v[_ACT], v[_NV])  # fmt: skip
+
+
+def piece_function(dtype) -> int:
+    """The address of the team piece function for `dtype` (float32 or float64)."""
+    return (_piece32 if dtype.itemsize == 4 else _piece64).address
+
+
+@_jit
+def gemm_team(a, b, out, bias, act, pieces, team, fn):  # pragma: no cover - compiled
+    """gemm_rows over all rows in `pieces` pieces of whole row blocks, run by the caller and
+    the intra-op pool's polling workers (_spin.team_run; fn: piece_function(dtype)): the
+    same bits as one gemm_rows call."""
+    k, n = b.shape
+    m = out.shape[0]
+    isz = out.itemsize
+    lanes = VECTOR_BYTES // isz
+    if a.shape[1] != k or a.shape[0] != m or out.shape[1] != n or n < lanes:
+        raise ValueError("gemm_team: operands of mismatched shapes, or under a vector of columns")
+    if act != RAW and bias.shape[0] < m:
+        raise ValueError("gemm_team: a bias shorter than the rows")
+    v = np.empty(_NARGS, np.int64)
+    v[_A], v[_B], v[_OUT], v[_BIAS] = address(a), address(b), address(out), address(bias)
+    v[_SA0], v[_SA1] = a.strides[0] // isz, a.strides[1] // isz
+    v[_LDB], v[_LDO] = b.strides[0] // isz, out.strides[0] // isz
+    v[_M], v[_N], v[_K], v[_ACT] = m, n, k, act
+    v[_NV] = 2 if n >= 2 * lanes else 1
+    v[_BLOCKS] = (m + CO - 1) // CO
+    v[_PIECES] = max(1, min(pieces, v[_BLOCKS]))
+    team_run(team, fn, v, v[_PIECES], False)

@@ -94,3 +94,191 @@ def store_await(cells, si, value, i, old, polls, settle):  # pragma: no cover - 
     takes the GIL without waiting), then await_change(cells, i, old, polls, settle)."""
     _store(cells, si, value)
     return await_change(cells, i, old, polls, settle)
+
+
+# The team: compiled kernels split over the pool's polling workers with no Python in the
+# hand-off (rill.exec.kernels.intra_op.team). An int64 array of cells, each on its own cache
+# line: SEQ counts posts; CLAIM holds the job's number (upper bits) and its next unclaimed
+# piece (lower CLAIM_BITS); DONE counts finished pieces; FN and ARGS are the job's piece
+# function (a C function pointer, void(int64 *args, int64 piece)) and its arguments' address;
+# PIECES its piece count; POLLING the workers polling now; LOCK is held by the one caller whose
+# job the team runs (another caller runs alone meanwhile); SERVED counts pieces the workers ran.
+SEQ, CLAIM, DONE, FN, ARGS, PIECES, POLLING, LOCK, SERVED = (8 * i for i in range(9))
+TEAM_CELLS = 8 * 9
+CLAIM_BITS = 20
+
+
+@intrinsic
+def _cas(typingctx, cells, i, old, new):  # pragma: no cover - compiled
+    """cells[i] = new if it holds old (sequentially consistent); whether it did."""
+    sig = types.boolean(cells, i, old, new)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        pair = builder.cmpxchg(ptr, args[2], args[3], "seq_cst", "seq_cst")
+        return builder.extract_value(pair, 1)
+
+    return sig, codegen
+
+
+@intrinsic
+def _add(typingctx, cells, i, value):  # pragma: no cover - compiled
+    """cells[i] += value atomically (sequentially consistent); the old value."""
+    sig = types.int64(cells, i, value)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
+
+    return sig, codegen
+
+
+@intrinsic
+def address(typingctx, ary):  # pragma: no cover - compiled
+    """The address of an array's first element, as an int64."""
+    sig = types.int64(ary)
+
+    def codegen(context, builder, signature, args):
+        import llvmlite.ir as ir
+
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.ptrtoint(data, ir.IntType(64))
+
+    return sig, codegen
+
+
+@intrinsic
+def f32_at(typingctx, addr):  # pragma: no cover - compiled
+    """The address `addr` (an int64) as a float32 pointer (numba.carray makes it an array)."""
+    sig = types.CPointer(types.float32)(addr)
+
+    def codegen(context, builder, signature, args):
+        import llvmlite.ir as ir
+
+        return builder.inttoptr(args[0], ir.FloatType().as_pointer())
+
+    return sig, codegen
+
+
+@intrinsic
+def f64_at(typingctx, addr):  # pragma: no cover - compiled
+    """The address `addr` (an int64) as a float64 pointer."""
+    sig = types.CPointer(types.float64)(addr)
+
+    def codegen(context, builder, signature, args):
+        import llvmlite.ir as ir
+
+        return builder.inttoptr(args[0], ir.DoubleType().as_pointer())
+
+    return sig, codegen
+
+
+@intrinsic
+def i64_at(typingctx, addr):  # pragma: no cover - compiled
+    """The address `addr` (an int64) as an int64 pointer."""
+    sig = types.CPointer(types.int64)(addr)
+
+    def codegen(context, builder, signature, args):
+        import llvmlite.ir as ir
+
+        return builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+
+    return sig, codegen
+
+
+@intrinsic
+def _call(typingctx, fn, argp, piece):  # pragma: no cover - compiled
+    """Calls the C function at address fn as fn((int64 *) argp, piece)."""
+    sig = types.void(fn, argp, piece)
+
+    def codegen(context, builder, signature, args):
+        import llvmlite.ir as ir
+
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(ir.VoidType(), [i64.as_pointer(), i64])
+        target = builder.inttoptr(args[0], fnty.as_pointer())
+        builder.call(target, [builder.inttoptr(args[1], i64.as_pointer()), args[2]])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@_jit
+def _take(team, job):  # pragma: no cover - compiled
+    """Claims and runs pieces of job number `job` until none is left (or another job has
+    replaced it); the number run. The fields are read before the claim word: a caller posts
+    a job only once every piece of the last one is claimed and finished, and first stores
+    its new number in the claim word, so a worker that read any new field sees a claim word
+    of another number and takes nothing, and one that claims a piece read its job's fields."""
+    fn, argp, pieces = _load(team, FN), _load(team, ARGS), _load(team, PIECES)
+    ran = 0
+    while True:
+        c = _load(team, CLAIM)
+        piece = c & ((1 << CLAIM_BITS) - 1)
+        if c >> CLAIM_BITS != job or piece >= pieces:
+            return ran
+        if _cas(team, CLAIM, c, c + 1):
+            _call(fn, argp, piece)
+            _add(team, DONE, 1)
+            ran += 1
+
+
+@_jit
+def store_serve(cells, si, value, i, old, polls, settle, team):  # pragma: no cover - compiled
+    """store_await for a pool worker that also serves the team: while it polls cells[i] for a
+    Python job, it runs the pieces of any team job posted meanwhile, and polls `polls` more
+    times after each. Returns the last value of cells[i] read."""
+    _store(cells, si, value)
+    _add(team, POLLING, 1)
+    seen = _load(team, SEQ)
+    v = _load(cells, i)
+    n = 0
+    while v == old and n < polls:
+        s = _load(team, SEQ)
+        if s != seen:
+            seen = s
+            ran = _take(team, s)
+            if ran:
+                _add(team, SERVED, ran)
+            n = 0
+        else:
+            _yield()
+            n += 1
+        v = _load(cells, i)
+    _add(team, POLLING, -1)
+    if v != old:
+        for _ in range(settle):
+            _yield()
+            _load(cells, i)
+    return v
+
+
+@_jit
+def team_run(team, fn, args, pieces, alone):  # pragma: no cover - compiled
+    """Runs fn(args, piece) for every piece: posted to the team where a worker polls and no
+    other caller holds it (and not `alone`), the caller taking pieces beside the workers and
+    waiting only for pieces a worker took; else every piece on the caller."""
+    argp = address(args)
+    if (not alone and 1 < pieces < (1 << CLAIM_BITS) - 1 and _load(team, POLLING) > 0
+            and _cas(team, LOCK, 0, 1)):  # fmt: skip
+        job = (_load(team, SEQ) + 1) & ((1 << 40) - 1)
+        # The new number with every piece claimed first: a worker that reads any of the new
+        # fields then finds a claim it cannot take for the old job (see _take).
+        _store(team, CLAIM, (job << CLAIM_BITS) | ((1 << CLAIM_BITS) - 1))
+        _store(team, FN, fn)
+        _store(team, ARGS, argp)
+        _store(team, PIECES, pieces)
+        _store(team, DONE, 0)
+        _store(team, CLAIM, job << CLAIM_BITS)
+        _store(team, SEQ, job)
+        _take(team, job)
+        while _load(team, DONE) < pieces:
+            _yield()
+        _store(team, LOCK, 0)
+        return
+    for p in range(pieces):
+        _call(fn, argp, p)

@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from rill.exec.kernels import jit
+from rill.exec.kernels import intra_op, jit, pointwise
 from rill.exec.kernels.intra_op import parallel_blocks, parallel_for, scratch
 from rill.graph.errors import InvalidArgumentError
 
@@ -125,6 +125,13 @@ def _direct(vec, loops, x, w, out, bias, code, swish, taps, phases, work):
         if swish is not None:
             loops.sigmoid32_span(out, i, swish, r0 * ow, r1 * ow)
 
+    team = intra_op.team() if n == 1 and per_band > 1 else None
+    if team is not None:  # the phases, then runs of bands over the pool's team
+        fill(0)
+        vec.direct_team(ph, wk, bias, out, toff, wq, rows, act, nv,
+                        -1 if swish is None else int(swish), 4, team,
+                        vec.bands_piece_function(x.dtype))  # fmt: skip
+        return out
     if k >= _SPLIT_K or n == 1:  # all images' phases, then the bands over the threads
         # (the direct sums are compute-bound even for a 3×3 RGB stem: MobileNetV3-small's,
         # batch 1, 106 -> 88 µs on two threads, SqueezeNet's 309 -> 208)
@@ -188,8 +195,8 @@ def nchw_conv(
         xs = x.reshape(n, c, h * wd)
         planes = out.reshape(n, o, oh * ow)
 
-        def one_image(i):
-            np.matmul(wm, xs[i], out=planes[i])
+        def one_image(i):  # (Conv2D's pointwise product: the same bits)
+            pointwise.matmul(wm, xs[i], planes[i], pointwise.NO_SPLIT)
             if swish is not None:
                 loops.sigmoid32_planes(planes[i], bias, swish, 0, o)
             elif bias.size:

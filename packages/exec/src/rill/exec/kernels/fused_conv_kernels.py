@@ -22,7 +22,7 @@ import importlib
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels import conv_nchw, jit, pointwise
+from rill.exec.kernels import conv_nchw, intra_op, jit, pointwise
 from rill.exec.kernels.conv_kernels import _CONV_KW, _conv2d, _Window
 from rill.exec.kernels.depthwise_kernels import depthwise_conv2d_native
 from rill.exec.kernels.intra_op import parallel_blocks, parallel_for, scratch
@@ -60,6 +60,13 @@ _DW_GRAIN = 1 << 20
 # pointwise half (one thread 9.4), 9.1 with these; SqueezeNet b1 9.8 -> 9.3 (one thread 9.8);
 # at batch 8 a coarser depthwise grain was slower (MobileNetV3-small 25.3 -> 27.0 ms).
 _DW_GRAIN_B1 = 1 << 22
+# The fewest multiply-adds of a batch-1 by-channel depthwise convolution split over the pool's
+# team: its copies to and from channels-last cost more than its sums, so fewer than a GEMM's
+# (pointwise.TEAM_GRAIN) make about 5 µs.
+_DW_TEAM_GRAIN = 1 << 15
+# The fewest elements of a float32 convolution's output whose compiled epilogue splits over
+# the pool's team (about 5 µs of Swish).
+_EPILOGUE_TEAM_SIZE = 1 << 13
 # The fewest multiply-adds of a batch-1 pointwise product split in exact halves over threads.
 _B1_HALVES = 1 << 24
 # The activations the compiled loops apply themselves (their code), and the others.
@@ -196,6 +203,15 @@ def nchw_epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
         rows = max(1, _PIECE // max(planes.shape[1], 1))
         if loops is not None and exp_swish is not None:
             rows = max(1, _CHUNK // max(planes.shape[1], 1))
+        if (loops is not None and out.dtype == np.float32
+                and (exp_swish is not None or code is not None) and planes.shape[0] > 1
+                and out.size >= _EPILOGUE_TEAM_SIZE):  # fmt: skip
+            team = intra_op.team()
+            if team is not None:  # runs of planes over the pool's team (the unsplit bits)
+                kind, arg = (0, code) if exp_swish is None else (1, int(exp_swish))
+                loops.epilogue_team(planes, np.ascontiguousarray(bias), kind, arg, 4, team,
+                                    loops.epilogue_piece_function())  # fmt: skip
+                return out
 
         def run(lo, hi):
             for r0 in range(lo, hi, rows):
@@ -513,7 +529,7 @@ def _pointwise_b1(x, w, bias, code, side=None, relu=False, exp_swish=None):
     out = np.empty((1, o, h, wd), dt)
     planes = out.reshape(o, hw)
     fuse = exp_swish is None and side is None
-    if pointwise.matmul(w.reshape(c, o).T, x.reshape(c, hw), planes, pointwise.NO_SPLIT,
+    if pointwise.matmul(w.reshape(c, o).T, x.reshape(c, hw), planes, _B1_HALVES,
                         bias if fuse else None, code if fuse else None):  # fmt: skip
         return out  # the bias and activation applied in registers
     if exp_swish is not None:
@@ -722,6 +738,17 @@ def depthwise_nchw(loops, win, x, w, bias, code, exp_swish, op: str):
     planes = out.reshape(n * c * mult, oh * ow)
     rows = max(1, _CHUNK // (oh * ow))
     if mult == 1 and oh * ow <= _BY_CHANNEL_OUTPUTS and c >= 16:
+        lanes = 64 // x.itemsize
+        team = None
+        if n == 1 and c >= 2 * lanes and c * per_plane >= _DW_TEAM_GRAIN:
+            team = intra_op.team()
+        if team is not None and (exp_swish is None or x.dtype == np.float32):
+            # Runs of whole vectors of channels over the pool's team (the unsplit bits).
+            swish = -1 if exp_swish is None else int(exp_swish)
+            loops.depthwise_by_channel_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp,
+                                            code or 0, swish, 4, team,
+                                            loops.by_channel_piece_function(x.dtype))  # fmt: skip
+            return out
         if n == 1 and (exp_swish is None or x.dtype == np.float32):
             # One piece, on the caller: no closure, no split (float32 Sigmoid / Swish:
             # sigmoid32 after the sums, elementwise, so the bits of the pieces below).
@@ -741,6 +768,17 @@ def depthwise_nchw(loops, win, x, w, bias, code, exp_swish, op: str):
                     _exp_activation(loops, planes, bias[:0], exp_swish, r0, r1)
 
         parallel_for(n, images, grain=max(1, _DW_GRAIN // (c * per_plane)))
+        return out
+
+    team = None
+    if n == 1 and c * mult > 1 and c * mult * per_plane >= _DW_TEAM_GRAIN:
+        team = intra_op.team()
+    if team is not None and (exp_swish is None or x.dtype == np.float32):
+        # Runs of planes over the pool's team (the unsplit bits).
+        swish = -1 if exp_swish is None else int(exp_swish)
+        loops.depthwise_planes_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp,
+                                    code or 0, swish, 4, team,
+                                    loops.planes_piece_function(x.dtype))  # fmt: skip
         return out
 
     def run(lo, hi):

@@ -47,6 +47,11 @@ _POLL_GAP_NS = int(WORKER_POLL_S * 1e9)
 # 5.58, ResNet-18 ½ b1 9.45 -> 9.28, SqueezeNet b1 9.21 -> 9.12; 6 and 10 µs were level, 20 µs
 # 1-2% slower than 10.
 SETTLE_S = 8e-6
+# The team's cells (rill.exec.kernels._spin.TEAM_CELLS); how long after a team caller last
+# asked a worker still starts polling; the least time between two wake-ups a team caller posts.
+_TEAM_CELLS = 72
+_TEAM_WANT_NS = 50_000_000
+_NUDGE_NS = 5_000_000
 # Cells of the pool's poll array: [0] counts posts; a job's id lands in cell 1 + id % _RING
 # when a worker finishes its last piece; the last cell is written and never read.
 _RING = 63
@@ -207,6 +212,10 @@ class _Pool:
         self.gap_ns = 0
         self.ids = itertools.count(1)
         self.cells = np.zeros(2 + _RING, np.int64)
+        # The team's cells (_spin.SEQ...: compiled kernels split with no Python in the
+        # hand-off, see team()), and when a team caller last asked for polling workers.
+        self.team = np.zeros(_TEAM_CELLS, np.int64)
+        self.team_ns = self.nudged_ns = 0
         self.pid = os.getpid()
         # Reset at the fork itself, not by comparing getpid() at each post: the lock may have
         # been held by another of the parent's threads at that moment.
@@ -218,6 +227,7 @@ class _Pool:
         self.cv = threading.Condition(threading.Lock())
         self.queue = collections.deque()
         self.workers, self.sleeping, self.pid = [], 0, os.getpid()
+        self.team = np.zeros(_TEAM_CELLS, np.int64)  # no worker polls, no caller holds it
 
     def post(self, job: _Job, helpers: int) -> None:
         job.id = next(self.ids)
@@ -260,12 +270,16 @@ class _Pool:
             # busy in Python then, loses it to the worker for a while (a CNN train step's
             # kernels, milliseconds apart, ran 3% slower on average with polling workers, a
             # step in 30 up to 1.5 times as long).
-            mod = _poll_now() if self.gap_ns < _POLL_GAP_NS else None
+            # (Or where a team caller asked for polling workers lately: team jobs come
+            # closer together than a poll lasts, and a served one starts the poll again.)
+            recent = time.perf_counter_ns() - self.team_ns < _TEAM_WANT_NS
+            mod = _poll_now() if self.gap_ns < _POLL_GAP_NS or recent else None
             if mod is not None:
-                # Store `finished` and poll for a post, with the GIL released throughout.
+                # Store `finished` and poll for a post, serving team jobs meanwhile, with the
+                # GIL released throughout.
                 slot = 1 + finished % _RING if finished else 1 + _RING  # the last cell: unread
-                got = mod.store_await(cells, slot, finished, 0, seen, _polls(WORKER_POLL_S),
-                                      _polls(SETTLE_S))  # fmt: skip
+                got = mod.store_serve(cells, slot, finished, 0, seen, _polls(WORKER_POLL_S),
+                                      _polls(SETTLE_S), self.team)  # fmt: skip
                 finished = 0
                 if got != seen:
                     continue
@@ -304,6 +318,25 @@ class _Pool:
 
 
 _pool = _Pool()
+
+
+def team():
+    """The team's cells where compiled kernels may split through it now (the caller not a
+    pool worker, polling on, a second thread allowed by the step's bound, the core budget and
+    an idle core), else None. Where no worker polls, it wakes one (at most every _NUDGE_NS):
+    the kernel asking then runs alone, and the next ones find the worker polling."""
+    if _THREADS < 2 or getattr(_tls, "worker", False) or _policy.intra_op_limit() < 2:
+        return None
+    mod = _poll_now()
+    if mod is None:
+        return None
+    pool = _pool
+    now = time.perf_counter_ns()
+    pool.team_ns = now
+    if pool.team[mod.POLLING] == 0 and now - pool.nudged_ns > _NUDGE_NS:
+        pool.nudged_ns = now
+        pool.post(_Job(lambda lo, hi: None, [0, 1], 1, np.geterr()), 1)
+    return pool.team
 
 
 def _task_runnable(tid: int) -> bool:

@@ -26,6 +26,9 @@ __all__ = ["matmul", "compiled", "NO_SPLIT"]
 
 # split_from for a product that must run on the calling thread (one image's, inside a split).
 NO_SPLIT = 1 << 62
+# The fewest multiply-adds of a compiled product split through the pool's team (a hand-off
+# of about a microsecond where a worker polls): about 5 µs of work.
+TEAM_GRAIN = 1 << 18
 _MOD: list = []
 # The bias argument where none is applied, by dtype (one compiled signature: a 1-D C array).
 _NO_BIAS = {dt: np.zeros(1, dt) for dt in jit.FLOATS}
@@ -81,15 +84,24 @@ def matmul(wt, x, out, split_from: int = threads.SPLIT_GRAIN, bias=None, code=No
     else:
         act = code
     blocks = -(-o // mod.CO)
-    parts = (
-        min(threads.threads_for(work, 2), intra_op.threads_now(), blocks)
-        if work >= split_from
-        else 1
-    )
+    team = None
+    if work >= TEAM_GRAIN and split_from < NO_SPLIT and blocks > 1:
+        team = intra_op.team()
+    if team is not None:
+        # Pieces of whole row blocks for the caller and the polling workers, with no Python
+        # in the hand-off; four, so that a worker that starts late takes fewer.
+        mod.gemm_team(wt, x, out, bias, act, 4, team, mod.piece_function(out.dtype))
+        return act != mod.RAW
+    parts = 1
+    if work >= split_from:
+        parts = min(threads.threads_for(work, 2), intra_op.threads_now(), blocks)
     if parts <= 1:
         mod.gemm_rows(wt, x, out, bias, 0, o, act)
     else:
         cut = [min(o, blocks * i // parts * mod.CO) for i in range(parts + 1)]
-        intra_op.parallel_for(parts, lambda lo, hi: mod.gemm_rows(wt, x, out, bias, cut[lo], cut[hi], act),
-                     max_threads=parts)  # fmt: skip
+
+        def rows(lo, hi):
+            mod.gemm_rows(wt, x, out, bias, cut[lo], cut[hi], act)
+
+        intra_op.parallel_for(parts, rows, max_threads=parts)
     return act != mod.RAW

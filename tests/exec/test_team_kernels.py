@@ -1,0 +1,118 @@
+"""Batch-1 kernels split over the intra-op pool's team (compiled pieces, no Python in the
+hand-off: kernels._spin.team_run): the by-channel and plane-by-plane depthwise convolutions,
+the float32 epilogue of a large output and the direct convolution of an RGB stem. Each gives the bits of its unsplit run, on whichever
+threads its pieces ran; the team path is checked to have run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rill.exec import threads
+from rill.exec.kernels import _conv_loops, _conv_vec, conv_nchw, intra_op, jit
+from rill.exec.kernels.fused_conv_kernels import fused_conv2d_nchw, fused_depthwise_conv2d_native
+
+pytestmark = pytest.mark.skipif(
+    not jit.enabled() or intra_op._poller() is None,
+    reason="the compiled loops or the pool's compiled waits are off",
+)
+
+RNG = np.random.default_rng(11)
+
+
+@pytest.fixture
+def team_calls(monkeypatch):
+    """Two idle cores; returns (calls, solo): the team entry points called, and a function
+    that turns the team off (the unsplit paths then run)."""
+    monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(threads, "_BUDGET", 2)
+    monkeypatch.setattr(threads, "cores_free", lambda: 2)
+    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+    calls = []
+    for mod, name in [(_conv_loops, "depthwise_by_channel_team"),
+                      (_conv_loops, "depthwise_planes_team"), (_conv_loops, "epilogue_team"),
+                      (_conv_vec, "direct_team")]:  # fmt: skip
+        real = getattr(mod, name)
+
+        def watch(*args, _real=real, _name=name):
+            calls.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(mod, name, watch)
+
+    def solo():
+        monkeypatch.setattr(intra_op, "team", lambda: None)
+
+    return calls, solo
+
+
+def _both(team_calls, run):
+    calls, solo = team_calls
+    split = [run() for _ in range(30)]  # the worker polls from the first call's wake-up on
+    used = sorted(set(calls))
+    solo()
+    one = run()
+    for got in split:
+        np.testing.assert_array_equal(got, one)
+    return used
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act", ["Relu", "HardSwish", "Swish", "Sigmoid", None])
+@pytest.mark.parametrize(
+    "c, hw, k, stride",
+    [(96, 14, 3, 1), (72, 7, 5, 1), (80, 13, 3, 2), (40, 28, 3, 1), (24, 56, 5, 2), (32, 30, 3, 2)],
+    ids=str,
+)
+def test_depthwise_over_the_team_is_the_unsplit_bits(team_calls, dtype, act, c, hw, k, stride):
+    x = RNG.standard_normal((1, c, hw, hw)).astype(dtype)
+    w = RNG.standard_normal((k, k, c, 1)).astype(dtype)
+    bias = RNG.standard_normal(c).astype(dtype)
+    ops = ["BiasAdd", *([act] if act else [])]
+    conv = fused_depthwise_conv2d_native([1, 1, stride, stride], "SAME", [], "NCHW",
+                                         [1, 1, 1, 1], ops, 1, 0.2)  # fmt: skip
+    used = _both(team_calls, lambda: conv(x, w, bias))
+    float64_exp = dtype == np.float64 and act in ("Swish", "Sigmoid")
+    oh = -(-hw // stride)
+    want = [] if float64_exp else ["depthwise_by_channel_team" if oh * oh <= 256 else
+                                   "depthwise_planes_team"]  # fmt: skip
+    assert used == want
+
+
+@pytest.mark.parametrize("act", ["Swish", "Sigmoid", "Relu6", "HardSigmoid"])
+def test_a_large_outputs_float32_epilogue_over_the_team_is_the_unsplit_bits(team_calls, act):
+    # EfficientNet's 8 -> 48 expansion at 112×112 (half width): a product, then the Swish pass.
+    x = RNG.standard_normal((1, 8, 40, 40)).astype(np.float32)
+    w = RNG.standard_normal((1, 1, 8, 48)).astype(np.float32)
+    bias = RNG.standard_normal(48).astype(np.float32)
+    conv = fused_conv2d_nchw([1, 1, 1, 1], "VALID", [], [1, 1, 1, 1], ["BiasAdd", act], 1, 0.2)
+    used = _both(team_calls, lambda: conv(x, w, bias))
+    assert "epilogue_team" in used or act not in ("Swish", "Sigmoid")
+
+
+def test_a_depthwise_channel_count_under_two_vectors_runs_unsplit(team_calls):
+    calls, _ = team_calls
+    x = RNG.standard_normal((1, 24, 7, 7)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 24, 1)).astype(np.float32)
+    conv = fused_depthwise_conv2d_native([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1],
+                                         ["BiasAdd", "Relu"], 1, 0.2)  # fmt: skip
+    conv(x, w, np.zeros(24, np.float32))
+    assert not calls
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act", ["HardSwish", "Relu", "Swish", None])
+@pytest.mark.parametrize("k, stride, o", [(3, 2, 16), (7, 2, 20), (3, 1, 9)])
+def test_an_rgb_stem_over_the_team_is_the_unsplit_bits(team_calls, dtype, act, k, stride, o):
+    if conv_nchw._vec() is None:
+        pytest.skip("RILL_CONV_DIRECT=0: the patches and a GEMM")
+    if act == "Swish" and dtype == np.float64:
+        act = "Sigmoid"  # (float64's exp is numpy's: not the compiled stem's epilogue)
+    x = RNG.standard_normal((1, 3, 112, 104)).astype(dtype)  # bands of rows: more than one
+    w = RNG.standard_normal((k, k, 3, o)).astype(dtype)
+    bias = RNG.standard_normal(o).astype(dtype)
+    p = k // 2
+    conv = fused_conv2d_nchw([1, 1, stride, stride], "EXPLICIT", [0, 0, 0, 0, p, p, p, p],
+                             [1, 1, 1, 1], ["BiasAdd", *([act] if act else [])], 1, 0.2)  # fmt: skip
+    used = _both(team_calls, lambda: conv(x, w, bias))
+    assert "direct_team" in used

@@ -525,55 +525,43 @@ def tanh_gelu_tail(x, t, c, d, lo, hi):  # pragma: no cover - compiled
 # of its own (its channels' input planes, filter columns, bias and output planes), so the
 # pieces' sums are the unsplit call's. Its arguments (int64 cells):
 (_DX, _DW, _DB, _DO, _DC, _DH, _DWD, _DKH, _DKW, _DOH, _DOW, _DNB, _DSH, _DSW, _DDH, _DDW, _DTOP,
- _DLEFT, _DHP, _DWP, _DACT, _DSWISH, _DGROUPS, _DPIECES) = range(24)  # fmt: skip
-_DNARGS = 24
+ _DLEFT, _DHP, _DWP, _DACT, _DSWISH, _DGROUPS, _DPIECES, _DLANES, _DISZ) = range(26)  # fmt: skip
+_DNARGS = 26
 _PIECE_SIG = numba.types.void(numba.types.CPointer(numba.types.int64), numba.types.int64)
 
 
 @_jit
-def _by_channel_piece(v, p, x, w, bias, out):  # pragma: no cover - compiled
-    """Piece p of the team's by-channel depthwise convolution (x, w, bias, out: the whole
-    operands as flat arrays at their addresses); its channels [q0, q1)."""
-    lanes = _vec.VECTOR_BYTES // out.itemsize
-    c, h, wd, oh, ow = v[_DC], v[_DH], v[_DWD], v[_DOH], v[_DOW]
+def _by_channel_piece(v, p, like):  # pragma: no cover - compiled
+    """Piece p of the team's by-channel depthwise convolution, on the operands at v's
+    addresses (elements of like's type); its output planes and their channels [q0, q1)."""
+    lanes = v[_DLANES]
+    c, h, wd, oh, ow, kh, kw = v[_DC], v[_DH], v[_DWD], v[_DOH], v[_DOW], v[_DKH], v[_DKW]
+    out = _spin.array_at(v[_DO], c * oh * ow, like)
     q0 = v[_DGROUPS] * p // v[_DPIECES] * lanes
     q1 = min(c, v[_DGROUPS] * (p + 1) // v[_DPIECES] * lanes)
     if q1 <= q0:
-        return q0, q0
-    xs = x[q0 * h * wd : q1 * h * wd].reshape((1, q1 - q0, h, wd))
-    ws = w[: v[_DKH] * v[_DKW] * c].reshape((v[_DKH], v[_DKW], c, 1))[:, :, q0:q1]
-    bs = bias[q0:q1] if v[_DNB] else bias[:0]
+        return out[:0].reshape((0, oh * ow)), q0, q0
+    xs = _spin.array_at(v[_DX] + q0 * h * wd * v[_DISZ], (q1 - q0) * h * wd, like)
+    ws = _spin.array_at(v[_DW], kh * kw * c, like).reshape((kh, kw, c, 1))[:, :, q0:q1]
+    bs = _spin.array_at(v[_DB], v[_DNB] * c, like)[q0 * v[_DNB] : q1 * v[_DNB]]
     planes = out[q0 * oh * ow : q1 * oh * ow].reshape((q1 - q0, oh * ow))
-    depthwise_nchw_by_channel(xs, ws, bs, planes.reshape((1, q1 - q0, oh, ow)), v[_DSH],
-                              v[_DSW], v[_DDH], v[_DDW], v[_DTOP], v[_DLEFT], v[_DHP], v[_DWP],
-                              v[_DACT], 0, 1)  # fmt: skip
-    return q0, q1
+    depthwise_nchw_by_channel(xs.reshape((1, q1 - q0, h, wd)), ws, bs,
+                              planes.reshape((1, q1 - q0, oh, ow)), v[_DSH], v[_DSW], v[_DDH],
+                              v[_DDW], v[_DTOP], v[_DLEFT], v[_DHP], v[_DWP], v[_DACT], 0, 1)  # fmt: skip
+    return planes, q0, q1
 
 
 @numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _by_channel32(argp, p):  # pragma: no cover - compiled
     v = numba.carray(argp, _DNARGS)
-    n_x, n_w = v[_DC] * v[_DH] * v[_DWD], v[_DKH] * v[_DKW] * v[_DC]
-    n_o = v[_DC] * v[_DOH] * v[_DOW]
-    out = numba.carray(_spin.f32_at(v[_DO]), n_o)
-    q0, q1 = _by_channel_piece(v, p, numba.carray(_spin.f32_at(v[_DX]), n_x),
-                               numba.carray(_spin.f32_at(v[_DW]), n_w),
-                               numba.carray(_spin.f32_at(v[_DB]), max(v[_DC], 1)), out)  # fmt: skip
+    planes, q0, q1 = _by_channel_piece(v, p, np.float32(0))
     if v[_DSWISH] >= 0 and q1 > q0:  # float32 Sigmoid / Swish over the piece's planes
-        hw = v[_DOH] * v[_DOW]
-        planes = out[q0 * hw : q1 * hw].reshape((q1 - q0, hw))
-        sigmoid32_planes(planes, out[:0], v[_DSWISH] == 1, 0, q1 - q0)
+        sigmoid32_planes(planes, planes[0, :0], v[_DSWISH] == 1, 0, q1 - q0)
 
 
 @numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _by_channel64(argp, p):  # pragma: no cover - compiled
-    v = numba.carray(argp, _DNARGS)
-    n_x, n_w = v[_DC] * v[_DH] * v[_DWD], v[_DKH] * v[_DKW] * v[_DC]
-    n_o = v[_DC] * v[_DOH] * v[_DOW]
-    _by_channel_piece(v, p, numba.carray(_spin.f64_at(v[_DX]), n_x),
-                      numba.carray(_spin.f64_at(v[_DW]), n_w),
-                      numba.carray(_spin.f64_at(v[_DB]), max(v[_DC], 1)),
-                      numba.carray(_spin.f64_at(v[_DO]), n_o))  # fmt: skip
+    _by_channel_piece(numba.carray(argp, _DNARGS), p, np.float64(0))
 
 
 def by_channel_piece_function(dtype) -> int:
@@ -601,6 +589,7 @@ def depthwise_by_channel_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp
     v[_DHP], v[_DWP], v[_DACT], v[_DSWISH] = hp, wp, act, swish
     v[_DGROUPS] = (c + lanes - 1) // lanes
     v[_DPIECES] = max(1, min(pieces, v[_DGROUPS]))
+    v[_DLANES], v[_DISZ] = lanes, out.itemsize
     _spin.team_run(team, fn, v, v[_DPIECES], False)
 
 
@@ -612,45 +601,35 @@ _PNARGS = 25
 
 
 @_jit
-def _planes_piece(v, p, x, w, bias, out):  # pragma: no cover - compiled
-    """Piece p of the team's depthwise_nchw; its planes [lo, hi)."""
+def _planes_piece(v, p, like):  # pragma: no cover - compiled
+    """Piece p of the team's depthwise_nchw, on the operands at v's addresses (elements of
+    like's type); the output planes [total, oh·ow] and the piece's [lo, hi)."""
     n, c, m, oh, ow = v[_PN], v[_PC], v[_PM], v[_POH], v[_POW]
     total = n * c * m
+    out = _spin.array_at(v[_PO], total * oh * ow, like)
     lo = total * p // v[_PPIECES]
     hi = total * (p + 1) // v[_PPIECES]
     if hi > lo:
-        depthwise_nchw(x.reshape((n, c, v[_PH], v[_PWD])),
-                       w.reshape((v[_PKH], v[_PKW], c, m)), bias[: v[_PNB]],
-                       out.reshape((n, c * m, oh, ow)), v[_PSH], v[_PSW], v[_PDH], v[_PDW],
-                       v[_PTOP], v[_PLEFT], v[_PHP], v[_PWP], v[_PACT], lo, hi)  # fmt: skip
-    return lo, hi
+        x = _spin.array_at(v[_PX], n * c * v[_PH] * v[_PWD], like)
+        w = _spin.array_at(v[_PW], v[_PKH] * v[_PKW] * c * m, like)
+        depthwise_nchw(x.reshape((n, c, v[_PH], v[_PWD])), w.reshape((v[_PKH], v[_PKW], c, m)),
+                       _spin.array_at(v[_PB], v[_PNB], like), out.reshape((n, c * m, oh, ow)),
+                       v[_PSH], v[_PSW], v[_PDH], v[_PDW], v[_PTOP], v[_PLEFT], v[_PHP],
+                       v[_PWP], v[_PACT], lo, hi)  # fmt: skip
+    return out.reshape((total, oh * ow)), lo, hi
 
 
 @numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _planes32(argp, p):  # pragma: no cover - compiled
     v = numba.carray(argp, _PNARGS)
-    n_x = v[_PN] * v[_PC] * v[_PH] * v[_PWD]
-    n_w = v[_PKH] * v[_PKW] * v[_PC] * v[_PM]
-    hw = v[_POH] * v[_POW]
-    n_o = v[_PN] * v[_PC] * v[_PM] * hw
-    out = numba.carray(_spin.f32_at(v[_PO]), n_o)
-    lo, hi = _planes_piece(v, p, numba.carray(_spin.f32_at(v[_PX]), n_x),
-                           numba.carray(_spin.f32_at(v[_PW]), n_w),
-                           numba.carray(_spin.f32_at(v[_PB]), max(v[_PNB], 1)), out)  # fmt: skip
+    planes, lo, hi = _planes_piece(v, p, np.float32(0))
     if v[_PSWISH] >= 0 and hi > lo:  # float32 Sigmoid / Swish over the piece's planes
-        sigmoid32_planes(out.reshape((n_o // hw, hw)), out[:0], v[_PSWISH] == 1, lo, hi)
+        sigmoid32_planes(planes, planes[0, :0], v[_PSWISH] == 1, lo, hi)
 
 
 @numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _planes64(argp, p):  # pragma: no cover - compiled
-    v = numba.carray(argp, _PNARGS)
-    n_x = v[_PN] * v[_PC] * v[_PH] * v[_PWD]
-    n_w = v[_PKH] * v[_PKW] * v[_PC] * v[_PM]
-    n_o = v[_PN] * v[_PC] * v[_PM] * v[_POH] * v[_POW]
-    _planes_piece(v, p, numba.carray(_spin.f64_at(v[_PX]), n_x),
-                  numba.carray(_spin.f64_at(v[_PW]), n_w),
-                  numba.carray(_spin.f64_at(v[_PB]), max(v[_PNB], 1)),
-                  numba.carray(_spin.f64_at(v[_PO]), n_o))  # fmt: skip
+    _planes_piece(numba.carray(argp, _PNARGS), p, np.float64(0))
 
 
 def planes_piece_function(dtype) -> int:
@@ -688,9 +667,9 @@ _ENARGS = 8
 @numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _epilogue32(argp, p):  # pragma: no cover - compiled
     v = numba.carray(argp, _ENARGS)
-    rows, cols = v[_ER], v[_ECOLS]
-    planes = numba.carray(_spin.f32_at(v[_EP]), rows * cols).reshape((rows, cols))
-    bias = numba.carray(_spin.f32_at(v[_EB]), max(v[_ENB], 1))[: v[_ENB]]
+    rows, cols, f32 = v[_ER], v[_ECOLS], np.float32(0)
+    planes = _spin.array_at(v[_EP], rows * cols, f32).reshape((rows, cols))
+    bias = _spin.array_at(v[_EB], v[_ENB], f32)
     lo, hi = rows * p // v[_EPIECES], rows * (p + 1) // v[_EPIECES]
     if hi > lo:
         if v[_EKIND] == 1:

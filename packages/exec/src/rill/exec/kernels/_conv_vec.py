@@ -64,6 +64,34 @@ def _epilogue(builder, v, bias, act):
     return v
 
 
+class Vectors:
+    """What the register-blocked loops emit with, for `dtype` at the builder: the vector type
+    (VECTOR_BYTES wide, `lanes` elements) and a pointer to it, the fused multiply-add intrinsic,
+    a zero vector, int64 constants and a scalar broadcast to every lane."""
+
+    def __init__(self, context, builder, dtype):
+        self.builder = builder
+        self.elem = context.get_value_type(dtype)
+        self.lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
+        self.vec = ir.VectorType(self.elem, self.lanes)
+        self.vptr = self.vec.as_pointer()
+        self.fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(self.vec, [self.vec] * 3),
+            f"llvm.fma.v{self.lanes}f{dtype.bitwidth}",
+        )  # fmt: skip
+        self.zero = ir.Constant(self.vec, [0.0] * self.lanes)
+        self._undef = ir.Constant(self.vec, ir.Undefined)
+        self._splat0 = ir.Constant(ir.VectorType(ir.IntType(32), self.lanes), [0] * self.lanes)
+
+    @staticmethod
+    def const(v):
+        return ir.Constant(ir.IntType(64), v)
+
+    def broadcast(self, scalar):
+        one = self.builder.insert_element(self._undef, scalar, ir.Constant(ir.IntType(32), 0))
+        return self.builder.shuffle_vector(one, self._undef, self._splat0)
+
+
 def emit_switch(builder, value, cases: dict) -> None:
     """Emits a switch on `value` (an LLVM integer): case key runs cases[key]() (which emits its
     code at the builder), any other value nothing; the builder ends after the switch."""
@@ -97,28 +125,11 @@ def _block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase
                               for n in range(5))  # fmt: skip
         xbase, wq, nrows, nob, ncb, obase, orow, ostride, ow, o, act, nv = args[5:]
         k = builder.extract_value(ta.shape, 0)
-        dtype = signature.args[0].dtype
-        elem = context.get_value_type(dtype)
-        lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
-        vec = ir.VectorType(elem, lanes)
-        vptr = vec.as_pointer()
-        i32, i64 = ir.IntType(32), ir.IntType(64)
-        fma = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vec, [vec, vec, vec]),
-            f"llvm.fma.v{lanes}f{dtype.bitwidth}",
-        )  # fmt: skip
-        zero = ir.Constant(vec, [0.0] * lanes)
-        undef = ir.Constant(vec, ir.Undefined)
-        splat0 = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
+        kit = Vectors(context, builder, signature.args[0].dtype)
+        lanes, vptr, fma, zero = kit.lanes, kit.vptr, kit.fma, kit.zero
+        const, broadcast = kit.const, kit.broadcast
         # Where a partial block's sums wait while its columns inside ow are copied out.
-        spill = cgutils.alloca_once(builder, elem, size=2 * lanes)
-
-        def const(v):
-            return ir.Constant(i64, v)
-
-        def broadcast(scalar):
-            one = builder.insert_element(undef, scalar, ir.Constant(i32, 0))
-            return builder.shuffle_vector(one, undef, splat0)
+        spill = cgutils.alloca_once(builder, kit.elem, size=2 * lanes)
 
         def emit(nv, act):
             width = nv * lanes
@@ -216,31 +227,23 @@ _TNARGS = 19
 
 
 @_jit
-def _bands_piece(v, p, ph, wk, bias, out):  # pragma: no cover - compiled
-    toff = numba.carray(_spin.i64_at(v[_TOFF]), v[_TK])
-    o, oh, ow, rows = v[_TO], v[_TOH], v[_TOW], v[_TROWS]
-    out4 = out.reshape((1, o, oh, ow))
-    wk2 = wk.reshape((v[_TOP], v[_TK]))
-    for j in range(v[_TBANDS] * p // v[_TPIECES], v[_TBANDS] * (p + 1) // v[_TPIECES]):
+def _bands_piece(v, p, like):  # pragma: no cover - compiled
+    """Piece p of the team's bands (operands at v's addresses, elements of like's type): its
+    bands summed; the output and the piece's flat positions [lo, hi) in each channel."""
+    o, oh, ow, rows, k = v[_TO], v[_TOH], v[_TOW], v[_TROWS], v[_TK]
+    out = _spin.array_at(v[_TOUT], o * oh * ow, like).reshape((1, o, oh, ow))
+    ph = _spin.array_at(v[_TPH], v[_TNPH], like)
+    wk = _spin.array_at(v[_TWK], v[_TOP] * k, like).reshape((v[_TOP], k))
+    bias = _spin.array_at(v[_TBIAS], v[_TNB], like)
+    toff = _spin.array_at(v[_TOFF], k, np.int64(0))
+    j0 = v[_TBANDS] * p // v[_TPIECES]
+    j1 = v[_TBANDS] * (p + 1) // v[_TPIECES]
+    for j in range(j0, j1):
         r0 = j * rows
         r1 = min(oh, r0 + rows)
-        direct_rows(ph, wk2, bias, out4, toff, r0 * v[_TWQ], v[_TWQ], r1 - r0, r0 * ow,
-                    v[_TACT], v[_TNV])  # fmt: skip
-        if v[_TSWISH] >= 0:
-            sigmoid32_span(out4, 0, v[_TSWISH] == 1, r0 * ow, r1 * ow)
-
-
-@_jit
-def _bands_piece64(v, p, ph, wk, bias, out):  # pragma: no cover - compiled
-    toff = numba.carray(_spin.i64_at(v[_TOFF]), v[_TK])
-    o, oh, ow, rows = v[_TO], v[_TOH], v[_TOW], v[_TROWS]
-    out4 = out.reshape((1, o, oh, ow))
-    wk2 = wk.reshape((v[_TOP], v[_TK]))
-    for j in range(v[_TBANDS] * p // v[_TPIECES], v[_TBANDS] * (p + 1) // v[_TPIECES]):
-        r0 = j * rows
-        r1 = min(oh, r0 + rows)
-        direct_rows(ph, wk2, bias, out4, toff, r0 * v[_TWQ], v[_TWQ], r1 - r0, r0 * ow,
-                    v[_TACT], v[_TNV])  # fmt: skip
+        direct_rows(ph, wk, bias, out, toff, r0 * v[_TWQ], v[_TWQ], r1 - r0, r0 * ow, v[_TACT],
+                    v[_TNV])  # fmt: skip
+    return out, j0 * rows * ow, min(oh, j1 * rows) * ow
 
 
 _PIECE_SIG = types.void(types.CPointer(types.int64), types.int64)
@@ -249,19 +252,14 @@ _PIECE_SIG = types.void(types.CPointer(types.int64), types.int64)
 @numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _bands32(argp, p):  # pragma: no cover - compiled
     v = numba.carray(argp, _TNARGS)
-    _bands_piece(v, p, numba.carray(_spin.f32_at(v[_TPH]), v[_TNPH]),
-                 numba.carray(_spin.f32_at(v[_TWK]), v[_TOP] * v[_TK]),
-                 numba.carray(_spin.f32_at(v[_TBIAS]), max(v[_TNB], 1))[: v[_TNB]],
-                 numba.carray(_spin.f32_at(v[_TOUT]), v[_TO] * v[_TOH] * v[_TOW]))  # fmt: skip
+    out, lo, hi = _bands_piece(v, p, np.float32(0))
+    if v[_TSWISH] >= 0 and hi > lo:  # float32 Sigmoid / Swish over the piece's rows
+        sigmoid32_span(out, 0, v[_TSWISH] == 1, lo, hi)
 
 
 @numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _bands64(argp, p):  # pragma: no cover - compiled
-    v = numba.carray(argp, _TNARGS)
-    _bands_piece64(v, p, numba.carray(_spin.f64_at(v[_TPH]), v[_TNPH]),
-                   numba.carray(_spin.f64_at(v[_TWK]), v[_TOP] * v[_TK]),
-                   numba.carray(_spin.f64_at(v[_TBIAS]), max(v[_TNB], 1))[: v[_TNB]],
-                   numba.carray(_spin.f64_at(v[_TOUT]), v[_TO] * v[_TOH] * v[_TOW]))  # fmt: skip
+    _bands_piece(numba.carray(argp, _TNARGS), p, np.float64(0))
 
 
 def bands_piece_function(dtype) -> int:

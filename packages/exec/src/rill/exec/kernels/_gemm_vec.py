@@ -22,15 +22,14 @@ callers by this file: edit it and they are compiled again.
 
 from __future__ import annotations
 
-import llvmlite.ir as ir
 import numba
 import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from rill.exec.kernels._conv_vec import CO, RAW, VECTOR_BYTES, _epilogue, emit_switch
-from rill.exec.kernels._spin import address, f32_at, f64_at, team_run
+from rill.exec.kernels._conv_vec import CO, RAW, VECTOR_BYTES, Vectors, _epilogue, emit_switch
+from rill.exec.kernels._spin import address, array_at, team_run
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
@@ -48,26 +47,9 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
         aa, ba, oa, bia = (context.make_array(signature.args[i])(context, builder, args[i])
                            for i in range(4))  # fmt: skip
         sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv = args[4:]
-        dtype = signature.args[0].dtype
-        elem = context.get_value_type(dtype)
-        lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
-        vec = ir.VectorType(elem, lanes)
-        vptr = vec.as_pointer()
-        i32, i64 = ir.IntType(32), ir.IntType(64)
-        fma = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vec, [vec, vec, vec]),
-            f"llvm.fma.v{lanes}f{dtype.bitwidth}",
-        )  # fmt: skip
-        zero = ir.Constant(vec, [0.0] * lanes)
-        undef = ir.Constant(vec, ir.Undefined)
-        splat0 = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
-
-        def const(v):
-            return ir.Constant(i64, v)
-
-        def broadcast(scalar):
-            one = builder.insert_element(undef, scalar, ir.Constant(i32, 0))
-            return builder.shuffle_vector(one, undef, splat0)
+        kit = Vectors(context, builder, signature.args[0].dtype)
+        lanes, vptr, fma, zero = kit.lanes, kit.vptr, kit.fma, kit.zero
+        const, broadcast = kit.const, kit.broadcast
 
         def smin(x, y):
             return builder.select(builder.icmp_signed("<", x, y), x, y)
@@ -146,24 +128,23 @@ _NARGS = 16
 _PIECE_SIG = types.void(types.CPointer(types.int64), types.int64)
 
 
-@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
-def _piece32(argp, p):  # pragma: no cover - compiled
-    v = numba.carray(argp, _NARGS)
+@_jit
+def _piece(v, p, like):  # pragma: no cover - compiled
     m0 = v[_BLOCKS] * p // v[_PIECES] * CO
     m1 = min(v[_M], v[_BLOCKS] * (p + 1) // v[_PIECES] * CO)
-    _gemm(numba.carray(f32_at(v[_A]), 1), numba.carray(f32_at(v[_B]), 1),
-          numba.carray(f32_at(v[_OUT]), 1), numba.carray(f32_at(v[_BIAS]), 1), v[_SA0], v[_SA1],
-          v[_LDB], v[_LDO], m0, m1, v[_N], v[_K], v[_ACT], v[_NV])  # fmt: skip
+    _gemm(array_at(v[_A], 1, like), array_at(v[_B], 1, like), array_at(v[_OUT], 1, like),
+          array_at(v[_BIAS], 1, like), v[_SA0], v[_SA1], v[_LDB], v[_LDO], m0, m1, v[_N], v[_K],
+          v[_ACT], v[_NV])  # fmt: skip
+
+
+@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _piece32(argp, p):  # pragma: no cover - compiled
+    _piece(numba.carray(argp, _NARGS), p, np.float32(0))
 
 
 @numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _piece64(argp, p):  # pragma: no cover - compiled
-    v = numba.carray(argp, _NARGS)
-    m0 = v[_BLOCKS] * p // v[_PIECES] * CO
-    m1 = min(v[_M], v[_BLOCKS] * (p + 1) // v[_PIECES] * CO)
-    _gemm(numba.carray(f64_at(v[_A]), 1), numba.carray(f64_at(v[_B]), 1),
-          numba.carray(f64_at(v[_OUT]), 1), numba.carray(f64_at(v[_BIAS]), 1), v[_SA0], v[_SA1],
-          v[_LDB], v[_LDO], m0, m1, v[_N], v[_K], v[_ACT], v[_NV])  # fmt: skip
+    _piece(numba.carray(argp, _NARGS), p, np.float64(0))
 
 
 def piece_function(dtype) -> int:

@@ -26,15 +26,19 @@ from numba.extending import intrinsic
 _jit = numba.njit(nogil=True, cache=True)
 
 
+def _cell(context, builder, signature, args):
+    """The pointer to cells[i] for an intrinsic whose first two arguments are (cells, i)."""
+    aryty = signature.args[0]
+    ary = context.make_array(aryty)(context, builder, args[0])
+    return cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+
+
 @intrinsic
 def _load(typingctx, cells, i):  # pragma: no cover - compiled
     sig = types.int64(cells, i)
 
     def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
-        return builder.load_atomic(ptr, "acquire", 8)
+        return builder.load_atomic(_cell(context, builder, signature, args), "acquire", 8)
 
     return sig, codegen
 
@@ -44,10 +48,7 @@ def _store(typingctx, cells, i, value):  # pragma: no cover - compiled
     sig = types.void(cells, i, value)
 
     def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
-        builder.store_atomic(args[2], ptr, "release", 8)
+        builder.store_atomic(args[2], _cell(context, builder, signature, args), "release", 8)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -114,9 +115,7 @@ def _cas(typingctx, cells, i, old, new):  # pragma: no cover - compiled
     sig = types.boolean(cells, i, old, new)
 
     def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        ptr = _cell(context, builder, signature, args)
         pair = builder.cmpxchg(ptr, args[2], args[3], "seq_cst", "seq_cst")
         return builder.extract_value(pair, 1)
 
@@ -129,10 +128,8 @@ def _add(typingctx, cells, i, value):  # pragma: no cover - compiled
     sig = types.int64(cells, i, value)
 
     def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
-        return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
+        return builder.atomic_rmw("add", _cell(context, builder, signature, args), args[2],
+                                  "seq_cst")  # fmt: skip
 
     return sig, codegen
 
@@ -152,42 +149,22 @@ def address(typingctx, ary):  # pragma: no cover - compiled
 
 
 @intrinsic
-def f32_at(typingctx, addr):  # pragma: no cover - compiled
-    """The address `addr` (an int64) as a float32 pointer (numba.carray makes it an array)."""
-    sig = types.CPointer(types.float32)(addr)
+def _pointer(typingctx, addr, like):  # pragma: no cover - compiled
+    """The address `addr` (an int64) as a pointer to `like`'s type (a scalar)."""
+    sig = types.CPointer(like)(addr, like)
 
     def codegen(context, builder, signature, args):
-        import llvmlite.ir as ir
-
-        return builder.inttoptr(args[0], ir.FloatType().as_pointer())
+        elem = context.get_value_type(signature.args[1])
+        return builder.inttoptr(args[0], elem.as_pointer())
 
     return sig, codegen
 
 
-@intrinsic
-def f64_at(typingctx, addr):  # pragma: no cover - compiled
-    """The address `addr` (an int64) as a float64 pointer."""
-    sig = types.CPointer(types.float64)(addr)
-
-    def codegen(context, builder, signature, args):
-        import llvmlite.ir as ir
-
-        return builder.inttoptr(args[0], ir.DoubleType().as_pointer())
-
-    return sig, codegen
-
-
-@intrinsic
-def i64_at(typingctx, addr):  # pragma: no cover - compiled
-    """The address `addr` (an int64) as an int64 pointer."""
-    sig = types.CPointer(types.int64)(addr)
-
-    def codegen(context, builder, signature, args):
-        import llvmlite.ir as ir
-
-        return builder.inttoptr(args[0], ir.IntType(64).as_pointer())
-
-    return sig, codegen
+@_jit
+def array_at(addr, n, like):  # pragma: no cover - compiled
+    """The n elements of `like`'s type at address `addr` (a team piece's operand), as an
+    array (at least one element's view, so an empty operand still has a valid array)."""
+    return numba.carray(_pointer(addr, like), max(n, 1))[:n]
 
 
 @intrinsic

@@ -104,7 +104,7 @@ def test_a_one_block_winograd_convolution_splits_by_tile_position(cores, dtype):
     ids=["pointwise", "fused pointwise", "patches", "strided patches"],
 )
 def test_batch1_channels_first_gemms_keep_one_calls_bits_on_any_thread_count(
-    cores, monkeypatch, xs, ws, strides, fused
+    cores, monkeypatch, request, xs, ws, strides, fused
 ):
     monkeypatch.setattr(conv_winograd, "_enabled", [False])  # the GEMM paths
     x = RNG.standard_normal(xs).astype(np.float32)
@@ -119,10 +119,12 @@ def test_batch1_channels_first_gemms_keep_one_calls_bits_on_any_thread_count(
         # whatever rows a thread computes, so it splits in row blocks (through the pool's
         # team where workers poll, else parallel_for) and no BLAS is tried.
         for spin in (True, False) if intra_op._poller() is not None else (False,):
-            monkeypatch.setattr(intra_op, "_poll_now", intra_op._poll_now if spin else
-                                lambda: None)  # fmt: skip
+            if not spin:
+                monkeypatch.setattr(intra_op, "team", lambda: None)
             for n in (2, 4):
                 calls = cores(n)
+                if spin:  # a worker polling (kept polling), as in a batch-1 inference
+                    request.getfixturevalue("polling_team")
                 assert np.array_equal(_conv_nchw(x, w, strides, fused=fused, bias=bias), one)
                 assert not threads._exact
                 assert ((2, 2) in calls) != spin  # no polling: two halves over the pool

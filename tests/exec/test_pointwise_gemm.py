@@ -109,17 +109,8 @@ def test_what_the_compiled_product_leaves_to_numpy():
 
 
 @pytest.fixture
-def two_idle_cores(monkeypatch):
-    from rill.exec import threads
-    from rill.exec.kernels import intra_op
-
-    if intra_op._poller() is None:
-        pytest.skip("the pool's compiled waits are off (RILL_SPIN=0)")
-    monkeypatch.setattr(intra_op, "_THREADS", 2)
-    monkeypatch.setattr(threads, "_BUDGET", 2)
-    monkeypatch.setattr(threads, "cores_free", lambda: 2)
-    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
-    return intra_op
+def two_idle_cores(polling_team):
+    return polling_team
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rill.exec import threads
 from rill.exec.kernels import _conv_loops, _conv_vec, conv_nchw, intra_op, jit
 from rill.exec.kernels.fused_conv_kernels import fused_conv2d_nchw, fused_depthwise_conv2d_native
 
@@ -21,13 +20,9 @@ RNG = np.random.default_rng(11)
 
 
 @pytest.fixture
-def team_calls(monkeypatch):
-    """Two idle cores; returns (calls, solo): the team entry points called, and a function
-    that turns the team off (the unsplit paths then run)."""
-    monkeypatch.setattr(intra_op, "_THREADS", 2)
-    monkeypatch.setattr(threads, "_BUDGET", 2)
-    monkeypatch.setattr(threads, "cores_free", lambda: 2)
-    monkeypatch.setattr(threads, "cores_idle", lambda: 2)
+def team_calls(monkeypatch, polling_team):
+    """Two idle cores and a polling worker; returns (calls, solo): the team entry points
+    called, and a function that turns the team off (the unsplit paths then run)."""
     calls = []
     for mod, name in [(_conv_loops, "depthwise_by_channel_team"),
                       (_conv_loops, "depthwise_planes_team"), (_conv_loops, "epilogue_team"),

@@ -48,10 +48,13 @@ _POLL_GAP_NS = int(WORKER_POLL_S * 1e9)
 # 1-2% slower than 10.
 SETTLE_S = 8e-6
 # The team's cells (rill.exec.kernels._spin.TEAM_CELLS); how long after a team caller last
-# asked a worker still starts polling; the least time between two wake-ups a team caller posts.
+# asked a worker still starts polling (as for jobs: while they come closer than a poll lasts);
+# the least time between two wake-ups a team caller posts (each costs at most a poll of a
+# worker's CPU where no team job follows: a suite of sparse kernels ran 3x as long on two
+# vCPUs when workers polled for 50 ms after each team call).
 _TEAM_CELLS = 72
-_TEAM_WANT_NS = 50_000_000
-_NUDGE_NS = 5_000_000
+_TEAM_WANT_NS = _POLL_GAP_NS
+_NUDGE_NS = 20_000_000
 # Cells of the pool's poll array: [0] counts posts; a job's id lands in cell 1 + id % _RING
 # when a worker finishes its last piece; the last cell is written and never read.
 _RING = 63
@@ -323,8 +326,9 @@ _pool = _Pool()
 def team():
     """The team's cells where compiled kernels may split through it now (the caller not a
     pool worker, polling on, a second thread allowed by the step's bound, the core budget and
-    an idle core), else None. Where no worker polls, it wakes one (at most every _NUDGE_NS):
-    the kernel asking then runs alone, and the next ones find the worker polling."""
+    an idle core, and a worker polling), else None. Where no worker polls, it wakes one (at
+    most every _NUDGE_NS) and returns None: the kernel asking takes its other path, and the
+    next ones find the worker polling."""
     if _THREADS < 2 or getattr(_tls, "worker", False) or _policy.intra_op_limit() < 2:
         return None
     mod = _poll_now()
@@ -333,10 +337,12 @@ def team():
     pool = _pool
     now = time.perf_counter_ns()
     pool.team_ns = now
-    if pool.team[mod.POLLING] == 0 and now - pool.nudged_ns > _NUDGE_NS:
+    if pool.team[mod.POLLING] > 0:
+        return pool.team
+    if now - pool.nudged_ns > _NUDGE_NS:
         pool.nudged_ns = now
         pool.post(_Job(lambda lo, hi: None, [0, 1], 1, np.geterr()), 1)
-    return pool.team
+    return None
 
 
 def _task_runnable(tid: int) -> bool:

@@ -355,7 +355,10 @@ def test_compiled_waits_see_a_store_and_give_up_after_their_polls():
     # Another thread stores 5 in cell 1 (released with the GIL), then polls cell 0 for a change.
     got = []
     forever = intra_op._polls(60.0)
-    t = threading.Thread(target=lambda: got.append(mod.store_await(cells, 1, 5, 0, 0, forever, 3)))
+    team = np.zeros(mod.TEAM_CELLS, np.int64)  # (no team job is posted: a plain wait)
+    t = threading.Thread(
+        target=lambda: got.append(mod.store_serve(cells, 1, 5, 0, 0, forever, 3, team))
+    )
     t.start()
     assert mod.await_change(cells, 1, 0, forever, 0) == 5
     cells[0] = 7

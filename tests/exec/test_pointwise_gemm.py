@@ -57,6 +57,11 @@ def test_the_product_is_numpys_to_rounding_and_split_invariant(shape, dtype):
         np.testing.assert_array_equal(parts, out)
     with pytest.raises(ValueError, match="mismatched"):
         mod.gemm_rows(wt, x[:, :-1], out, pointwise._NO_BIAS[np.dtype(dtype)], 0, o, mod.RAW)
+    with pytest.raises(ValueError, match="bias shorter"):
+        mod.gemm_rows(wt, x, out, pointwise._NO_BIAS[np.dtype(dtype)], 0, o, 1)  # Relu, no bias
+    with pytest.raises(ValueError, match="one vector"):
+        mod.gemm_rows(wt[:, :1], x[:1, :3], out[:, :3], pointwise._NO_BIAS[np.dtype(dtype)], 0, o,
+                      mod.RAW)  # fmt: skip
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -525,23 +525,22 @@ def tanh_gelu_tail(x, t, c, d, lo, hi):  # pragma: no cover - compiled
 # of its own (its channels' input planes, filter columns, bias and output planes), so the
 # pieces' sums are the unsplit call's. Its arguments (int64 cells):
 (_DX, _DW, _DB, _DO, _DC, _DH, _DWD, _DKH, _DKW, _DOH, _DOW, _DNB, _DSH, _DSW, _DDH, _DDW, _DTOP,
- _DLEFT, _DHP, _DWP, _DACT, _DSWISH, _DGROUPS, _DPIECES, _DLANES, _DISZ) = range(26)  # fmt: skip
-_DNARGS = 26
-_PIECE_SIG = numba.types.void(numba.types.CPointer(numba.types.int64), numba.types.int64)
+ _DLEFT, _DHP, _DWP, _DACT, _DSWISH, _DGROUPS, _DPIECES) = range(24)  # fmt: skip
+_DNARGS = 24
 
 
 @_jit
 def _by_channel_piece(v, p, like):  # pragma: no cover - compiled
     """Piece p of the team's by-channel depthwise convolution, on the operands at v's
     addresses (elements of like's type); its output planes and their channels [q0, q1)."""
-    lanes = v[_DLANES]
     c, h, wd, oh, ow, kh, kw = v[_DC], v[_DH], v[_DWD], v[_DOH], v[_DOW], v[_DKH], v[_DKW]
     out = _spin.array_at(v[_DO], c * oh * ow, like)
+    lanes = _vec.VECTOR_BYTES // out.itemsize
     q0 = v[_DGROUPS] * p // v[_DPIECES] * lanes
     q1 = min(c, v[_DGROUPS] * (p + 1) // v[_DPIECES] * lanes)
     if q1 <= q0:
         return out[:0].reshape((0, oh * ow)), q0, q0
-    xs = _spin.array_at(v[_DX] + q0 * h * wd * v[_DISZ], (q1 - q0) * h * wd, like)
+    xs = _spin.array_at(v[_DX], c * h * wd, like)[q0 * h * wd : q1 * h * wd]
     ws = _spin.array_at(v[_DW], kh * kw * c, like).reshape((kh, kw, c, 1))[:, :, q0:q1]
     bs = _spin.array_at(v[_DB], v[_DNB] * c, like)[q0 * v[_DNB] : q1 * v[_DNB]]
     planes = out[q0 * oh * ow : q1 * oh * ow].reshape((q1 - q0, oh * ow))
@@ -551,7 +550,7 @@ def _by_channel_piece(v, p, like):  # pragma: no cover - compiled
     return planes, q0, q1
 
 
-@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _by_channel32(argp, p):  # pragma: no cover - compiled
     v = numba.carray(argp, _DNARGS)
     planes, q0, q1 = _by_channel_piece(v, p, np.float32(0))
@@ -559,7 +558,7 @@ def _by_channel32(argp, p):  # pragma: no cover - compiled
         sigmoid32_planes(planes, planes[0, :0], v[_DSWISH] == 1, 0, q1 - q0)
 
 
-@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _by_channel64(argp, p):  # pragma: no cover - compiled
     _by_channel_piece(numba.carray(argp, _DNARGS), p, np.float64(0))
 
@@ -589,8 +588,7 @@ def depthwise_by_channel_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp
     v[_DHP], v[_DWP], v[_DACT], v[_DSWISH] = hp, wp, act, swish
     v[_DGROUPS] = (c + lanes - 1) // lanes
     v[_DPIECES] = max(1, min(pieces, v[_DGROUPS]))
-    v[_DLANES], v[_DISZ] = lanes, out.itemsize
-    _spin.team_run(team, fn, v, v[_DPIECES], False)
+    _spin.team_run(team, fn, v, v[_DPIECES])
 
 
 # depthwise_nchw over the team: a piece is a run of whole planes (the planes' sums do not
@@ -619,7 +617,7 @@ def _planes_piece(v, p, like):  # pragma: no cover - compiled
     return out.reshape((total, oh * ow)), lo, hi
 
 
-@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _planes32(argp, p):  # pragma: no cover - compiled
     v = numba.carray(argp, _PNARGS)
     planes, lo, hi = _planes_piece(v, p, np.float32(0))
@@ -627,7 +625,7 @@ def _planes32(argp, p):  # pragma: no cover - compiled
         sigmoid32_planes(planes, planes[0, :0], v[_PSWISH] == 1, lo, hi)
 
 
-@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _planes64(argp, p):  # pragma: no cover - compiled
     _planes_piece(numba.carray(argp, _PNARGS), p, np.float64(0))
 
@@ -654,7 +652,7 @@ def depthwise_planes_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, ac
     v[_PSH], v[_PSW], v[_PDH], v[_PDW], v[_PTOP], v[_PLEFT] = sh, sw, dh, dw, top, left
     v[_PHP], v[_PWP], v[_PACT], v[_PSWISH] = hp, wp, act, swish
     v[_PPIECES] = max(1, min(pieces, n * c * m))
-    _spin.team_run(team, fn, v, v[_PPIECES], False)
+    _spin.team_run(team, fn, v, v[_PPIECES])
 
 
 # An epilogue over planes [rows, cols] (C-contiguous) split over the team in runs of rows:
@@ -664,7 +662,7 @@ _EP, _ER, _ECOLS, _EB, _ENB, _EKIND, _ECODE, _EPIECES = range(8)
 _ENARGS = 8
 
 
-@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _epilogue32(argp, p):  # pragma: no cover - compiled
     v = numba.carray(argp, _ENARGS)
     rows, cols, f32 = v[_ER], v[_ECOLS], np.float32(0)
@@ -692,4 +690,4 @@ def epilogue_team(planes, bias, kind, code, pieces, team, fn):  # pragma: no cov
     v[_EP], v[_ER], v[_ECOLS] = _spin.address(planes), planes.shape[0], planes.shape[1]
     v[_EB], v[_ENB], v[_EKIND], v[_ECODE] = _spin.address(bias), bias.shape[0], kind, code
     v[_EPIECES] = max(1, min(pieces, planes.shape[0]))
-    _spin.team_run(team, fn, v, v[_EPIECES], False)
+    _spin.team_run(team, fn, v, v[_EPIECES])

@@ -246,10 +246,7 @@ def _bands_piece(v, p, like):  # pragma: no cover - compiled
     return out, j0 * rows * ow, min(oh, j1 * rows) * ow
 
 
-_PIECE_SIG = types.void(types.CPointer(types.int64), types.int64)
-
-
-@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _bands32(argp, p):  # pragma: no cover - compiled
     v = numba.carray(argp, _TNARGS)
     out, lo, hi = _bands_piece(v, p, np.float32(0))
@@ -257,7 +254,7 @@ def _bands32(argp, p):  # pragma: no cover - compiled
         sigmoid32_span(out, 0, v[_TSWISH] == 1, lo, hi)
 
 
-@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _bands64(argp, p):  # pragma: no cover - compiled
     _bands_piece(numba.carray(argp, _TNARGS), p, np.float64(0))
 
@@ -274,7 +271,7 @@ def direct_team(
     """direct_rows over one image's bands of `rows` output rows (ph, wk, bias, out, toff as
     direct_rows takes them, out [1, o, oh, ow] C-contiguous) in `pieces` runs of bands over the
     team (fn: bands_piece_function(dtype)); with swish 0 or 1 (float32), sigmoid32_span over
-    each band after it. The bits of the bands run one by one."""
+    each piece's rows after its bands. The bits of the bands run one by one."""
     _, o, oh, ow = out.shape
     v = np.empty(_TNARGS, np.int64)
     v[_TPH], v[_TWK], v[_TBIAS], v[_TOUT] = (_spin.address(ph), _spin.address(wk),
@@ -284,4 +281,4 @@ def direct_team(
     v[_TROWS], v[_TBANDS] = rows, (oh + rows - 1) // rows
     v[_TACT], v[_TNV], v[_TSWISH] = act, nv, swish
     v[_TPIECES] = max(1, min(pieces, v[_TBANDS]))
-    _spin.team_run(team, fn, v, v[_TPIECES], False)
+    _spin.team_run(team, fn, v, v[_TPIECES])

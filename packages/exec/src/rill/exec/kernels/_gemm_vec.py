@@ -29,7 +29,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from rill.exec.kernels._conv_vec import CO, RAW, VECTOR_BYTES, Vectors, _epilogue, emit_switch
-from rill.exec.kernels._spin import address, array_at, team_run
+from rill.exec.kernels._spin import PIECE_SIG, address, array_at, team_run
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
@@ -108,24 +108,35 @@ def gemm_rows(a, b, out, bias, m0, m1, act):  # pragma: no cover - compiled
     """Rows [m0, m1) of out = a · b (a [m, k] any strides; b [k, n] and out [m, n] with
     contiguous rows, n at least one vector), then `act`: RAW, or an epilogue code with bias
     [m]. m0 a multiple of CO where the rows are split."""
-    k, n = b.shape
-    isz = out.itemsize
-    lanes = VECTOR_BYTES // isz
-    if a.shape[1] != k or a.shape[0] != out.shape[0] or out.shape[1] != n or n < lanes:
-        raise ValueError("gemm_rows: operands of mismatched shapes, or under a vector of columns")
+    k, n, nv = _shapes(a, b, out, bias, act)
     m0, m1 = max(m0, 0), min(m1, out.shape[0])
     if m1 <= m0:
         return
-    nv = 2 if n >= 2 * lanes else 1
+    isz = out.itemsize
     _gemm(a, b, out, bias, a.strides[0] // isz, a.strides[1] // isz, b.strides[0] // isz,
           out.strides[0] // isz, m0, m1, n, k, act, nv)  # fmt: skip
+
+
+@_jit
+def _shapes(a, b, out, bias, act):  # pragma: no cover - compiled
+    """(k, n, nv) of out [m, n] = a [m, k] · b [k, n], nv the vectors of columns a block
+    holds; ValueError where the shapes disagree, n is under a vector or (act not RAW) the
+    bias is shorter than the rows."""
+    k, n = b.shape
+    if a.shape[1] != k or a.shape[0] != out.shape[0] or out.shape[1] != n:
+        raise ValueError("gemm: operands of mismatched shapes")
+    if act != RAW and bias.shape[0] < out.shape[0]:
+        raise ValueError("gemm: a bias shorter than the rows")
+    lanes = VECTOR_BYTES // out.itemsize
+    if n < lanes:
+        raise ValueError("gemm: fewer columns than one vector")
+    return k, n, 2 if n >= 2 * lanes else 1
 
 
 # A team piece's arguments (int64 cells): the operands' addresses, _gemm's strides and sizes,
 # then the blocks of rows and the pieces they are cut in.
 _A, _B, _OUT, _BIAS, _SA0, _SA1, _LDB, _LDO, _M, _N, _K, _ACT, _NV, _BLOCKS, _PIECES = range(15)
 _NARGS = 16
-_PIECE_SIG = types.void(types.CPointer(types.int64), types.int64)
 
 
 @_jit
@@ -137,12 +148,12 @@ def _piece(v, p, like):  # pragma: no cover - compiled
           v[_ACT], v[_NV])  # fmt: skip
 
 
-@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+@numba.cfunc(PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _piece32(argp, p):  # pragma: no cover - compiled
     _piece(numba.carray(argp, _NARGS), p, np.float32(0))
 
 
-@numba.cfunc(_PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+@numba.cfunc(PIECE_SIG, nopython=True, cache=True, error_model="numpy")
 def _piece64(argp, p):  # pragma: no cover - compiled
     _piece(numba.carray(argp, _NARGS), p, np.float64(0))
 
@@ -157,20 +168,15 @@ def gemm_team(a, b, out, bias, act, pieces, team, fn):  # pragma: no cover - com
     """gemm_rows over all rows in `pieces` pieces of whole row blocks, run by the caller and
     the intra-op pool's polling workers (_spin.team_run; fn: piece_function(dtype)): the
     same bits as one gemm_rows call."""
-    k, n = b.shape
+    k, n, nv = _shapes(a, b, out, bias, act)
     m = out.shape[0]
     isz = out.itemsize
-    lanes = VECTOR_BYTES // isz
-    if a.shape[1] != k or a.shape[0] != m or out.shape[1] != n or n < lanes:
-        raise ValueError("gemm_team: operands of mismatched shapes, or under a vector of columns")
-    if act != RAW and bias.shape[0] < m:
-        raise ValueError("gemm_team: a bias shorter than the rows")
     v = np.empty(_NARGS, np.int64)
     v[_A], v[_B], v[_OUT], v[_BIAS] = address(a), address(b), address(out), address(bias)
     v[_SA0], v[_SA1] = a.strides[0] // isz, a.strides[1] // isz
     v[_LDB], v[_LDO] = b.strides[0] // isz, out.strides[0] // isz
     v[_M], v[_N], v[_K], v[_ACT] = m, n, k, act
-    v[_NV] = 2 if n >= 2 * lanes else 1
+    v[_NV] = nv
     v[_BLOCKS] = (m + CO - 1) // CO
     v[_PIECES] = max(1, min(pieces, v[_BLOCKS]))
-    team_run(team, fn, v, v[_PIECES], False)
+    team_run(team, fn, v, v[_PIECES])

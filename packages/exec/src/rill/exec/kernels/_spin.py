@@ -83,18 +83,16 @@ def await_change(cells, i, old, polls, settle):  # pragma: no cover - compiled
         v = _load(cells, i)
         n += 1
     if v != old:
-        for _ in range(settle):
-            _yield()
-            _load(cells, i)
+        _settle(cells, i, settle)
     return v
 
 
 @_jit
-def store_await(cells, si, value, i, old, polls, settle):  # pragma: no cover - compiled
-    """Stores `value` in cells[si] (released by the GIL already, so a thread polling for it
-    takes the GIL without waiting), then await_change(cells, i, old, polls, settle)."""
-    _store(cells, si, value)
-    return await_change(cells, i, old, polls, settle)
+def _settle(cells, i, settle):  # pragma: no cover - compiled
+    """`settle` more polls of cells[i] after the change was seen (see the module's doc)."""
+    for _ in range(settle):
+        _yield()
+        _load(cells, i)
 
 
 # The team: compiled kernels split over the pool's polling workers with no Python in the
@@ -107,6 +105,8 @@ def store_await(cells, si, value, i, old, polls, settle):  # pragma: no cover - 
 SEQ, CLAIM, DONE, FN, ARGS, PIECES, POLLING, LOCK, SERVED = (8 * i for i in range(9))
 TEAM_CELLS = 8 * 9
 CLAIM_BITS = 20
+# A piece function's C signature: void(int64 *args, int64 piece).
+PIECE_SIG = types.void(types.CPointer(types.int64), types.int64)
 
 
 @intrinsic
@@ -206,9 +206,11 @@ def _take(team, job):  # pragma: no cover - compiled
 
 @_jit
 def store_serve(cells, si, value, i, old, polls, settle, team):  # pragma: no cover - compiled
-    """store_await for a pool worker that also serves the team: while it polls cells[i] for a
-    Python job, it runs the pieces of any team job posted meanwhile, and polls `polls` more
-    times after each. Returns the last value of cells[i] read."""
+    """A pool worker's wait for its next Python job: stores `value` in cells[si] (released by
+    the GIL already, so a thread polling for it takes the GIL without waiting), then polls
+    cells[i] until it differs from `old` as await_change does, running the pieces of any team
+    job posted meanwhile and polling `polls` more times after each. Returns the last value of
+    cells[i] read."""
     _store(cells, si, value)
     _add(team, POLLING, 1)
     seen = _load(team, SEQ)
@@ -228,19 +230,17 @@ def store_serve(cells, si, value, i, old, polls, settle, team):  # pragma: no co
         v = _load(cells, i)
     _add(team, POLLING, -1)
     if v != old:
-        for _ in range(settle):
-            _yield()
-            _load(cells, i)
+        _settle(cells, i, settle)
     return v
 
 
 @_jit
-def team_run(team, fn, args, pieces, alone):  # pragma: no cover - compiled
+def team_run(team, fn, args, pieces):  # pragma: no cover - compiled
     """Runs fn(args, piece) for every piece: posted to the team where a worker polls and no
-    other caller holds it (and not `alone`), the caller taking pieces beside the workers and
-    waiting only for pieces a worker took; else every piece on the caller."""
+    other caller holds it, the caller taking pieces beside the workers and waiting only for
+    pieces a worker took; else every piece on the caller."""
     argp = address(args)
-    if (not alone and 1 < pieces < (1 << CLAIM_BITS) - 1 and _load(team, POLLING) > 0
+    if (1 < pieces < (1 << CLAIM_BITS) - 1 and _load(team, POLLING) > 0
             and _cas(team, LOCK, 0, 1)):  # fmt: skip
         job = (_load(team, SEQ) + 1) & ((1 << 40) - 1)
         # The new number with every piece claimed first: a worker that reads any of the new

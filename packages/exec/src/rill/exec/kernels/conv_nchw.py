@@ -22,7 +22,6 @@ bits; the results agree to float rounding)."""
 from __future__ import annotations
 
 import importlib
-import os
 
 import numpy as np
 
@@ -67,8 +66,7 @@ def _vec():
     loops off, or RILL_CONV_DIRECT=0 in the environment: the patches and a GEMM then)."""
     if not _VEC:
         mod = None
-        off = ("0", "false", "off", "no")
-        if os.environ.get("RILL_CONV_DIRECT", "1").strip().lower() not in off:
+        if jit.env_on("RILL_CONV_DIRECT"):
             mod = importlib.import_module("rill.exec.kernels._conv_vec")
         _VEC.append(mod)
     return _VEC[0] if jit.loops() is not None else None

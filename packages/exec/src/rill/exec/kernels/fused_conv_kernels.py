@@ -737,18 +737,22 @@ def depthwise_nchw(loops, win, x, w, bias, code, exp_swish, op: str):
 
     planes = out.reshape(n * c * mult, oh * ow)
     rows = max(1, _CHUNK // (oh * ow))
-    if mult == 1 and oh * ow <= _BY_CHANNEL_OUTPUTS and c >= 16:
-        lanes = 64 // x.itemsize
-        team = None
-        if n == 1 and c >= 2 * lanes and c * per_plane >= _DW_TEAM_GRAIN:
-            team = intra_op.team()
-        if team is not None and (exp_swish is None or x.dtype == np.float32):
-            # Runs of whole vectors of channels over the pool's team (the unsplit bits).
-            swish = -1 if exp_swish is None else int(exp_swish)
-            loops.depthwise_by_channel_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp,
-                                            code or 0, swish, 4, team,
-                                            loops.by_channel_piece_function(x.dtype))  # fmt: skip
-            return out
+    by_channel = mult == 1 and oh * ow <= _BY_CHANNEL_OUTPUTS and c >= 16
+    # At batch 1, over the pool's team: runs of whole vectors of channels (by channel: two
+    # vectors or more) or of planes, with the unsplit bits.
+    team = None
+    if (n == 1 and (exp_swish is None or x.dtype == np.float32)
+            and c * mult * per_plane >= _DW_TEAM_GRAIN
+            and (c * x.itemsize >= 128 if by_channel else c * mult > 1)):  # fmt: skip
+        team = intra_op.team()
+    if team is not None:
+        run_team, piece = ((loops.depthwise_by_channel_team, loops.by_channel_piece_function)
+                           if by_channel else
+                           (loops.depthwise_planes_team, loops.planes_piece_function))  # fmt: skip
+        run_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, code or 0,
+                 -1 if exp_swish is None else int(exp_swish), 4, team, piece(x.dtype))  # fmt: skip
+        return out
+    if by_channel:
         if n == 1 and (exp_swish is None or x.dtype == np.float32):
             # One piece, on the caller: no closure, no split (float32 Sigmoid / Swish:
             # sigmoid32 after the sums, elementwise, so the bits of the pieces below).
@@ -768,17 +772,6 @@ def depthwise_nchw(loops, win, x, w, bias, code, exp_swish, op: str):
                     _exp_activation(loops, planes, bias[:0], exp_swish, r0, r1)
 
         parallel_for(n, images, grain=max(1, _DW_GRAIN // (c * per_plane)))
-        return out
-
-    team = None
-    if n == 1 and c * mult > 1 and c * mult * per_plane >= _DW_TEAM_GRAIN:
-        team = intra_op.team()
-    if team is not None and (exp_swish is None or x.dtype == np.float32):
-        # Runs of planes over the pool's team (the unsplit bits).
-        swish = -1 if exp_swish is None else int(exp_swish)
-        loops.depthwise_planes_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp,
-                                    code or 0, swish, 4, team,
-                                    loops.planes_piece_function(x.dtype))  # fmt: skip
         return out
 
     def run(lo, hi):

@@ -91,7 +91,7 @@ def _poller():
     mod = _waits[0]
     if mod is None:
         mod = False
-        if os.environ.get("RILL_SPIN", "1").strip().lower() not in ("0", "false", "off", "no"):
+        if _jit.env_on("RILL_SPIN"):
             if _jit.loops() is not None:
                 try:
                     from rill.exec.kernels import _spin as mod

@@ -21,13 +21,20 @@ import threading
 
 import numpy as np
 
-__all__ = ["loops", "set_enabled", "enabled", "FLOATS"]
+__all__ = ["loops", "set_enabled", "enabled", "env_on", "FLOATS"]
 
 # The dtypes the compiled loops are used for.
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
+
+def env_on(name: str) -> bool:
+    """Whether the switch `name` in the environment is on: unset, or anything but 0, false,
+    off or no (RILL_JIT, RILL_SPIN, RILL_CONV_DIRECT)."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
 _lock = threading.Lock()
-_enabled = os.environ.get("RILL_JIT", "1").strip().lower() not in ("0", "false", "off", "no")
+_enabled = env_on("RILL_JIT")
 _module = None
 _failed = False
 

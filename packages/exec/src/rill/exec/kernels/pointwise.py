@@ -15,7 +15,6 @@ product is numpy's matmul, split over threads only in halves that give one call'
 from __future__ import annotations
 
 import importlib
-import os
 
 import numpy as np
 
@@ -38,8 +37,7 @@ def _mod():
     """_gemm_vec, or None where it does not run (the compiled loops off, RILL_CONV_DIRECT=0)."""
     if not _MOD:
         mod = None
-        if os.environ.get("RILL_CONV_DIRECT", "1").strip().lower() not in ("0", "false", "off",
-                                                                           "no"):  # fmt: skip
+        if jit.env_on("RILL_CONV_DIRECT"):
             mod = importlib.import_module("rill.exec.kernels._gemm_vec")
         _MOD.append(mod)
     return _MOD[0] if jit.loops() is not None else None

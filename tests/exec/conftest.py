@@ -30,3 +30,13 @@ def polling_team(monkeypatch):
         assert time.monotonic() < deadline, "no pool worker started polling in 20 s"
         time.sleep(0.001)
     return intra_op
+
+
+@pytest.fixture
+def blas_products(monkeypatch):
+    """Float products through numpy's BLAS and rill.exec.threads' pieces, as where the
+    compiled product does not run (RILL_JIT=0, RILL_CONV_DIRECT=0): for the tests of that
+    path, which the compiled product takes over where it runs."""
+    from rill.exec.kernels import pointwise
+
+    monkeypatch.setattr(pointwise, "compiled", lambda *args: None)

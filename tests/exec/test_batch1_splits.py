@@ -60,10 +60,20 @@ def _conv_nchw(x, w, strides=(1, 1), padding="SAME", fused=None, bias=None):
 
 @needs_jit
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_one_block_winograd_convolution_splits_by_tile_position(cores, dtype):
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "blas"])
+def test_a_one_block_winograd_convolution_splits_by_tile_position(
+    cores, monkeypatch, request, dtype, compiled
+):
     # 4 images of 8×8 in 4×4 tiles: 16 tiles, one block (ResNet-18 ½'s 7×7 stage at batch 8
-    # has 32); the 36 positions' products go in 4 fixed groups, from _MIN_PRODUCT_SPLIT
-    # multiply-adds (at 64 channels, below it, they stay on the calling thread).
+    # has 32); from _MIN_PRODUCT_SPLIT multiply-adds (at 64 channels, below it, they stay on
+    # the calling thread) the 36 positions' products split: the compiled ones a position a
+    # piece, BLAS's in 4 fixed groups.
+    if compiled and pointwise._mod() is None:
+        pytest.skip("the compiled product is off (RILL_CONV_DIRECT=0)")
+    if not compiled:
+        request.getfixturevalue("blas_products")
+    monkeypatch.setattr(intra_op, "team", lambda: None)  # parallel_for, which `cores` sees
+    pieces = 36 if compiled else 4
     x = RNG.standard_normal((4, 128, 8, 8)).astype(dtype)
     w = RNG.standard_normal((3, 3, 128, 128)).astype(dtype)
     tiles = conv_winograd._Tiles(4, 8, 8, 4, 6, 128 + 128, np.dtype(dtype).itemsize)
@@ -76,12 +86,19 @@ def test_a_one_block_winograd_convolution_splits_by_tile_position(cores, dtype):
     for n in (2, 3):
         calls = cores(n)
         got = conv_winograd.winograd_forward_nchw(x, w, 8, 8, pads, 4)
-        assert calls == [(4, min(n, 4))] * 2  # the filter's transform, then the products
+        # The filter's transform, then the products.
+        assert calls == [(4, min(n, 4)), (pieces, min(n, pieces))]
         assert np.array_equal(got, one)
         calls.clear()
         got = conv_winograd.winograd_forward_nchw(x[:, :64], w[:, :, :64, :64], 8, 8, pads, 4)
         assert calls == [(4, min(n, 4))]  # the filter's transform only
         assert np.array_equal(got, small)
+    if compiled and intra_op._poller() is not None:
+        # Through the pool's team (a worker polling, as in a batch-1 inference): the same bits.
+        monkeypatch.undo()
+        request.getfixturevalue("polling_team")
+        for _ in range(3):
+            assert np.array_equal(conv_winograd.winograd_forward_nchw(x, w, 8, 8, pads, 4), one)
     # And it is a convolution: against the GEMM path within Winograd's rounding.
     old = conv_winograd.set_enabled(False)
     try:

@@ -1,5 +1,8 @@
-"""BatchMatMulV2 over the intra-op threads: stacks with the same batch dims are shared out in
-fixed groups, and the product keeps numpy's bits on any number of threads."""
+"""BatchMatMulV2 and MatMul over the intra-op threads through BLAS: stacks with the same batch
+dims are shared out in fixed groups, and the product keeps numpy's bits on any number of
+threads. Where the compiled product runs it takes over a float stack times one matrix and a
+float MatMul (test_compiled_matmul.py); the tests of the BLAS path here that such products
+would reach run without it (the blas_products fixture)."""
 
 from __future__ import annotations
 
@@ -61,7 +64,7 @@ def test_batch_matmul_keeps_numpy_bits_on_any_thread_count(monkeypatch, dtype, x
 @pytest.mark.parametrize("xs, n", [((1, 197, 48), 160), ((3, 50, 24), 96), ((2, 3, 30, 16), 70), ((1, 64, 32), 600)],
                          ids=str)  # fmt: skip
 def test_a_stack_times_one_matrix_splits_with_the_same_bits_on_any_thread_count(
-    monkeypatch, dtype, xs, n
+    monkeypatch, blas_products, dtype, xs, n
 ):
     """x [..., m, k] @ w [k, n] (an imported Linear layer) is one [rows, k] x [k, n] product
     through threads.matmul: fixed pieces on however many threads are free."""
@@ -99,7 +102,7 @@ def test_a_stack_times_one_matrix_splits_with_the_same_bits_on_any_thread_count(
 
 
 def test_a_small_stack_times_one_matrix_splits_in_two_halves_only_with_one_calls_bits(
-    monkeypatch,
+    monkeypatch, blas_products
 ):
     """Below COARSE_GRAIN multiply-adds the stack is one call on one thread (pieces would cost
     CPU there) and two halves on two threads or more, where the halves give one call's bits on
@@ -203,7 +206,7 @@ def _matmul(x, y, transpose_b=False):
 
 @pytest.mark.parametrize("transpose_b", [False, True])
 @pytest.mark.parametrize("m, k, n", [(8, 576, 1024), (8, 1024, 1000), (1, 1024, 1000)])
-def test_a_few_row_product_splits_in_exact_halves(monkeypatch, m, k, n, transpose_b):
+def test_a_few_row_product_splits_in_exact_halves(monkeypatch, blas_products, m, k, n, transpose_b):
     """A classifier head at batch 8 (below threads.matmul's fixed pieces) splits in halves over
     two threads where the halves give one call's bits; a batch-1 head (under _HALVES) is one
     call. The bits are one call's either way, on one thread or two."""

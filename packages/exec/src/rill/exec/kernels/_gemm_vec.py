@@ -31,9 +31,16 @@ from numba.extending import intrinsic
 from rill.exec.kernels._conv_vec import CO, RAW, VECTOR_BYTES, Vectors, _epilogue, emit_switch
 from rill.exec.kernels._spin import PIECE_SIG, address, array_at, team_run
 
+# The most bytes of b a pass over the rows reads (a panel of whole blocks of columns, at least
+# one): the panel stays in the core's L2 while every block of rows multiplies it.
+PANEL_BYTES = 1 << 18
+# The steps of the inner dimension a block takes at a time.
+DEPTH = 256
+
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
-__all__ = ["CO", "RAW", "VECTOR_BYTES", "gemm_rows", "gemm_team", "piece_function"]
+__all__ = ["CO", "RAW", "VECTOR_BYTES", "gemm_rows", "gemm_team", "gemm_stack", "gemm_stack_team",
+           "piece_function"]  # fmt: skip
 
 
 @intrinsic
@@ -54,46 +61,88 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
         def smin(x, y):
             return builder.select(builder.icmp_signed("<", x, y), x, y)
 
+        def smax(x, y):
+            return builder.select(builder.icmp_signed(">", x, y), x, y)
+
         def emit(nv, act):
             width = nv * lanes
             nrb = builder.sdiv(builder.add(builder.sub(m1, m0), const(CO - 1)), const(CO))
             nob = builder.sdiv(builder.add(n, const(width - 1)), const(width))
+            # The inner dimension in chunks of DEPTH steps (a block's rows of a stay in L1),
+            # the columns in panels of as many blocks as keep a chunk of b in PANEL_BYTES.
+            nkc = builder.sdiv(builder.add(k, const(DEPTH - 1)), const(DEPTH))
+            per = smax(const(1), builder.sdiv(const(PANEL_BYTES // (nv * VECTOR_BYTES)),
+                                              smin(k, const(DEPTH))))  # fmt: skip
+            npanels = builder.sdiv(builder.add(nob, builder.sub(per, const(1))), per)
             last = builder.sub(m1, const(1))
-            with cgutils.for_range(builder, nrb) as blocks:
-                r0 = builder.add(m0, builder.mul(blocks.index, const(CO)))
-                # Each row's offset into a, rows past m1 reading m1 - 1's (their sums unused).
-                arow = [builder.mul(smin(builder.add(r0, const(c)), last), sa0)
-                        for c in range(CO)]  # fmt: skip
-                with cgutils.for_range(builder, nob) as cols:
-                    col = smin(builder.mul(cols.index, const(width)), builder.sub(n, const(width)))
-                    sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(nv)]
-                            for _ in range(CO)]  # fmt: skip
-                    with cgutils.for_range(builder, k) as steps:
-                        t = steps.index
-                        at = builder.add(builder.mul(t, ldb), col)
-                        xs = []
-                        for v in range(nv):
-                            ptr = builder.gep(ba.data, [builder.add(at, const(v * lanes))])
-                            xs.append(builder.load(builder.bitcast(ptr, vptr), align=1))
-                        ta = builder.mul(t, sa1)
-                        for c in range(CO):
-                            wv = broadcast(
-                                builder.load(builder.gep(aa.data, [builder.add(arow[c], ta)]))
-                            )
-                            for v in range(nv):
-                                acc = builder.load(sums[c][v])
-                                builder.store(builder.call(fma, [xs[v], wv, acc]), sums[c][v])
-                    for c in range(CO):
-                        row = builder.add(r0, const(c))
-                        with builder.if_then(builder.icmp_signed("<", row, m1), likely=True):
-                            vals = [builder.load(sums[c][v]) for v in range(nv)]
-                            if act != RAW:
-                                bv = broadcast(builder.load(builder.gep(bia.data, [row])))
-                                vals = [_epilogue(builder, x, bv, act) for x in vals]
-                            base = builder.add(builder.mul(row, ldo), col)
-                            for v, value in enumerate(vals):
-                                ptr = builder.gep(oa.data, [builder.add(base, const(v * lanes))])
-                                builder.store(value, builder.bitcast(ptr, vptr), align=1)
+            with cgutils.for_range(builder, nkc) as chunks:
+                k0 = builder.mul(chunks.index, const(DEPTH))
+                depth = smin(const(DEPTH), builder.sub(k, k0))
+                first_k = builder.icmp_signed("==", chunks.index, const(0))
+                last_k = builder.icmp_signed("==", chunks.index, builder.sub(nkc, const(1)))
+                with cgutils.for_range(builder, npanels) as panels:
+                    first = builder.mul(panels.index, per)
+                    count = smin(per, builder.sub(nob, first))
+                    with cgutils.for_range(builder, nrb) as blocks:
+                        emit_block(nv, act, blocks.index, first, count, width, last, k0, depth,
+                                   first_k, last_k, nob)  # fmt: skip
+
+        def emit_block(nv, act, block, first, count, width, last, k0, depth, first_k, last_k, nob):
+            r0 = builder.add(m0, builder.mul(block, const(CO)))
+            # Each row's offset into a and out, rows past m1 at m1 - 1's (their sums unused).
+            rows = [smin(builder.add(r0, const(c)), last) for c in range(CO)]
+            arow = [builder.mul(r, sa0) for r in rows]
+            # A row's last block of columns, where partial, overlaps the one before it: it runs
+            # alone over the whole inner dimension in the last chunk (the one before it has
+            # then left its final values, which it rewrites with the same).
+            ragged = builder.icmp_signed("!=", builder.srem(n, const(width)), const(0))
+            with cgutils.for_range(builder, count) as cols:
+                index = builder.add(first, cols.index)
+                col = smin(builder.mul(index, const(width)), builder.sub(n, const(width)))
+                at_end = builder.icmp_signed("==", index, builder.sub(nob, const(1)))
+                tail = builder.and_(ragged, at_end)
+                with builder.if_then(builder.or_(builder.not_(tail), last_k)):
+                    start_k = builder.select(tail, const(0), k0)
+                    steps_k = builder.select(tail, k, depth)
+                    from_zero = builder.or_(first_k, tail)
+                    emit_columns(nv, act, r0, rows, arow, col, start_k, steps_k, from_zero, last_k)
+
+        def emit_columns(nv, act, r0, rows, arow, col, k0, depth, from_zero, last_k):
+            # The sums start from zero, or from where the last chunk left them in out.
+            sums = []
+            for c in range(CO):
+                base = builder.add(builder.mul(rows[c], ldo), col)
+                sums.append([])
+                for v in range(nv):
+                    ptr = builder.gep(oa.data, [builder.add(base, const(v * lanes))])
+                    held = builder.load(builder.bitcast(ptr, vptr), align=1)
+                    start = builder.select(from_zero, zero, held)
+                    sums[c].append(cgutils.alloca_once_value(builder, start))
+            with cgutils.for_range(builder, depth) as steps:
+                t = builder.add(steps.index, k0)
+                at = builder.add(builder.mul(t, ldb), col)
+                xs = []
+                for v in range(nv):
+                    ptr = builder.gep(ba.data, [builder.add(at, const(v * lanes))])
+                    xs.append(builder.load(builder.bitcast(ptr, vptr), align=1))
+                ta = builder.mul(t, sa1)
+                for c in range(CO):
+                    wv = broadcast(builder.load(builder.gep(aa.data, [builder.add(arow[c], ta)])))
+                    for v in range(nv):
+                        acc = builder.load(sums[c][v])
+                        builder.store(builder.call(fma, [xs[v], wv, acc]), sums[c][v])
+            for c in range(CO):
+                row = builder.add(r0, const(c))
+                with builder.if_then(builder.icmp_signed("<", row, m1), likely=True):
+                    vals = [builder.load(sums[c][v]) for v in range(nv)]
+                    if act != RAW:
+                        bv = broadcast(builder.load(builder.gep(bia.data, [row])))
+                        vals = [builder.select(last_k, _epilogue(builder, x, bv, act), x)
+                                for x in vals]  # fmt: skip
+                    base = builder.add(builder.mul(row, ldo), col)
+                    for v, value in enumerate(vals):
+                        ptr = builder.gep(oa.data, [builder.add(base, const(v * lanes))])
+                        builder.store(value, builder.bitcast(ptr, vptr), align=1)
 
         emit_switch(builder, builder.add(builder.mul(builder.add(act, const(1)), const(4)), nv),
                     {(a + 1) * 4 + w: (lambda w=w, a=a: emit(w, a)) for w in (1, 2)
@@ -134,18 +183,22 @@ def _shapes(a, b, out, bias, act):  # pragma: no cover - compiled
 
 
 # A team piece's arguments (int64 cells): the operands' addresses, _gemm's strides and sizes,
-# then the blocks of rows and the pieces they are cut in.
+# the blocks of rows and the pieces each product's rows are cut in, then the products (a stack
+# of them, each piece one product's rows) and the bytes from one product's operands to the
+# next's.
 _A, _B, _OUT, _BIAS, _SA0, _SA1, _LDB, _LDO, _M, _N, _K, _ACT, _NV, _BLOCKS, _PIECES = range(15)
-_NARGS = 16
+_STACK, _SPA, _SPB, _SPO = range(15, 19)
+_NARGS = 20
 
 
 @_jit
 def _piece(v, p, like):  # pragma: no cover - compiled
-    m0 = v[_BLOCKS] * p // v[_PIECES] * CO
-    m1 = min(v[_M], v[_BLOCKS] * (p + 1) // v[_PIECES] * CO)
-    _gemm(array_at(v[_A], 1, like), array_at(v[_B], 1, like), array_at(v[_OUT], 1, like),
-          array_at(v[_BIAS], 1, like), v[_SA0], v[_SA1], v[_LDB], v[_LDO], m0, m1, v[_N], v[_K],
-          v[_ACT], v[_NV])  # fmt: skip
+    s, q = divmod(p, v[_PIECES])
+    m0 = v[_BLOCKS] * q // v[_PIECES] * CO
+    m1 = min(v[_M], v[_BLOCKS] * (q + 1) // v[_PIECES] * CO)
+    _gemm(array_at(v[_A] + s * v[_SPA], 1, like), array_at(v[_B] + s * v[_SPB], 1, like),
+          array_at(v[_OUT] + s * v[_SPO], 1, like), array_at(v[_BIAS], 1, like), v[_SA0],
+          v[_SA1], v[_LDB], v[_LDO], m0, m1, v[_N], v[_K], v[_ACT], v[_NV])  # fmt: skip
 
 
 @numba.cfunc(PIECE_SIG, nopython=True, cache=True, error_model="numpy")
@@ -168,10 +221,16 @@ def gemm_team(a, b, out, bias, act, pieces, team, fn):  # pragma: no cover - com
     """gemm_rows over all rows in `pieces` pieces of whole row blocks, run by the caller and
     the intra-op pool's polling workers (_spin.team_run; fn: piece_function(dtype)): the
     same bits as one gemm_rows call."""
+    v = _team_args(a, b, out, bias, act, pieces)
+    team_run(team, fn, v, v[_PIECES])
+
+
+@_jit
+def _team_args(a, b, out, bias, act, pieces):  # pragma: no cover - compiled
     k, n, nv = _shapes(a, b, out, bias, act)
     m = out.shape[0]
     isz = out.itemsize
-    v = np.empty(_NARGS, np.int64)
+    v = np.zeros(_NARGS, np.int64)
     v[_A], v[_B], v[_OUT], v[_BIAS] = address(a), address(b), address(out), address(bias)
     v[_SA0], v[_SA1] = a.strides[0] // isz, a.strides[1] // isz
     v[_LDB], v[_LDO] = b.strides[0] // isz, out.strides[0] // isz
@@ -179,4 +238,37 @@ def gemm_team(a, b, out, bias, act, pieces, team, fn):  # pragma: no cover - com
     v[_NV] = nv
     v[_BLOCKS] = (m + CO - 1) // CO
     v[_PIECES] = max(1, min(pieces, v[_BLOCKS]))
-    team_run(team, fn, v, v[_PIECES])
+    v[_STACK] = 1
+    return v
+
+
+@_jit
+def _stack_args(a, b, out):  # pragma: no cover - compiled
+    if a.shape[0] != b.shape[0] or a.shape[0] != out.shape[0]:
+        raise ValueError("gemm: stacks of different lengths")
+    if b.strides[2] != b.itemsize or out.strides[2] != out.itemsize:
+        raise ValueError("gemm: a stack's b and out need contiguous rows")
+
+
+@_jit
+def gemm_stack(a, b, out, s0, s1):  # pragma: no cover - compiled
+    """out[s] = a[s] · b[s] for s0 <= s < s1 (stacks of matrices, each as gemm_rows takes
+    them), each product the same bits as its own gemm_rows call."""
+    _stack_args(a, b, out)
+    bias = np.zeros(1, out.dtype)
+    for s in range(max(s0, 0), min(s1, out.shape[0])):
+        gemm_rows(a[s], b[s], out[s], bias, 0, out.shape[1], RAW)
+
+
+@_jit
+def gemm_stack_team(a, b, out, pieces, team, fn):  # pragma: no cover - compiled
+    """gemm_stack over the whole stack through the team, each product's rows in `pieces`
+    pieces of whole row blocks (fn: piece_function(dtype)): the same bits as gemm_stack."""
+    _stack_args(a, b, out)
+    if out.shape[0] == 0:
+        return
+    bias = np.zeros(1, out.dtype)
+    v = _team_args(a[0], b[0], out[0], bias, RAW, pieces)
+    v[_STACK] = out.shape[0]
+    v[_SPA], v[_SPB], v[_SPO] = a.strides[0], b.strides[0], out.strides[0]
+    team_run(team, fn, v, v[_PIECES] * v[_STACK])

@@ -30,7 +30,7 @@ import importlib
 
 import numpy as np
 
-from rill.exec.kernels import jit
+from rill.exec.kernels import jit, pointwise
 from rill.exec.kernels.conv_common import balanced_step
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
 
@@ -347,22 +347,27 @@ def _forward(x, w, oh, ow, pads, m, out, epilogue=None, u=None, out_cf=None) -> 
         output_tiles = functools.partial(_output_cf, loops, output_tiles, m, out_cf)
     if len(tiles.blocks) == 1:
         # One block (a small batch of small images: ResNet-18 ½'s 7×7 stage at batch 8, 32
-        # tiles, 3-4 ms a convolution): its a·a products, one [tiles, c] x [c, o] BLAS call
-        # each (numpy's loop over a stack), in fixed groups of positions over the threads;
-        # the transforms, a tenth of the work, on this thread. The same calls as one stacked
-        # matmul, so the same bits on any number of threads.
+        # tiles, 3-4 ms a convolution): its a·a products, one [tiles, c] x [c, o] product
+        # each, over the threads (the transforms, a tenth of the work, on this thread). The
+        # compiled products (pointwise.stack) go through the pool's team where a worker polls,
+        # a piece per position, else over parallel_for from _MIN_PRODUCT_SPLIT multiply-adds;
+        # each is the same bits on any thread. Where they do not run, each is a BLAS call
+        # (numpy's loop over a stack), in fixed groups of positions: the same calls as one
+        # stacked matmul, so the same bits on any number of threads.
         t0, t1 = tiles.blocks[0]
         v = _tile_buffer("wino_v", a * a, t1 - t0, c, dt)
         input_tiles(x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v)
         mm = _tile_buffer("wino_m", a * a, t1 - t0, o, dt)
-        groups = groups_of(a * a)
+        # Compiled, through the pool's team where a worker polls (a piece per position).
+        if not pointwise.stack(v[:, : t1 - t0], u, mm[:, : t1 - t0], _MIN_PRODUCT_SPLIT):
+            groups = groups_of(a * a)
 
-        def product(g):
-            p = slice(groups[g].start, groups[g].stop)
-            np.matmul(v[p, : t1 - t0], u[p], out=mm[p, : t1 - t0])
+            def product(g):
+                p = slice(groups[g].start, groups[g].stop)
+                np.matmul(v[p, : t1 - t0], u[p], out=mm[p, : t1 - t0])
 
-        work = n * tiles.tpi * a * a * c * o
-        parallel_blocks(len(groups), product, work if work >= _MIN_PRODUCT_SPLIT else 0)
+            work = n * tiles.tpi * a * a * c * o
+            parallel_blocks(len(groups), product, work if work >= _MIN_PRODUCT_SPLIT else 0)
         output_tiles(mm, oh, ow, tiles.tw, tiles.tpi, t0, t1, out)
         if epilogue is not None:
             epilogue(tiles.out_rows(out, t0, t1))
@@ -373,7 +378,8 @@ def _forward(x, w, oh, ow, pads, m, out, epilogue=None, u=None, out_cf=None) -> 
         v = _tile_buffer("wino_v", a * a, t1 - t0, c, dt)
         input_tiles(x, m, pads[0], pads[1], tiles.tw, tiles.tpi, t0, t1, v)
         mm = _tile_buffer("wino_m", a * a, t1 - t0, o, dt)
-        np.matmul(v[:, : t1 - t0], u, out=mm[:, : t1 - t0])
+        if not pointwise.stack(v[:, : t1 - t0], u, mm[:, : t1 - t0], pointwise.NO_SPLIT):
+            np.matmul(v[:, : t1 - t0], u, out=mm[:, : t1 - t0])
         output_tiles(mm, oh, ow, tiles.tw, tiles.tpi, t0, t1, out)
         if epilogue is not None:
             epilogue(tiles.out_rows(out, t0, t1))

@@ -6,7 +6,7 @@ import numpy as np
 
 from rill.exec import threads
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels import serial_gemm
+from rill.exec.kernels import pointwise, serial_gemm
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks
 from rill.graph.errors import InvalidArgumentError
 
@@ -57,6 +57,10 @@ def matmul(transpose_a, transpose_b, T, xp):
                 f"Matrix size-incompatible: In[0]: {_dims(a)}, In[1]: {_dims(b)}"
             )
         # numpy multiplies bfloat16 in float32; the op's type is the operands'.
+        if mm is not xp.matmul:
+            out = _compiled(x, y, want)
+            if out is not None:
+                return out
         work = x.shape[0] * x.shape[1] * y.shape[1]
         if mm is not xp.matmul and work < 2 * threads.GEMM_GRAIN:
             # Too small for threads.matmul's fixed pieces: one call, without the policy's
@@ -72,6 +76,15 @@ def matmul(transpose_a, transpose_b, T, xp):
         return mm(x, y).astype(want, copy=False)
 
     return compute
+
+
+def _compiled(a: np.ndarray, b: np.ndarray, want) -> np.ndarray | None:
+    """a @ b [m, n] through the compiled product (pointwise.product: split-invariant, over
+    the intra-op threads), or None where it does not run."""
+    if a.dtype != want or b.dtype != want or b.strides[-1] != b.itemsize:
+        return None
+    out = np.empty((a.shape[0], b.shape[1]), want)
+    return out if pointwise.product(a, b, out) else None
 
 
 def _batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -110,6 +123,10 @@ def _rows_times_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     (intra_op's settle polls), halves from 2^23 took the decoder 6.90 -> 6.24 and 7.47 -> 6.96
     ms in two runs and ViT-small 15.36 -> 15.17 ms; 2^22 was slower again, 6.51 -> 6.80.)"""
     k, n = b.shape
+    if a.flags.c_contiguous:
+        out = _compiled(a.reshape(-1, k), b, b.dtype if a.dtype == b.dtype else None)
+        if out is not None:
+            return out.reshape(*a.shape[:-1], n)
     work = a.size // k * k * n
     if work < 2 * threads.SPLIT_GRAIN:
         return np.matmul(a, b)

@@ -21,7 +21,7 @@ import numpy as np
 from rill.exec import threads
 from rill.exec.kernels import intra_op, jit
 
-__all__ = ["matmul", "compiled", "NO_SPLIT"]
+__all__ = ["matmul", "product", "compiled", "NO_SPLIT"]
 
 # split_from for a product that must run on the calling thread (one image's, inside a split).
 NO_SPLIT = 1 << 62
@@ -68,15 +68,33 @@ def matmul(wt, x, out, split_from: int = threads.SPLIT_GRAIN, bias=None, code=No
     _conv_loops' epilogue) and bias [o] also the bias and the activation, where the compiled
     product applies them itself: returns whether it did (else the caller applies them).
     Splits over the intra-op threads from `split_from` multiply-adds."""
-    o, c = wt.shape
-    work = o * c * x.shape[1]
     mod = compiled(wt, x, out)
     if mod is None:
+        work = wt.shape[0] * wt.shape[1] * x.shape[1]
         if work >= split_from and intra_op.threads_now() > 1:
             threads.matmul(wt, x, out=out, most=2, exact=True)
         else:
             np.matmul(wt, x, out=out)
         return False
+    return _run(mod, wt, x, out, split_from, 2, bias, code)
+
+
+def product(a, b, out, most: int = threads.MAX_PIECES) -> bool:
+    """out = a · b through the compiled product (a [m, k] any strides, b [k, n] and out [m, n]
+    with contiguous rows), over the intra-op threads (the team from TEAM_GRAIN multiply-adds,
+    else at most `most` row pieces from SPLIT_GRAIN); False, with out untouched, where it does
+    not run (see compiled) or a has fewer rows than a block (a product of a few rows, a
+    matrix-vector product, is BLAS's): the caller computes it."""
+    mod = compiled(a, b, out)
+    if mod is None or a.shape[0] < mod.CO or b.strides[1] != b.itemsize:
+        return False
+    _run(mod, a, b, out, threads.SPLIT_GRAIN, most, None, None)
+    return True
+
+
+def _run(mod, wt, x, out, split_from, most, bias, code) -> bool:
+    o, c = wt.shape
+    work = o * c * x.shape[1]
     if code is None or bias is None or bias.dtype != out.dtype or bias.shape != (o,):
         act, bias = mod.RAW, _NO_BIAS[out.dtype]
     else:
@@ -92,7 +110,7 @@ def matmul(wt, x, out, split_from: int = threads.SPLIT_GRAIN, bias=None, code=No
         return act != mod.RAW
     parts = 1
     if work >= split_from:
-        parts = min(threads.threads_for(work, 2), intra_op.threads_now(), blocks)
+        parts = min(threads.threads_for(work, most), intra_op.threads_now(), blocks)
     if parts <= 1:
         mod.gemm_rows(wt, x, out, bias, 0, o, act)
     else:
@@ -103,3 +121,34 @@ def matmul(wt, x, out, split_from: int = threads.SPLIT_GRAIN, bias=None, code=No
 
         intra_op.parallel_for(parts, rows, max_threads=parts)
     return act != mod.RAW
+
+
+def stack(a, b, out, split_from: int = threads.SPLIT_GRAIN) -> bool:
+    """out[s] = a[s] · b[s] for stacks of products of the same shapes (a Winograd
+    convolution's products, one per tile position) through the compiled product, each the
+    same bits as its own product whatever the threads: over the team from TEAM_GRAIN
+    multiply-adds (a piece per product), else over the intra-op threads from `split_from`
+    (NO_SPLIT: on the calling thread). False, out untouched, where the compiled product does
+    not run."""
+    if a.ndim != 3 or b.ndim != 3 or out.ndim != 3 or not len(out):
+        return False
+    mod = compiled(a[0], b[0], out[0])
+    if mod is None or b.strides[2] != b.itemsize:
+        return False
+    s, m, k = a.shape
+    work = s * m * k * b.shape[2]
+    team = None
+    if work >= TEAM_GRAIN and split_from < NO_SPLIT and s > 1:
+        team = intra_op.team()
+    if team is not None:
+        mod.gemm_stack_team(a, b, out, max(1, 4 // s), team, mod.piece_function(out.dtype))
+        return True
+    parts = 1
+    if work >= split_from:
+        parts = min(threads.threads_for(work, s), intra_op.threads_now())
+    if parts <= 1:
+        mod.gemm_stack(a, b, out, 0, s)
+    else:
+        intra_op.parallel_for(s, lambda lo, hi: mod.gemm_stack(a, b, out, lo, hi),
+                              max_threads=parts)  # fmt: skip
+    return True

@@ -1,0 +1,191 @@
+"""MatMul, BatchMatMulV2 and the Winograd convolutions' stacked products through the compiled
+product (pointwise.product / pointwise.stack, _gemm_vec): numpy's product to float rounding,
+the same bits on any number of threads and through the pool's team, and numpy's own product
+where it does not run (a few rows, a transposed right operand, another dtype)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import rill.exec.kernels  # noqa: F401 - registers every kernel
+import rill.graph as rg
+from rill.exec import threads
+from rill.exec.kernels import _gemm_vec, _spin, conv_winograd, intra_op, jit, pointwise
+from rill.exec.testing import run_kernel
+
+pytestmark = pytest.mark.skipif(
+    not jit.enabled() or pointwise._mod() is None,
+    reason="the compiled product is off (RILL_JIT=0 or RILL_CONV_DIRECT=0)",
+)
+
+RNG = np.random.default_rng(4242)
+_TOL = {np.float32: 2e-6, np.float64: 1e-14}
+
+
+def _run(op_type, x, y, **attrs):
+    with rg.Graph().as_default() as g:
+        a = rg.placeholder(rg.as_dtype(x.dtype))
+        b = rg.placeholder(rg.as_dtype(y.dtype))
+        op = g.create_op(op_type, [a, b], attrs)
+        (out,) = run_kernel(op, x, y)
+    return out
+
+
+def _matmul(x, y, transpose_a=False, transpose_b=False):
+    return _run("MatMul", x, y, transpose_a=transpose_a, transpose_b=transpose_b)
+
+
+def _bmm(x, y):
+    return _run("BatchMatMulV2", x, y, adj_x=False, adj_y=False)
+
+
+def _close(got, a, b):
+    """got is a · b to float rounding: within a bound scaled by |a|·|b| per element."""
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    scale = np.matmul(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+    tol = _TOL[got.dtype.type] * max(8, a.shape[-1])
+    assert (np.abs(got - want) <= tol * scale + 1e-300).all()
+
+
+@pytest.fixture
+def watched(monkeypatch):
+    """The compiled entry points called (by name), with the team off unless a test asks for
+    it; and `cores(n)`: n idle cores and a pool of n threads."""
+    calls = []
+    for name in ("gemm_rows", "gemm_team", "gemm_stack", "gemm_stack_team"):
+        real = getattr(_gemm_vec, name)
+
+        def watch(*args, _real=real, _name=name):
+            calls.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(_gemm_vec, name, watch)
+
+    def cores(n):
+        monkeypatch.setattr(intra_op, "_THREADS", n)
+        monkeypatch.setattr(threads, "_BUDGET", n)
+        monkeypatch.setattr(threads, "cores_free", lambda: n)
+        monkeypatch.setattr(threads, "cores_idle", lambda: n)
+        calls.clear()
+        return calls
+
+    return cores
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "m, k, n, transpose_a",
+    [(197, 192, 768, False), (64, 1024, 256, False), (40, 700, 1100, False),
+     (9, 300, 17, False), (300, 64, 513, True), (130, 40, 48, True)],
+    ids=str,
+)  # fmt: skip
+def test_matmul_is_numpys_to_rounding_and_the_same_bits_on_any_thread_count(
+    watched, monkeypatch, dtype, m, k, n, transpose_a
+):
+    monkeypatch.setattr(intra_op, "team", lambda: None)
+    x = RNG.standard_normal((k, m) if transpose_a else (m, k)).astype(dtype)
+    y = RNG.standard_normal((k, n)).astype(dtype)
+    a = x.T if transpose_a else x
+    watched(1)
+    one = _matmul(x, y, transpose_a=transpose_a)
+    assert one.dtype == dtype and one.flags.c_contiguous
+    _close(one, a, y)
+    for cores in (2, 4):
+        calls = watched(cores)
+        assert np.array_equal(_matmul(x, y, transpose_a=transpose_a), one)
+        assert calls and set(calls) == {"gemm_rows"}
+        if m * k * n >= threads.SPLIT_GRAIN:
+            assert len(calls) == min(cores, -(-m // _gemm_vec.CO))  # row pieces on threads
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs, n", [((1, 197, 192), 576), ((8, 64, 256), 1024), ((2, 3, 30, 16), 70)],
+                         ids=str)  # fmt: skip
+def test_a_stack_times_one_matrix_is_one_compiled_product(watched, monkeypatch, dtype, xs, n):
+    """x [..., m, k] @ w [k, n] (an imported Linear layer): one [rows, k] x [k, n] product."""
+    monkeypatch.setattr(intra_op, "team", lambda: None)
+    x = RNG.standard_normal(xs).astype(dtype)
+    w = RNG.standard_normal((xs[-1], n)).astype(dtype)
+    watched(1)
+    one = _bmm(x, w)
+    assert one.shape == (*xs[:-1], n) and one.dtype == dtype
+    _close(one.reshape(-1, n), x.reshape(-1, xs[-1]), w)
+    calls = watched(2)
+    assert np.array_equal(_bmm(x, w), one) and set(calls) == {"gemm_rows"}
+
+
+def test_products_through_the_team_are_the_unsplit_bits(watched, monkeypatch, polling_team):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+    w = rng.standard_normal((256, 1024)).astype(np.float32)
+    xs = rng.standard_normal((1, 197, 192)).astype(np.float32)
+    ws = rng.standard_normal((192, 768)).astype(np.float32)
+    runs = [(_matmul(x, w), _bmm(xs, ws)) for _ in range(10)]
+    calls = watched(2)
+    runs = [(_matmul(x, w), _bmm(xs, ws)) for _ in range(10)]
+    assert "gemm_team" in calls
+    monkeypatch.setattr(intra_op, "team", lambda: None)
+    one = (_matmul(x, w), _bmm(xs, ws))
+    for got in runs:
+        assert np.array_equal(got[0], one[0]) and np.array_equal(got[1], one[1])
+
+
+def test_what_the_compiled_product_leaves_to_numpy(watched):
+    """A few rows (a classifier head at batch 1-7), a transposed right operand (a gradient's
+    dy · wᵀ, an imported Gemm's transB), integers: numpy's product, as before."""
+    calls = watched(1)
+    x = RNG.standard_normal((7, 300)).astype(np.float32)
+    w = RNG.standard_normal((300, 64)).astype(np.float32)
+    assert np.array_equal(_matmul(x, w), np.matmul(x, w)) and not calls
+    wt = np.ascontiguousarray(w.T)
+    x2 = RNG.standard_normal((64, 300)).astype(np.float32)
+    assert np.array_equal(_matmul(x2, wt, transpose_b=True), np.matmul(x2, wt.T)) and not calls
+    xi = RNG.integers(-5, 5, (16, 20)).astype(np.int32)
+    wi = RNG.integers(-5, 5, (20, 32)).astype(np.int32)
+    assert np.array_equal(_matmul(xi, wi), xi @ wi) and not calls
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_stack_of_products_is_each_products_bits_on_any_thread(dtype, polling_team):
+    a = RNG.standard_normal((36, 50, 40)).astype(dtype)[:, :45]  # a strided view, as Winograd's
+    b = RNG.standard_normal((36, 40, 33)).astype(dtype)
+    each = np.empty((36, 45, 33), dtype)
+    none = np.zeros(1, dtype)
+    for s in range(36):
+        _gemm_vec.gemm_rows(a[s], b[s], each[s], none, 0, 45, _gemm_vec.RAW)
+    _close(each, a, b)
+    solo = np.full_like(each, np.nan)
+    _gemm_vec.gemm_stack(a, b, solo, 0, 20)
+    _gemm_vec.gemm_stack(a, b, solo, 20, 36)
+    assert np.array_equal(solo, each)
+    cells = polling_team._pool.team
+    served = int(cells[_spin.SERVED])  # the pieces workers ran
+    deadline = time.monotonic() + 20  # (on a busy machine the worker may miss a few)
+    while int(cells[_spin.SERVED]) == served and time.monotonic() < deadline:
+        team = np.full_like(each, np.nan)
+        _gemm_vec.gemm_stack_team(a, b, team, 1, cells, _gemm_vec.piece_function(np.dtype(dtype)))
+        assert np.array_equal(team, each)
+    assert int(cells[_spin.SERVED]) > served, "no worker ever took a piece"
+    with pytest.raises(ValueError, match="different lengths"):
+        _gemm_vec.gemm_stack(a[:3], b[:2], solo[:3], 0, 3)
+
+
+def test_a_winograd_convolution_through_the_team_is_the_unsplit_bits(
+    watched, monkeypatch, polling_team
+):
+    """ResNet-18 ½'s 28×28 stage at batch 1: one block of tiles, whose 36 products go through
+    the team (a piece per position) where a worker polls."""
+    x = RNG.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 64, 64)).astype(np.float32)
+    tiles = conv_winograd._Tiles(1, 28, 28, 4, 6, 128, 4)
+    assert len(tiles.blocks) == 1
+    calls = watched(2)
+    runs = [conv_winograd.winograd_forward_nchw(x, w, 28, 28, (1, 1), 4) for _ in range(10)]
+    assert "gemm_stack_team" in calls
+    monkeypatch.setattr(intra_op, "team", lambda: None)
+    one = conv_winograd.winograd_forward_nchw(x, w, 28, 28, (1, 1), 4)
+    for got in runs:
+        assert np.array_equal(got, one)

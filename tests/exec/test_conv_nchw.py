@@ -52,6 +52,11 @@ CASES = [
     ((1, 2, 5, 4), 5, 5, (1, 1), "SAME", None, (1, 1)),  # the window wider than the input
     ((0, 3, 6, 6), 3, 3, (1, 1), "SAME", None, (1, 1)),  # an empty batch
     ((1, 3, 20, 22), 3, 3, (1, 1), "SAME", None, (6, 6)),  # rows 12 wider: products cropped
+    # Windows that tile the image (a vision transformer's patches): the patch matrix times the
+    # filter (k = kh·kw·c >= 64, at least a vector of positions), the input's edge cropped.
+    ((2, 3, 32, 36), 8, 8, (8, 8), "VALID", None, (1, 1)),
+    ((1, 4, 30, 34), 4, 4, (4, 4), "EXPLICIT", (0, 0, 0, 0), (1, 1)),
+    ((1, 8, 9, 10), 3, 3, (3, 3), "VALID", None, (1, 1)),  # 9 positions: summed directly
 ]
 
 
@@ -71,6 +76,42 @@ def test_fused_nchw_conv_of_few_channels_matches_conv2d(case, act, dtype):
     assert got.dtype == dtype and got.shape == want.shape
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
+
+
+@pytest.mark.skipif(not jit.enabled(), reason="RILL_JIT=0 turns the compiled loops off")
+def test_a_tiled_nchw_conv_is_its_patch_product_on_any_thread(monkeypatch):
+    """Windows that tile the image: the patches (conv_tiles, in the filter matrix's row order)
+    times the filter through pointwise.matmul, whose bits do not depend on the threads."""
+    from rill.exec import threads as policy
+    from rill.exec.kernels import _conv_loops, conv_nchw, pointwise
+
+    x = RNG.standard_normal((2, 3, 64, 64)).astype(np.float32)
+    w = RNG.standard_normal((16, 16, 3, 40)).astype(np.float32)
+    bias = RNG.standard_normal(40).astype(np.float32)
+    p = np.empty((768, 16), np.float32)
+    _conv_loops.conv_tiles(x, 1, p, 16, 16, 4, 4)
+    want = x[1].reshape(3, 4, 16, 4, 16).transpose(2, 4, 0, 1, 3).reshape(768, 16)
+    np.testing.assert_array_equal(p, want)
+    seen = []
+    real = pointwise.matmul
+    monkeypatch.setattr(
+        pointwise, "matmul", lambda *a, **k: seen.append(a[1].shape) or real(*a, **k)
+    )
+    monkeypatch.setattr(intra_op, "team", lambda: None)
+    results = []
+    for n in (1, 2):
+        monkeypatch.setattr(intra_op, "_THREADS", n)
+        monkeypatch.setattr(policy, "_BUDGET", n)
+        monkeypatch.setattr(policy, "cores_idle", lambda n=n: n)
+        monkeypatch.setattr(policy, "SPLIT_GRAIN", 1)
+        k = fused_conv2d([1, 1, 16, 16], "VALID", [], "NCHW", [1, 1, 1, 1], ["BiasAdd", "Relu"],
+                         1, 0.2, "HWIO", 0)  # fmt: skip
+        results.append(k(x, w, bias))
+    assert seen and all(shape == (768, 16) for shape in seen)
+    np.testing.assert_array_equal(results[0], results[1])
+    want = _nhwc_reference(x, w, bias, (16, 16), "VALID", None, (1, 1), "Relu")
+    np.testing.assert_allclose(results[0], want, rtol=1e-5, atol=1e-4)
+    assert conv_nchw._TILED_K <= 768
 
 
 def test_fused_nchw_conv_bits_do_not_depend_on_the_threads():

@@ -429,6 +429,24 @@ def conv_phases(x, b, ph, hq, wq, sh, sw, top, left):  # pragma: no cover - comp
 
 
 @_jit
+def conv_tiles(x, b, p, kh, kw, oh, ow):  # pragma: no cover - compiled
+    """p[(i·kw + j)·c + ci, y·ow + k] = x[b, ci, y·kh + i, k·kw + j]: the patch matrix of a
+    convolution whose windows tile the image (stride = window, no padding or dilation: a
+    vision transformer's patch embedding), rows in the [kh·kw·c, o] filter matrix's order,
+    from each input row read once in order."""
+    c = x.shape[1]
+    for ci in range(c):
+        for y in range(oh):
+            for i in range(kh):
+                src = x[b, ci, y * kh + i]
+                for j in range(kw):
+                    row = p[(i * kw + j) * c + ci]
+                    at = y * ow
+                    for k in range(ow):
+                        row[at + k] = src[k * kw + j]
+
+
+@_jit
 def conv_patches(ph, p, wq, kh, kw, sh, sw, dh, dw, a, length):  # pragma: no cover - compiled
     """p[(i·kw + j)·c + ci, :length] = the run of tap (i, j) of channel ci (the rows of the
     [kh·kw·c, o] filter matrix) from column `a` of the output positions at the phase width: one

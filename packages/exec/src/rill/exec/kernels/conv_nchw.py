@@ -43,6 +43,11 @@ _OUT_BAND = 1 << 15
 # 0.35 ms in bands over two at batch 1, SqueezeNet's to 64 channels 5.4 and 7.8 ms at batch 8;
 # ResNet-18 ½'s 7×7 stem (k = 147) 1.46 and 0.95 ms at batch 1, 12.2 and 7.2 at batch 8.
 _SPLIT_K = 64
+# The fewest patch rows (kh·kw·c) of a convolution whose windows tile the image (a vision
+# transformer's 16×16 stride-16 patches: k = 768) computed as its patch matrix times the filter
+# (pointwise.matmul, through the team) rather than summed directly: ViT-small's patch
+# embedding at batch 1 took 0.75 ms directly, its 14 output columns under a block's 16.
+_TILED_K = 64
 # The most extra columns per row (the phase width wq past the output width ow) for which the
 # patches are built at the output width, so that the GEMM writes the output band in place; with
 # more (a padding wider than the window, rare), the product is built at the phase width and
@@ -202,6 +207,20 @@ def nchw_conv(
 
         parallel_blocks(n, one_image, work)
         return out
+    if (kh, kw) == (sh, sw) and (dh, dw) == (1, 1) and (top, left) == (0, 0) and k >= _TILED_K:
+        planes = out.reshape(n, o, oh * ow)
+        p = scratch("nchw_tiles", k * oh * ow, x.dtype).reshape(k, oh * ow)
+        plain = swish is None and bias.size
+        if pointwise.compiled(wm, p, planes[0]) is not None:
+            for i in range(n):
+                loops.conv_tiles(x, i, p, kh, kw, oh, ow)
+                done = pointwise.matmul(wm, p, planes[i], bias=bias if plain else None,
+                                        code=code if plain else None)  # fmt: skip
+                if swish is not None:
+                    loops.sigmoid32_planes(planes[i], bias, swish, 0, o)
+                elif plain and not done:
+                    loops.bias_activation_planes(planes[i], bias, code, 0, o)
+            return out
     hp = max((oh - 1) * sh + (kh - 1) * dh + 1, top + h)
     wp = max((ow - 1) * sw + (kw - 1) * dw + 1, left + wd)
     hq, wq = -(-hp // sh), -(-wp // sw)

@@ -120,9 +120,14 @@ def test_a_one_block_winograd_convolution_splits_by_tile_position(
     ],
     ids=["pointwise", "fused pointwise", "patches", "strided patches"],
 )
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "blas"])
 def test_batch1_channels_first_gemms_keep_one_calls_bits_on_any_thread_count(
-    cores, monkeypatch, request, xs, ws, strides, fused
+    cores, monkeypatch, request, xs, ws, strides, fused, compiled
 ):
+    if compiled and pointwise._mod() is None:
+        pytest.skip("the compiled product is off (RILL_JIT=0 or RILL_CONV_DIRECT=0)")
+    if not compiled:
+        request.getfixturevalue("blas_products")
     monkeypatch.setattr(conv_winograd, "_enabled", [False])  # the GEMM paths
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
@@ -131,10 +136,11 @@ def test_batch1_channels_first_gemms_keep_one_calls_bits_on_any_thread_count(
     cores(1)
     one = _conv_nchw(x, w, strides, fused=fused, bias=bias)
     assert not threads._exact  # one thread: one call, nothing tried
-    if ws[:2] == (1, 1) and pointwise._mod() is not None:
-        # The compiled pointwise product: every element the same chain of multiply-adds
-        # whatever rows a thread computes, so it splits in row blocks (through the pool's
-        # team where workers poll, else parallel_for) and no BLAS is tried.
+    if compiled:
+        # The compiled product (the pointwise one, or the patches times the filter): every
+        # element the same chain of multiply-adds whatever rows a thread computes, so it
+        # splits in row blocks (through the pool's team where workers poll, else
+        # parallel_for) and no BLAS is tried.
         for spin in (True, False) if intra_op._poller() is not None else (False,):
             if not spin:
                 monkeypatch.setattr(intra_op, "team", lambda: None)
@@ -144,7 +150,9 @@ def test_batch1_channels_first_gemms_keep_one_calls_bits_on_any_thread_count(
                     request.getfixturevalue("polling_team")
                 assert np.array_equal(_conv_nchw(x, w, strides, fused=fused, bias=bias), one)
                 assert not threads._exact
-                assert ((2, 2) in calls) != spin  # no polling: two halves over the pool
+                # No polling: row pieces over the pool (halves for the pointwise product).
+                assert bool(calls) != spin
+                assert all(pieces == threads for pieces, threads in calls)
         return
     for n in (2, 4):
         calls = cores(n)

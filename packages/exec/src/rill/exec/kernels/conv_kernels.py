@@ -191,15 +191,22 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
             rows = len(p)
             images = max(1, rows // (oh * ow))
             dst = per_image[n0 : n0 + images, :, r0 : r0 + rows // images]
+            split = pointwise.SPLIT_GRAIN if single else pointwise.NO_SPLIT
             if p.flags.c_contiguous:
                 # Row-major patches: one GEMM, then a cache-resident transposing copy (per-image
-                # products with a transposed operand are much slower in BLAS).
+                # products with a transposed operand are much slower in BLAS). The compiled
+                # product where it runs (split over the threads, the team included, when the
+                # patches are one block: the same bits on any thread).
                 block = scratch("block", rows * o, x.dtype).reshape(rows, o)
-                if single:  # halves over the threads where they give one call's bits
+                if pointwise.product(p, wm, block, split_from=split):
+                    pass
+                elif single:  # halves over the threads where they give one call's bits
                     threads.matmul(p, wm, out=block, most=2, exact=True)
                 else:
                     np.matmul(p, wm, out=block)
                 dst[...] = block.reshape(images, rows // images, o).transpose(0, 2, 1)
+            elif images == 1 and pointwise.compiled(wt, p.T, dst[0]) is not None:
+                pointwise.matmul(wt, p.T, dst[0], split)  # channels-first patches [k, rows]
             else:
                 by_image = p.T.reshape(k, images, rows // images).transpose(1, 0, 2)
                 np.matmul(wt, by_image, out=dst)

@@ -21,10 +21,11 @@ import numpy as np
 from rill.exec import threads
 from rill.exec.kernels import intra_op, jit
 
-__all__ = ["matmul", "product", "compiled", "NO_SPLIT"]
+__all__ = ["matmul", "product", "stack", "compiled", "NO_SPLIT", "SPLIT_GRAIN"]
 
 # split_from for a product that must run on the calling thread (one image's, inside a split).
 NO_SPLIT = 1 << 62
+SPLIT_GRAIN = threads.SPLIT_GRAIN
 # The fewest multiply-adds of a compiled product split through the pool's team (a hand-off
 # of about a microsecond where a worker polls): about 5 µs of work.
 TEAM_GRAIN = 1 << 18
@@ -79,16 +80,16 @@ def matmul(wt, x, out, split_from: int = threads.SPLIT_GRAIN, bias=None, code=No
     return _run(mod, wt, x, out, split_from, 2, bias, code)
 
 
-def product(a, b, out, most: int = threads.MAX_PIECES) -> bool:
+def product(a, b, out, most: int = threads.MAX_PIECES, split_from: int = SPLIT_GRAIN) -> bool:
     """out = a · b through the compiled product (a [m, k] any strides, b [k, n] and out [m, n]
     with contiguous rows), over the intra-op threads (the team from TEAM_GRAIN multiply-adds,
-    else at most `most` row pieces from SPLIT_GRAIN); False, with out untouched, where it does
-    not run (see compiled) or a has fewer rows than a block (a product of a few rows, a
-    matrix-vector product, is BLAS's): the caller computes it."""
+    else at most `most` row pieces from `split_from`; NO_SPLIT: on the calling thread); False,
+    with out untouched, where it does not run (see compiled) or a has fewer rows than a block
+    (a product of a few rows, a matrix-vector product, is BLAS's): the caller computes it."""
     mod = compiled(a, b, out)
     if mod is None or a.shape[0] < mod.CO or b.strides[1] != b.itemsize:
         return False
-    _run(mod, a, b, out, threads.SPLIT_GRAIN, most, None, None)
+    _run(mod, a, b, out, split_from, most, None, None)
     return True
 
 

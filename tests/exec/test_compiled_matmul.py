@@ -189,3 +189,75 @@ def test_a_winograd_convolution_through_the_team_is_the_unsplit_bits(
     one = conv_winograd.winograd_forward_nchw(x, w, 28, 28, (1, 1), 4)
     for got in runs:
         assert np.array_equal(got, one)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "xs, o, r, m, epilogue",
+    [((1, 32, 27, 27), 64, 3, 4, "relu"), ((1, 64, 13, 13), 256, 3, 4, "residual"),
+     ((8, 24, 7, 7), 32, 3, 4, None), ((1, 16, 20, 20), 48, 5, 4, "relu"),
+     ((1, 16, 18, 18), 32, 5, 2, "residual")],
+    ids=str,
+)  # fmt: skip
+def test_a_one_block_winograd_convolution_splits_its_transforms_with_the_unsplit_bits(
+    monkeypatch, request, dtype, xs, o, r, m, epilogue
+):
+    """A channels-first convolution of one block of tiles: its input and output transforms in
+    pieces of tile rows through the team (_winograd_team), around the products: the bits of
+    the unsplit pipeline, and of _forward's, which does the same steps in one block."""
+    from rill.exec.kernels import _winograd_team
+
+    n, c, h, _ = xs
+    x = RNG.standard_normal(xs).astype(dtype)
+    w = RNG.standard_normal((r, r, c, o)).astype(dtype)
+    bias = RNG.standard_normal(o).astype(dtype)
+    side = RNG.standard_normal((n, o, h, h)).astype(dtype)
+    code = 0 if epilogue is None else 1
+    ep = (bias, code, side if epilogue == "residual" else np.empty((0, 0, 0, 0), dtype))
+    pads = ((r - 1) // 2,) * 2
+    assert len(conv_winograd._Tiles(n, h, h, m, m + r - 1, c + o, x.itemsize).blocks) == 1
+    ran = []
+    for name in ("run", "run_team"):
+        real = getattr(_winograd_team, name)
+        monkeypatch.setattr(_winograd_team, name,
+                            lambda *a, _real=real, _name=name: ran.append(_name) or _real(*a))  # fmt: skip
+
+    def conv():
+        return conv_winograd.winograd_forward_nchw(x, w, h, h, pads, m, epilogue=ep)
+
+    request.getfixturevalue("polling_team")
+    split = [conv() for _ in range(5)]
+    assert "run_team" in ran
+    monkeypatch.setattr(intra_op, "team", lambda: None)
+    ran.clear()
+    one = conv()
+    assert ran == ["run", "run"]  # the input phase, then the output phase, each whole
+    monkeypatch.setattr(conv_winograd, "_TEAM_MOD", [None])  # _forward's one block
+    ran.clear()
+    before = conv()
+    assert not ran
+    for got in split:
+        assert np.array_equal(got, one)
+    assert np.array_equal(one, before)
+    old = conv_winograd.set_enabled(False)
+    try:  # and it is the convolution, within Winograd's rounding
+        want = _conv_reference(x, w, pads, bias, code, ep[2])
+    finally:
+        conv_winograd.set_enabled(old)
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    assert np.abs(one - want).max() <= tol * np.abs(want).max()
+
+
+def _conv_reference(x, w, pads, bias, code, side):
+    """The convolution in float64 by shifted products, + bias (+ side), then Relu (code 1)."""
+    n, c, h, wd = x.shape
+    r, _, _, o = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0],) * 2, (pads[1],) * 2))
+    out = np.zeros((n, o, h, wd))
+    for i in range(r):
+        for j in range(r):
+            out += np.einsum("nchw,co->nohw", xp[:, :, i : i + h, j : j + wd], w[i, j])
+    out += bias[:, None, None]
+    if side.size:
+        out += side
+    return np.maximum(out, 0) if code == 1 else out

@@ -30,7 +30,7 @@ import importlib
 
 import numpy as np
 
-from rill.exec.kernels import jit, pointwise
+from rill.exec.kernels import intra_op, jit, pointwise
 from rill.exec.kernels.conv_common import balanced_step
 from rill.exec.kernels.intra_op import groups_of, parallel_blocks, scratch
 
@@ -288,9 +288,79 @@ def winograd_forward_nchw(x, w, oh, ow, pads, m, out=None, u=None, epilogue=None
     if epilogue is None:
         epilogue = (np.empty(0, x.dtype), 0, np.empty((0, 0, 0, 0), x.dtype))
     bias, code, side = epilogue
+    if _pieces_nchw(x, w, oh, ow, pads, m, out, u, bias, code, side):
+        return out
     _forward(x.transpose(0, 2, 3, 1), w, oh, ow, pads, m, out.transpose(0, 2, 3, 1), u=u,
              out_cf=(out, bias, code, side))  # fmt: skip
     return out
+
+
+def _team_module():
+    """_winograd_team where it runs (the compiled product on, see pointwise), else None."""
+    if not _TEAM_MOD:
+        mod = None
+        if pointwise._mod() is not None:
+            mod = importlib.import_module("rill.exec.kernels._winograd_team")
+        _TEAM_MOD.append(mod)
+    return _TEAM_MOD[0] if pointwise._mod() is not None else None
+
+
+_TEAM_MOD: list = []
+# The pieces of tile rows per image of a one-block channels-first convolution (at most): each
+# piece transforms two more input rows than its tiles' share.
+_PIECES_NCHW = 4
+
+
+def _pieces_nchw(x, w, oh, ow, pads, m, out, u, bias, code, side) -> bool:
+    """A channels-first convolution of one block of tiles (a small batch of small images) with
+    its transforms split too: where a worker polls, the input tiles' transforms in pieces of
+    whole tile rows through the pool's team (_winograd_team), then the per-position products
+    (a piece per position), then the output tiles' transforms and copy-out in the same pieces;
+    else the transforms on this thread and the products over the threads from
+    _MIN_PRODUCT_SPLIT multiply-adds. The same bits however it is split (each tile and product
+    row computed by the same code), and the same as _forward's. False where it does not apply
+    (several blocks, the compiled product off, fewer output channels than a vector): _forward
+    runs."""
+    n, c = x.shape[:2]
+    r, _, _, o = w.shape
+    a = m + r - 1
+    dt = x.dtype
+    mod = _team_module()
+    if mod is None or (a, m) not in ((6, 4), (6, 2), (8, 4)) or w.dtype != dt:
+        return False
+    # The products' operands as pointwise.compiled sees them (dtype, a vector of columns).
+    wk = np.ascontiguousarray(w[0, 0])
+    if pointwise.compiled(np.empty((1, c), dt), wk, np.empty((1, o), dt)) is None:
+        return False
+    tiles = _Tiles(n, oh, ow, m, a, c + o, dt.itemsize)
+    if len(tiles.blocks) != 1 or out.size == 0:
+        return False
+    if u is None:
+        u = scratch("wino_u", a * a * c * o, dt).reshape(a * a, c, o)
+        u = _filter_tiles(w, m, dt, u, n * tiles.tpi * a * a * c * o)
+    total = n * tiles.tpi
+    v = _tile_buffer("wino_v", a * a, total, c, dt)
+    mm = _tile_buffer("wino_m", a * a, total, o, dt)
+    side = np.ascontiguousarray(side) if side.size else np.empty(0, dt)
+    bias = np.ascontiguousarray(bias)
+    work = total * a * a * c * o
+    like = dt.type(0)
+    team = intra_op.team() if work >= pointwise.TEAM_GRAIN else None
+    # Pieces of tile rows where the team runs them, else whole images (the same bits).
+    per = min(tiles.th, max(1, _PIECES_NCHW // n)) if team is not None else 1
+    g = mod.args(x, v, mm, out, bias, side, code, m, pads, a, tiles.tw, tiles.th, per)
+    pieces = n * per
+    if team is not None:
+        mod.run_team(g, mod.INPUT, pieces, team, mod.piece_function(dt))
+    else:
+        mod.run(g, mod.INPUT, 0, pieces, like)
+    if not pointwise.stack(v[:, :total], u, mm[:, :total], _MIN_PRODUCT_SPLIT):
+        np.matmul(v[:, :total], u, out=mm[:, :total])  # (not reached: checked above)
+    if team is not None:
+        mod.run_team(g, mod.OUTPUT, pieces, team, mod.piece_function(dt))
+    else:
+        mod.run(g, mod.OUTPUT, 0, pieces, like)
+    return True
 
 
 def _filter_tiles(w, m, dt, out=None, work: int = 0) -> np.ndarray:

@@ -40,3 +40,18 @@ def blas_products(monkeypatch):
     from rill.exec.kernels import pointwise
 
     monkeypatch.setattr(pointwise, "compiled", lambda *args: None)
+
+
+@pytest.fixture
+def idle_cores(monkeypatch):
+    """set(n): a pool of n intra-op threads and n idle cores for the thread policy."""
+    from rill.exec import threads
+    from rill.exec.kernels import intra_op
+
+    def set_cores(n):
+        monkeypatch.setattr(intra_op, "_THREADS", n)
+        monkeypatch.setattr(threads, "_BUDGET", n)
+        monkeypatch.setattr(threads, "cores_free", lambda: n)
+        monkeypatch.setattr(threads, "cores_idle", lambda: n)
+
+    return set_cores

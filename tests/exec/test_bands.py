@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 import rill.graph as rg
-from rill.exec import ConfigProto, Session, threads
+from rill.exec import ConfigProto, Session
 from rill.exec.executor import bands
 from rill.exec.kernels import intra_op
 from rill.graph.errors import InvalidArgumentError
 
 
 @pytest.fixture
-def cores(monkeypatch):
+def cores(monkeypatch, idle_cores):
     """set(n): the machine has n idle cores and rill's pool n threads; returns the list of
     (pieces, threads) of every parallel_for call the bands make."""
     calls = []
@@ -29,10 +29,7 @@ def cores(monkeypatch):
     monkeypatch.setattr(bands, "MIN_WORK", 1 << 15)  # test-sized tensors split too
 
     def set_cores(n):
-        monkeypatch.setattr(intra_op, "_THREADS", n)
-        monkeypatch.setattr(threads, "_BUDGET", n)
-        monkeypatch.setattr(threads, "cores_free", lambda: n)
-        monkeypatch.setattr(threads, "cores_idle", lambda: n)
+        idle_cores(n)
         calls.clear()
         return calls
 

@@ -20,7 +20,7 @@ RNG = np.random.default_rng(2031)
 
 
 @pytest.fixture
-def cores(monkeypatch):
+def cores(monkeypatch, idle_cores):
     """set(n): n idle cores and a pool of n threads; returns the list of (pieces, threads) of
     the parallel_for calls that get more than one thread."""
     calls = []
@@ -34,10 +34,7 @@ def cores(monkeypatch):
     monkeypatch.setattr(intra_op, "parallel_for", watch)
 
     def set_cores(n):
-        monkeypatch.setattr(intra_op, "_THREADS", n)
-        monkeypatch.setattr(threads, "_BUDGET", n)
-        monkeypatch.setattr(threads, "cores_free", lambda: n)
-        monkeypatch.setattr(threads, "cores_idle", lambda: n)
+        idle_cores(n)
         calls.clear()
         return calls
 

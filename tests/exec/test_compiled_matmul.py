@@ -51,7 +51,7 @@ def _close(got, a, b):
 
 
 @pytest.fixture
-def watched(monkeypatch):
+def watched(monkeypatch, idle_cores):
     """The compiled entry points called (by name), with the team off unless a test asks for
     it; and `cores(n)`: n idle cores and a pool of n threads."""
     calls = []
@@ -65,10 +65,7 @@ def watched(monkeypatch):
         monkeypatch.setattr(_gemm_vec, name, watch)
 
     def cores(n):
-        monkeypatch.setattr(intra_op, "_THREADS", n)
-        monkeypatch.setattr(threads, "_BUDGET", n)
-        monkeypatch.setattr(threads, "cores_free", lambda: n)
-        monkeypatch.setattr(threads, "cores_idle", lambda: n)
+        idle_cores(n)
         calls.clear()
         return calls
 

@@ -157,6 +157,12 @@ def gemm_rows(a, b, out, bias, m0, m1, act):  # pragma: no cover - compiled
     """Rows [m0, m1) of out = a · b (a [m, k] any strides; b [k, n] and out [m, n] with
     contiguous rows, n at least one vector), then `act`: RAW, or an epilogue code with bias
     [m]. m0 a multiple of CO where the rows are split."""
+    _rows(a, b, out, bias, m0, m1, act)
+
+
+@_jit
+def _rows(a, b, out, bias, m0, m1, act):  # pragma: no cover - compiled
+    # (what gemm_rows does, for the compiled callers: a test may wrap gemm_rows in Python)
     k, n, nv = _shapes(a, b, out, bias, act)
     m0, m1 = max(m0, 0), min(m1, out.shape[0])
     if m1 <= m0:
@@ -257,7 +263,7 @@ def gemm_stack(a, b, out, s0, s1):  # pragma: no cover - compiled
     _stack_args(a, b, out)
     bias = np.zeros(1, out.dtype)
     for s in range(max(s0, 0), min(s1, out.shape[0])):
-        gemm_rows(a[s], b[s], out[s], bias, 0, out.shape[1], RAW)
+        _rows(a[s], b[s], out[s], bias, 0, out.shape[1], RAW)
 
 
 @_jit

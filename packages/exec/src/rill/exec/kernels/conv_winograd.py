@@ -309,18 +309,25 @@ _TEAM_MOD: list = []
 # The pieces of tile rows per image of a one-block channels-first convolution (at most): each
 # piece transforms two more input rows than its tiles' share.
 _PIECES_NCHW = 4
+# The most bytes of tile buffers (input and product) of one image whose convolution runs this
+# way though _Tiles gives it several blocks: SqueezeNet's 55×55 16 → 64 (2.3 MB) and ResNet-18
+# ½'s 56×56 32 → 32 (1.8 MB), 2 blocks each, went over the Python pool a block a thread; here,
+# at batch 1 with default threads, SqueezeNet 3.24 -> 3.16 ms and ResNet-18 ½ 3.97 -> 3.74 (one
+# thread: 4.92 -> 4.91, 5.62 -> 5.39), same process, alternating.
+_PIECES_BYTES = 4 << 20
 
 
 def _pieces_nchw(x, w, oh, ow, pads, m, out, u, bias, code, side) -> bool:
-    """A channels-first convolution of one block of tiles (a small batch of small images) with
-    its transforms split too: where a worker polls, the input tiles' transforms in pieces of
-    whole tile rows through the pool's team (_winograd_team), then the per-position products
-    (a piece per position), then the output tiles' transforms and copy-out in the same pieces;
-    else the transforms on this thread and the products over the threads from
-    _MIN_PRODUCT_SPLIT multiply-adds. The same bits however it is split (each tile and product
-    row computed by the same code), and the same as _forward's. False where it does not apply
-    (several blocks, the compiled product off, fewer output channels than a vector): _forward
-    runs."""
+    """A channels-first convolution of one block of tiles (a small batch of small images), or
+    of one image's tiles whose buffers hold at most _PIECES_BYTES, with its transforms split
+    too: where a worker polls, the input tiles' transforms in pieces of whole tile rows
+    through the pool's team (_winograd_team), then the per-position products (a piece per
+    position), then the output tiles' transforms and copy-out in the same pieces; else the
+    transforms on this thread and the products over the threads from _MIN_PRODUCT_SPLIT
+    multiply-adds. The same bits however it is split (each tile and product row computed by
+    the same code), and the same as _forward's. False where it does not apply (several blocks
+    of a batch or of a large image, the compiled product off, fewer output channels than a
+    vector): _forward runs."""
     n, c = x.shape[:2]
     r, _, _, o = w.shape
     a = m + r - 1
@@ -333,7 +340,8 @@ def _pieces_nchw(x, w, oh, ow, pads, m, out, u, bias, code, side) -> bool:
     if pointwise.compiled(np.empty((1, c), dt), wk, np.empty((1, o), dt)) is None:
         return False
     tiles = _Tiles(n, oh, ow, m, a, c + o, dt.itemsize)
-    if len(tiles.blocks) != 1 or out.size == 0:
+    several = n > 1 or n * tiles.tpi * a * a * (c + o) * dt.itemsize > _PIECES_BYTES
+    if (len(tiles.blocks) != 1 and several) or out.size == 0:
         return False
     if u is None:
         u = scratch("wino_u", a * a * c * o, dt).reshape(a * a, c, o)

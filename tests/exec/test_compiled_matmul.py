@@ -233,7 +233,7 @@ def test_a_one_block_winograd_convolution_splits_its_transforms_with_the_unsplit
     ran.clear()
     one = conv()
     assert ran == ["run", "run"]  # the input phase, then the output phase, each whole
-    monkeypatch.setattr(conv_winograd, "_TEAM_MOD", [None])  # _forward's one block
+    monkeypatch.setattr(conv_winograd, "_team_module", lambda: None)  # _forward's blocks
     ran.clear()
     before = conv()
     assert not ran

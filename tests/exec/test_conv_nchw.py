@@ -85,6 +85,8 @@ def test_a_tiled_nchw_conv_is_its_patch_product_on_any_thread(monkeypatch):
     from rill.exec import threads as policy
     from rill.exec.kernels import _conv_loops, conv_nchw, pointwise
 
+    if pointwise._mod() is None:
+        pytest.skip("the compiled product is off (RILL_CONV_DIRECT=0)")
     x = RNG.standard_normal((2, 3, 64, 64)).astype(np.float32)
     w = RNG.standard_normal((16, 16, 3, 40)).astype(np.float32)
     bias = RNG.standard_normal(40).astype(np.float32)
@@ -166,7 +168,7 @@ def test_direct_nchw_conv_matches_the_patch_product(monkeypatch, shape, kernel, 
         monkeypatch.setattr(intra_op, "_THREADS", 2)  # bands over two threads: the same bits
         np.testing.assert_array_equal(conv_nchw.nchw_conv(x, w, win, bias, code), got)
         with monkeypatch.context() as m:
-            m.setattr(conv_nchw, "_VEC", [None])
+            m.setattr(conv_nchw, "_vec", lambda: None)
             want = conv_nchw.nchw_conv(x, w, win, bias, code)
         assert got.shape == want.shape and got.dtype == dtype
         tol = 1e-5 if dtype == np.float32 else 1e-12

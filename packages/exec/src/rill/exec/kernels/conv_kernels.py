@@ -199,7 +199,7 @@ def _conv_forward(x, w, win: _Window, oh, ow, pads, channels_first: bool = False
                 # patches are one block: the same bits on any thread).
                 block = scratch("block", rows * o, x.dtype).reshape(rows, o)
                 if pointwise.product(p, wm, block, split_from=split):
-                    pass
+                    pass  # compiled
                 elif single:  # halves over the threads where they give one call's bits
                     threads.matmul(p, wm, out=block, most=2, exact=True)
                 else:

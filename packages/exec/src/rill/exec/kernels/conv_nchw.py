@@ -69,15 +69,9 @@ _LOOPS: list = []
 def _vec():
     """The direct convolution's module (_conv_vec), or None where it does not run (the compiled
     loops off, or RILL_CONV_DIRECT=0 in the environment: the patches and a GEMM then)."""
-    if not _VEC:
-        mod = None
-        if jit.env_on("RILL_CONV_DIRECT"):
-            mod = importlib.import_module("rill.exec.kernels._conv_vec")
-        _VEC.append(mod)
-    return _VEC[0] if jit.loops() is not None else None
+    return jit.direct("_conv_vec")
 
 
-_VEC: list = []
 # Taps' offsets in the phases by geometry (c, kh, kw, sh, sw, dh, dw, hq, wq).
 _OFFSETS: dict = {}
 

@@ -296,16 +296,10 @@ def winograd_forward_nchw(x, w, oh, ow, pads, m, out=None, u=None, epilogue=None
 
 
 def _team_module():
-    """_winograd_team where it runs (the compiled product on, see pointwise), else None."""
-    if not _TEAM_MOD:
-        mod = None
-        if pointwise._mod() is not None:
-            mod = importlib.import_module("rill.exec.kernels._winograd_team")
-        _TEAM_MOD.append(mod)
-    return _TEAM_MOD[0] if pointwise._mod() is not None else None
+    """_winograd_team, or None where it does not run (as pointwise._mod)."""
+    return jit.direct("_winograd_team")
 
 
-_TEAM_MOD: list = []
 # The pieces of tile rows per image of a one-block channels-first convolution (at most): each
 # piece transforms two more input rows than its tiles' share.
 _PIECES_NCHW = 4

@@ -21,7 +21,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["loops", "set_enabled", "enabled", "env_on", "FLOATS"]
+__all__ = ["loops", "direct", "set_enabled", "enabled", "env_on", "FLOATS"]
 
 # The dtypes the compiled loops are used for.
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -64,3 +64,16 @@ def loops():
             except ImportError:
                 _failed = True
     return _module
+
+
+_direct: dict = {}
+
+
+def direct(name: str):
+    """The module rill.exec.kernels.`name` of loops emitted as LLVM IR (_conv_vec, _gemm_vec,
+    _winograd_team), imported once, or None where they do not run: the compiled loops off, or
+    RILL_CONV_DIRECT=0 in the environment (each caller then takes its numpy / BLAS path)."""
+    if name not in _direct:
+        on = env_on("RILL_CONV_DIRECT")
+        _direct[name] = importlib.import_module(f"rill.exec.kernels.{name}") if on else None
+    return _direct[name] if loops() is not None else None

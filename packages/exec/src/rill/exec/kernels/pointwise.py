@@ -14,8 +14,6 @@ product is numpy's matmul, split over threads only in halves that give one call'
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
 from rill.exec import threads
@@ -29,19 +27,13 @@ SPLIT_GRAIN = threads.SPLIT_GRAIN
 # The fewest multiply-adds of a compiled product split through the pool's team (a hand-off
 # of about a microsecond where a worker polls): about 5 µs of work.
 TEAM_GRAIN = 1 << 18
-_MOD: list = []
 # The bias argument where none is applied, by dtype (one compiled signature: a 1-D C array).
 _NO_BIAS = {dt: np.zeros(1, dt) for dt in jit.FLOATS}
 
 
 def _mod():
     """_gemm_vec, or None where it does not run (the compiled loops off, RILL_CONV_DIRECT=0)."""
-    if not _MOD:
-        mod = None
-        if jit.env_on("RILL_CONV_DIRECT"):
-            mod = importlib.import_module("rill.exec.kernels._gemm_vec")
-        _MOD.append(mod)
-    return _MOD[0] if jit.loops() is not None else None
+    return jit.direct("_gemm_vec")
 
 
 def compiled(wt: np.ndarray, x: np.ndarray, out: np.ndarray):
@@ -87,7 +79,7 @@ def product(a, b, out, most: int = threads.MAX_PIECES, split_from: int = SPLIT_G
     with out untouched, where it does not run (see compiled) or a has fewer rows than a block
     (a product of a few rows, a matrix-vector product, is BLAS's): the caller computes it."""
     mod = compiled(a, b, out)
-    if mod is None or a.shape[0] < mod.CO or b.strides[1] != b.itemsize:
+    if mod is None or a.shape[0] < mod.CO:
         return False
     _run(mod, a, b, out, split_from, most, None, None)
     return True
@@ -134,7 +126,7 @@ def stack(a, b, out, split_from: int = threads.SPLIT_GRAIN) -> bool:
     if a.ndim != 3 or b.ndim != 3 or out.ndim != 3 or not len(out):
         return False
     mod = compiled(a[0], b[0], out[0])
-    if mod is None or b.strides[2] != b.itemsize:
+    if mod is None:
         return False
     s, m, k = a.shape
     work = s * m * k * b.shape[2]

@@ -36,6 +36,10 @@ PLANES = [
     ((2, 17, 9, 11), 3, (2, 2), "SAME", None, (1, 1)),
     ((1, 48, 12, 10), 3, (1, 1), "SAME", None, (2, 2)),
     ((1, 16, 6, 6), 1, (1, 1), "VALID", None, (1, 1)),
+    # channels-innermost planes of fewer positions than a transposed block (8): the channels
+    # go in or out one at a time
+    ((1, 16, 2, 3), 3, (1, 1), "SAME", None, (1, 1)),
+    ((1, 24, 5, 5), 3, (2, 2), "SAME", None, (1, 1)),
 ]
 
 
@@ -61,7 +65,7 @@ def _both(make, *args):
 
 
 @pytest.mark.parametrize("case", PLANES, ids=lambda c: f"x{c[0]}-k{c[1]}-s{c[2]}-d{c[5]}")
-@pytest.mark.parametrize("act", [None, "Relu", "HardSwish", "Swish"])
+@pytest.mark.parametrize("act", [None, "Relu", "Relu6", "HardSigmoid", "HardSwish", "Swish"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_written_out_depthwise_taps_are_the_numpy_path_bit_for_bit(case, act, dtype):
     shape, k, strides, padding, pads, dilations = case

@@ -326,16 +326,34 @@ def _vec_columns(k, cols, xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, 
 
 
 @_jit
+def _out_block(has_bias, act, yf, s0, ss, bias, q0, ob, d0, ds):  # pragma: no cover - compiled
+    """_vec's block_out for the bias (if any) and `act`."""
+    if not has_bias:
+        _vec.out_sums(yf, s0, ss, bias, q0, ob, d0, ds)
+    elif act == 0:
+        _vec.out_0(yf, s0, ss, bias, q0, ob, d0, ds)
+    elif act == 1:
+        _vec.out_1(yf, s0, ss, bias, q0, ob, d0, ds)
+    elif act == 2:
+        _vec.out_2(yf, s0, ss, bias, q0, ob, d0, ds)
+    elif act == 3:
+        _vec.out_3(yf, s0, ss, bias, q0, ob, d0, ds)
+    else:
+        _vec.out_4(yf, s0, ss, bias, q0, ob, d0, ds)
+
+
+@_jit
 def depthwise_nchw_by_channel(
     x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, act, lo, hi
 ):  # pragma: no cover - compiled
     """depthwise_nchw for a channel multiplier of 1 and small planes, images [lo, hi): the
     same sums in the same order (0 + x·w(tap 0) + x·w(tap 1) + ... in row-major tap order, then
     the bias and `act`), but with the channels innermost, so that each tap is one long
-    vectorized loop over all channels: the image is first copied, zero-padded, channels-last
-    (one position's channels at a time, so the writes are contiguous), the sums go to a
-    channels-last buffer, the bias and `act` run over it (runs of c channels, which
-    vectorize), and out is copied from it a channel at a time. 3×3 and 5×5 filters sum through
+    vectorized loop over all channels: the image is first copied, zero-padded, channels-last,
+    the sums go to a channels-last buffer, and out is copied from it with the bias and `act`;
+    both copies move blocks of 8 channels × 8 positions transposed in registers
+    (_depthwise_vec.block_in, block_out), the channels past the last whole block one at a
+    time, element by element (the same values either way). 3×3 and 5×5 filters sum through
     _depthwise_vec's register-blocked loops, the channels padded with zeros to whole vectors
     (the padding's sums are dropped). (Where two NaNs meet in a sum, which one's sign the
     result keeps may differ.)"""
@@ -372,14 +390,27 @@ def depthwise_nchw_by_channel(
             for q in range(cp):
                 dst[q] = zero
     hw = np.uint64(h * wd)
+    # Whole blocks of 8 channels go in and out transposed in registers (_vec.block_in,
+    # _out_block), 8 positions at a time (a ragged last run of positions overlaps the run
+    # before it); the channels past them one at a time.
+    blk = _vec.BLOCK
+    cin = c // blk * blk if h * wd >= blk else 0
+    cout = c // blk * blk if npos >= blk else 0
+    doff = np.empty(h * wd, np.int64)  # each input position's place in xf (channel 0)
+    for y in range(h):
+        for k in range(wd):
+            doff[y * wd + k] = ((y + top) * wp + k + left) * cp
     for b in range(lo, hi):
-        # xt's interior, one position's channels at a time (contiguous writes).
         xb = x[b].reshape(-1)
-        for y in range(h):
+        for q0 in range(0, cin, blk):
+            for r0 in range(0, h * wd, blk):
+                p0 = min(r0, h * wd - blk)
+                _vec.block_in(xb, q0 * h * wd + p0, h * wd, xf, doff, p0, q0)
+        for y in range(h):  # xt's interior, the other channels (contiguous writes)
             for k in range(wd):
                 dst = xt[y + top, k + left]
                 s0 = np.uint64(y * wd + k)
-                for q in range(np.uint64(c)):
+                for q in range(np.uint64(cin), np.uint64(c)):
                     dst[q] = xb[s0 + q * hw]
         if vec:
             for o0 in range(0, ow, _vec.MAX_COLUMNS):
@@ -398,18 +429,20 @@ def depthwise_nchw_by_channel(
                             wv = wt[i, j]
                             for q in range(c):
                                 acc[q] += src[q] * wv[q]
-        if has_bias:
-            for t in range(npos):
-                row = yt[t]
-                for q in range(c):
-                    row[q] = _epilogue(row[q], bias[q], act, zero, six)
-        # out[b, q] from column q of yt (contiguous writes).
+        # out[b, q] from column q of yt, with the bias and `act`.
         ob = out[b].reshape(-1)
+        for q0 in range(0, cout, blk):
+            for r0 in range(0, npos, blk):
+                p0 = min(r0, npos - blk)
+                _out_block(has_bias, act, yf, p0 * cp + q0, cp, bias, q0, ob, q0 * npos + p0,
+                           npos)  # fmt: skip
         cu = np.uint64(cp)
-        for q in range(c):
+        for q in range(cout, c):  # the other channels (contiguous writes)
             d0 = np.uint64(q * npos)
+            bq = bias[q] if has_bias else zero
             for t in range(np.uint64(npos)):
-                ob[d0 + t] = yf[t * cu + np.uint64(q)]
+                v = yf[t * cu + np.uint64(q)]
+                ob[d0 + t] = _epilogue(v, bq, act, zero, six) if has_bias else v
 
 
 # -- conv_nchw: the input's padded stride phases ([c, sh·sw, hq·wq]: rows and columns by their

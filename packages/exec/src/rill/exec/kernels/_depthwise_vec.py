@@ -21,6 +21,7 @@ _conv_loops.py (or clear its cache) so that the loops are compiled again.
 from __future__ import annotations
 
 import llvmlite.ir as ir
+import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -90,3 +91,131 @@ def _columns(k: int, cols: int):
 _TAPS = {(k, cols): _columns(k, cols) for k in (3, 5) for cols in range(1, MAX_COLUMNS + 1)}
 (t3_1, t3_2, t3_3, t3_4, t3_5, t3_6, t3_7) = (_TAPS[3, n] for n in range(1, 8))
 (t5_1, t5_2, t5_3, t5_4, t5_5, t5_6, t5_7) = (_TAPS[5, n] for n in range(1, 8))
+
+
+# -- Blocks of 8 channels × 8 positions, transposed in registers: the copies into and
+# out of the channels-last buffers of depthwise_nchw_by_channel. Copied one element at a time,
+# each element of one side was a strided access on the other, and the copies took as long as the
+# sums. Here a block is 8 vector loads, 24 shuffles and 8 vector stores.
+
+BLOCK = 8  # channels and positions of a block
+
+
+def _mask(*lanes):
+    return ir.Constant(ir.VectorType(ir.IntType(32), BLOCK), list(lanes))
+
+
+def _vector_pointer(context, array_type):
+    """The pointer type of a vector of BLOCK elements of the array's dtype."""
+    return ir.VectorType(context.get_value_type(array_type.dtype), BLOCK).as_pointer()
+
+
+def _transposed(builder, rows):
+    """The 8 vectors of 8 lanes `rows` transposed: result j holds lane j of every row."""
+    shuffle = builder.shuffle_vector
+    low, high = _mask(0, 8, 1, 9, 4, 12, 5, 13), _mask(2, 10, 3, 11, 6, 14, 7, 15)
+    pairs = []  # lanes of rows 2k and 2k+1 interleaved: low (0, 1, 4, 5), high (2, 3, 6, 7)
+    for k in range(0, BLOCK, 2):
+        pairs += [shuffle(rows[k], rows[k + 1], low), shuffle(rows[k], rows[k + 1], high)]
+    even, odd = _mask(0, 1, 8, 9, 4, 5, 12, 13), _mask(2, 3, 10, 11, 6, 7, 14, 15)
+    quads = []  # rows 0-3 (first four) and 4-7: lanes (0, 4), (1, 5), (2, 6), (3, 7)
+    for base in (0, 4):
+        a, b, c, d = pairs[base : base + 4]  # lo(r, r+1), hi(r, r+1), lo(r+2, r+3), hi(r+2, r+3)
+        quads += [shuffle(a, c, even), shuffle(a, c, odd), shuffle(b, d, even), shuffle(b, d, odd)]
+    first, second = _mask(0, 1, 2, 3, 8, 9, 10, 11), _mask(4, 5, 6, 7, 12, 13, 14, 15)
+    out = [None] * BLOCK
+    for j in range(4):
+        out[j] = shuffle(quads[j], quads[4 + j], first)
+        out[j + 4] = shuffle(quads[j], quads[4 + j], second)
+    return out
+
+
+@intrinsic
+def block_in(typingctx, xf, s0, ss, dst, doff, p0, q0):
+    """dst[doff[p0 + j] + q0 + i] = xf[s0 + i·ss + j] for i, j < 8 (xf, dst flat, of one float
+    dtype; doff int64): 8 channels' runs of 8 positions (channel i's at s0 + i·ss) to the channels-last
+    places of those positions."""
+    sig = types.void(xf, types.int64, types.int64, dst, doff, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        xa, da, oa = (context.make_array(signature.args[n])(context, builder, args[n])
+                      for n in (0, 3, 4))  # fmt: skip
+        s0, ss, p0, q0 = args[1], args[2], args[5], args[6]
+        vptr = _vector_pointer(context, signature.args[0])
+        i64 = ir.IntType(64)
+        rows = []
+        for i in range(BLOCK):
+            at = builder.add(s0, builder.mul(ss, ir.Constant(i64, i)))
+            rows.append(builder.load(builder.bitcast(builder.gep(xa.data, [at]), vptr), align=4))
+        for j, v in enumerate(_transposed(builder, rows)):
+            place = builder.load(builder.gep(oa.data, [builder.add(p0, ir.Constant(i64, j))]))
+            at = builder.add(place, q0)
+            builder.store(v, builder.bitcast(builder.gep(da.data, [at]), vptr), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _activation(builder, v, act, dtype):
+    """_conv_loops._epilogue's activation `act` (1-4) on a vector of `dtype` (numpy's), the
+    same operations in the same order, each rounded to the dtype; each clamp keeps a NaN."""
+    vec = v.type
+
+    def const(x):
+        return ir.Constant(vec, [float(x)] * BLOCK)
+
+    def clamp(t, op, bound):  # t op bound ? t : bound, but NaN stays
+        m = builder.select(builder.fcmp_ordered(op, t, const(bound)), t, const(bound))
+        return builder.select(builder.fcmp_unordered("uno", t, t), t, m)
+
+    if act >= 3:
+        t = builder.fmul(v, const(dtype.type(1) / dtype.type(6)))  # 1/6 rounded to the dtype
+        t = builder.fadd(t, const(0.5))
+        t = clamp(clamp(t, "<", 1), ">", 0)
+        return t if act == 3 else builder.fmul(v, t)
+    v = clamp(v, ">", 0)
+    return clamp(v, "<", 6) if act == 2 else v
+
+
+def _block_out(act):
+    """block_out for `act` (-1: the sums as they are; 0-4: + bias, then the activation)."""
+
+    @intrinsic
+    def block_out(typingctx, yf, s0, ss, bias, q0, dst, d0, ds):
+        """dst[d0 + j·ds + i] = f(yf[s0 + i·ss + j]) for i, j < 8 (float32, flat): 8
+        positions' runs of 8 channels (channels q0 + j) to those channels' planes, f being
+        + bias[q0 + j] and the activation (_conv_loops._epilogue's), or nothing (yf, bias,
+        dst flat, of one float dtype)."""
+        sig = types.void(yf, types.int64, types.int64, bias, types.int64, dst, types.int64,
+                         types.int64)  # fmt: skip
+
+        def codegen(context, builder, signature, args):
+            ya, ba, da = (context.make_array(signature.args[n])(context, builder, args[n])
+                          for n in (0, 3, 5))  # fmt: skip
+            s0, ss, q0, d0, ds = args[1], args[2], args[4], args[6], args[7]
+            vptr = _vector_pointer(context, signature.args[0])
+            dtype = np.dtype(str(signature.args[0].dtype))
+            i64 = ir.IntType(64)
+            bv = None
+            if act >= 0:
+                bv = builder.load(builder.bitcast(builder.gep(ba.data, [q0]), vptr), align=4)
+            rows = []
+            for i in range(BLOCK):
+                at = builder.add(s0, builder.mul(ss, ir.Constant(i64, i)))
+                v = builder.load(builder.bitcast(builder.gep(ya.data, [at]), vptr), align=4)
+                if act >= 0:
+                    v = builder.fadd(v, bv)
+                    if act > 0:
+                        v = _activation(builder, v, act, dtype)
+                rows.append(v)
+            for j, v in enumerate(_transposed(builder, rows)):
+                at = builder.add(d0, builder.mul(ds, ir.Constant(i64, j)))
+                builder.store(v, builder.bitcast(builder.gep(da.data, [at]), vptr), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return block_out
+
+
+(out_sums, out_0, out_1, out_2, out_3, out_4) = (_block_out(a) for a in range(-1, 5))

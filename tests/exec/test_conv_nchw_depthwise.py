@@ -40,6 +40,8 @@ PLANES = [
     # go in or out one at a time
     ((1, 16, 2, 3), 3, (1, 1), "SAME", None, (1, 1)),
     ((1, 24, 5, 5), 3, (2, 2), "SAME", None, (1, 1)),
+    # a 5×5 filter takes the channels-innermost loop on larger planes (20×20) than a 3×3
+    ((1, 16, 20, 20), 5, (1, 1), "SAME", None, (1, 1)),
 ]
 
 

@@ -56,7 +56,16 @@ def _both(team_calls, run):
 @pytest.mark.parametrize("act", ["Relu", "HardSwish", "Swish", "Sigmoid", None])
 @pytest.mark.parametrize(
     "c, hw, k, stride",
-    [(96, 14, 3, 1), (72, 7, 5, 1), (80, 13, 3, 2), (40, 28, 3, 1), (24, 56, 5, 2), (32, 30, 3, 2)],
+    [
+        (96, 14, 3, 1),
+        (72, 7, 5, 1),
+        (80, 13, 3, 2),
+        (40, 28, 3, 1),
+        (24, 56, 5, 2),
+        (32, 30, 3, 2),
+        (40, 56, 5, 2),
+        (24, 70, 5, 2),
+    ],
     ids=str,
 )
 def test_depthwise_over_the_team_is_the_unsplit_bits(team_calls, dtype, act, c, hw, k, stride):
@@ -69,8 +78,14 @@ def test_depthwise_over_the_team_is_the_unsplit_bits(team_calls, dtype, act, c, 
     used = _both(team_calls, lambda: conv(x, w, bias))
     float64_exp = dtype == np.float64 and act in ("Swish", "Sigmoid")
     oh = -(-hw // stride)
-    want = [] if float64_exp else ["depthwise_by_channel_team" if oh * oh <= 256 else
-                                   "depthwise_planes_team"]  # fmt: skip
+    # Channels innermost up to 256 outputs, 1024 with a 5×5 filter; split there by whole pairs
+    # of vectors of channels (float32: 32 channels or more).
+    if float64_exp:
+        want = []
+    elif oh * oh <= (1024 if k == 5 else 256):
+        want = ["depthwise_by_channel_team"] if c * x.itemsize >= 128 else []
+    else:
+        want = ["depthwise_planes_team"]
     assert used == want
 
 

@@ -249,6 +249,12 @@ def nchw_epilogue(fused_ops, num_args: int, leakyrelu_alpha: float, op: str):
 # takes 0.53-0.82 of the plane-by-plane loop's time (240×14×14 5×5: 0.176 -> 0.094 ms), on
 # 7×7 ones about half; on 28×28 outputs 1.3-1.7 times it, on larger planes far more.
 _BY_CHANNEL_OUTPUTS = 256
+# With a 5×5 filter, since its copies move 8×8 blocks: up to this many. A 5×5 filter
+# sums 25 taps for each element copied, so the copies weigh less: EfficientNet-B0 ½'s 28×28
+# outputs, 96 channels stride 2 and 144 channels stride 1, took 119 -> 83 and 119 -> 100 µs,
+# the whole model 3.93 -> 3.79 ms (one thread, same process, alternating). 3×3 filters on 56×56
+# planes took 1.6 times as long.
+_BY_CHANNEL_WIDE = 1024
 
 # The most input channels for which _FusedConv2D runs conv_nchw (first layers, where Conv2D's
 # NHWC patches copy in short runs). On the benchmark models' RGB stems it took 6-45% less time
@@ -737,7 +743,11 @@ def depthwise_nchw(loops, win, x, w, bias, code, exp_swish, op: str):
 
     planes = out.reshape(n * c * mult, oh * ow)
     rows = max(1, _CHUNK // (oh * ow))
-    by_channel = mult == 1 and oh * ow <= _BY_CHANNEL_OUTPUTS and c >= 16
+    by_channel = (
+        mult == 1
+        and c >= 16
+        and oh * ow <= (_BY_CHANNEL_WIDE if kh == kw == 5 else _BY_CHANNEL_OUTPUTS)
+    )
     # At batch 1, over the pool's team: runs of whole vectors of channels (by channel: two
     # vectors or more) or of planes, with the unsplit bits.
     team = None

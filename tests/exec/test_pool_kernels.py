@@ -294,6 +294,11 @@ def test_max_pool_grad_of_a_large_batch_matches_the_reference():
 # float types, NaN, infinities and signed zeros.
 NCHW_STRIDE_2 = [
     ((1, 3, 111, 111), (3, 3), "VALID", None),  # SqueezeNet's pools
+    # 3×3 rows of 16 whole windows or more (a vector of float32 outputs at a time, the last
+    # vector overlapping), with windows partly outside the rows and rows partly outside x
+    ((1, 2, 40, 37), (3, 3), "EXPLICIT", ((1, 1), (1, 1))),
+    ((1, 2, 35, 55), (3, 3), "SAME", None),
+    ((2, 2, 20, 41), (3, 3), "VALID", None),
     ((2, 2, 12, 13), (3, 3), "SAME", None),
     ((1, 2, 10, 9), (3, 3), "EXPLICIT", ((1, 1), (1, 1))),  # ResNet's stem pool
     ((1, 2, 9, 12), (3, 3), "EXPLICIT", ((0, 1), (1, 0))),

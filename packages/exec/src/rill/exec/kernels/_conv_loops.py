@@ -17,7 +17,7 @@ import numpy as np
 from rill.exec.kernels import _depthwise_vec as _vec
 from rill.exec.kernels import _spin
 from rill.exec.kernels._depthwise_loops import taps_3x3, taps_5x5
-from rill.exec.kernels._loops import max_pool_nchw  # noqa: F401 - pool_kernels' loop
+from rill.exec.kernels._loops import _max, max_pool_nchw
 from rill.exec.kernels._sigmoid_loops import (  # noqa: F401 - re-exported for the kernels
     sigmoid32,
     sigmoid32_flat,
@@ -323,6 +323,63 @@ def _vec_columns(k, cols, xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, 
         _vec.t5_2(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
     else:
         _vec.t5_1(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
+
+
+@_jit
+def _window_column(x, p, y0, y1, c):  # pragma: no cover - compiled
+    """The maximum down column c of plane p's rows [y0, y1): max_pool_nchw's vm[c]."""
+    v = x[p, y0, c]
+    for y in range(y0 + 1, y1):
+        v = _max(v, x[p, y, c])
+    return v
+
+
+@_jit
+def max_pool_3x3s2(x, out, top, left, lo, hi):  # pragma: no cover - compiled
+    """max_pool_nchw (x [planes, h, w], out [planes, oh, ow], both C-contiguous) for 3×3
+    windows at stride 2, the same operations in the same order, so its bits: a row of outputs
+    whose windows are whole (all 3 rows and 3 columns inside x) goes a vector at a time
+    (_vec.pool_3x3s2, the last vector overlapping the one before it), the rest one output at a
+    time. Rows of fewer outputs than a vector: max_pool_nchw itself."""
+    _, h, wd = x.shape
+    _, oh, ow = out.shape
+    lanes = _vec.VECTOR_BYTES // out.itemsize
+    o0 = min(ow, max(0, (left + 1) // 2))  # the outputs whose windows' columns lie inside
+    o1 = max(o0, min(ow, (wd - 3 + left) // 2 + 1))
+    if o1 - o0 < lanes:
+        max_pool_nchw(x, out, 3, 3, 2, 2, top, left, lo, hi)
+        return
+    lowest = x.dtype.type(-np.inf)
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
+    for p in range(lo, hi):
+        for r in range(oh):
+            y0 = max(0, r * 2 - top)
+            y1 = min(h, r * 2 - top + 3)
+            dst = out[p, r]
+            if y0 >= y1:
+                for o in range(ow):
+                    dst[o] = lowest
+                continue
+            for e in range(o0 + ow - o1):  # the windows partly outside the row (from lowest)
+                o = e if e < o0 else o1 + e - o0
+                acc = lowest
+                for j in range(3):
+                    cc = o * 2 + j - left
+                    if 0 <= cc < wd:
+                        acc = _max(acc, _window_column(x, p, y0, y1, cc))
+                dst[o] = acc
+            if y1 - y0 == 3:
+                for b0 in range(o0, o1, lanes):
+                    o = min(b0, o1 - lanes)
+                    _vec.pool_3x3s2(xf, (p * h + y0) * wd + o * 2 - left, wd, of,
+                                    (p * oh + r) * ow + o)  # fmt: skip
+            else:
+                for o in range(o0, o1):
+                    c = o * 2 - left
+                    dst[o] = _max(_max(_window_column(x, p, y0, y1, c),
+                                       _window_column(x, p, y0, y1, c + 1)),
+                                  _window_column(x, p, y0, y1, c + 2))  # fmt: skip
 
 
 @_jit

@@ -219,3 +219,61 @@ def _block_out(act):
 
 
 (out_sums, out_0, out_1, out_2, out_3, out_4) = (_block_out(a) for a in range(-1, 5))
+
+
+# -- Max pooling, 3×3 windows at stride 2 (SqueezeNet's): a row of outputs in vectors. The
+# compiled loop over short rows (55, 27, 13 outputs) spent most of its time in the scalar
+# remainders of its vector loops. Here one call computes a vector of outputs (16 float32, 8
+# float64) from 4 loads of each of the 3 input rows.
+
+
+def _maximum(builder, a, v):
+    """_loops._max on vectors: a NaN in a gives a, else a where a > v, else v."""
+    m = builder.select(builder.fcmp_ordered(">", a, v), a, v)
+    return builder.select(builder.fcmp_unordered("uno", a, a), a, m)
+
+
+@intrinsic
+def pool_3x3s2(typingctx, xf, first, row, of, at):
+    """of[at + j] for j < lanes = the maximum of xf's 3×3 window whose first tap is
+    xf[first + 2j] (rows `row` apart): each column's rows taken first, in order, then the
+    window's three columns, left to right, with _loops._max's operations (max_pool_nchw's
+    order, so its bits). Reads xf[first + r·row + c] for r < 3, c <= 2·lanes only."""
+    sig = types.void(xf, types.int64, types.int64, of, types.int64)
+
+    def codegen(context, builder, signature, args):
+        xa, oa = (context.make_array(signature.args[n])(context, builder, args[n]) for n in (0, 3))
+        first, row, at = args[1], args[2], args[4]
+        dtype = signature.args[0].dtype
+        lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
+        vptr = ir.VectorType(context.get_value_type(dtype), lanes).as_pointer()
+        i64 = ir.IntType(64)
+
+        def column_max(offset):  # the 3 rows' maximum of the vector at `offset` columns
+            acc = None
+            for r in range(3):
+                at_r = builder.add(builder.add(first, builder.mul(row, ir.Constant(i64, r))),
+                                   ir.Constant(i64, offset))  # fmt: skip
+                v = builder.load(builder.bitcast(builder.gep(xa.data, [at_r]), vptr), align=1)
+                acc = v if acc is None else _maximum(builder, acc, v)
+            return acc
+
+        # columns [0, L), [L, 2L) give the windows' first and second columns (even, odd);
+        # [2, L + 2) and [L + 1, 2L + 1) their third (2, 4, ..., 2L).
+        a, b = column_max(0), column_max(lanes)
+        c, d = column_max(2), column_max(lanes + 1)
+
+        def pick(u, v, idx):
+            return builder.shuffle_vector(
+                u, v, ir.Constant(ir.VectorType(ir.IntType(32), lanes), idx)
+            )
+
+        even = pick(a, b, [2 * j for j in range(lanes)])
+        odd = pick(a, b, [2 * j + 1 for j in range(lanes)])
+        third = pick(c, d, [2 * j if 2 * j < lanes else 2 * j + 1 for j in range(lanes)])
+        out = _maximum(builder, _maximum(builder, even, odd), third)
+        ptr = builder.bitcast(builder.gep(oa.data, [at]), vptr)
+        builder.store(out, ptr, align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen

@@ -170,6 +170,10 @@ def _max_pool_nchw(loops, pool: _Pool, x: np.ndarray, out_shape):
     xs = np.ascontiguousarray(x).reshape(n * c, h, w)
     planes = out.reshape(n * c, oh, ow)
     grain = max(1, (_SPLIT_GRAIN if n > 1 else _SPLIT_GRAIN_B1) // max(h * w, 1))
+    if (kh, kw, sh, sw) == (3, 3, 2, 2):  # whole rows of windows a vector at a time
+        parallel_for(n * c, lambda lo, hi: loops.max_pool_3x3s2(
+            xs, planes, top, left, lo, hi), grain=grain)  # fmt: skip
+        return out
     parallel_for(n * c, lambda lo, hi: loops.max_pool_nchw(
         xs, planes, kh, kw, sh, sw, top, left, lo, hi), grain=grain)  # fmt: skip
     return out

@@ -1,9 +1,10 @@
-"""Sum and Mean over a C-contiguous array's trailing axes of at most 248 values (a global
-average pool of small planes, up to 15×15) run compiled row loops (_loops.row_sums and row_means) that
-repeat numpy's pairwise summation: the results must be numpy's bit for bit, with RILL_JIT=0 as
-the reference (signed zeros, NaN, infinities, every row length from 1 to 248, numpy's one split above 128, keep_dims), and
-every other case must still take numpy's path. Longer rows take numpy's reduction in blocks
-of rows split over the threads, with numpy's bits over the whole array."""
+"""Sum and Mean over a C-contiguous float array's trailing axes (a global average pool) run
+compiled row loops (_conv_loops.row_pairwise_sums, four rows' leaves side by side) that repeat
+numpy's pairwise summation: the results must be numpy's bit for bit, with RILL_JIT=0 as the
+reference (signed zeros, NaN, infinities, every row length from 1 to 520: numpy's leaves below
+8 values and up to 128, its splits above 128 and above 256, keep_dims, rows in groups of four
+and the rest), and every other case must still take numpy's path. The rows split over the
+threads in blocks, with numpy's bits over the whole array."""
 
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ def _assert_same_bits(a, b):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fn", [reduction_kernels._mean, reduction_kernels._sum])
 def test_every_row_length_is_numpys_pairwise_sum(fn, dtype):
-    for n in range(1, 249):
-        x = (RNG.standard_normal((3, n)) * RNG.uniform(0.1, 1e4)).astype(dtype)
+    for n in range(1, 521):
+        x = (RNG.standard_normal((3 + n % 5, n)) * RNG.uniform(0.1, 1e4)).astype(dtype)
         got, want = _both(fn, x, (1,), False)
         _assert_same_bits(got, want)
 
@@ -66,17 +67,16 @@ def test_global_pools_with_special_values_are_numpys_bits(shape, axes, keep, fn,
 
 
 def test_the_loops_run_only_where_they_apply():
-    # Longer rows, leading axes, another layout, integers: numpy's own path (no compiled call).
+    # Leading axes, another layout, integers: numpy's own path (no compiled call); trailing
+    # axes of contiguous floats, short rows or long: the row loops.
     called = []
-    loops = pytest.importorskip("rill.exec.kernels._loops")
+    loops = pytest.importorskip("rill.exec.kernels._conv_loops")
     if jit.loops() is None:
         pytest.skip("compiled loops are off")
-    orig = loops.row_means
-    loops.row_means = lambda *a: called.append(1) or orig(*a)
+    orig = loops.row_pairwise_sums
+    loops.row_pairwise_sums = lambda *a: called.append(1) or orig(*a)
     try:
         x = RNG.standard_normal((2, 3, 12, 12)).astype(np.float32)
-        reduction_kernels._mean(np, np.ones((2, 3, 249), np.float32), (2,), True)  # 249: numpy
-        reduction_kernels._mean(np, np.ones((1, 2, 16, 16), np.float32), (2, 3), False)
         reduction_kernels._mean(np, x[:, :, :5, :5].copy(), (0, 1), False)  # leading axes
         reduction_kernels._mean(np, x[:, :, :5, :5], (2, 3), False)  # not contiguous
         reduction_kernels._mean(np, np.ones((2, 3, 4), np.int32), (2,), False)
@@ -84,8 +84,29 @@ def test_the_loops_run_only_where_they_apply():
         got = reduction_kernels._mean(np, x[:, :, :5, :5].copy(), (2, 3), False)
         assert called == [1] and got.shape == (2, 3)
         np.testing.assert_allclose(got, x[:, :, :5, :5].mean(axis=(2, 3)), rtol=1e-6)
+        long = RNG.standard_normal((2, 3, 999)).astype(np.float32)
+        got = reduction_kernels._sum(np, long, (2,), True)
+        assert called == [1, 1] and got.shape == (2, 3, 1)
+        np.testing.assert_allclose(got, long.sum(axis=2, keepdims=True), rtol=1e-5)
     finally:
-        loops.row_means = orig
+        loops.row_pairwise_sums = orig
+
+
+def test_numpys_pairwise_program():
+    from rill.exec.kernels import _conv_loops
+
+    # (kind, start, length): leaves of at most 128, each split at n // 2 rounded down to 8
+    assert _conv_loops.pairwise_program(128).tolist() == [[0, 0, 128]]
+    assert _conv_loops.pairwise_program(129).tolist() == [[0, 0, 64], [0, 64, 65], [1, 0, 0]]
+    assert _conv_loops.pairwise_program(300).tolist() == [
+        [0, 0, 72],
+        [0, 72, 72],
+        [1, 0, 0],
+        [0, 144, 72],
+        [0, 216, 84],
+        [1, 0, 0],
+        [1, 0, 0],
+    ]
 
 
 def test_the_mean_of_a_graph_uses_the_loops_and_keeps_errors():
@@ -148,9 +169,8 @@ def test_a_large_pool_splits_over_threads_with_numpys_bits(fn, monkeypatch):
      ((2, 3, 249), (2,), 1), ((4, 64, 40, 40), (1, 2, 3), 1), ((16, 64, 40, 40), (2, 3), 2)],
 )  # fmt: skip
 def test_long_rows_split_in_blocks_with_numpys_bits(shape, axes, pieces, fn, dtype, monkeypatch):
-    """Rows longer than the compiled loops take go to numpy's reduction a block of rows per
-    piece, the blocks over the intra-op threads: the bits are numpy's over the whole array
-    (special values included) on one thread or two."""
+    """Long rows split in blocks of rows over the intra-op threads: the bits are numpy's over
+    the whole array (special values included) on one thread or two."""
     from rill.exec import threads
     from rill.exec.kernels import intra_op
 

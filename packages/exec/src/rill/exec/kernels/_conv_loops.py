@@ -325,6 +325,62 @@ def _vec_columns(k, cols, xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, 
         _vec.t5_1(xf, wf, yf, xbase, xrow, row, col, step, ybase, yrow, nrows, nvec, c)
 
 
+def pairwise_program(n: int) -> np.ndarray:
+    """numpy's pairwise summation of n values as a program for row_pairwise_sums: rows
+    (kind, start, length), kind 0 a leaf (a run of at most 128 values) and 1 the sum of the last
+    two results (numpy's split: a run of more than 128 at n2 = n // 2 rounded down to a multiple
+    of 8, its first part first)."""
+    ops: list = []
+    todo = [(0, 0, n)]  # (kind, start, length): 0 a run to sum, 1 an addition to emit
+    while todo:
+        kind, s, m = todo.pop()
+        if kind == 1:
+            ops.append((1, 0, 0))
+        elif m <= 128:
+            ops.append((0, s, m))
+        else:
+            m2 = m // 2
+            m2 -= m2 % 8
+            todo += [(1, 0, 0), (0, s + m2, m - m2), (0, s, m2)]
+    return np.array(ops, np.int64).reshape(-1, 3)
+
+
+@_jit
+def row_pairwise_sums(x, out, prog, mean, lo, hi):  # pragma: no cover - compiled
+    """out[r] = 0 + numpy's pairwise sum of x[r] (divided by the row's length, in the dtype,
+    where mean) for the rows r in [lo, hi) of x [rows, n] (C-contiguous), prog
+    pairwise_program(n): numpy's additions in numpy's order, so its bits, LEAF_ROWS rows at a
+    time (_vec.leaf_rows; past the last row the last again, unused)."""
+    rows, n = x.shape
+    zero = x.dtype.type(0)
+    count = x.dtype.type(n)
+    xf = x.reshape(-1)
+    q = _vec.LEAF_ROWS
+    stack = np.empty(65 * q, x.dtype)
+    for r0 in range(lo, hi, q):
+        r1 = min(hi, r0 + q)
+        base = r0 * n
+        stride = n if r1 - r0 == q else 0
+        top = 0
+        for t in range(prog.shape[0]):
+            if prog[t, 0] == 0:
+                if stride == 0:  # fewer rows than a group: one at a time, into its slot
+                    # (each call writes q slots from its own; the rows after it rewrite theirs)
+                    for r in range(r0, r1):
+                        _vec.leaf_rows(xf, r * n, 0, prog[t, 1], prog[t, 2], stack,
+                                       top * q + r - r0)  # fmt: skip
+                else:
+                    _vec.leaf_rows(xf, base, stride, prog[t, 1], prog[t, 2], stack, top * q)
+                top += 1
+            else:
+                top -= 1
+                for j in range(q):
+                    stack[(top - 1) * q + j] = stack[(top - 1) * q + j] + stack[top * q + j]
+        for r in range(r0, r1):
+            v = zero + stack[r - r0]
+            out[r] = v / count if mean else v
+
+
 @_jit
 def _window_column(x, p, y0, y1, c):  # pragma: no cover - compiled
     """The maximum down column c of plane p's rows [y0, y1): max_pool_nchw's vm[c]."""

@@ -277,3 +277,76 @@ def pool_3x3s2(typingctx, xf, first, row, of, at):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+# -- numpy's pairwise sums of rows (Sum and Mean over trailing axes: a global average pool).
+# numpy sums a run of at most 128 values as 8 running sums (r[j] += x[i + j] over the whole
+# blocks of 8), combines them ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) and adds the
+# rest one at a time; a longer run is split (rolling_leaves' program) and its halves added. The
+# 8 running sums are one vector here, and 4 rows' leaves run side by side: 4 independent chains
+# of additions where numpy's single chain waited on each add's latency.
+
+LEAF_ROWS = 4
+
+
+@intrinsic
+def leaf_rows(typingctx, xf, base, stride, s, n, sums, at):
+    """sums[at + q] = numpy's pairwise leaf sum (n <= 128 values, as above) of xf[base +
+    q·stride + s :][:n] for q < LEAF_ROWS, the same additions in the same order (below 8
+    values: 0 + each in order)."""
+    sig = types.void(xf, types.int64, types.int64, types.int64, types.int64, sums, types.int64)
+
+    def codegen(context, builder, signature, args):
+        xa, sa = (context.make_array(signature.args[n_])(context, builder, args[n_])
+                  for n_ in (0, 5))  # fmt: skip
+        base, stride, s, n, at = args[1], args[2], args[3], args[4], args[6]
+        dtype = signature.args[0].dtype
+        elem = context.get_value_type(dtype)
+        vec = ir.VectorType(elem, 8)
+        vptr = vec.as_pointer()
+        i64 = ir.IntType(64)
+
+        def const(v):
+            return ir.Constant(i64, v)
+
+        starts = [builder.add(builder.add(base, builder.mul(stride, const(q))), s)
+                  for q in range(LEAF_ROWS)]  # fmt: skip
+        results = [cgutils.alloca_once(builder, elem) for _ in range(LEAF_ROWS)]
+        short = builder.icmp_signed("<", n, const(8))
+        with builder.if_else(short) as (few, many):
+            with few:
+                for q in range(LEAF_ROWS):
+                    builder.store(ir.Constant(elem, 0.0), results[q])
+                    with cgutils.for_range(builder, n) as loop:
+                        v = builder.load(builder.gep(xa.data, [builder.add(starts[q], loop.index)]))
+                        builder.store(builder.fadd(builder.load(results[q]), v), results[q])
+            with many:
+                accs = [cgutils.alloca_once_value(
+                    builder, builder.load(builder.bitcast(builder.gep(xa.data, [st]), vptr),
+                                          align=1)) for st in starts]  # fmt: skip
+                blocks = builder.sdiv(n, const(8))
+                with cgutils.for_range(builder, builder.sub(blocks, const(1))) as loop:
+                    off = builder.mul(builder.add(loop.index, const(1)), const(8))
+                    for q in range(LEAF_ROWS):
+                        ptr = builder.gep(xa.data, [builder.add(starts[q], off)])
+                        v = builder.load(builder.bitcast(ptr, vptr), align=1)
+                        builder.store(builder.fadd(builder.load(accs[q]), v), accs[q])
+                end = builder.mul(blocks, const(8))
+                for q in range(LEAF_ROWS):
+                    r = builder.load(accs[q])
+                    lane = [builder.extract_element(r, ir.Constant(ir.IntType(32), j))
+                            for j in range(8)]  # fmt: skip
+                    add = builder.fadd
+                    total = add(add(add(lane[0], lane[1]), add(lane[2], lane[3])),
+                                add(add(lane[4], lane[5]), add(lane[6], lane[7])))  # fmt: skip
+                    builder.store(total, results[q])
+                    with cgutils.for_range(builder, builder.sub(n, end)) as loop:
+                        at_q = builder.add(starts[q], builder.add(end, loop.index))
+                        v = builder.load(builder.gep(xa.data, [at_q]))
+                        builder.store(builder.fadd(builder.load(results[q]), v), results[q])
+        for q in range(LEAF_ROWS):
+            builder.store(builder.load(results[q]),
+                          builder.gep(sa.data, [builder.add(at, const(q))]))  # fmt: skip
+        return context.get_dummy_value()
+
+    return sig, codegen

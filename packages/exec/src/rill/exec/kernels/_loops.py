@@ -266,83 +266,10 @@ def all_distinct(idx, size):  # pragma: no cover - compiled
     return True
 
 
-# -- Sum and Mean over short trailing axes (reduction_kernels). numpy sums a C-contiguous array
-# over its trailing axes row by row, one inner-loop call per row of the flattened [rows, n] view,
-# each a pairwise sum; up to 128 values that is: below 8 values in order from 0, else eight
-# running sums, combined ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest in
-# order; the result is 0 + that sum. These loops do the same operations in the same order, so
-# the bits are numpy's, without its call per row (which for a global average pool of 7×7 planes
-# costs more than the sums). Longer rows stay with numpy, whose vectorized running sums are
-# faster there. From 129 to 248 values numpy splits a row once (n2 = n // 2 rounded down to
-# a multiple of 8, each half one block; from 249 a half splits again), and so do these loops
-# (13×13 to 15×15 global average pools: SqueezeNet's 1000×13×13 Mean 0.051 -> 0.042 ms).
-
-# The longest rows row_sums and row_means take.
-ROW_SUMS_MAX = 248
-# Inlined: a call per row that passes an array costs more than a short row's sum.
+# Inlined (the layer normalization's row helpers): a call that passes an array costs more than
+# a short row's work.
 _inline = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
                      inline="always")  # fmt: skip
-
-
-@_inline
-def _leaf(a, row, s, n):  # pragma: no cover - compiled
-    """numpy's pairwise sum of a[row, s:s + n] for n <= 128 (one block, no split)."""
-    if n < 8:
-        res = a.dtype.type(0)
-        for i in range(s, s + n):
-            res += a[row, i]
-        return res
-    r0, r1, r2, r3 = a[row, s], a[row, s + 1], a[row, s + 2], a[row, s + 3]
-    r4, r5, r6, r7 = a[row, s + 4], a[row, s + 5], a[row, s + 6], a[row, s + 7]
-    end = s + n - n % 8
-    i = s + 8
-    while i < end:
-        r0 += a[row, i]
-        r1 += a[row, i + 1]
-        r2 += a[row, i + 2]
-        r3 += a[row, i + 3]
-        r4 += a[row, i + 4]
-        r5 += a[row, i + 5]
-        r6 += a[row, i + 6]
-        r7 += a[row, i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < s + n:
-        res += a[row, i]
-        i += 1
-    return res
-
-
-@_inline
-def _block(a, row, n):  # pragma: no cover - compiled
-    """numpy's pairwise sum of a[row, :n] for n <= ROW_SUMS_MAX (248): above 128 values,
-    numpy's one split."""
-    if n <= 128:
-        return _leaf(a, row, 0, n)
-    n2 = n // 2
-    n2 -= n2 % 8
-    return _leaf(a, row, 0, n2) + _leaf(a, row, n2, n - n2)
-
-
-@_jit
-def row_sums(x, out, lo, hi):  # pragma: no cover - compiled
-    """out[r] = 0 + numpy's pairwise sum of x[r] for the rows r in [lo, hi) of x [rows, n],
-    n <= ROW_SUMS_MAX."""
-    zero = x.dtype.type(0)
-    n = x.shape[1]
-    for r in range(lo, hi):
-        out[r] = zero + _block(x, r, n)
-
-
-@_jit
-def row_means(x, out, lo, hi):  # pragma: no cover - compiled
-    """out[r] = (0 + numpy's pairwise sum of x[r]) / n for the rows r in [lo, hi) of x
-    [rows, n], n <= ROW_SUMS_MAX (Mean's sum, then its division by the count in the dtype)."""
-    zero = x.dtype.type(0)
-    n = x.shape[1]
-    count = x.dtype.type(n)
-    for r in range(lo, hi):
-        out[r] = (zero + _block(x, r, n)) / count
 
 
 # -- NCHW max pooling (pool_kernels, through _conv_loops, which re-exports it).

@@ -342,8 +342,9 @@ def test_nchw_stride_2_max_pool_matches_the_numpy_path_bit_for_bit(case, dtype):
 
 @pytest.mark.parametrize("batch, pieces", [(1, 1), (2, 2)])
 def test_nchw_max_pool_splits_from_batch_2(monkeypatch, batch, pieces):
-    """A batch-1 NCHW max pooling of a few hundred KB stays on the calling thread (a split lost
-    more than it saved); at batch 2 it splits over the threads; the values are the same."""
+    """Over the Python pool (no team: test_team_kernels covers the team's split at batch 1) a
+    batch-1 NCHW max pooling of a few hundred KB stays on the calling thread (a split lost more
+    than it saved); at batch 2 it splits over the threads; the values are the same."""
     from rill.exec import threads
     from rill.exec.kernels import intra_op, jit, pool_kernels
 
@@ -362,6 +363,7 @@ def test_nchw_max_pool_splits_from_batch_2(monkeypatch, batch, pieces):
 
     monkeypatch.setattr(pool_kernels, "parallel_for", watch)
     monkeypatch.setattr(intra_op, "_THREADS", 2)
+    monkeypatch.setattr(intra_op, "team", lambda: None)
     monkeypatch.setattr(threads, "cores_idle", lambda: 2)
     (got,) = run_op("MaxPool", [x], attrs)
     assert made == [pieces]

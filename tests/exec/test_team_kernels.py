@@ -1,7 +1,8 @@
 """Batch-1 kernels split over the intra-op pool's team (compiled pieces, no Python in the
 hand-off: kernels._spin.team_run): the by-channel and plane-by-plane depthwise convolutions,
-the float32 epilogue of a large output and the direct convolution of an RGB stem. Each gives the bits of its unsplit run, on whichever
-threads its pieces ran; the team path is checked to have run."""
+the float32 epilogue of a large output, the direct convolution of an RGB stem and NCHW max
+pooling. Each gives the bits of its unsplit run, on whichever threads its pieces ran; the team
+path is checked to have run."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def team_calls(monkeypatch, polling_team):
     calls = []
     for mod, name in [(_conv_loops, "depthwise_by_channel_team"),
                       (_conv_loops, "depthwise_planes_team"), (_conv_loops, "epilogue_team"),
-                      (_conv_vec, "direct_team")]:  # fmt: skip
+                      (_conv_vec, "direct_team"), (_conv_loops, "max_pool_team")]:  # fmt: skip
         real = getattr(mod, name)
 
         def watch(*args, _real=real, _name=name):
@@ -126,3 +127,26 @@ def test_an_rgb_stem_over_the_team_is_the_unsplit_bits(team_calls, dtype, act, k
                              [1, 1, 1, 1], ["BiasAdd", *([act] if act else [])], 1, 0.2)  # fmt: skip
     used = _both(team_calls, lambda: conv(x, w, bias))
     assert "direct_team" in used
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "shape, k, s, pads",
+    [((1, 64, 111, 111), 3, 2, None), ((1, 32, 112, 112), 3, 2, (1, 1)),
+     ((1, 40, 60, 50), 2, 2, None), ((1, 32, 57, 41), 3, 1, (1, 1))],
+    ids=str,
+)  # fmt: skip
+def test_a_batch_1_max_pool_over_the_team_is_the_unsplit_bits(team_calls, dtype, shape, k, s, pads):
+    import rill.graph as rg
+    from rill.exec.testing import run_kernel
+
+    x = RNG.standard_normal(shape).astype(dtype)
+    x.reshape(-1)[RNG.choice(x.size, x.size // 50, replace=False)] = np.nan
+    attrs = {"ksize": [1, 1, k, k], "strides": [1, 1, s, s], "data_format": "NCHW",
+             "padding": "VALID" if pads is None else "EXPLICIT"}  # fmt: skip
+    if pads is not None:
+        attrs["explicit_paddings"] = [0, 0, 0, 0, pads[0], pads[0], pads[1], pads[1]]
+    with rg.Graph().as_default() as g:
+        op = g.create_op("MaxPool", [rg.placeholder(rg.as_dtype(dtype))], attrs)
+    used = _both(team_calls, lambda: run_kernel(op, x)[0])
+    assert used == ["max_pool_team"]

@@ -438,6 +438,65 @@ def max_pool_3x3s2(x, out, top, left, lo, hi):  # pragma: no cover - compiled
                                   _window_column(x, p, y0, y1, c + 2))  # fmt: skip
 
 
+# NCHW max pooling of one image over the pool's team (_spin.team_run): a piece is a run of
+# whole planes, pooled as the unsplit call pools them (each plane's outputs depend on it alone),
+# so the bits are the unsplit call's. Arguments (int64 cells):
+_MX, _MO, _MPLANES, _MH, _MW, _MOH, _MOW, _MKH, _MKW, _MSH, _MSW, _MTOP, _MLEFT, _MPIECES = range(
+    14
+)
+_MNARGS = 14
+
+
+@_jit
+def max_pool_planes(x, out, kh, kw, sh, sw, top, left, lo, hi):  # pragma: no cover - compiled
+    """max_pool_nchw, through max_pool_3x3s2 for 3×3 windows at stride 2."""
+    if kh == 3 and kw == 3 and sh == 2 and sw == 2:
+        max_pool_3x3s2(x, out, top, left, lo, hi)
+    else:
+        max_pool_nchw(x, out, kh, kw, sh, sw, top, left, lo, hi)
+
+
+@_jit
+def _max_pool_piece(v, p, like):  # pragma: no cover - compiled
+    planes = v[_MPLANES]
+    lo = planes * p // v[_MPIECES]
+    hi = planes * (p + 1) // v[_MPIECES]
+    if hi > lo:
+        h, wd, oh, ow = v[_MH], v[_MW], v[_MOH], v[_MOW]
+        x = _spin.array_at(v[_MX], planes * h * wd, like).reshape((planes, h, wd))
+        out = _spin.array_at(v[_MO], planes * oh * ow, like).reshape((planes, oh, ow))
+        max_pool_planes(x, out, v[_MKH], v[_MKW], v[_MSH], v[_MSW], v[_MTOP], v[_MLEFT], lo, hi)
+
+
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _max_pool32(argp, p):  # pragma: no cover - compiled
+    _max_pool_piece(numba.carray(argp, _MNARGS), p, np.float32(0))
+
+
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _max_pool64(argp, p):  # pragma: no cover - compiled
+    _max_pool_piece(numba.carray(argp, _MNARGS), p, np.float64(0))
+
+
+def max_pool_piece_function(dtype) -> int:
+    """The address of the team's max pooling piece function for `dtype`."""
+    return (_max_pool32 if dtype.itemsize == 4 else _max_pool64).address
+
+
+@_jit
+def max_pool_team(x, out, kh, kw, sh, sw, top, left, pieces, team, fn):  # pragma: no cover
+    """max_pool_planes over all planes of x [planes, h, w] into out [planes, oh, ow] (both
+    C-contiguous) in `pieces` runs of planes over the team (fn: max_pool_piece_function(dtype)):
+    the unsplit call's bits."""
+    v = np.empty(_MNARGS, np.int64)
+    v[_MX], v[_MO] = _spin.address(x), _spin.address(out)
+    v[_MPLANES], v[_MH], v[_MW] = x.shape[0], x.shape[1], x.shape[2]
+    v[_MOH], v[_MOW] = out.shape[1], out.shape[2]
+    v[_MKH], v[_MKW], v[_MSH], v[_MSW], v[_MTOP], v[_MLEFT] = kh, kw, sh, sw, top, left
+    v[_MPIECES] = max(1, min(pieces, x.shape[0]))
+    _spin.team_run(team, fn, v, v[_MPIECES])
+
+
 @_jit
 def _out_block(has_bias, act, yf, s0, ss, bias, q0, ob, d0, ds):  # pragma: no cover - compiled
     """_vec's block_out for the bias (if any) and `act`."""

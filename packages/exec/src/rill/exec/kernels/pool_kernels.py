@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels import jit
+from rill.exec.kernels import intra_op, jit
 from rill.exec.kernels.conv_kernels import (
     _compute_dtype,
     _in_window,
@@ -169,12 +169,13 @@ def _max_pool_nchw(loops, pool: _Pool, x: np.ndarray, out_shape):
         return out
     xs = np.ascontiguousarray(x).reshape(n * c, h, w)
     planes = out.reshape(n * c, oh, ow)
-    grain = max(1, (_SPLIT_GRAIN if n > 1 else _SPLIT_GRAIN_B1) // max(h * w, 1))
-    if (kh, kw, sh, sw) == (3, 3, 2, 2):  # whole rows of windows a vector at a time
-        parallel_for(n * c, lambda lo, hi: loops.max_pool_3x3s2(
-            xs, planes, top, left, lo, hi), grain=grain)  # fmt: skip
+    team = intra_op.team() if n == 1 and x.size >= _TEAM_GRAIN and c > 1 else None
+    if team is not None:  # one image: runs of planes over the team (no Python in the hand-off)
+        loops.max_pool_team(xs, planes, kh, kw, sh, sw, top, left, 4, team,
+                            loops.max_pool_piece_function(x.dtype))  # fmt: skip
         return out
-    parallel_for(n * c, lambda lo, hi: loops.max_pool_nchw(
+    grain = max(1, (_SPLIT_GRAIN if n > 1 else _SPLIT_GRAIN_B1) // max(h * w, 1))
+    parallel_for(n * c, lambda lo, hi: loops.max_pool_planes(
         xs, planes, kh, kw, sh, sw, top, left, lo, hi), grain=grain)  # fmt: skip
     return out
 
@@ -194,6 +195,10 @@ _SPLIT_GRAIN = 1 << 15
 # pooling, [1, 32, 112, 112] 3×3 stride 2, took 86 µs a step on one thread and 139 µs in
 # pieces of 2^15 over two (default threads, quiet).
 _SPLIT_GRAIN_B1 = 1 << 19
+# The fewest input values of a batch-1 NCHW max pooling split over the pool's team (a hand-off
+# of about a microsecond where a worker polls): SqueezeNet's pools, 64×111×111 to 256×27×27,
+# ran on one thread over the Python pool's hand-offs.
+_TEAM_GRAIN = 1 << 16
 
 
 def _split(x: np.ndarray, fn) -> None:

@@ -1,7 +1,8 @@
 """MatMul, BatchMatMulV2 and the Winograd convolutions' stacked products through the compiled
-product (pointwise.product / pointwise.stack, _gemm_vec): numpy's product to float rounding,
-the same bits on any number of threads and through the pool's team, and numpy's own product
-where it does not run (a few rows, a transposed right operand, another dtype)."""
+product (pointwise.product / pointwise.stack, _gemm_vec), and a row times a transposed matrix
+through its rows' dot products (pointwise.row_dots): numpy's product to float rounding, the
+same bits on any number of threads and through the pool's team, and numpy's own product where
+neither runs (2-7 rows, a transposed right operand of several rows, another dtype)."""
 
 from __future__ import annotations
 
@@ -128,6 +129,46 @@ def test_products_through_the_team_are_the_unsplit_bits(watched, monkeypatch, po
     one = (_matmul(x, w), _bmm(xs, ws))
     for got in runs:
         assert np.array_equal(got[0], one[0]) and np.array_equal(got[1], one[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k, n", [(1024, 1000), (576, 1024), (37, 5), (64, 1), (3, 300), (130, 7)],
+                         ids=str)  # fmt: skip
+def test_a_row_times_a_transposed_matrix_is_its_rows_dot_products(monkeypatch, dtype, k, n):
+    """[1, k] x [n, k]ᵀ (a classifier head at batch 1): _gemm_vec.row_dots, numpy's product to
+    rounding, each element's bits the same whatever run of rows computes it."""
+    monkeypatch.setattr(intra_op, "team", lambda: None)
+    calls = []
+    real = _gemm_vec.row_dots
+    monkeypatch.setattr(_gemm_vec, "row_dots", lambda *a: calls.append(a[3:]) or real(*a))
+    x = RNG.standard_normal((1, k)).astype(dtype)
+    w = RNG.standard_normal((n, k)).astype(dtype)
+    got = _matmul(x, w, transpose_b=True)
+    assert calls == [(0, n)] and got.shape == (1, n) and got.dtype == dtype
+    _close(got, x, w.T)
+    pieces = np.full((1, n), np.nan, dtype)
+    for j in range(0, n, 3):  # runs of 3 rows, as a piece would take them
+        real(x[0], w, pieces[0], j, j + 3)
+    assert np.array_equal(pieces, got)
+    # a transposed view of x (transpose_a) and a fused bias: the same products
+    assert np.array_equal(_matmul(np.ascontiguousarray(x.T), w, True, True), got)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_row_times_a_transposed_matrix_through_the_team_is_the_unsplit_bits(
+    monkeypatch, polling_team, dtype
+):
+    calls = []
+    real = _gemm_vec.row_dots_team
+    monkeypatch.setattr(_gemm_vec, "row_dots_team", lambda *a: calls.append(1) or real(*a))
+    x = RNG.standard_normal((1, 1024)).astype(dtype)
+    w = RNG.standard_normal((1000, 1024)).astype(dtype)
+    runs = [_matmul(x, w, transpose_b=True) for _ in range(10)]
+    assert calls
+    monkeypatch.setattr(intra_op, "team", lambda: None)
+    one = _matmul(x, w, transpose_b=True)
+    for got in runs:
+        assert np.array_equal(got, one)
 
 
 def test_what_the_compiled_product_leaves_to_numpy(watched):

@@ -22,6 +22,7 @@ callers by this file: edit it and they are compiled again.
 
 from __future__ import annotations
 
+import llvmlite.ir as ir
 import numba
 import numpy as np
 from numba import types
@@ -40,7 +41,7 @@ DEPTH = 256
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
 __all__ = ["CO", "RAW", "VECTOR_BYTES", "gemm_rows", "gemm_team", "gemm_stack", "gemm_stack_team",
-           "piece_function"]  # fmt: skip
+           "piece_function", "row_dots", "row_dots_team", "row_dot_piece_function"]  # fmt: skip
 
 
 @intrinsic
@@ -278,3 +279,133 @@ def gemm_stack_team(a, b, out, pieces, team, fn):  # pragma: no cover - compiled
     v[_STACK] = out.shape[0]
     v[_SPA], v[_SPB], v[_SPO] = a.strides[0], b.strides[0], out.strides[0]
     team_run(team, fn, v, v[_PIECES] * v[_STACK])
+
+
+# -- A matrix-vector product by a transposed matrix: out [n] = w [n, k] · x [k], w row-major (a
+# classifier head's Linear / Gemm with transB at batch 1, whose weight, 2-4 MB, is read from
+# memory at every step). OpenBLAS's kernel runs it on one thread; here the rows of w split over
+# the team, each row read once, in order (one stream). Each element is x · w[j] summed in
+# DOT_CHAINS vectors of lanes (chain u takes the vectors u, u + DOT_CHAINS, ... of the row's
+# whole runs of DOT_CHAINS vectors, with fused multiply-adds from zero), the chains added
+# ((0 + 1) + (2 + 3)), the lanes in halves (lanes/2 pairs, then lanes/4, ...), then the rest of
+# the row in order: the same arithmetic whichever piece the row falls in.
+
+DOT_CHAINS = 4
+
+
+@intrinsic
+def _row_dots(typingctx, x, w, out, ldw, j0, j1, k):
+    """out[j] = x · w[j·ldw :][:k] for j0 <= j < j1, as above (x, w, out flat)."""
+    sig = types.void(x, w, out, types.int64, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        xa, wa, oa = (context.make_array(signature.args[i])(context, builder, args[i])
+                      for i in range(3))  # fmt: skip
+        ldw, j0, j1, k = args[3:]
+        kit = Vectors(context, builder, signature.args[0].dtype)
+        lanes, vptr, fma, const = kit.lanes, kit.vptr, kit.fma, kit.const
+        scalar_fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(kit.elem, [kit.elem] * 3),
+            f"llvm.fma.f{signature.args[0].dtype.bitwidth}",
+        )  # fmt: skip
+        step = DOT_CHAINS * lanes
+        runs = builder.sdiv(k, const(step))
+        body = builder.mul(runs, const(step))
+
+        def halves(v, width):
+            idx = ir.VectorType(ir.IntType(32), width)
+            lo = builder.shuffle_vector(v, v, ir.Constant(idx, list(range(width))))
+            hi = builder.shuffle_vector(v, v, ir.Constant(idx, list(range(width, 2 * width))))
+            return builder.fadd(lo, hi)
+
+        with cgutils.for_range(builder, builder.sub(j1, j0)) as rows:
+            j = builder.add(j0, rows.index)
+            row = builder.mul(j, ldw)
+            chains = [cgutils.alloca_once_value(builder, kit.zero) for _ in range(DOT_CHAINS)]
+            with cgutils.for_range(builder, runs) as run:
+                t = builder.mul(run.index, const(step))
+                for u, chain in enumerate(chains):
+                    tu = builder.add(t, const(u * lanes))
+                    xv = builder.load(builder.bitcast(builder.gep(xa.data, [tu]), vptr), align=1)
+                    ptr = builder.gep(wa.data, [builder.add(row, tu)])
+                    wv = builder.load(builder.bitcast(ptr, vptr), align=1)
+                    builder.store(builder.call(fma, [xv, wv, builder.load(chain)]), chain)
+            v = [builder.load(c) for c in chains]
+            s = builder.fadd(builder.fadd(v[0], v[1]), builder.fadd(v[2], v[3]))
+            width = lanes
+            while width > 1:
+                width //= 2
+                s = halves(s, width)
+            total = cgutils.alloca_once_value(
+                builder, builder.extract_element(s, ir.Constant(ir.IntType(32), 0))
+            )
+            with cgutils.for_range(builder, builder.sub(k, body)) as tail:
+                tt = builder.add(body, tail.index)
+                xs = builder.load(builder.gep(xa.data, [tt]))
+                ws = builder.load(builder.gep(wa.data, [builder.add(row, tt)]))
+                builder.store(builder.call(scalar_fma, [xs, ws, builder.load(total)]), total)
+            builder.store(builder.load(total), builder.gep(oa.data, [j]))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@_jit
+def _dot_args(x, w, out):  # pragma: no cover - compiled
+    if w.shape[1] != x.shape[0] or out.shape[0] != w.shape[0]:
+        raise ValueError("row_dots: operands of mismatched shapes")
+    if x.strides[0] != x.itemsize or w.strides[1] != w.itemsize or out.strides[0] != out.itemsize:
+        raise ValueError("row_dots: x, out and w's rows must be contiguous")
+
+
+@_jit
+def row_dots(x, w, out, j0, j1):  # pragma: no cover - compiled
+    """out[j] = x · w[j] for j0 <= j < j1 (x [k], w [n, k], out [n]; x, out and w's rows
+    contiguous): each element's bits the same whatever rows a call covers."""
+    _dot_args(x, w, out)
+    j0, j1 = max(j0, 0), min(j1, out.shape[0])
+    if j1 > j0:
+        _row_dots(x, w, out, w.strides[0] // w.itemsize, j0, j1, x.shape[0])
+
+
+# A team piece of row_dots: a run of rows. Arguments (int64 cells):
+_RX, _RW, _ROUT, _RLDW, _RN, _RK, _RPIECES = range(7)
+_RNARGS = 7
+
+
+@_jit
+def _row_dot_piece(v, p, like):  # pragma: no cover - compiled
+    j0 = v[_RN] * p // v[_RPIECES]
+    j1 = v[_RN] * (p + 1) // v[_RPIECES]
+    if j1 > j0:
+        _row_dots(array_at(v[_RX], 1, like), array_at(v[_RW], 1, like),
+                  array_at(v[_ROUT], 1, like), v[_RLDW], j0, j1, v[_RK])  # fmt: skip
+
+
+@numba.cfunc(PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _row_dot_piece32(argp, p):  # pragma: no cover - compiled
+    _row_dot_piece(numba.carray(argp, _RNARGS), p, np.float32(0))
+
+
+@numba.cfunc(PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _row_dot_piece64(argp, p):  # pragma: no cover - compiled
+    _row_dot_piece(numba.carray(argp, _RNARGS), p, np.float64(0))
+
+
+def row_dot_piece_function(dtype) -> int:
+    """The address of row_dots_team's piece function for `dtype` (float32 or float64)."""
+    return (_row_dot_piece32 if dtype.itemsize == 4 else _row_dot_piece64).address
+
+
+@_jit
+def row_dots_team(x, w, out, pieces, team, fn):  # pragma: no cover - compiled
+    """row_dots over all rows in `pieces` runs of rows through the team (fn:
+    row_dot_piece_function(dtype)): the same bits as one row_dots call."""
+    _dot_args(x, w, out)
+    if out.shape[0] == 0:
+        return
+    v = np.zeros(_RNARGS, np.int64)
+    v[_RX], v[_RW], v[_ROUT] = address(x), address(w), address(out)
+    v[_RLDW], v[_RN], v[_RK] = w.strides[0] // w.itemsize, out.shape[0], x.shape[0]
+    v[_RPIECES] = max(1, min(pieces, out.shape[0]))
+    team_run(team, fn, v, v[_RPIECES])

@@ -19,7 +19,7 @@ import numpy as np
 from rill.exec import threads
 from rill.exec.kernels import intra_op, jit
 
-__all__ = ["matmul", "product", "stack", "compiled", "NO_SPLIT", "SPLIT_GRAIN"]
+__all__ = ["matmul", "product", "stack", "row_dots", "compiled", "NO_SPLIT", "SPLIT_GRAIN"]
 
 # split_from for a product that must run on the calling thread (one image's, inside a split).
 NO_SPLIT = 1 << 62
@@ -82,6 +82,31 @@ def product(a, b, out, most: int = threads.MAX_PIECES, split_from: int = SPLIT_G
     if mod is None or a.shape[0] < mod.CO:
         return False
     _run(mod, a, b, out, split_from, most, None, None)
+    return True
+
+
+def row_dots(x, w, out) -> bool:
+    """out [n] = w [n, k] · x [k] (each w row, x and out contiguous, one float dtype) through
+    _gemm_vec.row_dots: a run of rows per piece over the team from TEAM_GRAIN multiply-adds,
+    else on the calling thread; the same bits either way. False, out untouched, where it does
+    not run."""
+    mod = _mod()
+    dt = out.dtype
+    if (
+        mod is None
+        or dt not in jit.FLOATS
+        or x.dtype != dt
+        or w.dtype != dt
+        or x.strides[0] != dt.itemsize
+        or out.strides[0] != dt.itemsize
+        or w.strides[1] != dt.itemsize
+    ):
+        return False
+    team = intra_op.team() if w.size >= TEAM_GRAIN and w.shape[0] > 1 else None
+    if team is not None:
+        mod.row_dots_team(x, w, out, 4, team, mod.row_dot_piece_function(dt))
+    else:
+        mod.row_dots(x, w, out, 0, w.shape[0])
     return True
 
 

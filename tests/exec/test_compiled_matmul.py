@@ -1,8 +1,9 @@
 """MatMul, BatchMatMulV2 and the Winograd convolutions' stacked products through the compiled
 product (pointwise.product / pointwise.stack, _gemm_vec), and a row times a transposed matrix
-through its rows' dot products (pointwise.row_dots): numpy's product to float rounding, the
-same bits on any number of threads and through the pool's team, and numpy's own product where
-neither runs (2-7 rows, a transposed right operand of several rows, another dtype)."""
+and 1-4 rows times a transposed matrix as dot products of rows (pointwise.row_dots): numpy's
+product to float rounding, the same bits on any number of threads and through the pool's team,
+and numpy's own product where neither runs (5-7 rows, a transposed right operand of more
+rows, another dtype)."""
 
 from __future__ import annotations
 
@@ -132,36 +133,45 @@ def test_products_through_the_team_are_the_unsplit_bits(watched, monkeypatch, po
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("k, n", [(1024, 1000), (576, 1024), (37, 5), (64, 1), (3, 300), (130, 7)],
-                         ids=str)  # fmt: skip
-def test_a_row_times_a_transposed_matrix_is_its_rows_dot_products(monkeypatch, dtype, k, n):
-    """[1, k] x [n, k]ᵀ (a classifier head at batch 1): _gemm_vec.row_dots, numpy's product to
-    rounding, each element's bits the same whatever run of rows computes it."""
+@pytest.mark.parametrize(
+    "m, k, n",
+    [(1, 1024, 1000), (1, 576, 1024), (1, 37, 5), (1, 64, 1), (4, 3, 300), (3, 130, 7),
+     (4, 1280, 64), (2, 65, 33)],
+    ids=str,
+)  # fmt: skip
+def test_a_few_rows_times_a_transposed_matrix_are_dot_products(monkeypatch, dtype, m, k, n):
+    """[m, k] x [n, k]ᵀ for 1-4 rows (a classifier head at batch 1-4): _gemm_vec.row_dots,
+    numpy's product to rounding, each element's bits the same whatever run of w's rows
+    computes it and however many rows x has."""
     monkeypatch.setattr(intra_op, "team", lambda: None)
     calls = []
     real = _gemm_vec.row_dots
     monkeypatch.setattr(_gemm_vec, "row_dots", lambda *a: calls.append(a[3:]) or real(*a))
-    x = RNG.standard_normal((1, k)).astype(dtype)
+    x = RNG.standard_normal((m, k)).astype(dtype)
     w = RNG.standard_normal((n, k)).astype(dtype)
     got = _matmul(x, w, transpose_b=True)
-    assert calls == [(0, n)] and got.shape == (1, n) and got.dtype == dtype
+    assert calls == [(0, n)] and got.shape == (m, n) and got.dtype == dtype
     _close(got, x, w.T)
-    pieces = np.full((1, n), np.nan, dtype)
-    for j in range(0, n, 3):  # runs of 3 rows, as a piece would take them
-        real(x[0], w, pieces[0], j, j + 3)
+    pieces = np.full((m, n), np.nan, dtype)
+    for j in range(0, n, 3):  # runs of 3 rows of w, as a piece would take them
+        real(x, w, pieces, j, j + 3)
     assert np.array_equal(pieces, got)
-    # a transposed view of x (transpose_a) and a fused bias: the same products
-    assert np.array_equal(_matmul(np.ascontiguousarray(x.T), w, True, True), got)
+    for i in range(m):  # each row of x alone: the same bits
+        assert np.array_equal(_matmul(x[i : i + 1], w, transpose_b=True), got[i : i + 1])
+    # transpose_a: one row read through a transposed view, the same products (rows of x not
+    # contiguous: numpy's product)
+    other = _matmul(np.ascontiguousarray(x.T), w, True, True)
+    assert np.array_equal(other, got) if m == 1 else _close(other, x, w.T) is None
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_row_times_a_transposed_matrix_through_the_team_is_the_unsplit_bits(
+def test_a_few_rows_times_a_transposed_matrix_through_the_team_are_the_unsplit_bits(
     monkeypatch, polling_team, dtype
 ):
     calls = []
     real = _gemm_vec.row_dots_team
     monkeypatch.setattr(_gemm_vec, "row_dots_team", lambda *a: calls.append(1) or real(*a))
-    x = RNG.standard_normal((1, 1024)).astype(dtype)
+    x = RNG.standard_normal((3, 1024)).astype(dtype)
     w = RNG.standard_normal((1000, 1024)).astype(dtype)
     runs = [_matmul(x, w, transpose_b=True) for _ in range(10)]
     assert calls

@@ -281,27 +281,31 @@ def gemm_stack_team(a, b, out, pieces, team, fn):  # pragma: no cover - compiled
     team_run(team, fn, v, v[_PIECES] * v[_STACK])
 
 
-# -- A matrix-vector product by a transposed matrix: out [n] = w [n, k] · x [k], w row-major (a
-# classifier head's Linear / Gemm with transB at batch 1, whose weight, 2-4 MB, is read from
+# -- A few rows times a transposed matrix: out [m, n] = x [m, k] · wᵀ, w [n, k] row-major (a
+# classifier head's Linear / Gemm with transB at batch 1-4, whose weight, 2-4 MB, is read from
 # memory at every step). OpenBLAS's kernel runs it on one thread; here the rows of w split over
-# the team, each row read once, in order (one stream). Each element is x · w[j] summed in
+# the team, each row read once, in order (one stream). Each element is x[i] · w[j] summed in
 # DOT_CHAINS vectors of lanes (chain u takes the vectors u, u + DOT_CHAINS, ... of the row's
 # whole runs of DOT_CHAINS vectors, with fused multiply-adds from zero), the chains added
 # ((0 + 1) + (2 + 3)), the lanes in halves (lanes/2 pairs, then lanes/4, ...), then the rest of
-# the row in order: the same arithmetic whichever piece the row falls in.
+# the row in order: the same arithmetic whichever piece, block of rows of x or number of rows
+# the element falls in.
 
 DOT_CHAINS = 4
+DOT_BLOCK = 4  # rows of x a loaded vector of w is multiplied into
 
 
 @intrinsic
-def _row_dots(typingctx, x, w, out, ldw, j0, j1, k):
-    """out[j] = x · w[j·ldw :][:k] for j0 <= j < j1, as above (x, w, out flat)."""
-    sig = types.void(x, w, out, types.int64, types.int64, types.int64, types.int64)
+def _row_dots(typingctx, x, w, out, ldx, ldo, m, ldw, j0, j1, k):
+    """out[i·ldo + j] = x[i·ldx :][:k] · w[j·ldw :][:k] for i < m, j0 <= j < j1, as above (x,
+    w, out flat): for each row of w, the rows of x DOT_BLOCK at a time (each vector of w loaded
+    once for them), then the rest one at a time."""
+    sig = types.void(x, w, out, *([types.int64] * 7))
 
     def codegen(context, builder, signature, args):
         xa, wa, oa = (context.make_array(signature.args[i])(context, builder, args[i])
                       for i in range(3))  # fmt: skip
-        ldw, j0, j1, k = args[3:]
+        ldx, ldo, m, ldw, j0, j1, k = args[3:]
         kit = Vectors(context, builder, signature.args[0].dtype)
         lanes, vptr, fma, const = kit.lanes, kit.vptr, kit.fma, kit.const
         scalar_fma = cgutils.get_or_insert_function(
@@ -318,33 +322,48 @@ def _row_dots(typingctx, x, w, out, ldw, j0, j1, k):
             hi = builder.shuffle_vector(v, v, ir.Constant(idx, list(range(width, 2 * width))))
             return builder.fadd(lo, hi)
 
+        def emit(j, row, i0, count):  # rows i0 .. i0 + count - 1 of x times row j of w
+            xrows = [builder.mul(builder.add(i0, const(r)), ldx) for r in range(count)]
+            chains = [[cgutils.alloca_once_value(builder, kit.zero) for _ in range(DOT_CHAINS)]
+                      for _ in range(count)]  # fmt: skip
+            with cgutils.for_range(builder, runs) as run:
+                t = builder.mul(run.index, const(step))
+                for u in range(DOT_CHAINS):
+                    tu = builder.add(t, const(u * lanes))
+                    ptr = builder.gep(wa.data, [builder.add(row, tu)])
+                    wv = builder.load(builder.bitcast(ptr, vptr), align=1)
+                    for r in range(count):
+                        ptr = builder.gep(xa.data, [builder.add(xrows[r], tu)])
+                        xv = builder.load(builder.bitcast(ptr, vptr), align=1)
+                        chain = chains[r][u]
+                        builder.store(builder.call(fma, [xv, wv, builder.load(chain)]), chain)
+            for r in range(count):
+                v = [builder.load(c) for c in chains[r]]
+                s = builder.fadd(builder.fadd(v[0], v[1]), builder.fadd(v[2], v[3]))
+                width = lanes
+                while width > 1:
+                    width //= 2
+                    s = halves(s, width)
+                total = cgutils.alloca_once_value(
+                    builder, builder.extract_element(s, ir.Constant(ir.IntType(32), 0))
+                )
+                with cgutils.for_range(builder, builder.sub(k, body)) as tail:
+                    tt = builder.add(body, tail.index)
+                    xs = builder.load(builder.gep(xa.data, [builder.add(xrows[r], tt)]))
+                    ws = builder.load(builder.gep(wa.data, [builder.add(row, tt)]))
+                    builder.store(builder.call(scalar_fma, [xs, ws, builder.load(total)]), total)
+                at = builder.add(builder.mul(builder.add(i0, const(r)), ldo), j)
+                builder.store(builder.load(total), builder.gep(oa.data, [at]))
+
+        blocks = builder.sdiv(m, const(DOT_BLOCK))
+        rest = builder.mul(blocks, const(DOT_BLOCK))
         with cgutils.for_range(builder, builder.sub(j1, j0)) as rows:
             j = builder.add(j0, rows.index)
             row = builder.mul(j, ldw)
-            chains = [cgutils.alloca_once_value(builder, kit.zero) for _ in range(DOT_CHAINS)]
-            with cgutils.for_range(builder, runs) as run:
-                t = builder.mul(run.index, const(step))
-                for u, chain in enumerate(chains):
-                    tu = builder.add(t, const(u * lanes))
-                    xv = builder.load(builder.bitcast(builder.gep(xa.data, [tu]), vptr), align=1)
-                    ptr = builder.gep(wa.data, [builder.add(row, tu)])
-                    wv = builder.load(builder.bitcast(ptr, vptr), align=1)
-                    builder.store(builder.call(fma, [xv, wv, builder.load(chain)]), chain)
-            v = [builder.load(c) for c in chains]
-            s = builder.fadd(builder.fadd(v[0], v[1]), builder.fadd(v[2], v[3]))
-            width = lanes
-            while width > 1:
-                width //= 2
-                s = halves(s, width)
-            total = cgutils.alloca_once_value(
-                builder, builder.extract_element(s, ir.Constant(ir.IntType(32), 0))
-            )
-            with cgutils.for_range(builder, builder.sub(k, body)) as tail:
-                tt = builder.add(body, tail.index)
-                xs = builder.load(builder.gep(xa.data, [tt]))
-                ws = builder.load(builder.gep(wa.data, [builder.add(row, tt)]))
-                builder.store(builder.call(scalar_fma, [xs, ws, builder.load(total)]), total)
-            builder.store(builder.load(total), builder.gep(oa.data, [j]))
+            with cgutils.for_range(builder, blocks) as block:
+                emit(j, row, builder.mul(block.index, const(DOT_BLOCK)), DOT_BLOCK)
+            with cgutils.for_range(builder, builder.sub(m, rest)) as one:
+                emit(j, row, builder.add(rest, one.index), 1)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -352,25 +371,28 @@ def _row_dots(typingctx, x, w, out, ldw, j0, j1, k):
 
 @_jit
 def _dot_args(x, w, out):  # pragma: no cover - compiled
-    if w.shape[1] != x.shape[0] or out.shape[0] != w.shape[0]:
+    if w.shape[1] != x.shape[1] or out.shape[1] != w.shape[0] or out.shape[0] != x.shape[0]:
         raise ValueError("row_dots: operands of mismatched shapes")
-    if x.strides[0] != x.itemsize or w.strides[1] != w.itemsize or out.strides[0] != out.itemsize:
-        raise ValueError("row_dots: x, out and w's rows must be contiguous")
+    if x.strides[1] != x.itemsize or w.strides[1] != w.itemsize or out.strides[1] != out.itemsize:
+        raise ValueError("row_dots: the rows of x, w and out must be contiguous")
 
 
 @_jit
 def row_dots(x, w, out, j0, j1):  # pragma: no cover - compiled
-    """out[j] = x · w[j] for j0 <= j < j1 (x [k], w [n, k], out [n]; x, out and w's rows
-    contiguous): each element's bits the same whatever rows a call covers."""
+    """Columns [j0, j1) of out = x · wᵀ (x [m, k], w [n, k], out [m, n], each with contiguous
+    rows): each element's bits the same whatever columns a call covers and however many rows
+    x has."""
     _dot_args(x, w, out)
-    j0, j1 = max(j0, 0), min(j1, out.shape[0])
-    if j1 > j0:
-        _row_dots(x, w, out, w.strides[0] // w.itemsize, j0, j1, x.shape[0])
+    j0, j1 = max(j0, 0), min(j1, out.shape[1])
+    if j1 > j0 and x.shape[0] > 0:
+        isz = x.itemsize
+        _row_dots(x, w, out, x.strides[0] // isz, out.strides[0] // isz, x.shape[0],
+                  w.strides[0] // isz, j0, j1, x.shape[1])  # fmt: skip
 
 
-# A team piece of row_dots: a run of rows. Arguments (int64 cells):
-_RX, _RW, _ROUT, _RLDW, _RN, _RK, _RPIECES = range(7)
-_RNARGS = 7
+# A team piece of row_dots: a run of w's rows (out's columns). Arguments (int64 cells):
+_RX, _RW, _ROUT, _RLDX, _RLDO, _RM, _RLDW, _RN, _RK, _RPIECES = range(10)
+_RNARGS = 10
 
 
 @_jit
@@ -379,7 +401,8 @@ def _row_dot_piece(v, p, like):  # pragma: no cover - compiled
     j1 = v[_RN] * (p + 1) // v[_RPIECES]
     if j1 > j0:
         _row_dots(array_at(v[_RX], 1, like), array_at(v[_RW], 1, like),
-                  array_at(v[_ROUT], 1, like), v[_RLDW], j0, j1, v[_RK])  # fmt: skip
+                  array_at(v[_ROUT], 1, like), v[_RLDX], v[_RLDO], v[_RM], v[_RLDW], j0, j1,
+                  v[_RK])  # fmt: skip
 
 
 @numba.cfunc(PIECE_SIG, nopython=True, cache=True, error_model="numpy")
@@ -399,13 +422,15 @@ def row_dot_piece_function(dtype) -> int:
 
 @_jit
 def row_dots_team(x, w, out, pieces, team, fn):  # pragma: no cover - compiled
-    """row_dots over all rows in `pieces` runs of rows through the team (fn:
-    row_dot_piece_function(dtype)): the same bits as one row_dots call."""
+    """row_dots over all of out's columns in `pieces` runs of them (rows of w) through the team
+    (fn: row_dot_piece_function(dtype)): the same bits as one row_dots call."""
     _dot_args(x, w, out)
-    if out.shape[0] == 0:
+    if out.shape[0] == 0 or out.shape[1] == 0:
         return
+    isz = x.itemsize
     v = np.zeros(_RNARGS, np.int64)
     v[_RX], v[_RW], v[_ROUT] = address(x), address(w), address(out)
-    v[_RLDW], v[_RN], v[_RK] = w.strides[0] // w.itemsize, out.shape[0], x.shape[0]
-    v[_RPIECES] = max(1, min(pieces, out.shape[0]))
+    v[_RLDX], v[_RLDO], v[_RM] = x.strides[0] // isz, out.strides[0] // isz, x.shape[0]
+    v[_RLDW], v[_RN], v[_RK] = w.strides[0] // isz, out.shape[1], x.shape[1]
+    v[_RPIECES] = max(1, min(pieces, out.shape[1]))
     team_run(team, fn, v, v[_RPIECES])

@@ -24,6 +24,12 @@ def _adjoint(xp, x, complex_: bool):
 # batch 2-16 a classifier head's [m, 576] x [576, 1024]ᵀ took 400 -> 170-300 µs that way (one
 # thread), 32 rows 660 -> 550, 64 the same either way.
 _FLIP_ROWS = 32
+# The most rows of a product by a transposed matrix computed as dot products of rows
+# (pointwise.row_dots). One thread, [m, 1024] x [1000, 1024]ᵀ, µs cold (the weight read from
+# memory) / warm: m = 1 115 / 45 by OpenBLAS and as dot products about the same, m = 4
+# 319 / 214 and 195 / 89, m = 8 394 / 227 and 402 / 198, m = 16 (1280 columns) 694 / 453 and
+# 848 / 614: OpenBLAS's GEMM reuses each loaded vector for more outputs.
+_DOT_ROWS = 4
 
 
 # The fewest multiply-adds of such a product split in halves over two threads, where the halves
@@ -61,12 +67,13 @@ def matmul(transpose_a, transpose_b, T, xp):
             out = _compiled(x, y, want)
             if out is not None:
                 return out
-            if transpose_b and x.shape[0] == 1 and x.dtype == want and b.dtype == want:
-                # A row times a transposed matrix (a classifier head at batch 1): its rows'
-                # dot products, a run of rows per piece over the team (OpenBLAS's kernel ran
-                # on one thread): MobileNetV3-small b1, default threads, 1.16 -> 1.12 ms.
-                out = np.empty((1, b.shape[0]), want)
-                if pointwise.row_dots(x[0], b, out[0]):
+            if transpose_b and x.shape[0] <= _DOT_ROWS and x.dtype == want and b.dtype == want:
+                # A few rows times a transposed matrix (a classifier head at batch 1-4): the
+                # dot products of the rows, a run of the matrix's rows per piece over the team
+                # (OpenBLAS's kernel ran on one thread): MobileNetV3-small b1, default threads,
+                # 1.16 -> 1.12 ms.
+                out = np.empty((x.shape[0], b.shape[0]), want)
+                if pointwise.row_dots(x, b, out):
                     return out
         work = x.shape[0] * x.shape[1] * y.shape[1]
         if mm is not xp.matmul and work < 2 * threads.GEMM_GRAIN:

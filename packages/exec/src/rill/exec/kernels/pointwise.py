@@ -86,10 +86,10 @@ def product(a, b, out, most: int = threads.MAX_PIECES, split_from: int = SPLIT_G
 
 
 def row_dots(x, w, out) -> bool:
-    """out [n] = w [n, k] · x [k] (each w row, x and out contiguous, one float dtype) through
-    _gemm_vec.row_dots: a run of rows per piece over the team from TEAM_GRAIN multiply-adds,
-    else on the calling thread; the same bits either way. False, out untouched, where it does
-    not run."""
+    """out [m, n] = x [m, k] · wᵀ (w [n, k]; the rows of x, w and out contiguous, one float
+    dtype) through _gemm_vec.row_dots: a run of w's rows per piece over the team from
+    TEAM_GRAIN multiply-adds, else on the calling thread; the same bits either way. False, out
+    untouched, where it does not run."""
     mod = _mod()
     dt = out.dtype
     if (
@@ -97,12 +97,14 @@ def row_dots(x, w, out) -> bool:
         or dt not in jit.FLOATS
         or x.dtype != dt
         or w.dtype != dt
-        or x.strides[0] != dt.itemsize
-        or out.strides[0] != dt.itemsize
+        or x.strides[1] != dt.itemsize
+        or out.strides[1] != dt.itemsize
         or w.strides[1] != dt.itemsize
     ):
         return False
-    team = intra_op.team() if w.size >= TEAM_GRAIN and w.shape[0] > 1 else None
+    team = None
+    if x.shape[0] * w.size >= TEAM_GRAIN and w.shape[0] > 1:
+        team = intra_op.team()
     if team is not None:
         mod.row_dots_team(x, w, out, 4, team, mod.row_dot_piece_function(dt))
     else:

@@ -191,11 +191,16 @@ def test_a_small_batch1_pointwise_product_stays_one_call(cores):
             ["BiasAdd", "Add", "Relu"], ["Mul", "BiasAdd", "Add"]],
     ids=str,
 )  # fmt: skip
-def test_a_batched_pointwise_convolution_finishes_each_image_on_its_thread(cores, dtype, ops):
-    """From batch 2, each image's bias, activation (and residual) run right after its product,
-    in the same block of the split: the unsplit run's bits on any thread count, gated (a
+def test_a_batched_pointwise_convolution_finishes_each_image_on_its_thread(
+    monkeypatch, cores, dtype, ops
+):
+    """From batch 2, over the Python pool (test_team_kernels covers the team's batch of
+    products), each image's bias, activation (and residual) run right after its product, in
+    the same block of the split: the unsplit run's bits on any thread count, gated (a
     squeeze-excite Mul first) or not, with planes large enough for the per-image gate."""
     from rill.exec.kernels.fused_kernels import fused_conv2d
+
+    monkeypatch.setattr(intra_op, "team", lambda: None)
 
     n, c, h, o = 4, 64, 33, 48
     x = RNG.standard_normal((n, c, h, h)).astype(dtype)

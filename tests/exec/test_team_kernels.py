@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rill.exec.kernels import _conv_loops, _conv_vec, conv_nchw, intra_op, jit
+from rill.exec.kernels import _conv_loops, _conv_vec, _gemm_vec, conv_nchw, intra_op, jit, pointwise
 from rill.exec.kernels.fused_conv_kernels import fused_conv2d_nchw, fused_depthwise_conv2d_native
 
 pytestmark = pytest.mark.skipif(
@@ -27,7 +27,8 @@ def team_calls(monkeypatch, polling_team):
     calls = []
     for mod, name in [(_conv_loops, "depthwise_by_channel_team"),
                       (_conv_loops, "depthwise_planes_team"), (_conv_loops, "epilogue_team"),
-                      (_conv_vec, "direct_team"), (_conv_loops, "max_pool_team")]:  # fmt: skip
+                      (_conv_vec, "direct_team"), (_conv_loops, "max_pool_team"),
+                      (_gemm_vec, "gemm_batch_team")]:  # fmt: skip
         real = getattr(mod, name)
 
         def watch(*args, _real=real, _name=name):
@@ -88,6 +89,41 @@ def test_depthwise_over_the_team_is_the_unsplit_bits(team_calls, dtype, act, c, 
     else:
         want = ["depthwise_planes_team"]
     assert used == want
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act", ["Relu", "Swish"])
+def test_a_batch_of_depthwise_planes_over_the_team_is_the_unsplit_bits(team_calls, dtype, act):
+    # Several images, planes too large for the channels-innermost loop: runs of planes of all
+    # images over the team.
+    x = RNG.standard_normal((3, 24, 30, 30)).astype(dtype)
+    w = RNG.standard_normal((3, 3, 24, 1)).astype(dtype)
+    bias = RNG.standard_normal(24).astype(dtype)
+    conv = fused_depthwise_conv2d_native([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1],
+                                         ["BiasAdd", act], 1, 0.2)  # fmt: skip
+    used = _both(team_calls, lambda: conv(x, w, bias))
+    assert used == ([] if dtype == np.float64 and act == "Swish" else ["depthwise_planes_team"])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act", ["Relu", "HardSwish", "Relu6", None])
+@pytest.mark.parametrize("shape, o", [((4, 24, 28, 28), 72), ((8, 96, 7, 7), 576), ((2, 16, 9, 9), 20)],
+                         ids=str)  # fmt: skip
+def test_a_batch_of_pointwise_products_over_the_team_is_the_unsplit_bits(
+    team_calls, dtype, act, shape, o
+):
+    """A batch's 1×1 products through the team with the bias and activation in registers: the
+    bits of each image's product and epilogue pass on the Python pool's path."""
+    if pointwise._mod() is None:
+        pytest.skip("RILL_CONV_DIRECT=0: numpy's products")
+    x = RNG.standard_normal(shape).astype(dtype)
+    w = RNG.standard_normal((1, 1, shape[1], o)).astype(dtype)
+    bias = RNG.standard_normal(o).astype(dtype)
+    conv = fused_conv2d_nchw([1, 1, 1, 1], "VALID", [], [1, 1, 1, 1],
+                             ["BiasAdd", *([act] if act else [])], 1, 0.2)  # fmt: skip
+    used = _both(team_calls, lambda: conv(x, w, bias))
+    big = np.prod(shape) * o >= pointwise.TEAM_GRAIN
+    assert used == (["gemm_batch_team"] if big else [])
 
 
 @pytest.mark.parametrize("act", ["Swish", "Sigmoid", "Relu6", "HardSigmoid"])

@@ -41,7 +41,8 @@ DEPTH = 256
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
 __all__ = ["CO", "RAW", "VECTOR_BYTES", "gemm_rows", "gemm_team", "gemm_stack", "gemm_stack_team",
-           "piece_function", "row_dots", "row_dots_team", "row_dot_piece_function"]  # fmt: skip
+           "piece_function", "row_dots", "row_dots_team", "row_dot_piece_function",
+           "gemm_batch_team"]  # fmt: skip
 
 
 @intrinsic
@@ -265,6 +266,24 @@ def gemm_stack(a, b, out, s0, s1):  # pragma: no cover - compiled
     bias = np.zeros(1, out.dtype)
     for s in range(max(s0, 0), min(s1, out.shape[0])):
         _rows(a[s], b[s], out[s], bias, 0, out.shape[1], RAW)
+
+
+@_jit
+def gemm_batch_team(a, b, out, bias, act, pieces, team, fn):  # pragma: no cover - compiled
+    """out[s] = a · b[s], then `act` (RAW, or an epilogue code with bias [rows]), for each
+    product s of the stacks b and out (one matrix a for all: a batch's pointwise convolution)
+    through the team, each product's rows in `pieces` pieces of whole row blocks (fn:
+    piece_function(dtype)): the same bits as gemm_rows on each product."""
+    if b.shape[0] != out.shape[0]:
+        raise ValueError("gemm: stacks of different lengths")
+    if b.strides[2] != b.itemsize or out.strides[2] != out.itemsize:
+        raise ValueError("gemm: a stack's b and out need contiguous rows")
+    if out.shape[0] == 0:
+        return
+    v = _team_args(a, b[0], out[0], bias, act, pieces)
+    v[_STACK] = out.shape[0]
+    v[_SPA], v[_SPB], v[_SPO] = 0, b.strides[0], out.strides[0]
+    team_run(team, fn, v, v[_PIECES] * v[_STACK])
 
 
 @_jit

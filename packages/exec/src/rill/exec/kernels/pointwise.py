@@ -19,7 +19,7 @@ import numpy as np
 from rill.exec import threads
 from rill.exec.kernels import intra_op, jit
 
-__all__ = ["matmul", "product", "stack", "row_dots", "compiled", "NO_SPLIT", "SPLIT_GRAIN"]
+__all__ = ["matmul", "product", "stack", "batch", "row_dots", "compiled", "NO_SPLIT", "SPLIT_GRAIN"]
 
 # split_from for a product that must run on the calling thread (one image's, inside a split).
 NO_SPLIT = 1 << 62
@@ -82,6 +82,28 @@ def product(a, b, out, most: int = threads.MAX_PIECES, split_from: int = SPLIT_G
     if mod is None or a.shape[0] < mod.CO:
         return False
     _run(mod, a, b, out, split_from, most, None, None)
+    return True
+
+
+def batch(wt, x, out, bias, code) -> bool:
+    """out[i] = wt · x[i] for a batch (wt [o, c]; x [n, c, p], out [n, o, p] with contiguous
+    rows), then + bias [o] and the epilogue `code` in registers, through the team (each
+    product's rows in pieces of whole row blocks): True where it ran, the same bits as each
+    image's own product and epilogue; False, out untouched, where it does not run (the
+    compiled product off, no polling worker, too little work)."""
+    if x.ndim != 3 or not len(x):
+        return False
+    mod = compiled(wt, x[0], out[0])
+    dt = out.dtype
+    if mod is None or bias is None or bias.dtype != dt or bias.shape != (wt.shape[0],):
+        return False
+    if wt.shape[0] * wt.shape[1] * x.shape[0] * x.shape[2] < TEAM_GRAIN:
+        return False
+    team = intra_op.team()
+    if team is None:
+        return False
+    mod.gemm_batch_team(wt, x, out, bias, code, max(1, 4 // len(x)), team,
+                        mod.piece_function(dt))  # fmt: skip
     return True
 
 

@@ -93,16 +93,24 @@ def test_depthwise_over_the_team_is_the_unsplit_bits(team_calls, dtype, act, c, 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("act", ["Relu", "Swish"])
-def test_a_batch_of_depthwise_planes_over_the_team_is_the_unsplit_bits(team_calls, dtype, act):
-    # Several images, planes too large for the channels-innermost loop: runs of planes of all
-    # images over the team.
-    x = RNG.standard_normal((3, 24, 30, 30)).astype(dtype)
-    w = RNG.standard_normal((3, 3, 24, 1)).astype(dtype)
-    bias = RNG.standard_normal(24).astype(dtype)
+@pytest.mark.parametrize(
+    "shape, k, path",
+    [((3, 24, 30, 30), 3, "depthwise_planes_team"), ((3, 96, 14, 14), 3, "depthwise_by_channel_team"),
+     ((2, 40, 7, 7), 5, "depthwise_by_channel_team"), ((8, 16, 9, 9), 3, "depthwise_by_channel_team")],
+    ids=str,
+)  # fmt: skip
+def test_a_batch_of_depthwise_convolutions_over_the_team_is_the_unsplit_bits(
+    team_calls, dtype, act, shape, k, path
+):
+    # Several images: runs of planes of all images (planes too large for the channels-innermost
+    # loop), or an image's runs of channels, over the team.
+    x = RNG.standard_normal(shape).astype(dtype)
+    w = RNG.standard_normal((k, k, shape[1], 1)).astype(dtype)
+    bias = RNG.standard_normal(shape[1]).astype(dtype)
     conv = fused_depthwise_conv2d_native([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1],
                                          ["BiasAdd", act], 1, 0.2)  # fmt: skip
     used = _both(team_calls, lambda: conv(x, w, bias))
-    assert used == ([] if dtype == np.float64 and act == "Swish" else ["depthwise_planes_team"])
+    assert used == ([] if dtype == np.float64 and act == "Swish" else [path])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -743,27 +743,32 @@ def tanh_gelu_tail(x, t, c, d, lo, hi):  # pragma: no cover - compiled
         ts[i] = d * (xs[i] * (c + ts[i]))
 
 
-# The by-channel depthwise convolution of one image split through the intra-op pool's team
-# (_spin.team_run): a piece is a run of whole vectors of channels, each a depthwise convolution
-# of its own (its channels' input planes, filter columns, bias and output planes), so the
-# pieces' sums are the unsplit call's. Its arguments (int64 cells):
+# The by-channel depthwise convolution split through the intra-op pool's team
+# (_spin.team_run): a piece is a run of whole vectors of channels of one image, each a
+# depthwise convolution of its own (its channels' input planes, filter columns, bias and output
+# planes), so the pieces' sums are the unsplit call's. Its arguments (int64 cells):
 (_DX, _DW, _DB, _DO, _DC, _DH, _DWD, _DKH, _DKW, _DOH, _DOW, _DNB, _DSH, _DSW, _DDH, _DDW, _DTOP,
- _DLEFT, _DHP, _DWP, _DACT, _DSWISH, _DGROUPS, _DPIECES) = range(24)  # fmt: skip
-_DNARGS = 24
+ _DLEFT, _DHP, _DWP, _DACT, _DSWISH, _DGROUPS, _DPIECES, _DN) = range(25)  # fmt: skip
+_DNARGS = 25
 
 
 @_jit
 def _by_channel_piece(v, p, like):  # pragma: no cover - compiled
-    """Piece p of the team's by-channel depthwise convolution, on the operands at v's
-    addresses (elements of like's type); its output planes and their channels [q0, q1)."""
+    """Piece p of the team's by-channel depthwise convolution (image p // the pieces per
+    image), on the operands at v's addresses (elements of like's type); its output planes and
+    their channels [q0, q1)."""
     c, h, wd, oh, ow, kh, kw = v[_DC], v[_DH], v[_DWD], v[_DOH], v[_DOW], v[_DKH], v[_DKW]
-    out = _spin.array_at(v[_DO], c * oh * ow, like)
+    image, p = divmod(p, v[_DPIECES])
+    isz = _spin.array_at(v[_DO], 1, like).itemsize
+    out = _spin.array_at(v[_DO] + image * c * oh * ow * isz, c * oh * ow, like)
     lanes = _vec.VECTOR_BYTES // out.itemsize
     q0 = v[_DGROUPS] * p // v[_DPIECES] * lanes
     q1 = min(c, v[_DGROUPS] * (p + 1) // v[_DPIECES] * lanes)
     if q1 <= q0:
         return out[:0].reshape((0, oh * ow)), q0, q0
-    xs = _spin.array_at(v[_DX], c * h * wd, like)[q0 * h * wd : q1 * h * wd]
+    xs = _spin.array_at(v[_DX] + image * c * h * wd * isz, c * h * wd, like)[
+        q0 * h * wd : q1 * h * wd
+    ]
     ws = _spin.array_at(v[_DW], kh * kw * c, like).reshape((kh, kw, c, 1))[:, :, q0:q1]
     bs = _spin.array_at(v[_DB], v[_DNB] * c, like)[q0 * v[_DNB] : q1 * v[_DNB]]
     planes = out[q0 * oh * ow : q1 * oh * ow].reshape((q1 - q0, oh * ow))
@@ -794,11 +799,11 @@ def by_channel_piece_function(dtype) -> int:
 @_jit
 def depthwise_by_channel_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, act, swish,
                               pieces, team, fn):  # fmt: skip  # pragma: no cover - compiled
-    """depthwise_nchw_by_channel of one image (x [1, c, h, w], C-contiguous, and out likewise;
-    w [kh, kw, c, 1] C-contiguous) in `pieces` runs of whole vectors of channels over the
-    team (fn: by_channel_piece_function(dtype)); then, with swish 0 or 1 (float32), sigmoid32
-    (Swish's value when 1) over each piece's planes. The unsplit call's bits."""
-    _, c, h, wd = x.shape
+    """depthwise_nchw_by_channel of x [n, c, h, w] (C-contiguous, and out likewise; w
+    [kh, kw, c, 1] C-contiguous) in `pieces` runs of whole vectors of channels per image over
+    the team (fn: by_channel_piece_function(dtype)); then, with swish 0 or 1 (float32),
+    sigmoid32 (Swish's value when 1) over each piece's planes. The unsplit call's bits."""
+    n, c, h, wd = x.shape
     kh, kw, _, _ = w.shape
     _, _, oh, ow = out.shape
     lanes = _vec.VECTOR_BYTES // out.itemsize
@@ -811,7 +816,8 @@ def depthwise_by_channel_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp
     v[_DHP], v[_DWP], v[_DACT], v[_DSWISH] = hp, wp, act, swish
     v[_DGROUPS] = (c + lanes - 1) // lanes
     v[_DPIECES] = max(1, min(pieces, v[_DGROUPS]))
-    _spin.team_run(team, fn, v, v[_DPIECES])
+    v[_DN] = n
+    _spin.team_run(team, fn, v, v[_DPIECES] * n)
 
 
 # depthwise_nchw over the team: a piece is a run of whole planes (the planes' sums do not

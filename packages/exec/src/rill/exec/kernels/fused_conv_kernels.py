@@ -758,21 +758,22 @@ def depthwise_nchw(loops, win, x, w, bias, code, exp_swish, op: str):
         and c >= 16
         and oh * ow <= (_BY_CHANNEL_WIDE if kh == kw == 5 else _BY_CHANNEL_OUTPUTS)
     )
-    # Over the pool's team: at batch 1 runs of whole vectors of channels (by channel: two
-    # vectors or more), and at any batch runs of planes (EfficientNet-B0 ½ b8, default threads,
-    # 18.4 -> 18.0 ms against the Python pool's pieces), with the unsplit bits.
+    # Over the pool's team: runs of whole vectors of channels of an image (by channel: two
+    # vectors or more at batch 1; several images, an image a piece or two) or runs of planes
+    # (EfficientNet-B0 ½ b8, default threads, 18.4 -> 18.0 ms against the Python pool's
+    # pieces), with the unsplit bits.
     team = None
-    if ((n == 1 or not by_channel)
-            and (exp_swish is None or x.dtype == np.float32)
-            and c * mult * per_plane >= _DW_TEAM_GRAIN
-            and (c * x.itemsize >= 128 if by_channel else c * mult > 1)):  # fmt: skip
+    if ((exp_swish is None or x.dtype == np.float32)
+            and n * c * mult * per_plane >= _DW_TEAM_GRAIN
+            and (c * x.itemsize >= 128 or n > 1 if by_channel else n * c * mult > 1)):  # fmt: skip
         team = intra_op.team()
     if team is not None:
         run_team, piece = ((loops.depthwise_by_channel_team, loops.by_channel_piece_function)
                            if by_channel else
                            (loops.depthwise_planes_team, loops.planes_piece_function))  # fmt: skip
         run_team(x, w, bias, out, sh, sw, dh, dw, top, left, hp, wp, code or 0,
-                 -1 if exp_swish is None else int(exp_swish), 4, team, piece(x.dtype))  # fmt: skip
+                 -1 if exp_swish is None else int(exp_swish), max(1, 4 // n) if by_channel else 4,
+                 team, piece(x.dtype))  # fmt: skip
         return out
     if by_channel:
         if n == 1 and (exp_swish is None or x.dtype == np.float32):

@@ -21,8 +21,6 @@ bits; the results agree to float rounding)."""
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
 from rill.exec.kernels import intra_op, jit, pointwise
@@ -56,14 +54,7 @@ _CROP_WIDTH = 8
 
 
 def _loops():
-    if jit.loops() is None:
-        return None
-    if not _LOOPS:  # looked up once (an import per call costs about a microsecond)
-        _LOOPS.append(importlib.import_module("rill.exec.kernels._conv_loops"))
-    return _LOOPS[0]
-
-
-_LOOPS: list = []
+    return jit.conv_loops()
 
 
 def _vec():

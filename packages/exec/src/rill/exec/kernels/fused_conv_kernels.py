@@ -17,8 +17,6 @@ another order than Conv2D's: see there.)
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
@@ -77,17 +75,8 @@ EXTRA_ACTIVATIONS = frozenset({"Sigmoid", "Swish", "HardSigmoid", "HardSwish"})
 
 
 def _loops():
-    """The compiled loops, or None where the numpy code runs (the module is looked up once:
-    an import per call cost about a microsecond, noticeable on the many small kernels of a
-    batch-1 inference)."""
-    if jit.loops() is None:
-        return None
-    if not _LOOPS:
-        _LOOPS.append(importlib.import_module("rill.exec.kernels._conv_loops"))
-    return _LOOPS[0]
-
-
-_LOOPS: list = []
+    """The compiled loops (_conv_loops), or None where the numpy code runs."""
+    return jit.conv_loops()
 
 
 def _sigmoid_into(a: np.ndarray, t: np.ndarray) -> None:

@@ -77,3 +77,17 @@ def direct(name: str):
         on = env_on("RILL_CONV_DIRECT")
         _direct[name] = importlib.import_module(f"rill.exec.kernels.{name}") if on else None
     return _direct[name] if loops() is not None else None
+
+
+_conv: list = []
+
+
+def conv_loops():
+    """rill.exec.kernels._conv_loops (the channels-first convolution, pooling and reduction
+    loops), imported once (an import per call costs about a microsecond, noticeable on the many
+    small kernels of a batch-1 inference), or None where the compiled loops are off."""
+    if loops() is None:
+        return None
+    if not _conv:
+        _conv.append(importlib.import_module("rill.exec.kernels._conv_loops"))
+    return _conv[0]

@@ -67,7 +67,7 @@ def matmul(transpose_a, transpose_b, T, xp):
             out = _compiled(x, y, want)
             if out is not None:
                 return out
-            if transpose_b and x.shape[0] <= _DOT_ROWS and x.dtype == want and b.dtype == want:
+            if transpose_b and x.shape[0] <= _DOT_ROWS:
                 # A few rows times a transposed matrix (a classifier head at batch 1-4): the
                 # dot products of the rows, a run of the matrix's rows per piece over the team
                 # (OpenBLAS's kernel ran on one thread): MobileNetV3-small b1, default threads,

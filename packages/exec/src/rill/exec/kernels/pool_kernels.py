@@ -142,16 +142,7 @@ def max_pool(ksize, strides, padding, explicit_paddings, data_format):
 
 def _nchw_loops():
     """The compiled channels-first loops, or None where numpy runs."""
-    if jit.loops() is None:
-        return None
-    if not _NCHW_LOOPS:  # looked up once (an import per call costs about a microsecond)
-        import importlib
-
-        _NCHW_LOOPS.append(importlib.import_module("rill.exec.kernels._conv_loops"))
-    return _NCHW_LOOPS[0]
-
-
-_NCHW_LOOPS: list = []
+    return jit.conv_loops()
 
 
 def _max_pool_nchw(loops, pool: _Pool, x: np.ndarray, out_shape):

@@ -8,7 +8,6 @@ InvalidArgumentError, and an empty axis list reduces nothing.
 from __future__ import annotations
 
 import functools
-import importlib
 
 import numpy as np
 
@@ -26,19 +25,9 @@ from rill.graph.errors import InvalidArgumentError
 _ROWS_GRAIN = 1 << 19
 
 
-_ROW_LOOPS: list = []
-
-
-def _row_loops():
-    """_conv_loops (its row_pairwise_sums), imported once (the compiled loops on)."""
-    if not _ROW_LOOPS:
-        _ROW_LOOPS.append(importlib.import_module("rill.exec.kernels._conv_loops"))
-    return _ROW_LOOPS[0]
-
-
 @functools.lru_cache(maxsize=256)
 def _program(n: int) -> np.ndarray:
-    return _row_loops().pairwise_program(n)
+    return jit.conv_loops().pairwise_program(n)
 
 
 def _dims(shape) -> str:
@@ -105,10 +94,11 @@ def _trailing(xp, x, axes, mean: bool):
         or not x.flags.c_contiguous
         or x.size == 0
         or sorted(axes) != list(range(x.ndim - len(axes), x.ndim))
-        or jit.loops() is None
     ):
         return None
-    loops = _row_loops()
+    loops = jit.conv_loops()
+    if loops is None:
+        return None
     inner = _count(x, axes)
     rows = x.reshape(x.size // inner, inner)
     out = np.empty(rows.shape[0], x.dtype)

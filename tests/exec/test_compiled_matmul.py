@@ -314,3 +314,12 @@ def _conv_reference(x, w, pads, bias, code, side):
     if side.size:
         out += side
     return np.maximum(out, 0) if code == 1 else out
+
+
+def test_row_dots_names_bad_operands():
+    x = np.ones((2, 8), np.float32)
+    w = np.ones((5, 8), np.float32)
+    with pytest.raises(ValueError, match="row_dots: operands of mismatched shapes"):
+        _gemm_vec.row_dots(x, np.ones((5, 7), np.float32), np.empty((2, 5), np.float32), 0, 5)
+    with pytest.raises(ValueError, match="row_dots: the rows of x, w and out must be contiguous"):
+        _gemm_vec.row_dots(np.ones((8, 2), np.float32).T, w, np.empty((2, 5), np.float32), 0, 5)

@@ -36,6 +36,7 @@ coverage package numba imports.)
 from __future__ import annotations
 
 import collections
+import os
 import pathlib
 import sys
 import time
@@ -334,7 +335,7 @@ def main_onnx(path: str, steps: int, threads: int | None) -> None:
     for t, total in by_type.most_common(15):
         print(f"{total / steps * 1e3:8.2f} ms  {t} (x{count[t]})")
     print("--")
-    for name, total in STATS.most_common(15):
+    for name, total in STATS.most_common(int(os.environ.get("RILL_PROFILE_TOP", "15"))):
         print(f"{total / steps * 1e3:8.2f} ms  {name}")
 
 

@@ -32,11 +32,15 @@ def _operands(o, c, p, dtype, special=False):
     return w.T, x  # wt: the transposed view every pointwise path passes
 
 
+@pytest.mark.parametrize("layout", ["transposed", "row-major"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_the_product_is_numpys_to_rounding_and_split_invariant(shape, dtype):
+def test_the_product_is_numpys_to_rounding_and_split_invariant(shape, dtype, layout):
+    """wt read in place (a transposed view: a block's rows are consecutive) or packed."""
     o, c, p = shape
     wt, x = _operands(o, c, p, dtype)
+    if layout == "row-major":
+        wt = np.ascontiguousarray(wt)
     mod = pointwise.compiled(wt, x, np.empty((o, p), dtype))
     assert mod is not None
     # Guard cells around the output: nothing is written outside it.
@@ -60,7 +64,7 @@ def test_the_product_is_numpys_to_rounding_and_split_invariant(shape, dtype):
     with pytest.raises(ValueError, match="bias shorter"):
         mod.gemm_rows(wt, x, out, pointwise._NO_BIAS[np.dtype(dtype)], 0, o, 1)  # Relu, no bias
     with pytest.raises(ValueError, match="one vector"):
-        mod.gemm_rows(wt[:, :1], x[:1, :3], out[:, :3], pointwise._NO_BIAS[np.dtype(dtype)], 0, o,
+        mod.gemm_rows(wt[:, :1], x[:1, :1], out[:, :1], pointwise._NO_BIAS[np.dtype(dtype)], 0, o,
                       mod.RAW)  # fmt: skip
 
 
@@ -99,18 +103,20 @@ def test_the_in_register_epilogue_is_the_compiled_pass_bit_for_bit(code, dtype):
 
 def test_what_the_compiled_product_leaves_to_numpy():
     f32 = np.float32
-    wt, x = _operands(8, 4, 32, f32)
-    assert pointwise.compiled(wt, x, np.empty((8, 32), f32)) is not None
+    lanes = pointwise._mod().VECTOR_BYTES // 4  # this CPU's vector: 16, 8 or 4 float32
+    wt, x = _operands(8, 4, 2 * lanes, f32)
+    assert pointwise.compiled(wt, x, np.empty((8, 2 * lanes), f32)) is not None
     # Fewer columns than a vector, another dtype, mixed dtypes, strided columns.
-    assert pointwise.compiled(wt[:, :], x[:, :15], np.empty((8, 15), f32)) is None
+    short = lanes - 1
+    assert pointwise.compiled(wt[:, :], x[:, :short], np.empty((8, short), f32)) is None
     xi = x.astype(np.int32)
-    assert pointwise.compiled(wt.astype(np.int32), xi, np.empty((8, 32), np.int32)) is None
-    assert pointwise.compiled(wt.astype(np.float64), x, np.empty((8, 32), f32)) is None
-    assert pointwise.compiled(wt, x[:, ::2], np.empty((8, 16), f32)) is None
+    assert pointwise.compiled(wt.astype(np.int32), xi, np.empty((8, 2 * lanes), np.int32)) is None
+    assert pointwise.compiled(wt.astype(np.float64), x, np.empty((8, 2 * lanes), f32)) is None
+    assert pointwise.compiled(wt, x[:, ::2], np.empty((8, lanes), f32)) is None
     # Those still get numpy's product.
-    out = np.empty((8, 15), f32)
-    pointwise.matmul(wt, x[:, :15], out)
-    np.testing.assert_array_equal(out, np.matmul(wt, x[:, :15]))
+    out = np.empty((8, short), f32)
+    pointwise.matmul(wt, x[:, :short], out)
+    np.testing.assert_array_equal(out, np.matmul(wt, x[:, :short]))
 
 
 @pytest.fixture

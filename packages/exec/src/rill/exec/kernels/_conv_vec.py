@@ -29,9 +29,29 @@ from rill.exec.kernels._sigmoid_loops import sigmoid32_span
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
+
+def _vector_bytes() -> int:
+    """Bytes per vector the loops are emitted with: the widest registers the CPU numba
+    compiles for has (64 with AVX-512, 32 with AVX, 16 otherwise: SSE, NEON). Wider vectors
+    than the registers are split by LLVM into several, and a block's sums then outgrow the
+    register file: with 64-byte vectors on an AVX2 CPU the pointwise products ran at a third
+    of OpenBLAS's speed, spilling sums to the stack at every step."""
+    import llvmlite.binding as llvm
+
+    features = numba.config.CPU_FEATURES
+    if features is not None:  # NUMBA_CPU_FEATURES: "+avx2,-avx512f,..."
+        on = {f[1:] for f in features.split(",") if f.startswith("+")}
+    else:
+        host = llvm.get_host_cpu_features()
+        on = {name for name, enabled in host.items() if enabled}
+    if "avx512f" in on:
+        return 64
+    return 32 if "avx" in on else 16
+
+
 # Output channels a block keeps in registers, and bytes per vector of output columns.
 CO = 8
-VECTOR_BYTES = 64
+VECTOR_BYTES = _vector_bytes()
 # The epilogue codes: RAW stores the sums as they are; 0-4 add the bias, then _conv_loops'
 # activation (0 none, 1 Relu, 2 Relu6, 3 HardSigmoid, 4 HardSwish).
 RAW = -1
@@ -114,8 +134,9 @@ def _block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase
            ow, o, act, nv):  # fmt: skip
     """Output rows r < nrows of channels ch < o: out[obase + ch·ostride + r·orow + col] for
     col < ow = the epilogue `act` (RAW or a code, with bias [o]) of Σ_t ph[xbase + r·wq + col +
-    toff[t]] · wk[ch·k + t] over the k taps t (wk [ncb·CO, k] row-major, its rows from o on
-    zero), in blocks of CO channels × nv (1 or 2) vectors of columns (nob a row; the last
+    toff[t]] · wk[ch // CO, t, ch % CO] over the k taps t (wk [ncb, k, CO]: a block's CO
+    weights of a tap consecutive, broadcast from one pointer; its channels from o on zero), in
+    blocks of CO channels × nv (1 or 2) vectors of columns (nob a row; the last
     block's sums past ow dropped, its reads up to nv·lanes past the last window). Every
     (act, nv)'s loops are compiled in, the call's picked at run time."""
     sig = types.void(ph, wk, bias, out, toff, *([types.int64] * 12))
@@ -139,7 +160,7 @@ def _block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase
                 row_out = builder.add(obase, builder.mul(r, orow))
                 with cgutils.for_range(builder, ncb) as blocks:
                     ch0 = builder.mul(blocks.index, const(CO))
-                    w0 = builder.mul(ch0, k)
+                    w0 = builder.mul(ch0, k)  # = block · k · CO
                     with cgutils.for_range(builder, nob) as cols:
                         col = builder.mul(cols.index, const(width))
                         # The sums, in stack slots that LLVM promotes to registers.
@@ -153,8 +174,9 @@ def _block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase
                             for v in range(nv):
                                 ptr = builder.gep(pa.data, [builder.add(at, const(v * lanes))])
                                 xs.append(builder.load(builder.bitcast(ptr, vptr), align=1))
+                            wt = builder.add(w0, builder.mul(t, const(CO)))
                             for c in range(CO):
-                                wat = builder.add(builder.add(w0, builder.mul(const(c), k)), t)
+                                wat = builder.add(wt, const(c))
                                 wv = broadcast(builder.load(builder.gep(wa.data, [wat])))
                                 for v in range(nv):
                                     acc = builder.load(sums[c][v])
@@ -209,13 +231,13 @@ def _store(builder, data, base, vals, full, left, spill, lanes, vptr) -> None:
 def direct_rows(ph, wk, bias, out, toff, xbase, wq, nrows, obase, act, nv):  # pragma: no cover
     """Output rows [r0, r0 + nrows) of one image (r0's first input at xbase in the flat phases
     ph, rows wq apart; its output at obase in out, flat [.., o, oh, ow]) from the filter wk
-    [ncb·CO, k] and the taps' offsets toff [k]; `act` RAW or an epilogue code with bias [o];
+    [ncb, k, CO] (see _block) and the taps' offsets toff [k]; `act` RAW or an epilogue code with bias [o];
     nv 1 or 2 vectors of columns a block."""
     _, o, oh, ow = out.shape
     of = out.reshape(-1)
     lanes = VECTOR_BYTES // out.itemsize
     nob = (ow + nv * lanes - 1) // (nv * lanes)
-    ncb = wk.shape[0] // CO
+    ncb = wk.shape[0]
     _block(ph, wk, bias, of, toff, xbase, wq, nrows, nob, ncb, obase, ow, oh * ow, ow, o, act, nv)
 
 
@@ -233,7 +255,7 @@ def _bands_piece(v, p, like):  # pragma: no cover - compiled
     o, oh, ow, rows, k = v[_TO], v[_TOH], v[_TOW], v[_TROWS], v[_TK]
     out = _spin.array_at(v[_TOUT], o * oh * ow, like).reshape((1, o, oh, ow))
     ph = _spin.array_at(v[_TPH], v[_TNPH], like)
-    wk = _spin.array_at(v[_TWK], v[_TOP] * k, like).reshape((v[_TOP], k))
+    wk = _spin.array_at(v[_TWK], v[_TOP] * k * CO, like).reshape((v[_TOP], k, CO))
     bias = _spin.array_at(v[_TBIAS], v[_TNB], like)
     toff = _spin.array_at(v[_TOFF], k, np.int64(0))
     j0 = v[_TBANDS] * p // v[_TPIECES]

@@ -90,12 +90,13 @@ def _direct(vec, loops, x, w, out, bias, code, swish, taps, phases, work):
     o, oh, ow = out.shape[1:]
     k = kh * kw * c
     lanes = vec.VECTOR_BYTES // x.itemsize
-    nv = 2 if ow > lanes else 1
+    nv = 2 if ow > lanes and vec.VECTOR_BYTES == 64 else 1  # (AVX2: 16 registers)
     op = -(-o // vec.CO) * vec.CO
     per_image = c * sh * sw * hq * wq
     ph = scratch("nchw_phases", n * per_image + nv * lanes, x.dtype)
-    wk = np.zeros((op, k), x.dtype)
-    wk[:o] = w.reshape(k, o).T
+    wk = np.zeros((k, op), x.dtype)  # [k, op] → [op // CO, k, CO]: see _conv_vec._block
+    wk[:, :o] = w.reshape(k, o)
+    wk = np.ascontiguousarray(wk.reshape(k, op // vec.CO, vec.CO).transpose(1, 0, 2))
     toff = _tap_offsets(c, kh, kw, sh, sw, dh, dw, hq, wq)
     act = code if bias.size else vec.RAW
 

@@ -140,6 +140,9 @@ def test_fused_nchw_conv_bits_do_not_depend_on_the_threads():
         ((1, 3, 45, 45), 7, (2, 2), 32),  # ResNet's stem at a small size
         ((1, 1, 9, 200), 5, (3, 1), 9),
         ((1, 4, 16, 5), 3, (1, 2), 8),  # one column vector, wider than the output
+        # 13 = 8 + 5 channels: with AVX2's 4-channel halves of a block (rows of 61 take 3
+        # vectors a block) the last block's second half is partly past the output's channels
+        ((1, 2, 11, 61), 3, (1, 1), 13),
         # bands of 4 rows, split over the threads (5·5·3 taps), each row's last block partial
         ((1, 3, 40, 500), 5, (1, 1), 16),
     ],

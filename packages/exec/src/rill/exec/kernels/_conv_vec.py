@@ -52,6 +52,10 @@ def _vector_bytes() -> int:
 # Output channels a block keeps in registers, and bytes per vector of output columns.
 CO = 8
 VECTOR_BYTES = _vector_bytes()
+# The vectors of columns a block of _block's can hold: 8 channels × 2 with AVX-512's 32
+# registers; 8 × 1 or 4 × 3 (half a block at a time) with AVX2's 16 (Zen 3, one thread:
+# MobileNetV3-small's RGB stem 271 -> 241 µs with 4 × 3 against 8 × 1, SqueezeNet's 852 -> 687).
+NV = (1, 2) if VECTOR_BYTES == 64 else (1, 3)
 # The epilogue codes: RAW stores the sums as they are; 0-4 add the bias, then _conv_loops'
 # activation (0 none, 1 Relu, 2 Relu6, 3 HardSigmoid, 4 HardSwish).
 RAW = -1
@@ -136,7 +140,7 @@ def _block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase
     col < ow = the epilogue `act` (RAW or a code, with bias [o]) of Σ_t ph[xbase + r·wq + col +
     toff[t]] · wk[ch // CO, t, ch % CO] over the k taps t (wk [ncb, k, CO]: a block's CO
     weights of a tap consecutive, broadcast from one pointer; its channels from o on zero), in
-    blocks of CO channels × nv (1 or 2) vectors of columns (nob a row; the last
+    blocks of CO channels × nv (one of NV) vectors of columns (nob a row; the last
     block's sums past ow dropped, its reads up to nv·lanes past the last window). Every
     (act, nv)'s loops are compiled in, the call's picked at run time."""
     sig = types.void(ph, wk, bias, out, toff, *([types.int64] * 12))
@@ -150,22 +154,28 @@ def _block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase
         lanes, vptr, fma, zero = kit.lanes, kit.vptr, kit.fma, kit.zero
         const, broadcast = kit.const, kit.broadcast
         # Where a partial block's sums wait while its columns inside ow are copied out.
-        spill = cgutils.alloca_once(builder, kit.elem, size=2 * lanes)
+        spill = cgutils.alloca_once(builder, kit.elem, size=3 * lanes)
 
         def emit(nv, act):
             width = nv * lanes
+            # With 3 vectors of columns a block of CO channels goes in CO / 2 halves (AVX2: 12
+            # sums, a vector of inputs and a weight fill 14 of its 16 registers).
+            part = CO if nv < 3 else CO // 2
             with cgutils.for_range(builder, nrows) as rows:
                 r = rows.index
                 row_in = builder.add(xbase, builder.mul(r, wq))
                 row_out = builder.add(obase, builder.mul(r, orow))
-                with cgutils.for_range(builder, ncb) as blocks:
-                    ch0 = builder.mul(blocks.index, const(CO))
-                    w0 = builder.mul(ch0, k)  # = block · k · CO
+                with cgutils.for_range(builder, builder.mul(ncb, const(CO // part))) as parts:
+                    ch0 = builder.mul(parts.index, const(part))
+                    block = builder.sdiv(ch0, const(CO))
+                    # The block's [k, CO] slab, from this part's first channel.
+                    w0 = builder.add(builder.mul(builder.mul(block, k), const(CO)),
+                                     builder.srem(ch0, const(CO)))  # fmt: skip
                     with cgutils.for_range(builder, nob) as cols:
                         col = builder.mul(cols.index, const(width))
                         # The sums, in stack slots that LLVM promotes to registers.
                         sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(nv)]
-                                for _ in range(CO)]  # fmt: skip
+                                for _ in range(part)]  # fmt: skip
                         start = builder.add(row_in, col)
                         with cgutils.for_range(builder, k) as taps:
                             t = taps.index
@@ -175,7 +185,7 @@ def _block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase
                                 ptr = builder.gep(pa.data, [builder.add(at, const(v * lanes))])
                                 xs.append(builder.load(builder.bitcast(ptr, vptr), align=1))
                             wt = builder.add(w0, builder.mul(t, const(CO)))
-                            for c in range(CO):
+                            for c in range(part):
                                 wat = builder.add(wt, const(c))
                                 wv = broadcast(builder.load(builder.gep(wa.data, [wat])))
                                 for v in range(nv):
@@ -188,7 +198,7 @@ def _block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase
                         # the row, through the spill buffer.
                         inside = builder.add(builder.add(builder.mul(r, orow), col), const(width))
                         full = builder.icmp_signed("<=", inside, builder.mul(nrows, orow))
-                        for c in range(CO):
+                        for c in range(part):
                             ch = builder.add(ch0, const(c))
                             with builder.if_then(builder.icmp_signed("<", ch, o), likely=True):
                                 vals = [builder.load(sums[c][v]) for v in range(nv)]
@@ -201,11 +211,23 @@ def _block(typingctx, ph, wk, bias, out, toff, xbase, wq, nrows, nob, ncb, obase
                                        vptr)  # fmt: skip
 
         emit_switch(builder, builder.add(builder.mul(builder.add(act, const(1)), const(4)), nv),
-                    {(a + 1) * 4 + n: (lambda n=n, a=a: emit(n, a)) for n in (1, 2)
+                    {(a + 1) * 4 + n: (lambda n=n, a=a: emit(n, a)) for n in NV
                      for a in (RAW, 0, 1, 2, 3, 4)})  # fmt: skip
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+def vectors_for(ow: int, itemsize: int) -> int:
+    """The vectors of columns (one of NV) a block of direct_rows takes for rows of ow outputs:
+    AVX-512, 2 past one vector's width; AVX2, the fewest columns computed, counting a 4 × 3
+    block's as three quarters of an 8 × 1's (it loads 7 values for 12 multiply-adds where the
+    other loads 9 for 8)."""
+    lanes = VECTOR_BYTES // itemsize
+    if NV == (1, 2):
+        return 2 if ow > lanes else 1
+    padded = [-(-ow // (nv * lanes)) * nv * lanes for nv in (1, 3)]
+    return 3 if padded[1] * 0.75 < padded[0] else 1
 
 
 def _store(builder, data, base, vals, full, left, spill, lanes, vptr) -> None:
@@ -232,7 +254,7 @@ def direct_rows(ph, wk, bias, out, toff, xbase, wq, nrows, obase, act, nv):  # p
     """Output rows [r0, r0 + nrows) of one image (r0's first input at xbase in the flat phases
     ph, rows wq apart; its output at obase in out, flat [.., o, oh, ow]) from the filter wk
     [ncb, k, CO] (see _block) and the taps' offsets toff [k]; `act` RAW or an epilogue code with bias [o];
-    nv 1 or 2 vectors of columns a block."""
+    nv (one of NV: vectors_for(ow)) vectors of columns a block."""
     _, o, oh, ow = out.shape
     of = out.reshape(-1)
     lanes = VECTOR_BYTES // out.itemsize

@@ -40,9 +40,10 @@ from numba.extending import intrinsic
 from rill.exec.kernels._conv_vec import CO, RAW, VECTOR_BYTES, Vectors, _epilogue, emit_switch
 from rill.exec.kernels._spin import PIECE_SIG, address, array_at, team_run
 
-# The most bytes of b a pass over the rows reads (a panel of whole blocks of columns, at least
-# one): the panel stays in the core's L2 while every block of rows multiplies it.
-PANEL_BYTES = 1 << 18
+# The most bytes of b a pass over the rows reads (a panel of whole blocks of columns of a chunk
+# of DEPTH steps, at least one block), packed: the copy stays in the core's L2 while every
+# block of rows multiplies it.
+PACKED_B = 1 << 16
 # The rows of a block, by the vectors of columns it holds (1 or 2): 8 × 2 vectors of sums fill
 # half of AVX-512's 32 registers, but outgrow AVX2's 16.
 ROWS = {1: CO, 2: CO if VECTOR_BYTES == 64 else 6}
@@ -75,6 +76,8 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
 
         R = ROWS
         pack = cgutils.alloca_once(builder, kit.elem, size=DEPTH * max(R.values()))
+        itemsize = signature.args[0].dtype.bitwidth // 8
+        bpack = cgutils.alloca_once(builder, kit.elem, size=PACKED_B // itemsize)
 
         def smin(x, y):
             return builder.select(builder.icmp_signed("<", x, y), x, y)
@@ -87,10 +90,15 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
             nrb = builder.sdiv(builder.add(builder.sub(m1, m0), const(R[nv] - 1)), const(R[nv]))
             nob = builder.sdiv(builder.add(n, const(width - 1)), const(width))
             # The inner dimension in chunks of DEPTH steps (a block's rows of a stay in L1),
-            # the columns in panels of as many blocks as keep a chunk of b in PANEL_BYTES.
+            # the columns in panels of as many blocks as keep a chunk of b in PACKED_B.
             nkc = builder.sdiv(builder.add(k, const(DEPTH - 1)), const(DEPTH))
-            per = smax(const(1), builder.sdiv(const(PANEL_BYTES // (nv * VECTOR_BYTES)),
+            per = smax(const(1), builder.sdiv(const(PACKED_B // (nv * VECTOR_BYTES)),
                                               smin(k, const(DEPTH))))  # fmt: skip
+            # With two blocks of rows or more, a panel's chunk of b is copied block by block
+            # into bpack ([block][step][width], contiguous) and read from there: b's rows in
+            # place, 4 KiB apart (a [64, 256] · [256, 1024] product), fell in one set of L1
+            # and were read from L2 (609 -> 430 µs with rows 1040 floats apart).
+            packb = builder.icmp_signed(">", nrb, const(1))
             npanels = builder.sdiv(builder.add(nob, builder.sub(per, const(1))), per)
             last = builder.sub(m1, const(1))
             with cgutils.for_range(builder, nkc) as chunks:
@@ -101,11 +109,31 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
                 with cgutils.for_range(builder, npanels) as panels:
                     first = builder.mul(panels.index, per)
                     count = smin(per, builder.sub(nob, first))
+                    with builder.if_then(packb):
+                        emit_pack_b(nv, first, count, width, k0, depth)
                     with cgutils.for_range(builder, nrb) as blocks:
                         emit_block(nv, act, blocks.index, first, count, width, last, k0, depth,
-                                   first_k, last_k, nob)  # fmt: skip
+                                   first_k, last_k, nob, packb)  # fmt: skip
 
-        def emit_block(nv, act, block, first, count, width, last, k0, depth, first_k, last_k, nob):
+        def column(index, width):
+            # A block's first column, the last, partial one ending at n.
+            return smin(builder.mul(index, const(width)), builder.sub(n, const(width)))
+
+        def emit_pack_b(nv, first, count, width, k0, depth):
+            with cgutils.for_range(builder, count) as cols:
+                col = column(builder.add(first, cols.index), width)
+                to = builder.mul(builder.mul(cols.index, depth), const(width))
+                with cgutils.for_range(builder, depth) as steps:
+                    at = builder.add(builder.mul(builder.add(steps.index, k0), ldb), col)
+                    dst = builder.add(to, builder.mul(steps.index, const(width)))
+                    for v in range(nv):
+                        src = builder.gep(ba.data, [builder.add(at, const(v * lanes))])
+                        value = builder.load(builder.bitcast(src, vptr), align=1)
+                        ptr = builder.gep(bpack, [builder.add(dst, const(v * lanes))])
+                        builder.store(value, builder.bitcast(ptr, vptr), align=1)
+
+        def emit_block(nv, act, block, first, count, width, last, k0, depth, first_k, last_k, nob,
+                       packb):  # fmt: skip
             r0 = builder.add(m0, builder.mul(block, const(R[nv])))
             # Each row's offset into a and out, rows past m1 at m1 - 1's (their sums unused).
             rows = [smin(builder.add(r0, const(c)), last) for c in range(R[nv])]
@@ -125,7 +153,7 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
             chunk_src = source(nv, direct, arow, r0, k0, depth)
             with cgutils.for_range(builder, count) as cols:
                 index = builder.add(first, cols.index)
-                col = smin(builder.mul(index, const(width)), builder.sub(n, const(width)))
+                col = column(index, width)
                 at_end = builder.icmp_signed("==", index, builder.sub(nob, const(1)))
                 tail = builder.and_(ragged, at_end)
                 with builder.if_else(tail) as (whole, chunk):
@@ -137,11 +165,18 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
                                 start = builder.mul(chunks.index, const(DEPTH))
                                 steps = smin(const(DEPTH), builder.sub(k, start))
                                 src = source(nv, direct, arow, r0, start, steps)
-                                emit_steps(nv, sums, col, start, steps, src)
+                                at = builder.add(builder.mul(start, ldb), col)
+                                bsrc = (builder.gep(ba.data, [at]), ldb)
+                                emit_steps(nv, sums, steps, src, bsrc)
                             emit_store(nv, act, r0, sums, col, last_k)
                     with chunk:
                         sums = emit_sums(nv, rows, col, first_k)
-                        emit_steps(nv, sums, col, k0, depth, chunk_src)
+                        packed = builder.gep(bpack, [builder.mul(builder.mul(cols.index, depth),
+                                                                 const(width))])  # fmt: skip
+                        in_place = builder.gep(ba.data, [builder.add(builder.mul(k0, ldb), col)])
+                        bsrc = (builder.select(packb, packed, in_place),
+                                builder.select(packb, const(width), ldb))  # fmt: skip
+                        emit_steps(nv, sums, depth, chunk_src, bsrc)
                         emit_store(nv, act, r0, sums, col, last_k)
 
         def source(nv, direct, arow, r0, k0, depth):
@@ -181,15 +216,15 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
                     sums[c].append(cgutils.alloca_once_value(builder, start))
             return sums
 
-        def emit_steps(nv, sums, col, k0, depth, src):
-            # depth steps from k0: each loads nv vectors of b's row and multiplies them into
-            # every row's sums by the row's packed element of a, broadcast.
+        def emit_steps(nv, sums, depth, src, bsrc):
+            # depth steps: each loads nv vectors of b's row (step t's at bsrc[0] + t·bsrc[1])
+            # and multiplies them into every row's sums by the row's element of a (step t's at
+            # src[0] + t·src[1]), broadcast.
             with cgutils.for_range(builder, depth) as steps:
-                t = builder.add(steps.index, k0)
-                at = builder.add(builder.mul(t, ldb), col)
+                at = builder.mul(steps.index, bsrc[1])
                 xs = []
                 for v in range(nv):
-                    ptr = builder.gep(ba.data, [builder.add(at, const(v * lanes))])
+                    ptr = builder.gep(bsrc[0], [builder.add(at, const(v * lanes))])
                     xs.append(builder.load(builder.bitcast(ptr, vptr), align=1))
                 tp = builder.mul(steps.index, src[1])
                 for c in range(R[nv]):

@@ -90,7 +90,7 @@ def _direct(vec, loops, x, w, out, bias, code, swish, taps, phases, work):
     o, oh, ow = out.shape[1:]
     k = kh * kw * c
     lanes = vec.VECTOR_BYTES // x.itemsize
-    nv = 2 if ow > lanes and vec.VECTOR_BYTES == 64 else 1  # (AVX2: 16 registers)
+    nv = vec.vectors_for(ow, x.itemsize)
     op = -(-o // vec.CO) * vec.CO
     per_image = c * sh * sw * hq * wq
     ph = scratch("nchw_phases", n * per_image + nv * lanes, x.dtype)

@@ -41,6 +41,8 @@ def _vector_bytes() -> int:
     features = numba.config.CPU_FEATURES
     if features is not None:  # NUMBA_CPU_FEATURES: "+avx2,-avx512f,..."
         on = {f[1:] for f in features.split(",") if f.startswith("+")}
+    elif numba.config.CPU_NAME is not None:  # NUMBA_CPU_NAME alone (e.g. "generic")
+        on = set()
     else:
         host = llvm.get_host_cpu_features()
         on = {name for name, enabled in host.items() if enabled}

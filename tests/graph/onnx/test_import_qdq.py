@@ -56,18 +56,22 @@ class _Reader(quantization.CalibrationDataReader):
         return next(self.batches, None)
 
 
-def _quantized(tmp_path, activation) -> onnx.ModelProto:
+def _quantized(tmp_path, activation, reduce_range=False) -> onnx.ModelProto:
     src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
     onnx.save(_float_model(), src)
     quantization.quantize_static(str(src), str(dst), _Reader(),
                                  quant_format=quantization.QuantFormat.QDQ,
                                  activation_type=activation,
-                                 weight_type=quantization.QuantType.QInt8, per_channel=True)  # fmt: skip
+                                 weight_type=quantization.QuantType.QInt8, per_channel=True,
+                                 reduce_range=reduce_range)  # fmt: skip
     return onnx.load(dst)
 
 
 def test_uint8_qdq_model_matches_onnxruntime_bit_for_bit(tmp_path):
-    m = _quantized(tmp_path, quantization.QuantType.QUInt8)
+    # 7-bit weights (the quantizer's reduce_range, onnxruntime's advice for x86 CPUs without
+    # VNNI): onnxruntime's uint8 × int8 kernels there (AVX2: Zen 3) add pairs of products in 16
+    # bits, saturating, so full-range weights have no CPU-independent result to compare with.
+    m = _quantized(tmp_path, quantization.QuantType.QUInt8, reduce_range=True)
     fused = {n.op_type for n in fuse_qdq(m).graph.node}
     assert {"QLinearConv", "QLinearAdd", "QLinearConcat", "QLinearSoftmax",
             "QLinearGlobalAveragePool"} <= fused  # fmt: skip

@@ -77,12 +77,21 @@ def test_special_values():
     assert np.isnan(sw[3])  # -inf · sigmoid(-inf) = -inf · 0, as in the unfused chain
     assert np.signbit(sw[[1, 5, 6, 7]]).all() and not np.signbit(sw[[0, 4]]).any()
     np.testing.assert_array_equal(sw[4:6], np.float32([1e-45, -1e-45]) * np.float32(0.5))
-    # A NaN comes back as itself, payload and sign included.
+    # A quiet NaN comes back as itself, payload and sign included; a signaling one quieted
+    # (its payload kept), as IEEE arithmetic (numpy's unfused chain) returns it.
     nans = np.array([0x7FC00001, 0xFFC00123, 0x7F800005], np.uint32).view(np.float32)
+    want = np.array([0x7FC00001, 0xFFC00123, 0x7FC00005], np.uint32)
     for swish in (False, True):
         out = nans.copy()
         _loops().sigmoid32_flat(out, swish, 0, nans.size)
-        np.testing.assert_array_equal(out.view(np.uint32), nans.view(np.uint32))
+        np.testing.assert_array_equal(out.view(np.uint32), want)
+        # and inside a run the vector loops take (its four quarters side by side)
+        run = np.linspace(-8, 8, 203, dtype=np.float32)
+        at = [0, 7, 51, 60, 102, 130, 160, 199, 202]
+        run[at] = np.resize(nans, len(at))
+        _loops().sigmoid32_flat(run, swish, 0, run.size)
+        np.testing.assert_array_equal(run[at].view(np.uint32), np.resize(want, len(at)))
+        assert not np.isnan(np.delete(run, at)).any()
 
 
 @pytest.mark.parametrize("swish", [False, True], ids=["Sigmoid", "Swish"])

@@ -65,6 +65,15 @@ def _exp_parts(a):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
+def _keep_nan(x, res):  # pragma: no cover - compiled
+    """res, or x (a NaN: a quiet one as it is, a signaling one quieted) where x is a NaN. Not
+    x itself: stored back where x was loaded, "x where NaN, else res" let LLVM store only
+    the other lanes, a masked store (vmaskmovps), microcoded on AMD CPUs: Swish over 602K
+    float32 on Zen 3, 0.99 -> 0.82 ns a value."""
+    return x + np.float32(0.0) if x != x else res
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
 def sigmoid32(x, swish):  # pragma: no cover - compiled
     """1 / (1 + exp(-x)) (or x times it, for Swish) for a float32 x, within 4 ulp of the exact
     value over float32's whole range, subnormal results included (tests/exec/
@@ -93,7 +102,7 @@ def sigmoid32(x, swish):  # pragma: no cover - compiled
     if swish:
         num = x * num
     res = (num / den) * scale
-    return x if x != x else res
+    return _keep_nan(x, res)
 
 
 # The lowest value _sigmoid32_ordinary takes: exp(-87) = 1.6e-38 is still a normal float32 (the
@@ -119,7 +128,7 @@ def _sigmoid32_ordinary(x, swish):  # pragma: no cover - compiled
     if swish:
         num = x * num
     res = num / den
-    return x if x != x else res
+    return _keep_nan(x, res)
 
 
 # ORDINARY_LOW's bit pattern: a float32 below it (or -inf, or a NaN with its sign bit set) has
@@ -144,7 +153,18 @@ def ordinary(v):  # pragma: no cover - compiled
 def _apply(v, swish):  # pragma: no cover - compiled
     """v = sigmoid32(v) in place (Swish's value when swish), a contiguous 1-D float32 run."""
     if ordinary(v):
-        for o in range(v.shape[0]):
+        # Four quarters side by side: each value's operations are a chain of some 55 cycles
+        # (seven fused multiply-adds, a division), and one chain a vector kept too few in
+        # flight (Zen 3: 0.82 -> 0.66 ns a value; two halves, 0.70).
+        n = v.shape[0]
+        q = n // 4
+        a, b, c, d = v[:q], v[q : 2 * q], v[2 * q : 3 * q], v[3 * q : 4 * q]
+        for o in range(q):
+            a[o] = _sigmoid32_ordinary(a[o], swish)
+            b[o] = _sigmoid32_ordinary(b[o], swish)
+            c[o] = _sigmoid32_ordinary(c[o], swish)
+            d[o] = _sigmoid32_ordinary(d[o], swish)
+        for o in range(4 * q, n):
             v[o] = _sigmoid32_ordinary(v[o], swish)
     else:
         for o in range(v.shape[0]):  # from 0: no negative-index select, no gather

@@ -2,8 +2,8 @@
 
 conv_nchw's phases put every filter tap's inputs for a run of output columns in one contiguous
 run (`_conv_loops.conv_phases`). `direct_rows` sums the convolution straight from them: for a
-block of CO output channels and NV vectors of output columns (64 bytes each: 16 float32, 8
-float64) it keeps CO·NV vector sums in registers over all the taps, each tap loading its NV input
+block of CO output channels and nv vectors of output columns (VECTOR_BYTES each: 16 float32
+with AVX-512, 8 with AVX2) it keeps the vector sums in registers over all the taps, each tap loading its NV input
 vectors once and multiplying them into every channel's sums by the tap's weight, broadcast (a
 fused multiply-add). That is an implicit GEMM with no patch matrix: the patches and a BLAS call
 had cost an RGB stem 1.5–3 times as long. The sums then get the bias and the activation in

@@ -5,7 +5,7 @@ run of channels. Written as numba loops, that reloads the whole filter for every
 the channels' partial sums of several positions cannot share a filter load (LLVM will not
 vectorize a loop that stores to one array at a distance it cannot prove). Here the loops are
 emitted as LLVM IR directly (numba intrinsics, as rill.exec.kernels._spin's atomics are): one
-vector of channels (64 bytes: 16 float32, 8 float64) at a time, each filter tap's vector loaded
+vector of channels (_conv_vec.VECTOR_BYTES: 16 float32 with AVX-512, 8 with AVX2) at a time, each filter tap's vector loaded
 once and multiplied into the sums of up to MAX_COLUMNS output positions of a row, which stay in
 registers over all the taps; the rows of the plane follow one another for the same channels, so
 the filter vectors and the input's window stay in cache.
@@ -223,8 +223,8 @@ def _block_out(act):
 
 # -- Max pooling, 3×3 windows at stride 2 (SqueezeNet's): a row of outputs in vectors. The
 # compiled loop over short rows (55, 27, 13 outputs) spent most of its time in the scalar
-# remainders of its vector loops. Here one call computes a vector of outputs (16 float32, 8
-# float64) from 4 loads of each of the 3 input rows.
+# remainders of its vector loops. Here one call computes a vector of outputs (VECTOR_BYTES: 16
+# float32 with AVX-512) from 4 loads of each of the 3 input rows.
 
 
 def _maximum(builder, a, v):

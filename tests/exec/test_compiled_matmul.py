@@ -197,6 +197,44 @@ def test_what_the_compiled_product_leaves_to_numpy(watched):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "m, k, n, pieces, act, columns",
+    [
+        (64, 256, 1024, 4, _gemm_vec.RAW, True),  # a GPT-2 MLP's product: runs of columns
+        (16, 40, 70, 2, _gemm_vec.RAW, True),  # ragged: the last run ends in a partial block
+        (9, 17, 200, 3, 0, True),  # a bias and Relu, uneven runs, a partial block of rows
+        (24, 30, 40, 8, _gemm_vec.RAW, False),  # fewer blocks of columns than pieces: rows
+        (96, 50, 49, 4, 2, False),  # more rows than columns: runs of rows
+    ],
+)
+def test_a_product_through_the_team_in_runs_of_rows_or_columns_is_the_unsplit_bits(
+    dtype, polling_team, m, k, n, pieces, act, columns
+):
+    """gemm_team cuts a product with no more rows than columns (and a piece's worth of blocks
+    of columns) in runs of whole blocks of columns, the last to the end, each a product of its
+    own; else in runs of whole blocks of rows. Both are one gemm_rows call's bits."""
+    a = RNG.standard_normal((k + 3, m)).astype(dtype)[:k].T  # a strided view of a's rows
+    b = RNG.standard_normal((k, n)).astype(dtype)
+    bias = RNG.standard_normal(m).astype(dtype)
+    one = np.full((m, n), np.nan, dtype)
+    _gemm_vec.gemm_rows(a, b, one, bias, 0, m, act)
+    if act == _gemm_vec.RAW:
+        _close(one, a, b)
+    v = _gemm_vec._team_args(a, b, one, bias, act, pieces)
+    assert bool(v[_gemm_vec._COLUMNS]) == columns
+    cells = polling_team._pool.team
+    served = int(cells[_spin.SERVED])
+    deadline = time.monotonic() + 20  # (on a busy machine the worker may miss a few)
+    while int(cells[_spin.SERVED]) == served and time.monotonic() < deadline:
+        polling_team.team()
+        got = np.full((m, n), np.nan, dtype)
+        _gemm_vec.gemm_team(a, b, got, bias, act, pieces, cells,
+                            _gemm_vec.piece_function(np.dtype(dtype)))  # fmt: skip
+        assert np.array_equal(got, one)
+    assert int(cells[_spin.SERVED]) > served, "no worker ever took a piece"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_stack_of_products_is_each_products_bits_on_any_thread(dtype, polling_team):
     a = RNG.standard_normal((36, 50, 40)).astype(dtype)[:, :45]  # a strided view, as Winograd's
     b = RNG.standard_normal((36, 40, 33)).astype(dtype)

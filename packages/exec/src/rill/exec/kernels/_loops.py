@@ -473,34 +473,48 @@ def layer_norm_rows(x, scale, offset, eps, out, lo, hi):  # pragma: no cover - c
             dst[j] = ((row[j] - mean) * inv) * scale[j] + offset[j]
 
 
-# -- softmax over the last axis (nn_kernels.Softmax): x - max, numpy's exp between the passes,
-# then / the row's pairwise sum — the numpy kernel's operations, so its bits (the maximum is
-# exact, taken in eight running maxima: which of +0 and -0 it keeps cannot change x - max's
-# exp, and a NaN anywhere makes the row NaN either way).
+# -- softmax over the last axis (nn_kernels.Softmax): x - max, the exp between the passes, then
+# / the row's pairwise sum — the numpy kernel's operations, so its bits (the maximum is exact:
+# which of +0 and -0 it keeps cannot change x - max's exp, and a NaN anywhere makes the row NaN
+# either way).
+
+
+@numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
+            fastmath={"nnan", "nsz"})  # fmt: skip
+def _row_max(row, n):  # pragma: no cover - compiled
+    """The largest of row[:n] where no value is NaN (the caller looks for NaNs apart), ±0 either
+    zero: with these two fast-math flags alone LLVM vectorizes the reduction (a NaN-keeping
+    select in eight running maxima stayed scalar: ViT-small's [1182, 197] rows 380 -> 85 µs
+    with _nans, Zen 3)."""
+    m = row[0]
+    for k in range(n):
+        v = row[k]
+        m = m if m >= v else v
+    return m
+
+
+@_jit
+def _nans(row, n):  # pragma: no cover - compiled
+    """How many of row[:n] are NaN (a sum of compares, which vectorizes)."""
+    c = 0
+    for k in range(n):
+        c += row[k] != row[k]
+    return c
 
 
 @_jit
 def softmax_shift(x, out, lo, hi):  # pragma: no cover - compiled
-    """out[r] = x[r] - max(x[r]) for the rows r in [lo, hi) of x [rows, n], n >= 1."""
+    """out[r] = x[r] - max(x[r]) for the rows r in [lo, hi) of x [rows, n], n >= 1 (the row's
+    first NaN for its maximum where it has one, as numpy's maximum gives)."""
     n = x.shape[1]
     for r in range(lo, hi):
         row, dst = x[r], out[r]
-        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
-        j = 0
-        while j + 8 <= n:
-            m0 = _max(m0, row[j])
-            m1 = _max(m1, row[j + 1])
-            m2 = _max(m2, row[j + 2])
-            m3 = _max(m3, row[j + 3])
-            m4 = _max(m4, row[j + 4])
-            m5 = _max(m5, row[j + 5])
-            m6 = _max(m6, row[j + 6])
-            m7 = _max(m7, row[j + 7])
-            j += 8
-        while j < n:
-            m0 = _max(m0, row[j])
-            j += 1
-        m = _max(_max(_max(m0, m1), _max(m2, m3)), _max(_max(m4, m5), _max(m6, m7)))
+        m = _row_max(row, n)
+        if _nans(row, n):
+            for k in range(n):
+                if row[k] != row[k]:
+                    m = row[k]
+                    break
         for k in range(n):
             dst[k] = row[k] - m
 

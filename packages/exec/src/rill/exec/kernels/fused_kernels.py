@@ -164,9 +164,10 @@ _NORM_PIECE = 1 << 18
 @register_kernel("_FusedTanhGelu")
 def fused_tanh_gelu(T, coefficients):
     """d · (x · (c + tanh(b · (x + a · (x · (x · x)))))) for coefficients [a, b, c, d], each
-    operation rounded to T in that order, as the unfused chain's kernels (numpy's multiply, add
-    and tanh) compute it: with the compiled loops, the operations before the Tanh in one pass,
-    numpy's tanh in place, the rest in one more pass, piece by piece; else op by op."""
+    operation rounded to T in that order, as the unfused chain's kernels (numpy's multiply and
+    add, the Tanh kernel's tanh) compute it: with the compiled loops, the operations before the
+    Tanh in one pass, the tanh in place (float32's tanh32, else numpy's), the rest in one more
+    pass, piece by piece; else op by op."""
     if len(coefficients) != 4:
         raise InvalidArgumentError(
             f"_FusedTanhGelu takes 4 coefficients [a, b, c, d], got {list(coefficients)}"
@@ -183,12 +184,18 @@ def fused_tanh_gelu(T, coefficients):
             return np.multiply(d, np.multiply(x, np.add(c, np.tanh(t))))
         out = np.empty(x.shape, x.dtype)
         xf, of = x.reshape(-1), out.reshape(-1)
+        # float32's Tanh kernel (math_kernels) is tanh32 with the compiled loops on: so is this.
+        mod = jit.exp_tanh() if x.dtype == np.float32 else None
+        tanh32 = None if mod is None else mod.tanh32_flat
 
         def pieces(lo, hi):
             for p in range(lo, hi):
                 s, e = p * _GELU_PIECE, min(xf.size, (p + 1) * _GELU_PIECE)
                 loops.tanh_gelu_head(xf, of, a, b, s, e)
-                np.tanh(of[s:e], out=of[s:e])
+                if tanh32 is None:
+                    np.tanh(of[s:e], out=of[s:e])
+                else:
+                    tanh32(of, s, e)
                 loops.tanh_gelu_tail(xf, of, c, d, s, e)
 
         parallel_for(-(-xf.size // _GELU_PIECE), pieces, grain=_GELU_PIECES_PER_THREAD)

@@ -21,7 +21,8 @@ import threading
 
 import numpy as np
 
-__all__ = ["loops", "direct", "set_enabled", "enabled", "env_on", "FLOATS"]
+__all__ = ["loops", "direct", "conv_loops", "exp_tanh", "set_enabled", "enabled", "env_on",
+           "FLOATS"]  # fmt: skip
 
 # The dtypes the compiled loops are used for.
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -91,3 +92,16 @@ def conv_loops():
     if not _conv:
         _conv.append(importlib.import_module("rill.exec.kernels._conv_loops"))
     return _conv[0]
+
+
+_exp_tanh: list = []
+
+
+def exp_tanh():
+    """rill.exec.kernels._exp_tanh_loops (the float32 exp32 / tanh32 loops), imported once, or
+    None where the compiled loops are off (the kernels then take numpy's exp and tanh)."""
+    if loops() is None:
+        return None
+    if not _exp_tanh:
+        _exp_tanh.append(importlib.import_module("rill.exec.kernels._exp_tanh_loops"))
+    return _exp_tanh[0]

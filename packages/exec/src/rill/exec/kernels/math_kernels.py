@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
+from rill.exec.kernels import jit
+from rill.exec.kernels.intra_op import parallel_for
 from rill.graph import dtypes
 from rill.graph.errors import InvalidArgumentError, UnimplementedError
 
@@ -191,15 +193,48 @@ for _op, _ufunc in (
     ("Abs", "absolute"),
     ("Square", "square"),
     ("Sqrt", "sqrt"),
-    ("Exp", "exp"),
     ("Log", "log"),
     ("Log1p", "log1p"),
-    ("Tanh", "tanh"),
     ("Cos", "cos"),
     ("Floor", "floor"),
     ("Ceil", "ceil"),
 ):
     register_kernel(_op, devices=("CPU", "GPU"))(_ufunc_kernel(_ufunc, binary=False))
+
+
+# Elements per piece of the compiled float32 Exp / Tanh over the intra-op threads (about 30 µs).
+_FLAT_GRAIN = 1 << 15
+
+
+def _float32_loop(name: str):
+    """The kernel of the unary `name` ("exp" or "tanh"): for float32 on the CPU with the compiled
+    loops on, _exp_tanh_loops' exp32 / tanh32 (within 2 ulp; numpy's are scalar on CPUs without
+    AVX-512: 1.3 and 2.6 ns a value on Zen 3, against about 0.8 and 1.0) over a copy, in
+    pieces over the intra-op threads; else the array module's ufunc."""
+
+    def factory(T, xp):
+        ufunc = getattr(xp, name)
+        if xp is not np or T.np != np.float32:
+            return ufunc
+
+        def compute(x):
+            mod = jit.exp_tanh()
+            if mod is None or not x.size:
+                return ufunc(x)
+            out = np.array(x, np.float32, order="C")
+            flat = out.reshape(-1)
+            loop = getattr(mod, name + "32_flat")
+            parallel_for(flat.size, lambda lo, hi: loop(flat, lo, hi), grain=_FLAT_GRAIN)
+            return out
+
+        return compute
+
+    factory.__name__ = name
+    return factory
+
+
+register_kernel("Exp", devices=("CPU", "GPU"))(_float32_loop("exp"))
+register_kernel("Tanh", devices=("CPU", "GPU"))(_float32_loop("tanh"))
 
 
 @register_kernel("Sign", devices="CPU")

@@ -261,19 +261,27 @@ _SOFTMAX_PIECE = 1 << 16
 
 def _softmax_rows(loops, x):
     """The numpy kernel's softmax of a C-contiguous float32/float64 x over its last axis (n <=
-    _loops.NORM_ROW_MAX), its operations in its order: the compiled x - max, numpy's exp in
-    place, the compiled division by the row's pairwise sum; piece by piece."""
+    _loops.NORM_ROW_MAX), its operations in its order: the compiled x - max, the exp in place
+    (float32's exp32 as the Exp kernel's, numpy's for float64), the compiled division by the
+    row's pairwise sum; piece by piece."""
     n = x.shape[-1]
     rows = x.reshape(-1, n)
     out = np.empty(x.shape, x.dtype)
     flat = out.reshape(-1, n)
     step = max(1, _SOFTMAX_PIECE // n)
+    # float32's exp: the Exp kernel's (exp32, with the compiled loops on).
+    mod = jit.exp_tanh() if x.dtype == np.float32 else None
+    exp32 = None if mod is None else mod.exp32_flat
+    whole = out.reshape(-1)
 
     def pieces(lo, hi):
         for r0 in range(lo, hi, step):
             r1 = min(hi, r0 + step)
             loops.softmax_shift(rows, flat, r0, r1)
-            np.exp(flat[r0:r1], out=flat[r0:r1])
+            if exp32 is None:
+                np.exp(flat[r0:r1], out=flat[r0:r1])
+            else:
+                exp32(whole, r0 * n, r1 * n)
             loops.softmax_scale(flat, r0, r1)
 
     parallel_for(rows.shape[0], pieces, grain=step)

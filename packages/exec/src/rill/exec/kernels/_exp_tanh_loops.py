@@ -15,6 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from rill.exec.kernels._loops import _nans, _row_max
 from rill.exec.kernels._sigmoid_loops import _exp_parts, _keep_nan, _pow2_magic
 
 # Fused multiply-adds allowed (contract), nothing else of fast-math (NaN and the infinities stay
@@ -24,6 +25,10 @@ _fjit = numba.njit(
 )
 _inline = numba.njit(
     nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always"
+)
+# A sum in any order (its lanes side by side): Softmax's row sum.
+_sum_jit = numba.njit(
+    nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"reassoc"}
 )
 
 # exp32's range: above EXP_HIGH the result overflows to inf (exp(88.7228) is float32's largest),
@@ -82,6 +87,48 @@ def tanh32(x):  # pragma: no cover - compiled
     big = f(1.0) - f(2.0) / (q * _pow2_magic(j) + f(1.0))
     big = -big if x < f(0.0) else big
     return _keep_nan(x, small if np.abs(x) < f(TANH_SMALL) else big)
+
+
+@_inline
+def _exp32_nonpositive(x):  # pragma: no cover - compiled
+    """exp32(x) for x <= 0 or NaN (Softmax's x - max): the same operations less the overflow's
+    (n <= 0)."""
+    f = np.float32
+    a = f(EXP_LOW) if x < f(EXP_LOW) else x  # a NaN kept: every step after it gives it back
+    j, n, q = _exp_parts(a)
+    low = n < f(-64.0)
+    scale = f(5.421010862427522e-20) if low else f(1.0)
+    return (q * _pow2_magic(j + (f(64.0) if low else f(0.0)))) * scale
+
+
+@_sum_jit
+def _row_sum(v, n):  # pragma: no cover - compiled
+    s = v.dtype.type(0)
+    for k in range(n):
+        s += v[k]
+    return s
+
+
+@_fjit
+def softmax32_rows(x, out, lo, hi):  # pragma: no cover - compiled
+    """out[r] = softmax(x[r]) for the rows r in [lo, hi) of float32 x [rows, n] (n >= 1): e =
+    exp32(x - max) (the row's first NaN for its maximum where it has one, as numpy's maximum
+    gives), then e / the sum of the row's e, summed in vector lanes side by side (each row
+    its own order, whatever the split)."""
+    n = x.shape[1]
+    for r in range(lo, hi):
+        row, dst = x[r], out[r]
+        m = _row_max(row, n)
+        if _nans(row, n):
+            for k in range(n):
+                if row[k] != row[k]:
+                    m = row[k]
+                    break
+        for k in range(n):
+            dst[k] = _exp32_nonpositive(row[k] - m)
+        s = _row_sum(dst, n)
+        for k in range(n):
+            dst[k] = dst[k] / s
 
 
 @_fjit

@@ -260,28 +260,28 @@ _SOFTMAX_PIECE = 1 << 16
 
 
 def _softmax_rows(loops, x):
-    """The numpy kernel's softmax of a C-contiguous float32/float64 x over its last axis (n <=
-    _loops.NORM_ROW_MAX), its operations in its order: the compiled x - max, the exp in place
-    (float32's exp32 as the Exp kernel's, numpy's for float64), the compiled division by the
-    row's pairwise sum; piece by piece."""
+    """The softmax of a C-contiguous float32/float64 x over its last axis (n <=
+    _loops.NORM_ROW_MAX). float32: _exp_tanh_loops.softmax32_rows, a row at a time (exp32's
+    exp, the row's sum in vector lanes: ViT-small's [1182, 197] 365 -> ... µs on Zen 3, where
+    numpy's exp is scalar). float64: the numpy kernel's operations in its order, so its bits:
+    the compiled x - max, numpy's exp in place, the compiled division by the row's pairwise
+    sum; piece by piece."""
     n = x.shape[-1]
     rows = x.reshape(-1, n)
     out = np.empty(x.shape, x.dtype)
     flat = out.reshape(-1, n)
     step = max(1, _SOFTMAX_PIECE // n)
-    # float32's exp: the Exp kernel's (exp32, with the compiled loops on).
     mod = jit.exp_tanh() if x.dtype == np.float32 else None
-    exp32 = None if mod is None else mod.exp32_flat
-    whole = out.reshape(-1)
+    if mod is not None:
+        parallel_for(rows.shape[0], lambda lo, hi: mod.softmax32_rows(rows, flat, lo, hi),
+                     grain=step)  # fmt: skip
+        return out
 
     def pieces(lo, hi):
         for r0 in range(lo, hi, step):
             r1 = min(hi, r0 + step)
             loops.softmax_shift(rows, flat, r0, r1)
-            if exp32 is None:
-                np.exp(flat[r0:r1], out=flat[r0:r1])
-            else:
-                exp32(whole, r0 * n, r1 * n)
+            np.exp(flat[r0:r1], out=flat[r0:r1])
             loops.softmax_scale(flat, r0, r1)
 
     parallel_for(rows.shape[0], pieces, grain=step)

@@ -129,16 +129,26 @@ def test_the_kernel_checks_its_coefficients():
         fused_kernels.fused_tanh_gelu(dtypes.float32, [0.5, 1.0])
 
 
-def test_large_inputs_split_over_threads_with_the_same_bits(monkeypatch):
-    """_FusedTanhGelu splits over the intra-op threads only with _GELU_PIECES_PER_THREAD pieces
-    or more for each (ViT-small's [197, 1536] at batch 1 lost split in two); every piece is
-    computed the same way on whichever thread, so the bits are the one-thread run's."""
+@pytest.mark.parametrize(
+    "dtype, cases",
+    [
+        # float32: one compiled call a piece of _GELU_GRAIN values or more
+        (np.float32, (((197, 1536), 9), ((3, 10000), 0))),
+        # float64: _GELU_PIECES_PER_THREAD pieces of three calls or more (ViT-small's [197,
+        # 1536] at batch 1 lost split in two)
+        (np.float64, (((197, 1536), 0), ((1576, 1536), 4))),
+    ],
+)
+def test_large_inputs_split_over_threads_with_the_same_bits(monkeypatch, dtype, cases):
+    """_FusedTanhGelu splits over the intra-op threads only in grains of work large enough;
+    every piece is computed the same way on whichever thread, so the bits are the one-thread
+    run's."""
     from rill.exec import threads
     from rill.exec.kernels import intra_op
 
     if jit.loops() is None:
         pytest.skip("compiled loops off (RILL_JIT=0)")
-    compute = fused_kernels.fused_tanh_gelu(rg.float32, [0.044715, 0.7978846, 1.0, 0.5])
+    compute = fused_kernels.fused_tanh_gelu(rg.as_dtype(dtype), [0.044715, 0.7978846, 1.0, 0.5])
     calls = []
     real = fused_kernels.parallel_for
 
@@ -148,9 +158,9 @@ def test_large_inputs_split_over_threads_with_the_same_bits(monkeypatch):
 
     monkeypatch.setattr(fused_kernels, "parallel_for", watch)
     monkeypatch.setattr(threads, "cores_idle", lambda: 2)
-    for shape, grains in (((197, 1536), 0), ((1576, 1536), 4)):
+    for shape, grains in cases:
         with np.errstate(all="ignore"):
-            x = _values(shape, np.float32)
+            x = _values(shape, dtype)
             monkeypatch.setattr(intra_op, "_THREADS", 1)
             one = compute(x)
             monkeypatch.setattr(intra_op, "_THREADS", 2)

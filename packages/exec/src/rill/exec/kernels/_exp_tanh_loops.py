@@ -15,6 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from rill.exec.kernels._conv_loops import tanh_gelu_head, tanh_gelu_tail
 from rill.exec.kernels._loops import _nans, _row_max
 from rill.exec.kernels._sigmoid_loops import _exp_parts, _keep_nan, _pow2_magic
 
@@ -146,3 +147,19 @@ def tanh32_flat(a, lo, hi):  # pragma: no cover - compiled
     v = a[lo:hi]
     for o in range(v.shape[0]):
         v[o] = tanh32(v[o])
+
+
+# Values per step of tanh_gelu32: its three passes over a step run while it is in L1.
+GELU_STEP = 2048
+
+
+@_fjit
+def tanh_gelu32(x, out, a, b, c, d, lo, hi):  # pragma: no cover - compiled
+    """out[lo:hi] = d · (x · (c + tanh32(b · (x + a · (x · (x · x)))))) for the flat float32 x
+    and out, each operation rounded to float32 in that order as the unfused chain's kernels
+    compute it (_conv_loops' head and tail, tanh32 between them), GELU_STEP values at a time."""
+    for s in range(lo, hi, GELU_STEP):
+        e = min(hi, s + GELU_STEP)
+        tanh_gelu_head(x, out, a, b, s, e)
+        tanh32_flat(out, s, e)
+        tanh_gelu_tail(x, out, c, d, s, e)

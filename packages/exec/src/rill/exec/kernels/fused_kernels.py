@@ -156,6 +156,8 @@ _GELU_PIECE = 1 << 16
 # taking the GIL back, and a split of fewer loses. ViT-small b1's [197, 1536] (5 pieces) took
 # 147 µs on one thread and 238 µs in two halves (quiet, polling hand-offs).
 _GELU_PIECES_PER_THREAD = 8
+# Elements per piece of the float32 _FusedTanhGelu's one compiled call (about 30 µs).
+_GELU_GRAIN = 1 << 15
 # Elements per piece of a split _FusedLayerNorm: ViT-small b1's [197, 384] (75 K) took 48 µs on
 # one thread and 119 µs in four pieces over two.
 _NORM_PIECE = 1 << 18
@@ -166,8 +168,9 @@ def fused_tanh_gelu(T, coefficients):
     """d · (x · (c + tanh(b · (x + a · (x · (x · x)))))) for coefficients [a, b, c, d], each
     operation rounded to T in that order, as the unfused chain's kernels (numpy's multiply and
     add, the Tanh kernel's tanh) compute it: with the compiled loops, the operations before the
-    Tanh in one pass, the tanh in place (float32's tanh32, else numpy's), the rest in one more
-    pass, piece by piece; else op by op."""
+    Tanh in one pass, the tanh in place, the rest in one more pass, piece by piece (float32:
+    _exp_tanh_loops.tanh_gelu32, tanh32's, one compiled call a piece; float64: numpy's tanh
+    between two compiled passes); else op by op."""
     if len(coefficients) != 4:
         raise InvalidArgumentError(
             f"_FusedTanhGelu takes 4 coefficients [a, b, c, d], got {list(coefficients)}"
@@ -184,18 +187,19 @@ def fused_tanh_gelu(T, coefficients):
             return np.multiply(d, np.multiply(x, np.add(c, np.tanh(t))))
         out = np.empty(x.shape, x.dtype)
         xf, of = x.reshape(-1), out.reshape(-1)
-        # float32's Tanh kernel (math_kernels) is tanh32 with the compiled loops on: so is this.
+        # float32's Tanh kernel (math_kernels) is tanh32 with the compiled loops on: so is this,
+        # the three passes in one compiled call per piece.
         mod = jit.exp_tanh() if x.dtype == np.float32 else None
-        tanh32 = None if mod is None else mod.tanh32_flat
+        if mod is not None:
+            parallel_for(xf.size, lambda lo, hi: mod.tanh_gelu32(xf, of, a, b, c, d, lo, hi),
+                         grain=_GELU_GRAIN)  # fmt: skip
+            return out
 
         def pieces(lo, hi):
             for p in range(lo, hi):
                 s, e = p * _GELU_PIECE, min(xf.size, (p + 1) * _GELU_PIECE)
                 loops.tanh_gelu_head(xf, of, a, b, s, e)
-                if tanh32 is None:
-                    np.tanh(of[s:e], out=of[s:e])
-                else:
-                    tanh32(of, s, e)
+                np.tanh(of[s:e], out=of[s:e])
                 loops.tanh_gelu_tail(xf, of, c, d, s, e)
 
         parallel_for(-(-xf.size // _GELU_PIECE), pieces, grain=_GELU_PIECES_PER_THREAD)

@@ -68,6 +68,44 @@ def test_the_product_is_numpys_to_rounding_and_split_invariant(shape, dtype, lay
                       mod.RAW)  # fmt: skip
 
 
+def _same_bits(got, want):
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    bits = np.uint32 if got.dtype == np.float32 else np.uint64
+    np.testing.assert_array_equal(got[~nan].view(bits), want[~nan].view(bits))
+
+
+@pytest.mark.parametrize("layout", ["transposed", "row-major"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("code", [None, 0, 1, 4])
+def test_a_products_columns_are_the_same_bits_whatever_their_number(layout, dtype, code):
+    """The columns past the last whole block (one more block ending at the last column, a
+    product of its own; or, up to half a vector of them where a's rows have unit stride,
+    _thin_columns over the rows) get the bits a wider product of whole blocks gives them, its
+    epilogue included, in any pieces of rows; nothing past them is written."""
+    mod = pointwise._mod()
+    o, c = 21, 37
+    lanes = mod.VECTOR_BYTES // np.dtype(dtype).itemsize
+    wt, xw = _operands(o, c, 4 * lanes, dtype, special=True)
+    if layout == "row-major":
+        wt = np.ascontiguousarray(wt)
+    bias = RNG.standard_normal(o).astype(dtype)
+    act = mod.RAW if code is None else code
+    wide = np.empty((o, 4 * lanes), dtype)  # two whole blocks of two vectors
+    mod.gemm_rows(wt, xw, wide, bias, 0, o, act)
+    for n in range(lanes, 3 * lanes + 2):
+        x = np.ascontiguousarray(xw[:, :n])
+        big = np.full((o, n + 3), 7.0, dtype)
+        out = big[:, :n]
+        mod.gemm_rows(wt, x, out, bias, 0, o, act)
+        assert (big[:, n:] == 7).all()
+        _same_bits(out, wide[:, :n])
+        parts = np.full((o, n), np.nan, dtype)
+        mod.gemm_rows(wt, x, parts, bias, 0, 5, act)
+        mod.gemm_rows(wt, x, parts, bias, 5, o, act)
+        _same_bits(parts, wide[:, :n])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_infinities_and_nans_propagate_as_in_numpys_product(dtype):
     wt, x = _operands(24, 32, 50, dtype, special=True)

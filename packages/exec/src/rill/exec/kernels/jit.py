@@ -4,8 +4,9 @@ numpy runs an elementwise expression as one pass over memory per operation; a ke
 the max-pool gradient, which reads each window, picks its maximum and routes the gradient, takes
 a dozen such passes where one loop would do. `loops()` gives the module of those loops compiled
 with numba, or None when numba is missing or turned off (`RILL_JIT=0` in the environment, or
-`set_enabled(False)`): every caller keeps its numpy path, which gives bit-identical results, and
-the tests run both.
+`set_enabled(False)`): every caller keeps its numpy path, which gives bit-identical results
+(float32 Sigmoid, Swish, Exp, Tanh and Softmax aside: their compiled exponentials agree with
+numpy's to an ulp or a few, see _sigmoid_loops and _exp_tanh_loops), and the tests run both.
 
 The loops release the GIL and work on a range of the outermost axis, so the kernels split them
 over the intra-op threads with `parallel_for` (no second thread pool). They are compiled on

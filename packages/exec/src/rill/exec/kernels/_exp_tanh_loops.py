@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 from rill.exec.kernels._conv_loops import tanh_gelu_head, tanh_gelu_tail
-from rill.exec.kernels._loops import _nans, _row_max
+from rill.exec.kernels._loops import row_maximum
 from rill.exec.kernels._sigmoid_loops import _exp_parts, _keep_nan, _pow2_magic
 
 # Fused multiply-adds allowed (contract), nothing else of fast-math (NaN and the infinities stay
@@ -113,18 +113,12 @@ def _row_sum(v, n):  # pragma: no cover - compiled
 @_fjit
 def softmax32_rows(x, out, lo, hi):  # pragma: no cover - compiled
     """out[r] = softmax(x[r]) for the rows r in [lo, hi) of float32 x [rows, n] (n >= 1): e =
-    exp32(x - max) (the row's first NaN for its maximum where it has one, as numpy's maximum
-    gives), then e / the sum of the row's e, summed in vector lanes side by side (each row
-    its own order, whatever the split)."""
+    exp32(x - max) (max: _loops.row_maximum, numpy's maximum), then e / the sum of the row's
+    e, summed in vector lanes side by side (each row its own order, whatever the split)."""
     n = x.shape[1]
     for r in range(lo, hi):
         row, dst = x[r], out[r]
-        m = _row_max(row, n)
-        if _nans(row, n):
-            for k in range(n):
-                if row[k] != row[k]:
-                    m = row[k]
-                    break
+        m = row_maximum(row, n)
         for k in range(n):
             dst[k] = _exp32_nonpositive(row[k] - m)
         s = _row_sum(dst, n)

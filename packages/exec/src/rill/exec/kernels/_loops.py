@@ -503,18 +503,25 @@ def _nans(row, n):  # pragma: no cover - compiled
 
 
 @_jit
+def row_maximum(row, n):  # pragma: no cover - compiled
+    """numpy's maximum of row[:n], n >= 1: the row's first NaN where it has one, else its
+    largest value (of +0 and -0, either)."""
+    m = _row_max(row, n)
+    if _nans(row, n):
+        for k in range(n):
+            if row[k] != row[k]:
+                return row[k]
+    return m
+
+
+@_jit
 def softmax_shift(x, out, lo, hi):  # pragma: no cover - compiled
-    """out[r] = x[r] - max(x[r]) for the rows r in [lo, hi) of x [rows, n], n >= 1 (the row's
-    first NaN for its maximum where it has one, as numpy's maximum gives)."""
+    """out[r] = x[r] - max(x[r]) for the rows r in [lo, hi) of x [rows, n], n >= 1 (row_maximum:
+    numpy's maximum)."""
     n = x.shape[1]
     for r in range(lo, hi):
         row, dst = x[r], out[r]
-        m = _row_max(row, n)
-        if _nans(row, n):
-            for k in range(n):
-                if row[k] != row[k]:
-                    m = row[k]
-                    break
+        m = row_maximum(row, n)
         for k in range(n):
             dst[k] = row[k] - m
 

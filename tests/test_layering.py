@@ -6,7 +6,7 @@ The table, as DESIGN.md states it (third-party names are top-level import names)
 |--------------|----------------------------------------------------------------------|
 | graph        | numpy, protobuf, ml_dtypes (bfloat16); onnx only in rill.graph.onnx (its backend, CLI and parity report also run graphs with rill.exec) |
 | autodiff     | rill.graph, numpy (the gradient checker's arithmetic)                |
-| exec         | rill.graph, numpy, protobuf (RunOptions/StepStats); cupy and cupyx, which the cupy wheels ship (`gpu` extras); numba only in rill.exec.kernels._loops, ._lstm_loops, ._conv_loops, ._sigmoid_loops, ._exp_tanh_loops, ._depthwise_loops, ._winograd_loops, ._winograd_team and ._direct_conv_loops (the compiled loops, see the exec README), and with llvmlite in ._spin (the intra-op pool's compiled waits), ._depthwise_vec, ._conv_vec and ._gemm_vec (loops emitted as LLVM vector IR); threadpoolctl only in rill.exec.threads (BLAS threads) |
+| exec         | rill.graph, numpy, protobuf (RunOptions/StepStats); cupy and cupyx, which the cupy wheels ship (`gpu` extras); numba only in rill.exec.kernels._loops, ._lstm_loops, ._conv_loops, ._exp_tanh_loops, ._depthwise_loops, ._winograd_loops, ._winograd_team and ._direct_conv_loops (the compiled loops, see the exec README), and with llvmlite in ._sigmoid_loops (explicit fused multiply-adds), ._spin (the intra-op pool's compiled waits), ._depthwise_vec, ._conv_vec and ._gemm_vec (loops emitted as LLVM vector IR); threadpoolctl only in rill.exec.threads (BLAS threads) |
 | distributed  | rill.graph, rill.exec, grpcio, protobuf, numpy                       |
 | train        | rill.graph, rill.autodiff, rill.exec, numpy                          |
 | mobile       | interpreter: numpy, flatbuffers, tflite (schema bindings); threadpoolctl only in rill.mobile.threads (BLAS threads); numba only in rill.mobile.kernels._loops, ._program_loops, ._program_gemm, ._program_math, ._program_dw, ._program_direct, ._program_dwtiles and ._program_int8 (optional compiled loops, the `jit` extra); rill.mobile.convert also rill.graph, rill.exec |
@@ -68,7 +68,8 @@ EXTRA: dict[str, set[str]] = {
     "rill.mobile.kernels._program_direct": {"numba"},  # their direct convolutions' tiles
     "rill.mobile.kernels._program_dwtiles": {"numba"},
     "rill.exec.kernels._conv_loops": {"numba"},
-    "rill.exec.kernels._sigmoid_loops": {"numba"},
+    # The float32 Sigmoid's and exp's loops: numba, with llvmlite for the explicit llvm.fma.
+    "rill.exec.kernels._sigmoid_loops": {"numba", "llvmlite"},
     "rill.exec.kernels._exp_tanh_loops": {"numba"},
     "rill.exec.kernels._winograd_loops": {"numba"},
     "rill.exec.kernels._winograd_team": {"numba"},  # their pieces through the pool's team

@@ -12,64 +12,22 @@ on give these values, with them off (RILL_JIT=0) numpy's, to an ulp or two.
 
 from __future__ import annotations
 
-import llvmlite.ir as ir
 import numba
 import numpy as np
-from numba.core import cgutils, types
-from numba.extending import intrinsic
 
 from rill.exec.kernels._conv_loops import tanh_gelu_head, tanh_gelu_tail
 from rill.exec.kernels._loops import row_maximum
-from rill.exec.kernels._sigmoid_loops import _keep_nan, _pow2_magic
+from rill.exec.kernels._sigmoid_loops import _exp_parts, _fma, _keep_nan, _pow2_magic
 
-# No fast-math at all: the fused multiply-adds are explicit (_fma), so that every compiled
-# context (a loop's vector body or its scalar rest, a caller it is inlined into) rounds the same.
-# With LLVM free to contract (fastmath "contract"), the tanh of a fused GELU and of the Tanh
-# kernel differed in the last bit where a fresh compile fused differently.
+# No fast-math at all: the fused multiply-adds are explicit (_sigmoid_loops._fma), so that every
+# compiled context (a loop's vector body or its scalar rest, a caller it is inlined into)
+# rounds the same.
 _fjit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 _inline = numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
 # A sum in any order (its lanes side by side): Softmax's row sum.
 _sum_jit = numba.njit(
     nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"reassoc"}
 )
-
-
-@intrinsic
-def _fma(typingctx, a, b, c):
-    """a · b + c rounded once (llvm.fma), for float32 or float64 a, b, c of one type."""
-    if not (a == b == c and isinstance(a, types.Float)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ty = context.get_value_type(sig.return_type)
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ty, [ty] * 3), f"llvm.fma.f{a.bitwidth}"
-        )
-        return builder.call(fn, args)
-
-    return a(a, b, c), codegen
-
-
-@_inline
-def _exp_parts(a):  # pragma: no cover - compiled
-    """exp(a) as (j, n, q), exp(a) = 2**n · q, as _sigmoid_loops._exp_parts computes it (n =
-    round(a / ln 2) through 1.5·2**23, r = a - n·ln 2 in two parts, q = exp(r) to r**7/7!),
-    every multiply-add fused explicitly."""
-    f = np.float32
-    magic = f(12582912.0)  # 1.5·2**23
-    j = _fma(a, f(1.4426950408889634), magic)
-    n = j - magic
-    r = _fma(n, f(-0.693359375), a)
-    r = _fma(n, f(2.1219444e-4), r)
-    q = f(1.0 / 5040.0)
-    q = _fma(q, r, f(1.0 / 720.0))
-    q = _fma(q, r, f(1.0 / 120.0))
-    q = _fma(q, r, f(1.0 / 24.0))
-    q = _fma(q, r, f(1.0 / 6.0))
-    q = _fma(q, r, f(0.5))
-    q = _fma(q, r, f(1.0))
-    q = _fma(q, r, f(1.0))
-    return j, n, q
 
 
 # exp32's range: above EXP_HIGH the result overflows to inf (exp(88.7228) is float32's largest),

@@ -40,6 +40,7 @@ from numba.extending import intrinsic
 from rill.exec.kernels._conv_loops import _epilogue
 from rill.exec.kernels._conv_vec import CO, RAW, VECTOR_BYTES, Vectors, emit_switch
 from rill.exec.kernels._conv_vec import _epilogue as _emit_epilogue
+from rill.exec.kernels._sigmoid_loops import _fma
 from rill.exec.kernels._spin import PIECE_SIG, address, array_at, team_run
 
 # The most bytes of b a pass over the rows reads (a panel of whole blocks of columns of a chunk
@@ -55,10 +56,6 @@ _ROWS1, _ROWS2 = ROWS[1], ROWS[2]  # (for the compiled functions)
 DEPTH = 64
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
-# Fused multiply-adds allowed (contract): _thin_columns' a · b + sum is _gemm's fma(b, a, sum).
-_fjit = numba.njit(
-    nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"contract"}
-)
 
 __all__ = ["CO", "RAW", "VECTOR_BYTES", "gemm_rows", "gemm_team", "gemm_stack", "gemm_stack_team",
            "piece_function", "row_dots", "row_dots_team", "row_dot_piece_function",
@@ -314,7 +311,7 @@ def _columns(
         _thin_columns(ap, bp, op, biasp, sa1, ldb, ldo, m0, m1, whole, n, k, act, like)
 
 
-@_fjit
+@_jit
 def _thin_columns(
     ap, bp, op, biasp, sa1, ldb, ldo, m0, m1, c0, c1, k, act, like
 ):  # pragma: no cover
@@ -333,7 +330,7 @@ def _thin_columns(
             bj = b[t * ldb + c0 + j]
             sums = acc[j]
             for i in range(rows):
-                sums[i] = at[i] * bj + sums[i]
+                sums[i] = _fma(at[i], bj, sums[i])  # _gemm's fma(b, a, sum)
     out = array_at(op, (m1 - 1) * ldo + c1, like)
     bias = array_at(biasp, m1, like)
     zero = a.dtype.type(0)

@@ -12,16 +12,36 @@ vectorized pass over a run the loop is about to read anyway.
 
 from __future__ import annotations
 
+import llvmlite.ir as ir
 import numba
 import numpy as np
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-# The float32 Sigmoid / Swish: fused multiply-adds allowed (contract), nothing else of fast-math
-# (NaN and the infinities stay IEEE's).
-_fjit = numba.njit(
-    nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"contract"}
-)
+# No fast-math (NaN and the infinities stay IEEE's): the fused multiply-adds are explicit
+# (_fma), so that every compiled context rounds the same. numba inlines a function into its
+# caller before LLVM sees either, so with LLVM free to contract (fastmath "contract") the same
+# operations could be fused differently in two callers: a fresh compile gave the fused tanh
+# GELU and the Tanh kernel tanh values one ulp apart.
+_fjit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
+_inline = numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a · b + c rounded once (llvm.fma), for float32 or float64 a, b, c of one type; LLVM
+    vectorizes it (vfmadd)."""
+    if not (a == b == c and isinstance(a, types.Float)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ty = context.get_value_type(sig.return_type)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ty, [ty] * 3), f"llvm.fma.f{a.bitwidth}"
+        )
+        return builder.call(fn, args)
+
+    return a(a, b, c), codegen
 
 
 @intrinsic
@@ -41,30 +61,30 @@ def _pow2_magic(typingctx, j):
     return types.float32(types.float32), codegen
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
+@_inline
 def _exp_parts(a):  # pragma: no cover - compiled
-    """exp(a) for a float32 a <= 0 (clamped by the caller) as (j, n, q), exp(a) = 2**n · q:
-    n = round(a / ln 2), rounded by adding 1.5·2**23 (j, which keeps n in its low bits for
-    _pow2_magic), r = a - n·ln 2 in two parts (Cody and Waite), q = exp(r) by its Taylor
-    series to r**7/7!. Shared by sigmoid32 and _sigmoid32_ordinary (the same operations)."""
+    """exp(a) for a float32 a (clamped by the caller) as (j, n, q), exp(a) = 2**n · q: n = round(a / ln 2), rounded by adding 1.5·2**23 (j, which keeps n in
+    its low bits for _pow2_magic), r = a - n·ln 2 in two parts (Cody and Waite), q = exp(r) by
+    its Taylor series to r**7/7!, every multiply-add fused explicitly. Shared by sigmoid32,
+    _sigmoid32_ordinary and _exp_tanh_loops' exp32."""
     f = np.float32
     magic = f(12582912.0)  # 1.5·2**23
-    j = a * f(1.4426950408889634) + magic
+    j = _fma(a, f(1.4426950408889634), magic)
     n = j - magic
-    r = a - n * f(0.693359375)
-    r = r - n * f(-2.1219444e-4)
+    r = _fma(n, f(-0.693359375), a)
+    r = _fma(n, f(2.1219444e-4), r)
     q = f(1.0 / 5040.0)
-    q = q * r + f(1.0 / 720.0)
-    q = q * r + f(1.0 / 120.0)
-    q = q * r + f(1.0 / 24.0)
-    q = q * r + f(1.0 / 6.0)
-    q = q * r + f(0.5)
-    q = q * r + f(1.0)
-    q = q * r + f(1.0)
+    q = _fma(q, r, f(1.0 / 720.0))
+    q = _fma(q, r, f(1.0 / 120.0))
+    q = _fma(q, r, f(1.0 / 24.0))
+    q = _fma(q, r, f(1.0 / 6.0))
+    q = _fma(q, r, f(0.5))
+    q = _fma(q, r, f(1.0))
+    q = _fma(q, r, f(1.0))
     return j, n, q
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
+@_inline
 def _keep_nan(x, res):  # pragma: no cover - compiled
     """res, or x (a NaN: a quiet one as it is, a signaling one quieted) where x is a NaN. Not
     x itself: stored back where x was loaded, "x where NaN, else res" let LLVM store only
@@ -73,7 +93,7 @@ def _keep_nan(x, res):  # pragma: no cover - compiled
     return x + np.float32(0.0) if x != x else res
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
+@_inline
 def sigmoid32(x, swish):  # pragma: no cover - compiled
     """1 / (1 + exp(-x)) (or x times it, for Swish) for a float32 x, within 4 ulp of the exact
     value over float32's whole range, subnormal results included (tests/exec/
@@ -111,7 +131,7 @@ def sigmoid32(x, swish):  # pragma: no cover - compiled
 ORDINARY_LOW = -87.0
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
+@_inline
 def _sigmoid32_ordinary(x, swish):  # pragma: no cover - compiled
     """sigmoid32(x, swish) for x >= ORDINARY_LOW (or NaN): the same operations, less the tail's.
     -|x| is clamped at -87 instead of -120 (for x > 87 both give 1, or x in Swish: 1 + e

@@ -62,10 +62,18 @@ def main(_):
         accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32))
 
     hooks = [tf.train.StopAtStepHook(last_step=FLAGS.steps)]
+    # This worker's sessions use the PS tasks and this task only: without the filter a session
+    # waits for every task of the cluster to answer (TensorFlow's masters do the same), and the
+    # other worker may have finished and exited before this one opens its evaluation session.
+    config = tf.ConfigProto(device_filters=["/job:ps", worker_device])
     rng = np.random.RandomState(FLAGS.task_index)
     local_steps = 0
     with tf.train.MonitoredTrainingSession(
-        master=server.target, is_chief=is_chief, hooks=hooks, save_checkpoint_secs=None
+        master=server.target,
+        is_chief=is_chief,
+        hooks=hooks,
+        save_checkpoint_secs=None,
+        config=config,
     ) as sess:
         while not sess.should_stop():
             idx = rng.randint(0, len(train_x), 64)
@@ -74,7 +82,7 @@ def main(_):
             if not sess.should_stop() and local_steps % 50 == 0:
                 print("worker %d: global step %d" % (FLAGS.task_index, step), flush=True)
     # A fresh session on the same cluster reads the trained variables from the PS.
-    with tf.Session(server.target) as sess:
+    with tf.Session(server.target, config=config) as sess:
         acc = sess.run(accuracy, {x: test_x, y: test_y})
     print("worker %d: local steps %d, test accuracy %.4f" % (FLAGS.task_index, local_steps, acc))
 

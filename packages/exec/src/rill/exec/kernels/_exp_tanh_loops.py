@@ -29,7 +29,6 @@ _sum_jit = numba.njit(
     nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath={"reassoc"}
 )
 
-
 # exp32's range: above EXP_HIGH the result overflows to inf (exp(88.7228) is float32's largest),
 # below EXP_LOW it rounds to 0 (exp(-104) < 2**-150, half the smallest subnormal).
 EXP_HIGH, EXP_LOW = 89.0, -104.0

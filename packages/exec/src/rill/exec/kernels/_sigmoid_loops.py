@@ -63,10 +63,11 @@ def _pow2_magic(typingctx, j):
 
 @_inline
 def _exp_parts(a):  # pragma: no cover - compiled
-    """exp(a) for a float32 a (clamped by the caller) as (j, n, q), exp(a) = 2**n · q: n = round(a / ln 2), rounded by adding 1.5·2**23 (j, which keeps n in
-    its low bits for _pow2_magic), r = a - n·ln 2 in two parts (Cody and Waite), q = exp(r) by
-    its Taylor series to r**7/7!, every multiply-add fused explicitly. Shared by sigmoid32,
-    _sigmoid32_ordinary and _exp_tanh_loops' exp32."""
+    """exp(a) for a float32 a (clamped by the caller) as (j, n, q), exp(a) = 2**n · q:
+    n = round(a / ln 2), rounded by adding 1.5·2**23 (j, which keeps n in its low bits for
+    _pow2_magic), r = a - n·ln 2 in two parts (Cody and Waite), q = exp(r) by its Taylor series
+    to r**7/7!, every multiply-add fused explicitly. Shared by sigmoid32, _sigmoid32_ordinary
+    and _exp_tanh_loops' exp32."""
     f = np.float32
     magic = f(12582912.0)  # 1.5·2**23
     j = _fma(a, f(1.4426950408889634), magic)

@@ -257,7 +257,7 @@ def _draw(build, opset=RANDOM_OPSET):
 
 @pytest.mark.parametrize("dtype", [rg.float32, rg.float64])
 def test_random_standard_normal(dtype):
-    v = _draw(lambda: rg.random_normal([200, 100], dtype=dtype))
+    v = _draw(lambda: rg.random_normal([200, 100], dtype=dtype, seed=7))
     assert v.dtype == dtype.np and v.shape == (200, 100)
     assert abs(v.mean()) < 0.02 and abs(v.std() - 1) < 0.02
 

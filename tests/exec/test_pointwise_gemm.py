@@ -230,3 +230,25 @@ def test_no_team_under_a_one_thread_bound_or_on_a_pool_worker(two_idle_cores):
     intra_op.parallel_for(2, lambda lo, hi: seen.append(intra_op.team()), max_threads=2)
     assert len(seen) == 2  # the caller's piece, and a worker's (or the caller's again)
     assert intra_op._tls.__dict__.get("worker") is None
+
+
+@pytest.mark.parametrize("m, k, n", [(96, 576, 49), (40, 240, 196), (200, 96, 196)], ids=str)
+def test_team_products_with_no_worker_polling_run_whole_on_the_caller(m, k, n):
+    """gemm_team caps runs of rows at the threads that may take them (the caller and the
+    polling workers: none here, so one run) and runs runs of columns as posted; either way the
+    caller alone computes the one call's bits, and no job is posted."""
+    from rill.exec.kernels import _spin
+
+    mod = pointwise._mod()
+    if mod is None:
+        pytest.skip("the compiled product is off")
+    wt, x = _operands(m, k, n, np.float32)
+    bias = RNG.standard_normal(m).astype(np.float32)
+    one = np.empty((m, n), np.float32)
+    mod.gemm_rows(wt, x, one, bias, 0, m, 1)
+    team = np.zeros(_spin.TEAM_CELLS, np.int64)
+    assert _spin.polling(team) == 0
+    out = np.full((m, n), np.nan, np.float32)
+    mod.gemm_team(wt, x, out, bias, 1, 4, team, mod.piece_function(out.dtype))
+    np.testing.assert_array_equal(out, one)
+    assert team[_spin.SEQ] == 0 and team[_spin.LOCK] == 0

@@ -281,7 +281,16 @@ def cores_idle() -> int:
     return _BUDGET if others is None else max(1, min(_BUDGET, _HOST_CPUS - others))
 
 
-_tls = threading.local()
+class _Local(threading.local):
+    """This thread's intra-op bound (0: none set) and whether its BLAS count was set to one;
+    the class attributes are the defaults until a thread sets its own (a getattr default on a
+    bare threading.local costs an AttributeError where the name was never set)."""
+
+    intra = 0
+    blas_one = False
+
+
+_tls = _Local()
 _gemm = np.matmul  # one piece's product (a module global so that tests can watch the calls)
 
 
@@ -295,7 +304,7 @@ def intra_op_limit() -> int:
     steps, or where its ConfigProto says 0), shared with the kernels running beside it: with k
     of them, a kernel gets 1/(k + 1) of the bound (at least one thread), so that two kernels
     side by side on two cores run unsplit each, rather than each splitting over both."""
-    n = getattr(_tls, "intra", 0) or _BUDGET
+    n = _tls.intra or _BUDGET
     return max(1, n // (1 + len(BESIDE))) if BESIDE else n
 
 
@@ -311,9 +320,9 @@ class limits:
     def __enter__(self):
         # One instance serves concurrent steps: what to restore is kept per thread.
         try:
-            _tls.saved.append(getattr(_tls, "intra", 0))
+            _tls.saved.append(_tls.intra)
         except AttributeError:
-            _tls.saved = [getattr(_tls, "intra", 0)]
+            _tls.saved = [_tls.intra]
         _tls.intra = self.n
         return self
 
@@ -590,7 +599,7 @@ def blas_check() -> None:
     where other code changed it, keeping that code's count to restore when rill lets go.
     Checked at most every 50 ms (a check costs about a microsecond); a per-thread count
     (blas_one_here) once per thread that runs steps."""
-    if not getattr(_tls, "blas_one", False):
+    if not _tls.blas_one:
         _tls.blas_one = True
         blas_one_here()
     now = time.monotonic()

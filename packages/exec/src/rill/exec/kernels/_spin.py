@@ -235,6 +235,12 @@ def store_serve(cells, si, value, i, old, polls, settle, team):  # pragma: no co
 
 
 @_jit
+def polling(team):  # pragma: no cover - compiled
+    """The pool's workers polling the team now."""
+    return _load(team, POLLING)
+
+
+@_jit
 def team_run(team, fn, args, pieces):  # pragma: no cover - compiled
     """Runs fn(args, piece) for every piece: posted to the team where a worker polls and no
     other caller holds it, the caller taking pieces beside the workers and waiting only for

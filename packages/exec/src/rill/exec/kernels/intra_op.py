@@ -31,7 +31,6 @@ from rill.exec import threads as _policy
 from rill.exec.kernels import jit as _jit
 
 
-
 class _Local(threading.local):
     """This thread's scratch buffers and whether it is a pool worker. The class attributes are
     the defaults a thread sees until it sets its own: getattr with a default on a bare

@@ -6,6 +6,8 @@ path is checked to have run."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -132,6 +134,57 @@ def test_a_batch_of_pointwise_products_over_the_team_is_the_unsplit_bits(
     used = _both(team_calls, lambda: conv(x, w, bias))
     big = np.prod(shape) * o >= pointwise.TEAM_GRAIN
     assert used == (["gemm_batch_team"] if big else [])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("gated", [False, True])
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("shape, o", [((8, 240, 14, 14), 40), ((4, 88, 28, 28), 24), ((2, 16, 9, 9), 20)],
+                         ids=str)  # fmt: skip
+def test_a_batch_of_residual_pointwise_products_over_the_team_is_the_unsplit_bits(
+    team_calls, dtype, gated, relu, shape, o
+):
+    """A batch's 1×1 products with a residual side input ([BiasAdd, Add(, Relu)], optionally
+    after a squeeze-excite gate: [Mul, BiasAdd, Add]) through the team with no epilogue in
+    registers, then the residual pass: the bits of each image's product and epilogue on the
+    Python pool's path."""
+    from rill.exec.kernels.fused_conv_kernels import _input_scaled
+
+    if pointwise._mod() is None:
+        pytest.skip("RILL_CONV_DIRECT=0: numpy's products")
+    n, c, h, wd = shape
+    x = RNG.standard_normal(shape).astype(dtype)
+    w = RNG.standard_normal((1, 1, c, o)).astype(dtype)
+    bias = RNG.standard_normal(o).astype(dtype)
+    side = RNG.standard_normal((n, o, h, wd)).astype(dtype)
+    ops = ["BiasAdd", "Add", *(["Relu"] if relu else [])]
+    s = RNG.random((n, c, 1, 1)).astype(dtype)
+    if gated:
+        conv = _input_scaled([1, 1, 1, 1], "VALID", [], [1, 1, 1, 1], ["Mul", *ops], 3, 0.2,
+                             "_FusedConv2D")  # fmt: skip
+
+        def run():
+            return conv(x, w, s, bias, side)
+    else:
+        conv = fused_conv2d_nchw([1, 1, 1, 1], "VALID", [], [1, 1, 1, 1], ops, 2, 0.2)
+
+        def run():
+            return conv(x, w, bias, side)
+
+    calls, solo = team_calls
+    big = np.prod(shape) * o >= pointwise.TEAM_GRAIN
+    split = [run() for _ in range(5)]
+    deadline = time.monotonic() + 20
+    while big and "gemm_batch_team" not in calls and time.monotonic() < deadline:
+        split.append(run())  # (a worker that stopped polling is woken by the first asks)
+    assert sorted(set(calls)) == (["gemm_batch_team"] if big else [])
+    solo()
+    one = run()
+    for got in split:
+        np.testing.assert_array_equal(got, one)
+    want = np.matmul(w.reshape(c, o).T, (x * s if gated else x).reshape(n, c, h * wd))
+    want = want.reshape(n, o, h, wd) + bias[:, None, None] + side
+    np.testing.assert_allclose(one, np.maximum(want, 0) if relu else want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("act", ["Swish", "Sigmoid", "Relu6", "HardSigmoid"])

@@ -474,6 +474,35 @@ def _pointwise_product(x, w, s=None, after=None, codes=None):
     return out, after is not None
 
 
+_RESIDUAL_BATCH = True
+
+
+def _batch_product(x, w):
+    """x [n, c, h, w] ⋆ a 1×1 filter w [1, 1, c, o] for n > 1 images through the pool's team
+    (pointwise.batch, no epilogue: each image's product has the bits of its own call), or None
+    where that does not run (the compiled product off, no polling worker, too little work)."""
+    if (
+        w.ndim != 4
+        or w.shape[:3] != (1, 1, x.shape[1])
+        or x.dtype != w.dtype
+        or x.dtype not in jit.FLOATS
+        or not x.flags.c_contiguous
+        or not x.size
+        or not w.size
+    ):
+        return None
+    mod = pointwise._mod()
+    if mod is None:
+        return None
+    n, c, h, wd = x.shape
+    o = w.shape[3]
+    out = np.empty((n, o, h, wd), x.dtype)
+    if pointwise.batch(w.reshape(c, o).T, x.reshape(n, c, h * wd), out.reshape(n, o, h * wd),
+                       np.zeros(o, x.dtype), mod.RAW):  # fmt: skip
+        return out
+    return None
+
+
 def _gated(x, s):
     """x · s for x [n, c, h, w] and a gate s [n, c, 1, 1] of x's dtype: numpy's multiply, or its
     bits from the compiled loop (_conv_loops.scale_planes) where it runs."""
@@ -653,6 +682,15 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
         return run
 
     def compute(x, w, bias, side, s=None):
+        if (pointwise and x.ndim == 4 and x.shape[0] > 1 and _RESIDUAL_BATCH
+                and (s is None or (s.dtype == x.dtype and x.shape[2] * x.shape[3] < _SCALED_PLANE))):  # fmt: skip
+            # Several images on small planes: x·s whole, the batch's products through the team
+            # (no epilogue in registers), then the residual pass split over the threads.
+            if s is not None:
+                x, s = _gated(x, s), None
+            out = _batch_product(x, w)
+            if out is not None:
+                return residual(out, bias, side)
         if pointwise and x.ndim == 4 and x.shape[0] == 1 and (s is None or s.dtype == x.dtype):
             # One image: x·s whole (Mul's own multiply), then the plain product.
             if s is not None:

@@ -474,12 +474,6 @@ def _pointwise_product(x, w, s=None, after=None, codes=None):
     return out, after is not None
 
 
-# Whether a batch's residual 1×1 convolutions on small planes run their products through the
-# team (_batch_product), the residual pass after (False: image by image on the Python pool;
-# for A/B measurements: MobileNetV3-small b8, default threads, 5-8% faster with it).
-_RESIDUAL_BATCH = True
-
-
 def _batch_product(x, w):
     """x [n, c, h, w] ⋆ a 1×1 filter w [1, 1, c, o] for n > 1 images through the pool's team
     (pointwise.batch, no epilogue: each image's product has the bits of its own call), or None
@@ -685,7 +679,7 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
         return run
 
     def compute(x, w, bias, side, s=None):
-        if (pointwise and x.ndim == 4 and x.shape[0] > 1 and _RESIDUAL_BATCH
+        if (pointwise and x.ndim == 4 and x.shape[0] > 1
                 and (s is None or (s.dtype == x.dtype and x.shape[2] * x.shape[3] < _SCALED_PLANE))):  # fmt: skip
             # Several images on small planes: x·s whole, the batch's products through the team
             # (no epilogue in registers), then the residual pass split over the threads.

@@ -38,8 +38,8 @@ RILL_BENCH_JSON=$OUT/bench.json timeout "${BENCH_S:-110}" python3 -m tools.bench
 
 section_samples() {
 echo "== op samples on the GPU" | tee "$OUT/samples.log"
-RILL_GPU_REPORT=$OUT/samples timeout "${SAMPLES_S:-120}" $PYTEST -m gpu tests/gpu \
-  -k sample_on_gpu $([ "${WORKERS:-8}" != 0 ] && echo "-n ${WORKERS:-8}") --timeout 90 2>&1 | tail -60 | tee -a "$OUT/samples.log"
+RILL_GPU_REPORT=$OUT/samples timeout "${SAMPLES_S:-240}" $PYTEST -m gpu tests/gpu \
+  -k sample_on_gpu $([ "${WORKERS:-16}" != 0 ] && echo "-n ${WORKERS:-16}") --timeout 90 2>&1 | tail -60 | tee -a "$OUT/samples.log"
 python3 - "$OUT" <<'PY' 2>&1 | tee -a "$OUT/samples.log"
 import glob, json, sys
 out = sys.argv[1]
@@ -59,7 +59,7 @@ rm -f "$OUT"/samples.gw*
 
 section_train() {
 echo "== training, errors, swap_memory, CUDA graphs" | tee "$OUT/train.log"
-timeout "${TRAIN_S:-100}" $PYTEST -m gpu tests/gpu -k "not sample_on_gpu" -s --timeout 90 2>&1 \
+timeout "${TRAIN_S:-150}" $PYTEST -m gpu tests/gpu -k "not sample_on_gpu" -s --timeout 90 2>&1 \
   | tail -80 | tee -a "$OUT/train.log"
 }
 

@@ -17,9 +17,12 @@ pytestmark = pytest.mark.skipif(
 RNG = np.random.default_rng(7)
 
 # (o, c, p): rows of whole and partial blocks of 8, columns of one vector, whole vectors and
-# a partial last block (the overlapping one), a layer of MobileNetV3 and SqueezeNet's head.
+# a partial last block (the overlapping one), a layer of MobileNetV3 and SqueezeNet's head;
+# rows of x 4 KiB apart (packed blocks of b with padding after them), with a last chunk of the
+# inner dimension under 8 steps (packed without it) and of more.
 SHAPES = [(8, 3, 16), (7, 5, 17), (24, 16, 49), (13, 40, 196), (96, 576, 49), (1000, 64, 169),
-          (5, 9, 33), (17, 1, 64), (40, 700, 1100), (9, 1300, 300)]  # fmt: skip
+          (5, 9, 33), (17, 1, 64), (40, 700, 1100), (9, 1300, 300), (20, 133, 1024),
+          (13, 104, 2055)]  # fmt: skip
 
 
 def _operands(o, c, p, dtype, special=False):

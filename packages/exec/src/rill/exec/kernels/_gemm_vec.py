@@ -54,6 +54,14 @@ _ROWS1, _ROWS2 = ROWS[1], ROWS[2]  # (for the compiled functions)
 # The steps of the inner dimension a block takes at a time (for a thin b, 64 rows of it stay
 # in L1 while every block of columns reads them: [96, 576] · [576, 49] 124 -> 103 µs from 256).
 DEPTH = 64
+# Bytes of padding after each packed block of b (chunks of 8 steps or more). Unpadded, the
+# blocks of a 64-step chunk (4 KiB each at 16 float32 columns) fell in the same sets of L1, and
+# the packing, which writes one row of b into every block of the panel, ran at about 12 GB/s:
+# [64, 256] · [256, 1024] (b's rows 4 KiB apart) took 522 µs on one thread against OpenBLAS's
+# 403, 420 padded, with b's rows read in order; a GPT-2-like decoder at batch 1, one thread,
+# 10.98 -> 9.73 ms (same process, alternating, 11 of 12 rounds won), SqueezeNet 16.4 -> 14.7
+# (its Winograd products' filters: rows of 64-256 channels). Default threads: level.
+_PAD_BYTES = 64
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
@@ -81,7 +89,16 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
         R = ROWS
         pack = cgutils.alloca_once(builder, kit.elem, size=DEPTH * max(R.values()))
         itemsize = signature.args[0].dtype.bitwidth // 8
-        bpack = cgutils.alloca_once(builder, kit.elem, size=PACKED_B // itemsize)
+        pad = _PAD_BYTES // itemsize
+        bpack = cgutils.alloca_once(
+            builder, kit.elem, size=PACKED_B // itemsize + PACKED_B // VECTOR_BYTES // 8 * pad
+        )
+
+        def stride(depth, width):
+            # A packed block's elements and the padding after it (chunks of 8 steps or more).
+            bs = builder.mul(depth, const(width))
+            return builder.add(bs, builder.select(builder.icmp_signed(">=", depth, const(8)),
+                                                  const(pad), const(0)))  # fmt: skip
 
         def smin(x, y):
             return builder.select(builder.icmp_signed("<", x, y), x, y)
@@ -98,10 +115,11 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
             nkc = builder.sdiv(builder.add(k, const(DEPTH - 1)), const(DEPTH))
             per = smax(const(1), builder.sdiv(const(PACKED_B // (nv * VECTOR_BYTES)),
                                               smin(k, const(DEPTH))))  # fmt: skip
-            # With two blocks of rows or more, a panel's chunk of b is copied block by block
-            # into bpack ([block][step][width], contiguous) and read from there: b's rows in
-            # place, 4 KiB apart (a [64, 256] · [256, 1024] product), fell in one set of L1
-            # and were read from L2 (609 -> 430 µs with rows 1040 floats apart).
+            # With two blocks of rows or more, a panel's chunk of b is copied row by row into
+            # bpack ([block][step][width], each block padded: _PAD_BYTES) and read from
+            # there: b's rows in place, 4 KiB apart (a [64, 256] · [256, 1024] product), fell
+            # in one set of L1 and were read from L2 (609 -> 430 µs with rows 1040 floats
+            # apart).
             packb = builder.icmp_signed(">", nrb, const(1))
             npanels = builder.sdiv(builder.add(nob, builder.sub(per, const(1))), per)
             last = builder.sub(m1, const(1))
@@ -124,12 +142,14 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
             return smin(builder.mul(index, const(width)), builder.sub(n, const(width)))
 
         def emit_pack_b(nv, first, count, width, k0, depth):
-            with cgutils.for_range(builder, count) as cols:
-                col = column(builder.add(first, cols.index), width)
-                to = builder.mul(builder.mul(cols.index, depth), const(width))
-                with cgutils.for_range(builder, depth) as steps:
-                    at = builder.add(builder.mul(builder.add(steps.index, k0), ldb), col)
-                    dst = builder.add(to, builder.mul(steps.index, const(width)))
+            bs = stride(depth, width)
+            with cgutils.for_range(builder, depth) as steps:
+                row = builder.mul(builder.add(steps.index, k0), ldb)
+                with cgutils.for_range(builder, count) as cols:
+                    col = column(builder.add(first, cols.index), width)
+                    at = builder.add(row, col)
+                    dst = builder.add(builder.mul(cols.index, bs),
+                                      builder.mul(steps.index, const(width)))  # fmt: skip
                     for v in range(nv):
                         src = builder.gep(ba.data, [builder.add(at, const(v * lanes))])
                         value = builder.load(builder.bitcast(src, vptr), align=1)
@@ -175,8 +195,8 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
                             emit_store(nv, act, r0, sums, col, last_k)
                     with chunk:
                         sums = emit_sums(nv, rows, col, first_k)
-                        packed = builder.gep(bpack, [builder.mul(builder.mul(cols.index, depth),
-                                                                 const(width))])  # fmt: skip
+                        packed = builder.gep(bpack, [builder.mul(cols.index,
+                                                                 stride(depth, width))])  # fmt: skip
                         in_place = builder.gep(ba.data, [builder.add(builder.mul(k0, ldb), col)])
                         bsrc = (builder.select(packb, packed, in_place),
                                 builder.select(packb, const(width), ldb))  # fmt: skip

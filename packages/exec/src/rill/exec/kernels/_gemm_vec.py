@@ -54,14 +54,16 @@ _ROWS1, _ROWS2 = ROWS[1], ROWS[2]  # (for the compiled functions)
 # The steps of the inner dimension a block takes at a time (for a thin b, 64 rows of it stay
 # in L1 while every block of columns reads them: [96, 576] · [576, 49] 124 -> 103 µs from 256).
 DEPTH = 64
-# Bytes of padding after each packed block of b (chunks of 8 steps or more). Unpadded, the
-# blocks of a 64-step chunk (4 KiB each at 16 float32 columns) fell in the same sets of L1, and
+# Bytes of padding after each packed block of b, for chunks of _PAD_FROM steps or more (so a
+# panel has at most PACKED_B // VECTOR_BYTES // _PAD_FROM padded blocks). Unpadded, the blocks
+# of a 64-step chunk (4 KiB each at 16 float32 columns) fell in the same sets of L1, and
 # the packing, which writes one row of b into every block of the panel, ran at about 12 GB/s:
 # [64, 256] · [256, 1024] (b's rows 4 KiB apart) took 522 µs on one thread against OpenBLAS's
 # 403, 420 padded, with b's rows read in order; a GPT-2-like decoder at batch 1, one thread,
 # 10.98 -> 9.73 ms (same process, alternating, 11 of 12 rounds won), SqueezeNet 16.4 -> 14.7
 # (its Winograd products' filters: rows of 64-256 channels). Default threads: level.
 _PAD_BYTES = 64
+_PAD_FROM = 8
 
 _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
@@ -91,14 +93,16 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
         itemsize = signature.args[0].dtype.bitwidth // 8
         pad = _PAD_BYTES // itemsize
         bpack = cgutils.alloca_once(
-            builder, kit.elem, size=PACKED_B // itemsize + PACKED_B // VECTOR_BYTES // 8 * pad
+            builder,
+            kit.elem,
+            size=PACKED_B // itemsize + PACKED_B // VECTOR_BYTES // _PAD_FROM * pad,
         )
 
         def stride(depth, width):
-            # A packed block's elements and the padding after it (chunks of 8 steps or more).
+            # A packed block's elements and the padding after it.
             bs = builder.mul(depth, const(width))
-            return builder.add(bs, builder.select(builder.icmp_signed(">=", depth, const(8)),
-                                                  const(pad), const(0)))  # fmt: skip
+            padded = builder.icmp_signed(">=", depth, const(_PAD_FROM))
+            return builder.add(bs, builder.select(padded, const(pad), const(0)))
 
         def smin(x, y):
             return builder.select(builder.icmp_signed("<", x, y), x, y)

@@ -14,7 +14,10 @@ Like TensorFlow's grappler remapper, it runs on the step plan (never on the user
 - ReluGrad(MaxPoolGrad(x, y, g), x)  becomes  _FusedMaxPoolGrad (the gradient of a max pool over a
   Relu's output, through the Relu);
 - the tanh-GELU chain of imported transformers (float32 and float64, see remap_gelu) becomes
-  _FusedTanhGelu, and their layer normalization chain (remap_layer_norm) _FusedLayerNorm.
+  _FusedTanhGelu, and their layer normalization chain (remap_layer_norm) _FusedLayerNorm;
+- then, over the fused convolutions, the squeeze of imported squeeze-excite blocks, Mean over
+  the planes → 1×1 _FusedConv2D → 1×1 _FusedConv2D (NCHW), becomes _FusedSqueezeExcite
+  (remap_squeeze_excite).
 
 A chain fuses only when each intermediate value has that one consumer and is not fetched, the
 ops share a device whose type has a kernel for the fused op, the dtype is a floating one, and no
@@ -32,6 +35,7 @@ from rill.exec.plan.ir import PlanGraph, PlanNode
 from rill.exec.plan.remap_activations import activation_chain
 from rill.exec.plan.remap_gelu import tanh_gelu_chain
 from rill.exec.plan.remap_layer_norm import layer_norm_chain
+from rill.exec.plan.remap_squeeze_excite import squeeze_excite
 from rill.graph import dtypes
 from rill.graph.op_def import get_op_def
 
@@ -175,7 +179,21 @@ def remap(pg: PlanGraph) -> int:
         # No op has an intermediate as a control input: drop them.
         pg.nodes = [n for n in pg.nodes if n not in removed]
         pg.renumber()
-    return fused
+    # The squeeze of squeeze-excite blocks reads the fused convolutions made above.
+    gone_se: set[PlanNode] = set()
+
+    def fuse_se(last: PlanNode, attrs: dict, inputs, head: PlanNode, gone) -> bool:
+        if not kernel_ok(last, "_FusedSqueezeExcite", attrs):
+            return False
+        _become(last, "_FusedSqueezeExcite", attrs, inputs, head, gone)
+        gone_se.update(gone)
+        return True
+
+    made = squeeze_excite(pg, lambda n: n in fetched or n in controlled, fuse_se)
+    if made:
+        pg.nodes = [n for n in pg.nodes if n not in gone_se]
+        pg.renumber()
+    return fused + made
 
 
 # Products the remapper fuses, and their fused ops.

@@ -1,7 +1,8 @@
 """Fused ops that the step planner's remapper substitutes for chains of ops (names start with "_"
 and users do not build them): TensorFlow's _FusedConv2D, _FusedDepthwiseConv2dNative and
-_FusedMatMul, and rill's _FusedMaxPoolGrad, _FusedTanhGelu and _FusedLayerNorm. Each computes exactly what the chain it replaces
-computes, in one kernel that skips the intermediate tensors.
+_FusedMatMul, and rill's _FusedMaxPoolGrad, _FusedTanhGelu, _FusedLayerNorm and
+_FusedSqueezeExcite. Each computes exactly what the chain it replaces computes, in one kernel that
+skips the intermediate tensors.
 
 fused_ops is "BiasAdd" (with args[0]) then at most one activation: TensorFlow's Relu, Relu6, Elu
 and LeakyRelu, and rill's names for the chains ONNX models spell out — "Sigmoid", "Swish"
@@ -20,6 +21,7 @@ from rill.graph.op_def import defop
 from rill.graph.ops.conv_ops import _conv2d_shape, _depthwise_shape
 from rill.graph.ops.matmul_ops import _matmul_shape
 from rill.graph.ops.pool_ops import _POOL_WINDOW, _max_pool_grad_shape
+from rill.graph.shapes import TensorShape
 
 __all__: list[str] = []
 
@@ -123,4 +125,27 @@ defop(
     "v = Mean((x - m)²), ((x - m) · Rsqrt(v + epsilon)) · scale + offset, each operation "
     "rounded to T as the unfused kernels round it; scale and offset are vectors as long as the "
     "last axis.",
+)
+
+
+def _squeeze_excite_shape(op):
+    n = op._inputs[0].shape.with_rank(4).dims[0]
+    _, _, c, r = op._inputs[1].shape.with_rank(4).dims
+    _, _, r2, o = op._inputs[3].shape.with_rank(4).dims
+    if r is not None and r2 is not None and r != r2:
+        raise ValueError(f"the second filter takes {r2} channels; the first gives {r}")
+    return TensorShape([n, o, 1, 1])
+
+
+defop(
+    "_FusedSqueezeExcite",
+    inputs=["x: T", "w1: T", "b1: T", "w2: T", "b2: T"],
+    outputs=["gate: T"],
+    attrs=["T: {float32, float64}", "activations: list(string)"],
+    shape=_squeeze_excite_shape,
+    doc="The squeeze of a squeeze-excite block on NCHW data as imported models spell it out: "
+    "Mean(x, [2, 3], keep_dims=True), then two 1×1 NCHW convolutions (filters w1 [1, 1, c, r] "
+    'and w2 [1, 1, r, o], HWIO), each + its bias and then activations[i] ("" for none, or '
+    "one of _FusedConv2D's compiled activations: Relu, Relu6, HardSigmoid, HardSwish, Sigmoid, "
+    "Swish): the gate [n, o, 1, 1], as the Mean and the two _FusedConv2D kernels compute it.",
 )

@@ -29,6 +29,13 @@ PLANES = [
     ((1, 3, 15, 15), 3, (3, 3), "SAME", None, (1, 1)),
     ((2, 20, 7, 7), 5, (1, 1), "EXPLICIT", (2, 2, 2, 2), (1, 1)),
     ((1, 24, 8, 8), 3, (1, 1), "SAME", None, (1, 1)),
+    # rows summed in blocks (_depthwise_vec.rows_*): one output row (a block of one row), a 5×5
+    # filter at stride 2 padded more below and right than above and left, rows of 6 (one
+    # float64 vector and a half: the last vector overlaps the first; float32 keeps the
+    # buffered loop)
+    ((1, 2, 1, 20), 3, (1, 1), "SAME", None, (1, 1)),
+    ((1, 3, 30, 33), 5, (2, 2), "SAME", None, (1, 1)),
+    ((1, 2, 9, 6), 3, (1, 1), "SAME", None, (1, 1)),
     # channels-innermost with the register-blocked loops: whole vectors of channels, rows of
     # more than one group of columns (7 + 7, 7 + 3), stride and dilation; and a 1×1 filter,
     # which those loops leave to the generic ones

@@ -152,8 +152,10 @@ def depthwise_nchw(
     Each channel's plane is first copied, padded, into a buffer, split into its sh × sw phases
     (rows and columns by their remainder modulo the stride): a tap's inputs for the whole output
     plane are then one contiguous run at the phase's width (the columns past the output's are
-    computed and dropped). The sums build up in a second buffer, one long loop per tap, which
-    the compiler vectorizes."""
+    computed and dropped). 3×3 and 5×5 filters at stride 1 or 2 (dilation 1) on rows of a
+    vector or more are then summed by _depthwise_vec's blocks of rows, stored with the
+    epilogue (the same operations in the same order); other filters build up the sums in a
+    second buffer, one long loop per tap, which the compiler vectorizes, then copy them out."""
     kh, kw, _, mult = w.shape
     _, c, h, wd = x.shape
     _, cm, oh, ow = out.shape
@@ -165,6 +167,13 @@ def depthwise_nchw(
     acc = np.empty(span, out.dtype)
     phases = np.zeros((sh * sw, hq * wq), out.dtype)
     flat = phases.reshape(-1)
+    # 3×3 and 5×5 filters at stride 1 or 2 on rows of a vector or more: _depthwise_vec's
+    # blocks of rows, straight into the output with the epilogue.
+    rows = (kh == kw and (kh == 3 or kh == 5) and sh == sw and (sh == 1 or sh == 2)
+            and dh == 1 and dw == 1 and ow * out.itemsize >= _vec.VECTOR_BYTES)  # fmt: skip
+    of = out.reshape(-1)
+    weights = np.empty(kh * kw, out.dtype)
+    code = act if has_bias else _vec.RAW
     last = -1
     for p in range(lo, hi):
         b = p // cm
@@ -176,6 +185,20 @@ def depthwise_nchw(
             # The buffer's padding is zero from np.zeros, and the planes (all of one
             # geometry) never reach it: only their values are copied.
             _fill_phases(x[b, ci], phases, sh, sw, top, left, hp, wq, zero, False)
+        if rows:
+            for t in range(kh * kw):
+                weights[t] = w[t // kw, t % kw, ci, m]
+            bq = bias[q] if has_bias else zero
+            at = p * oh * ow
+            if kh == 3 and sh == 1:
+                _vec.rows_3s1(flat, weights, of, 0, wq, hq * wq, oh, at, ow, bq, code)
+            elif kh == 3:
+                _vec.rows_3s2(flat, weights, of, 0, wq, hq * wq, oh, at, ow, bq, code)
+            elif sh == 1:
+                _vec.rows_5s1(flat, weights, of, 0, wq, hq * wq, oh, at, ow, bq, code)
+            else:
+                _vec.rows_5s2(flat, weights, of, 0, wq, hq * wq, oh, at, ow, bq, code)
+            continue
         if kh == kw == 3:
             taps_3x3(flat, w, ci, m, sh, sw, dh, dw, wq, hq * wq, span, acc)
         elif kh == kw == 5:

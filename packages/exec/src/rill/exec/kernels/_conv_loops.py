@@ -164,13 +164,13 @@ def depthwise_nchw(
     hq = (hp + sh - 1) // sh
     wq = (wp + sw - 1) // sw
     span = (oh - 1) * wq + ow
-    acc = np.empty(span, out.dtype)
     phases = np.zeros((sh * sw, hq * wq), out.dtype)
     flat = phases.reshape(-1)
     # 3×3 and 5×5 filters at stride 1 or 2 on rows of a vector or more: _depthwise_vec's
-    # blocks of rows, straight into the output with the epilogue.
+    # blocks of rows, straight into the output with the epilogue (no sums buffer).
     rows = (kh == kw and (kh == 3 or kh == 5) and sh == sw and (sh == 1 or sh == 2)
             and dh == 1 and dw == 1 and ow * out.itemsize >= _vec.VECTOR_BYTES)  # fmt: skip
+    acc = np.empty(0 if rows else span, out.dtype)
     of = out.reshape(-1)
     weights = np.empty(kh * kw, out.dtype)
     code = act if has_bias else _vec.RAW

@@ -521,6 +521,15 @@ def _gated(x, s):
     return out
 
 
+def _b1_fits(c: int, o: int, hw: int, exp_swish) -> bool:
+    """Whether one image's [o, c] · [c, hw] product and its epilogue take _pointwise_b1's one
+    call each: not threads.matmul's halves, an epilogue split over threads, or (Sigmoid /
+    Swish) the epilogue's cache-sized pieces."""
+    if c * o * hw >= _B1_HALVES or o >= 2 * max(1, _SPLIT_PIECE // hw):
+        return False
+    return exp_swish is None or o * hw <= _CHUNK
+
+
 def _pointwise_b1(x, w, bias, code, side=None, relu=False, exp_swish=None):
     """_pointwise for one image, a compiled activation `code` (or, for float32, Sigmoid or
     Swish: exp_swish False or True) and an output one epilogue call covers, with as few Python
@@ -548,10 +557,8 @@ def _pointwise_b1(x, w, bias, code, side=None, relu=False, exp_swish=None):
     hw = h * wd
     if (kh, kw, kc) != (1, 1, c) or bias.shape[0] != o or not x.size or not o:
         return None
-    if c * o * hw >= _B1_HALVES or o >= 2 * max(1, _SPLIT_PIECE // hw):
-        return None  # threads.matmul's halves, or an epilogue split over threads
-    if exp_swish is not None and o * hw > _CHUNK:
-        return None  # the epilogue's cache-sized pieces
+    if not _b1_fits(c, o, hw, exp_swish):
+        return None
     if side is not None and (
         side.shape != (1, o, h, wd) or side.dtype != dt or not side.flags.c_contiguous
     ):
@@ -885,21 +892,19 @@ def fused_squeeze_excite(T, activations):
                 f"{list(w2.shape)}, {list(b2.shape)}"
             )
 
-    def lean(i, v, w, b):
+    def lean(loops, i, v, w, b):
         """_pointwise_b1 of the column v [c, 1] (one image's values) for product i, or None
         where that path does not apply."""
         c, o = w.shape[2], w.shape[3]
-        if exps[i] is not None and (dt != np.float32 or o > _CHUNK):
-            return None
-        if c * o >= _B1_HALVES or o >= 2 * _SPLIT_PIECE:
+        if (exps[i] is not None and dt != np.float32) or not _b1_fits(c, o, 1, exps[i]):
             return None
         out = np.empty((1, o, 1, 1), dt)
         col = out.reshape(o, 1)
         np.matmul(w.reshape(c, o).T, v, out=col)
         if exps[i] is not None:
-            _loops().sigmoid32_planes(col, b, exps[i], 0, o)
+            loops.sigmoid32_planes(col, b, exps[i], 0, o)
         else:
-            _loops().bias_activation_planes(col, b, codes[i], 0, o)
+            loops.bias_activation_planes(col, b, codes[i], 0, o)
         return out
 
     def compute(x, w1, b1, w2, b2):
@@ -923,9 +928,9 @@ def fused_squeeze_excite(T, activations):
                                         reduction_kernels._program(hw), True, 0, c)  # fmt: skip
             else:
                 m = reduction_kernels._trailing(np, x, (2, 3), True).reshape(c, 1)
-            h = lean(0, m, w1, b1)
+            h = lean(loops, 0, m, w1, b1)
             if h is not None:
-                g = lean(1, h.reshape(-1, 1), w2, b2)
+                g = lean(loops, 1, h.reshape(-1, 1), w2, b2)
                 return g if g is not None else convs[1](h, w2, b2)
             return convs[1](convs[0](m.reshape(1, c, 1, 1), w1, b1), w2, b2)
         m = reduction_kernels._mean(np, x, (2, 3), True)

@@ -130,7 +130,7 @@ defop(
 
 def _squeeze_excite_shape(op):
     n = op._inputs[0].shape.with_rank(4).dims[0]
-    _, _, c, r = op._inputs[1].shape.with_rank(4).dims
+    r = op._inputs[1].shape.with_rank(4).dims[3]
     _, _, r2, o = op._inputs[3].shape.with_rank(4).dims
     if r is not None and r2 is not None and r != r2:
         raise ValueError(f"the second filter takes {r2} channels; the first gives {r}")

@@ -34,8 +34,9 @@ GEOMETRIES = [
 
 @pytest.fixture
 def small(monkeypatch):
-    """Winograd for small test shapes too (no work, channel or tile floor), and a record of
-    the channels-first Winograd calls."""
+    """Winograd for small test shapes too (no work, channel or tile floor; 4×4 tiles for a
+    3×3 filter however few), and a record of the channels-first Winograd calls."""
+    monkeypatch.setattr(conv_winograd, "_FEW_TILES", 0)
     monkeypatch.setattr(conv_winograd, "_MIN_WORK", 0)
     monkeypatch.setattr(conv_winograd, "_MIN_WORK_HELD", 0)
     monkeypatch.setattr(conv_winograd, "_MIN_CHANNELS", 1)
@@ -138,6 +139,78 @@ def test_resnet_sized_convolutions_pass_the_tile_floor():
     assert conv_winograd.winograd_tile(win, 3, 3, 32, 32, 1, 56, 56, (1, 1), np.float32) == 0
     strided = _Window([1, 1, 2, 2], [1, 1, 1, 1], "SAME", [], "NCHW")
     assert conv_winograd.winograd_tile_nchw(strided, 3, 3, 32, 32, 1, 28, 28, (0, 0), "f4") == 0
+
+
+def watch_tiles(monkeypatch):
+    """The tile size of each channels-first Winograd call, recorded."""
+    sizes = []
+    real = conv_winograd.winograd_forward_nchw
+
+    def watched(x, w, oh, ow, pads, m, *args, **kwargs):
+        sizes.append(m)
+        return real(x, w, oh, ow, pads, m, *args, **kwargs)
+
+    monkeypatch.setattr(conv_winograd, "winograd_forward_nchw", watched)
+    return sizes
+
+
+@needs_jit
+@pytest.mark.parametrize(
+    "xs, padding, m",
+    [
+        ((1, 8, 7, 7), "SAME", 2),  # 4 tiles of 4×4, 16 of 2×2
+        ((1, 6, 12, 12), "SAME", 2),  # 9 of 4×4
+        ((2, 5, 9, 6), "VALID", 2),  # partial 2×2 tiles, two images
+        ((1, 8, 14, 14), "SAME", 4),  # 16 of 4×4: enough
+        ((8, 8, 7, 7), "SAME", 4),  # a batch: 32 of 4×4
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_few_4x4_tiles_take_2x2_tiles(monkeypatch, xs, padding, m, dtype):
+    # A 3×3 convolution on small planes takes 2×2 tiles where 4×4 ones would be fewer than
+    # _FEW_TILES, the same convolution within Winograd's tolerance.
+    monkeypatch.setattr(conv_winograd, "_MIN_WORK_HELD", 0)
+    monkeypatch.setattr(conv_winograd, "_MIN_CHANNELS", 1)
+    sizes = watch_tiles(monkeypatch)
+    x = RNG.standard_normal(xs).astype(dtype)
+    w = RNG.standard_normal((3, 3, xs[1], 12)).astype(dtype)
+    want = gemm(conv2d, x.astype(np.float64), w.astype(np.float64), padding)
+    assert sizes == []
+    close(conv2d(x, w, padding), want, dtype)
+    assert sizes == [m]
+
+
+@needs_jit
+@pytest.mark.parametrize("n, m", [(1, 2), (2, 2)])
+def test_2x2_tiles_need_the_tile_floor_too(monkeypatch, n, m):
+    # 4×4 planes: one 4×4 tile an image, four 2×2 ones; below _MIN_TILES_CACHED 2×2 tiles the
+    # GEMM path runs.
+    monkeypatch.setattr(conv_winograd, "_MIN_WORK_HELD", 0)
+    monkeypatch.setattr(conv_winograd, "_MIN_CHANNELS", 1)
+    monkeypatch.setattr(conv_winograd, "_MIN_TILES_CACHED", 8)
+    sizes = watch_tiles(monkeypatch)
+    x = RNG.standard_normal((n, 8, 4, 4)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 8, 12)).astype(np.float32)
+    close(conv2d(x, w, "SAME"), gemm(conv2d, x, w, "SAME"), np.float32)
+    assert sizes == ([] if n == 1 else [m])
+
+
+@needs_jit
+@pytest.mark.parametrize("n", [1, 8])
+def test_resnet_sized_last_stage_without_monkeypatching(monkeypatch, n):
+    # ResNet-18 ½'s 7×7 stage, 256 → 256 channels: 2×2 tiles at batch 1, 4×4 at batch 8, both
+    # through the fused op with its bias and Relu.
+    sizes = watch_tiles(monkeypatch)
+    x = RNG.standard_normal((n, 256, 7, 7)).astype(np.float32)
+    w = (RNG.standard_normal((3, 3, 256, 256)) * 0.03).astype(np.float32)
+    bias = RNG.standard_normal(256).astype(np.float32)
+    conv = fused_conv_kernels.fused_conv2d_nchw([1] * 4, "SAME", [], [1] * 4,
+                                                ["BiasAdd", "Relu"], 1, 0.2)  # fmt: skip
+    want = gemm(conv, x, w, bias)
+    got = conv(x, w, bias)
+    assert sizes == [2 if n == 1 else 4]
+    close(got, want, np.float32)
+    assert (got == 0).any() and (got > 0).any()
 
 
 @needs_jit
@@ -273,16 +346,18 @@ def test_a_held_filter_keeps_a_variables_updates_visible():
 @needs_jit
 @pytest.mark.parametrize("block_bytes", [1, 4000, 1 << 30])
 @pytest.mark.parametrize(
-    "xs, r, pads",
+    "xs, r, pads, m",
     [
-        ((1, 5, 11, 13), 3, (1, 1)),  # batch 1, partial tiles at the bottom and right
-        ((3, 4, 9, 10), 3, (1, 0)),  # batch 3, unpadded columns
-        ((2, 3, 14, 7), 5, (2, 2)),  # 5×5 in 4×4 tiles
+        ((1, 5, 11, 13), 3, (1, 1), 4),  # batch 1, partial tiles at the bottom and right
+        ((3, 4, 9, 10), 3, (1, 0), 4),  # batch 3, unpadded columns
+        ((2, 3, 14, 7), 5, (2, 2), 4),  # 5×5 in 4×4 tiles
+        ((1, 5, 7, 9), 3, (1, 1), 2),  # 3×3 in 2×2 tiles, partial ones at the bottom and right
+        ((3, 4, 8, 6), 3, (1, 0), 2),  # batch 3, unpadded columns
     ],
 )
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_channels_first_output_rows_have_the_channels_last_bits(
-    monkeypatch, block_bytes, xs, r, pads, dtype
+    monkeypatch, block_bytes, xs, r, pads, m, dtype
 ):
     # The channels-first path makes each block's output rows channels-last in scratch memory
     # and copies them out (blocks of one tile row of one image, of several images, or one
@@ -296,7 +371,6 @@ def test_channels_first_output_rows_have_the_channels_last_bits(
     x = RNG.standard_normal(xs).astype(dtype)
     w = RNG.standard_normal((r, r, xs[1], 6)).astype(dtype)
     oh, ow = xs[2] + 2 * pads[0] - r + 1, xs[3] + 2 * pads[1] - r + 1
-    m = 4
     tiles = conv_winograd._Tiles(xs[0], oh, ow, m, m + r - 1, xs[1] + 6, x.itemsize)
     if block_bytes == 1:
         assert len(tiles.blocks) == xs[0] * -(-oh // m)  # one tile row a block

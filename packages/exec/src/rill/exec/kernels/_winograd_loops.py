@@ -60,6 +60,134 @@ def to_channels_first(src, dst, bias, act, side):  # pragma: no cover - compiled
 
 
 @_jit
+def input_tiles_4(x, m, pt, pl, tw, tpi, t0, t1, v):  # pragma: no cover - compiled
+    """v[xi * 4 + nu, t - t0, :] = (B^T d B)[xi, nu] for the tiles t in [t0, t1) (whole
+    tile rows): d is the 4 × 4 window of x [n, h, w, c] at rows t_y * m - pt, columns
+    t_x * m - pl (zero outside x; 0 <= pl); tw tiles per tile row, tpi per image.
+
+    Tiles above one another share input rows: each input row's transforms (d B, per tile
+    column) are computed once, from a zero-padded copy of the row, for all its tiles."""
+    _, h, wd, c = x.shape
+    wp = (tw - 1) * m + 4
+    inside = max(0, min(wd, wp - pl))
+    prow = np.zeros((wp, c), v.dtype)
+    most = (min(t1 - t0, tpi) // tw - 1) * m + 4
+    rows = np.empty((most, tw, 4, c), v.dtype)
+    t = t0
+    while t < t1:
+        b = t // tpi
+        ty0 = (t - b * tpi) // tw
+        end = min(t1, (b + 1) * tpi)
+        ty1 = (end - b * tpi) // tw
+        y0 = ty0 * m - pt
+        for r in range((ty1 - ty0 - 1) * m + 4):
+            y = y0 + r
+            if y < 0 or y >= h:
+                rows[r] = 0
+                continue
+            for xx in range(inside):
+                for k in range(c):
+                    prow[pl + xx, k] = x[b, y, xx, k]
+            for tx in range(tw):
+                x0 = tx * m
+                for k in range(c):
+                    d0 = prow[x0 + 0, k]
+                    d1 = prow[x0 + 1, k]
+                    d2 = prow[x0 + 2, k]
+                    d3 = prow[x0 + 3, k]
+                    rows[r, tx, 0, k] = -d0 + d2
+                    rows[r, tx, 1, k] = d1 + d2
+                    rows[r, tx, 2, k] = -d1 + d2
+                    rows[r, tx, 3, k] = -d1 + d3
+        for ty in range(ty0, ty1):
+            r0 = (ty - ty0) * m
+            for tx in range(tw):
+                tt = b * tpi + ty * tw + tx - t0
+                for nu in range(4):
+                    for k in range(c):
+                        d0 = rows[r0 + 0, tx, nu, k]
+                        d1 = rows[r0 + 1, tx, nu, k]
+                        d2 = rows[r0 + 2, tx, nu, k]
+                        d3 = rows[r0 + 3, tx, nu, k]
+                        v[0 + nu, tt, k] = -d0 + d2
+                        v[4 + nu, tt, k] = d1 + d2
+                        v[8 + nu, tt, k] = -d1 + d2
+                        v[12 + nu, tt, k] = -d1 + d3
+        t = end
+
+
+@_jit
+def output_tiles_4_2(mm, oh, ow, tw, tpi, t0, t1, out):  # pragma: no cover - compiled
+    """out[n, t_y * 2 + i, t_x * 2 + j, :] = (A^T M A)[i, j] for the tiles t in [t0, t1)
+    (the parts inside out), from mm [16, t1 - t0, o]."""
+    o = out.shape[3]
+    cols = np.empty((4, 2, o), out.dtype)
+    for t in range(t0, t1):
+        b = t // tpi
+        q = t - b * tpi
+        ty = q // tw
+        y0 = ty * 2
+        x0 = (q - ty * tw) * 2
+        tt = t - t0
+        ni = min(2, oh - y0)
+        nj = min(2, ow - x0)
+        for xi in range(4):
+            r = xi * 4
+            for k in range(o):
+                cols[xi, 0, k] = mm[r + 0, tt, k] + mm[r + 1, tt, k] + mm[r + 2, tt, k]
+            for k in range(o):
+                cols[xi, 1, k] = mm[r + 1, tt, k] - mm[r + 2, tt, k] + mm[r + 3, tt, k]
+        for j in range(nj):
+            xx = x0 + j
+            for k in range(o):
+                out[b, y0 + 0, xx, k] = cols[0, j, k] + cols[1, j, k] + cols[2, j, k]
+            if ni > 1:
+                for k in range(o):
+                    out[b, y0 + 1, xx, k] = cols[1, j, k] - cols[2, j, k] + cols[3, j, k]
+
+
+@_jit
+def gradient_tiles_4_2(dy, tw, tpi, t0, t1, z):  # pragma: no cover - compiled
+    """z[xi * 4 + nu, t - t0, :] = (A dY A^T)[xi, nu] for the tiles t in [t0, t1): dY is
+    the 2 × 2 tile of dy [n, oh, ow, o] (zero outside dy); the adjoint of output_tiles."""
+    _, oh, ow, o = dy.shape
+    rows = np.empty((2, 4, o), z.dtype)
+    g = np.empty((2, o), z.dtype)
+    for t in range(t0, t1):
+        b = t // tpi
+        q = t - b * tpi
+        ty = q // tw
+        y0 = ty * 2
+        x0 = (q - ty * tw) * 2
+        for i in range(2):
+            y = y0 + i
+            for j in range(2):
+                xx = x0 + j
+                if y < oh and xx < ow:
+                    for k in range(o):
+                        g[j, k] = dy[b, y, xx, k]
+                else:
+                    for k in range(o):
+                        g[j, k] = 0
+            for k in range(o):
+                d0 = g[0, k]
+                d1 = g[1, k]
+                rows[i, 0, k] = d0
+                rows[i, 1, k] = d0 + d1
+                rows[i, 2, k] = d0 - d1
+                rows[i, 3, k] = d1
+        tt = t - t0
+        for nu in range(4):
+            for k in range(o):
+                d0 = rows[0, nu, k]
+                d1 = rows[1, nu, k]
+                z[0 + nu, tt, k] = d0
+                z[4 + nu, tt, k] = d0 + d1
+                z[8 + nu, tt, k] = d0 - d1
+                z[12 + nu, tt, k] = d1
+
+
+@_jit
 def input_tiles_6(x, m, pt, pl, tw, tpi, t0, t1, v):  # pragma: no cover - compiled
     """v[xi * 6 + nu, t - t0, :] = (B^T d B)[xi, nu] for the tiles t in [t0, t1) (whole
     tile rows): d is the 6 × 6 window of x [n, h, w, c] at rows t_y * m - pt, columns

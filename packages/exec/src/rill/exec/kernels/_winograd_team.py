@@ -86,6 +86,8 @@ def _pieces(g, p0, p1, like):  # pragma: no cover - compiled
             vp = _from(g[_V] + s0 * c * isz, a * a, g[_TV], c, like)
             if a == 6:
                 W.input_tiles_6(x, m, g[_PT], g[_PL], tw, tpi, s0, s1, vp)
+            elif a == 4:
+                W.input_tiles_4(x, m, g[_PT], g[_PL], tw, tpi, s0, s1, vp)
             else:
                 W.input_tiles_8(x, m, g[_PT], g[_PL], tw, tpi, s0, s1, vp)
             continue
@@ -96,6 +98,8 @@ def _pieces(g, p0, p1, like):  # pragma: no cover - compiled
         rows = np.empty((1, y1 - y0, ow, o), out.dtype)
         if a == 8:
             W.output_tiles_8_4(mp, y1 - y0, ow, tw, tpi, 0, s1 - s0, rows)
+        elif a == 4:
+            W.output_tiles_4_2(mp, y1 - y0, ow, tw, tpi, 0, s1 - s0, rows)
         elif m == 4:
             W.output_tiles_6_4(mp, y1 - y0, ow, tw, tpi, 0, s1 - s0, rows)
         else:

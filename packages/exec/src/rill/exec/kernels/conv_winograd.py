@@ -20,7 +20,8 @@ groups, so the bits never depend on the thread count.
 
 Channels-first forward convolutions (NCHW Conv2D and _FusedConv2D: imported ONNX models) run
 the same tile loops on channels-last views of their arrays (winograd_nchw), each convolution
-node holding its filter's transform while the filter stays the same.
+node holding its filter's transform while the filter stays the same. A 3×3 one on planes too
+small for many 4×4 tiles (up to 12×12 at batch 1) takes 2×2 tiles, F(2×2, 3×3) (_FEW_TILES).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ __all__ = ["winograd_tile", "winograd_tile_nchw", "winograd_forward", "winograd_
 
 # The tiles with compiled transforms, (m, r): F(m×m, r×r) (tools/gen_winograd_loops.py writes
 # them), and the output tile size used per filter size.
-_TILE_SETS = ((2, 5), (4, 3), (4, 5))
+_TILE_SETS = ((2, 3), (2, 5), (4, 3), (4, 5))
 _TILES = {3: 4, 5: 4}
 # The finite interpolation points, the first a - 1 of them for a tile of a × a inputs.
 _POINTS = (0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5)
@@ -65,6 +66,17 @@ _SPLIT_TILES = 64
 # last stage at batch 1) the GEMM path was faster even so, at 16 of 128 channels Winograd.
 _MIN_TILES_NCHW = 128
 _MIN_TILES_CACHED = 16
+# A channels-first 3×3 convolution whose 4×4 output tiles would number fewer than _FEW_TILES
+# (planes of up to 12×12 at batch 1) takes 2×2 tiles, F(2×2, 3×3), with 16 tile positions,
+# not 36, where those reach _MIN_TILES_CACHED: each product [tiles, c] · [c, o] then reads its
+# position's filter transform for 4 times as many rows. ResNet-18 ½'s last stage (256 → 256
+# channels at 7×7, batch 1, the transform held): the 16 products of 16 tiles took 551-700 µs
+# on one thread, 374-443 through the team, the whole convolution 760 and 530, against 950 and
+# 815 on its GEMM path (one block of patches); 36 products of 4 tiles took 760-960 on one
+# thread. The model: 17.9 -> 17.4 ms on one thread, 12.6 -> 10.6 with default threads (same
+# process, alternating, 20 rounds: 75% and 100% won). At 14×14 (16 tiles of 4×4) the two tile
+# sizes' products took the same time.
+_FEW_TILES = 16
 # A filter transform of at least this many filter columns (c·o) is made in _FILTER_PIECES
 # pieces of input channels, over the threads of the convolution it serves.
 _MIN_FILTER_SPLIT = 1024
@@ -154,6 +166,8 @@ def winograd_nchw(win, x, w, oh, ow, pads, out, cache, epilogue=None) -> np.ndar
     n, c = x.shape[:2]
     r, _, _, o = w.shape
     m = _tile(win, r, w.shape[1], c, o, n, oh, ow, pads, x.dtype, _MIN_WORK_HELD)
+    if m == 4 and r == 3 and n * -(-oh // m) * -(-ow // m) < _FEW_TILES:
+        m = 2
     tiles = n * -(-oh // m) * -(-ow // m) if m else 0
     if tiles < _MIN_TILES_CACHED:
         return None
@@ -327,7 +341,7 @@ def _pieces_nchw(x, w, oh, ow, pads, m, out, u, bias, code, side) -> bool:
     a = m + r - 1
     dt = x.dtype
     mod = _team_module()
-    if mod is None or (a, m) not in ((6, 4), (6, 2), (8, 4)) or w.dtype != dt:
+    if mod is None or (a, m) not in ((4, 2), (6, 4), (6, 2), (8, 4)) or w.dtype != dt:
         return False
     # The products' operands as pointwise.compiled sees them (dtype, a vector of columns).
     wk = np.ascontiguousarray(w[0, 0])

@@ -196,6 +196,29 @@ def test_2x2_tiles_need_the_tile_floor_too(monkeypatch, n, m):
 
 
 @needs_jit
+def test_a_node_holds_a_transform_per_tile_size(monkeypatch):
+    # A node serving batch 1 (2×2 tiles) and batch 4 (4×4 tiles) of a small plane in turn
+    # makes each tile size's transform once and keeps both.
+    monkeypatch.setattr(conv_winograd, "_MIN_WORK_HELD", 0)
+    monkeypatch.setattr(conv_winograd, "_MIN_CHANNELS", 1)
+    made = []
+    real = conv_winograd._filter_tiles
+    monkeypatch.setattr(conv_winograd, "_filter_tiles",
+                        lambda w, m, *a: made.append(m) or real(w, m, *a))  # fmt: skip
+    sizes = watch_tiles(monkeypatch)
+    w = RNG.standard_normal((3, 3, 8, 12)).astype(np.float32)
+    w.flags.writeable = False  # a constant's filter
+    from rill.exec.kernels.conv_kernels import conv2d as make
+
+    compute = make([1, 1, 1, 1], "SAME", [], "NCHW", [1, 1, 1, 1])
+    for n in (1, 4, 1, 4, 1, 4):
+        x = RNG.standard_normal((n, 8, 7, 7)).astype(np.float32)
+        close(compute(x, w), gemm(conv2d, x, w, "SAME"), np.float32)
+    assert sizes == [2, 4] * 3
+    assert sorted(made) == [2, 4]
+
+
+@needs_jit
 @pytest.mark.parametrize("n", [1, 8])
 def test_resnet_sized_last_stage_without_monkeypatching(monkeypatch, n):
     # ResNet-18 ½'s 7×7 stage, 256 → 256 channels: 2×2 tiles at batch 1, 4×4 at batch 8, both

@@ -372,7 +372,7 @@ def _conv2d(strides, padding, explicit_paddings, data_format, dilations, fused=N
     `fused.blockwise(out_channels, args)` (which checks the args) can be: channels-last output
     computed in its own dtype."""
     win = _Window(strides, dilations, padding, explicit_paddings, data_format)
-    filters = [None] if win.nchw else None  # this node's Winograd filter transform
+    filters = [None, None] if win.nchw else None  # this node's Winograd filter transforms
 
     def compute(x, w, *args):
         if x.ndim != 4 or w.ndim != 4:

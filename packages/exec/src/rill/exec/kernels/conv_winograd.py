@@ -149,8 +149,9 @@ def winograd_nchw(win, x, w, oh, ow, pads, out, cache, epilogue=None) -> np.ndar
     [n, o, oh, ow] by Winograd tiles where it pays (winograd_forward_nchw), else None (the
     caller's GEMM path runs).
 
-    `cache`, a one-element list kept by the caller (one per convolution node), holds the last
-    filter seen (a copy) and its transform once made. A filter equal to it, element for
+    `cache`, a two-element list kept by the caller (one per convolution node), holds per tile
+    size (element 1 for 2×2 tiles, 0 for 4×4: a node serving batch 1 and batch 8 on a small
+    plane takes both) the last filter seen (a copy) and its transform once made. A filter equal to it, element for
     element, reuses the transform (inference's constant filters; the transform cost up to a
     fifth of the convolution), and then _MIN_TILES_CACHED tiles suffice. A new filter is
     transformed at once with _MIN_TILES_NCHW tiles or on the node's first call; with fewer,
@@ -172,7 +173,8 @@ def winograd_nchw(win, x, w, oh, ow, pads, out, cache, epilogue=None) -> np.ndar
     if tiles < _MIN_TILES_CACHED:
         return None
     key = (m, x.dtype, w.dtype, w.shape)
-    held = cache[0]  # one read: another thread may replace it
+    slot = 1 if m == 2 else 0
+    held = cache[slot]  # one read: another thread may replace it
     if held is not None and held[3] is w and held[2] == key and held[1] is not None:
         # The very array object seen before, read-only, and held by this cache: see below.
         return winograd_forward_nchw(x, w, oh, ow, pads, m, out, held[1], epilogue)
@@ -186,12 +188,12 @@ def winograd_nchw(win, x, w, oh, ow, pads, out, cache, epilogue=None) -> np.ndar
         # refers to it (resources' in-place update checks the reference counts), so a held
         # object's elements stay those compared.
         if not w.flags.writeable:
-            cache[0] = (held[0], u, key, w)
+            cache[slot] = (held[0], u, key, w)
     elif same or held is None or (tiles >= _MIN_TILES_NCHW and _work(r, c, o, n, oh, ow)):
         u = _filter_tiles(w, m, x.dtype)
-        cache[0] = (held[0] if same else w.copy(), u, key, None)
+        cache[slot] = (held[0] if same else w.copy(), u, key, None)
     else:
-        cache[0] = (w.copy(), None, key, None)
+        cache[slot] = (w.copy(), None, key, None)
         return None
     return winograd_forward_nchw(x, w, oh, ow, pads, m, out, u, epilogue)
 

@@ -151,9 +151,10 @@ def winograd_nchw(win, x, w, oh, ow, pads, out, cache, epilogue=None) -> np.ndar
 
     `cache`, a two-element list kept by the caller (one per convolution node), holds per tile
     size (element 1 for 2×2 tiles, 0 for 4×4: a node serving batch 1 and batch 8 on a small
-    plane takes both) the last filter seen (a copy) and its transform once made. A filter equal to it, element for
-    element, reuses the transform (inference's constant filters; the transform cost up to a
-    fifth of the convolution), and then _MIN_TILES_CACHED tiles suffice. A new filter is
+    plane takes both) the last filter seen (a copy) and its transform once made. A filter
+    equal to it, element for element, reuses the transform (inference's constant filters; the
+    transform cost up to a fifth of the convolution), and then _MIN_TILES_CACHED tiles
+    suffice. A new filter is
     transformed at once with _MIN_TILES_NCHW tiles or on the node's first call; with fewer,
     only when it comes again (so changing filters, as in training, keep the GEMM path there).
     Below _MIN_WORK multiply-adds (down to _MIN_WORK_HELD) a new filter too is transformed

@@ -235,6 +235,65 @@ def test_a_product_through_the_team_in_runs_of_rows_or_columns_is_the_unsplit_bi
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "m, k, n, unit",
+    [
+        (40, 240, 196, True),  # MobileNetV3's gated projection: runs of columns, a thin rest
+        (16, 16, 3136, True),  # more columns than a packed panel holds
+        (5, 7, 9, True),  # one block of rows (b is otherwise read in place), a thin column
+        (5, 7, 9, False),  # a's rows strided: the last columns a block of their own
+        (130, 70, 37, True),  # more rows than columns: runs of rows through the team
+        (8, 1, 20, False),  # one step
+    ],
+)
+@pytest.mark.parametrize("act", [_gemm_vec.RAW, 4])
+def test_a_product_with_b_scaled_as_it_is_packed_is_the_bits_of_scaling_first(
+    dtype, polling_team, m, k, n, unit, act
+):
+    """gemm_scaled_rows / gemm_scaled_team / gemm_scaled_batch_team: b's row t times s[t]
+    (a squeeze-excite gate on a pointwise convolution's input), formed as the product packs b,
+    give gemm_rows' bits on numpy's b · s[:, None], alone, through the team and for a batch."""
+    a = RNG.standard_normal((m, k)).astype(dtype)
+    if unit:  # a pointwise convolution's filter: its [c, o] seen transposed
+        a = np.ascontiguousarray(a.T).T
+    b = RNG.standard_normal((k, n)).astype(dtype)
+    s = RNG.standard_normal(k).astype(dtype)
+    bias = RNG.standard_normal(m).astype(dtype)
+    want = np.full((m, n), np.nan, dtype)
+    _gemm_vec.gemm_rows(a, b * s[:, None], want, bias, 0, m, act)
+    got = np.full((m, n), np.nan, dtype)
+    _gemm_vec.gemm_scaled_rows(a, b, s, got, bias, 0, m, act)
+    np.testing.assert_array_equal(got, want)
+    if act == _gemm_vec.RAW:
+        _close(got, a, b * s[:, None])
+        unscaled = np.empty((m, n), dtype)
+        _gemm_vec.gemm_rows(a, b, unscaled, bias, 0, m, act)
+        assert not np.array_equal(unscaled, got)  # (the scale is not lost)
+    stack = RNG.standard_normal((3, k, n)).astype(dtype)
+    gates = RNG.standard_normal((3, k)).astype(dtype)
+    each = np.empty((3, m, n), dtype)
+    for i in range(3):
+        _gemm_vec.gemm_rows(a, stack[i] * gates[i][:, None], each[i], bias, 0, m, act)
+    cells = polling_team._pool.team
+    fn = _gemm_vec.piece_function(np.dtype(dtype))
+    served = int(cells[_spin.SERVED])
+    deadline = time.monotonic() + 20  # (on a busy machine the worker may miss a few)
+    while int(cells[_spin.SERVED]) == served and time.monotonic() < deadline:
+        polling_team.team()
+        team = np.full((m, n), np.nan, dtype)
+        _gemm_vec.gemm_scaled_team(a, b, s, team, bias, act, 4, cells, fn)
+        np.testing.assert_array_equal(team, want)
+        batch = np.full((3, m, n), np.nan, dtype)
+        _gemm_vec.gemm_scaled_batch_team(a, stack, gates, batch, bias, act, 2, cells, fn)
+        np.testing.assert_array_equal(batch, each)
+    assert int(cells[_spin.SERVED]) > served, "no worker ever took a piece"
+    with pytest.raises(ValueError, match="one element per row of b"):
+        _gemm_vec.gemm_scaled_rows(a, b, s[:-1], got, bias, 0, m, act)
+    with pytest.raises(ValueError, match="a scale per product"):
+        _gemm_vec.gemm_scaled_batch_team(a, stack, gates[:2], batch, bias, act, 2, cells, fn)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_stack_of_products_is_each_products_bits_on_any_thread(dtype, polling_team):
     a = RNG.standard_normal((36, 50, 40)).astype(dtype)[:, :45]  # a strided view, as Winograd's
     b = RNG.standard_normal((36, 40, 33)).astype(dtype)

@@ -184,6 +184,50 @@ def test_batched_residual_pointwise_matches_the_chain(monkeypatch, relu, gate, b
     _same(one, two, None, np.float32, False)
 
 
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("shape", [[1, 24, 14, 14], [3, 24, 7, 7], [2, 8, 32, 33], [1, 24, 1, 1]])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_gate_is_applied_as_the_product_packs_the_input(monkeypatch, residual, shape, dtype):
+    """A gated pointwise convolution with the compiled product forms x·s as the product packs x
+    (pointwise.matmul / pointwise.batch's scale): no pass of its own over x (_gated), and the
+    chain's bits (Mul, then the product). Planes under one vector (a squeeze-excite's 1×1)
+    take x·s first."""
+    if fck._loops() is None or fck.pointwise._mod() is None:
+        pytest.skip("the compiled product is off (RILL_JIT=0 or RILL_CONV_DIRECT=0)")
+    g, y, feeds = _graph(shape, 16, 1, "HardSwish" if not residual else "Relu", dtype,
+                         residual=residual, gate=True)  # fmt: skip
+    gated = _spy(monkeypatch, "_gated")
+    scaled = []
+    real = fck.pointwise.matmul
+
+    def matmul(*args, **kw):
+        scaled.append(kw.get("scale", args[6] if len(args) > 6 else None) is not None)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(fck.pointwise, "matmul", matmul)
+    real_batch = fck.pointwise.batch
+
+    def batch(*args):
+        scaled.append(len(args) > 5 and args[5] is not None)
+        return real_batch(*args)
+
+    monkeypatch.setattr(fck.pointwise, "batch", batch)
+    tiny = shape[2] * shape[3] == 1
+    for threads in (1, 2):
+        monkeypatch.setattr(intra_op, "_THREADS", threads)
+        gated.clear()
+        scaled.clear()
+        with np.errstate(all="ignore"):
+            fused, plain, types = run_both(g, [y], feeds)
+        assert types.count("_FusedConv2D") == 1 and "Mul" not in types
+        _same(fused[0], plain[0], None, dtype, True)
+        # (the unfused chain's Conv2D runs unscaled products too)
+        if tiny:
+            assert gated and not any(scaled)
+        else:
+            assert not gated and any(scaled)
+
+
 def _spy(monkeypatch, name):
     """Records what fused_conv_kernels.<name> returns."""
     seen = []

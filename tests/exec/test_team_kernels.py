@@ -30,7 +30,8 @@ def team_calls(monkeypatch, polling_team):
     for mod, name in [(_conv_loops, "depthwise_by_channel_team"),
                       (_conv_loops, "depthwise_planes_team"), (_conv_loops, "epilogue_team"),
                       (_conv_vec, "direct_team"), (_conv_loops, "max_pool_team"),
-                      (_gemm_vec, "gemm_batch_team")]:  # fmt: skip
+                      (_gemm_vec, "gemm_batch_team"),
+                      (_gemm_vec, "gemm_scaled_batch_team")]:  # fmt: skip
         real = getattr(mod, name)
 
         def watch(*args, _real=real, _name=name):
@@ -173,11 +174,13 @@ def test_a_batch_of_residual_pointwise_products_over_the_team_is_the_unsplit_bit
 
     calls, solo = team_calls
     big = np.prod(shape) * o >= pointwise.TEAM_GRAIN
+    # (a gate scales the input as the products pack it)
+    entry = "gemm_scaled_batch_team" if gated else "gemm_batch_team"
     split = [run() for _ in range(5)]
     deadline = time.monotonic() + 20
-    while big and "gemm_batch_team" not in calls and time.monotonic() < deadline:
+    while big and entry not in calls and time.monotonic() < deadline:
         split.append(run())  # (a worker that stopped polling is woken by the first asks)
-    assert sorted(set(calls)) == (["gemm_batch_team"] if big else [])
+    assert sorted(set(calls)) == ([entry] if big else [])
     solo()
     one = run()
     for got in split:

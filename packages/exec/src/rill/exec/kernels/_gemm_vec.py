@@ -10,6 +10,11 @@ in place where a's rows have unit stride (a pointwise convolution's filter is a 
 else from a copy of the block's rows packed step by step (eight pointers into a's rows had
 outgrown the integer registers and were reloaded from the stack at every step).
 
+gemm_scaled_rows (and its team and batch forms) multiplies b's rows by a scale, b[t, :] · s[t]
+rounded as numpy's multiply rounds it, as it packs b (every block then reads b packed): a
+squeeze-excite gate applied to a pointwise convolution's input with no pass over the input of
+its own (MobileNetV3-small and EfficientNet-B0 ½ 2-5% faster at batch 1 and 8).
+
 Every element is one chain of fused multiply-adds over the inner dimension in order, from
 zero, whatever block it falls in: the result does not depend on how the rows are split over
 threads, and a row's last, partial block of columns is computed as the whole block ending at
@@ -69,26 +74,30 @@ _jit = numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy"
 
 __all__ = ["CO", "RAW", "VECTOR_BYTES", "gemm_rows", "gemm_team", "gemm_stack", "gemm_stack_team",
            "piece_function", "row_dots", "row_dots_team", "row_dot_piece_function",
-           "gemm_batch_team"]  # fmt: skip
+           "gemm_batch_team", "gemm_scaled_rows", "gemm_scaled_team",
+           "gemm_scaled_batch_team"]  # fmt: skip
 
 
 @intrinsic
-def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv):
-    """out[i·ldo + j] = epilogue(Σ_t a[i·sa0 + t·sa1] · b[t·ldb + j]) for rows m0 <= i < m1 and
+def _gemm(typingctx, a, b, scale, out, bias, sa0, sa1, ldb, ss, ldo, m0, m1, n, k, act, nv):
+    """out[i·ldo + j] = epilogue(Σ_t a[i·sa0 + t·sa1] · b'[t, j]) for rows m0 <= i < m1 and
     columns j < n (n >= nv vectors), in blocks of ROWS[nv] rows × nv (1 or 2) vectors of
-    columns.
+    columns, where b'[t, j] is b[t·ldb + j], or with ss > 0 b[t·ldb + j] · scale[t·ss] rounded
+    (numpy's multiply: a squeeze-excite gate on the input's channels), formed as b is packed
+    (every block then reads b packed).
     a, b, out are read and written through their data pointers with these element strides."""
-    sig = types.void(a, b, out, bias, *([types.int64] * 10))
+    sig = types.void(a, b, scale, out, bias, *([types.int64] * 11))
 
     def codegen(context, builder, signature, args):
-        aa, ba, oa, bia = (context.make_array(signature.args[i])(context, builder, args[i])
-                           for i in range(4))  # fmt: skip
-        sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv = args[4:]
+        aa, ba, sca, oa, bia = (context.make_array(signature.args[i])(context, builder, args[i])
+                                for i in range(5))  # fmt: skip
+        sa0, sa1, ldb, ss, ldo, m0, m1, n, k, act, nv = args[5:]
         kit = Vectors(context, builder, signature.args[0].dtype)
         lanes, vptr, fma, zero = kit.lanes, kit.vptr, kit.fma, kit.zero
         const, broadcast = kit.const, kit.broadcast
 
         R = ROWS
+        scaled = builder.icmp_signed(">", ss, const(0))
         pack = cgutils.alloca_once(builder, kit.elem, size=DEPTH * max(R.values()))
         itemsize = signature.args[0].dtype.bitwidth // 8
         pad = _PAD_BYTES // itemsize
@@ -124,7 +133,8 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
             # there: b's rows in place, 4 KiB apart (a [64, 256] · [256, 1024] product), fell
             # in one set of L1 and were read from L2 (609 -> 430 µs with rows 1040 floats
             # apart).
-            packb = builder.icmp_signed(">", nrb, const(1))
+            # A scaled b is read packed only (the scaling is the packing's).
+            packb = builder.or_(builder.icmp_signed(">", nrb, const(1)), scaled)
             npanels = builder.sdiv(builder.add(nob, builder.sub(per, const(1))), per)
             last = builder.sub(m1, const(1))
             with cgutils.for_range(builder, nkc) as chunks:
@@ -148,7 +158,10 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
         def emit_pack_b(nv, first, count, width, k0, depth):
             bs = stride(depth, width)
             with cgutils.for_range(builder, depth) as steps:
-                row = builder.mul(builder.add(steps.index, k0), ldb)
+                t = builder.add(steps.index, k0)
+                row = builder.mul(t, ldb)
+                # The step's scale (with ss 0 the read stays at scale[0] and goes unused).
+                factor = broadcast(builder.load(builder.gep(sca.data, [builder.mul(t, ss)])))
                 with cgutils.for_range(builder, count) as cols:
                     col = column(builder.add(first, cols.index), width)
                     at = builder.add(row, col)
@@ -157,6 +170,7 @@ def _gemm(typingctx, a, b, out, bias, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv)
                     for v in range(nv):
                         src = builder.gep(ba.data, [builder.add(at, const(v * lanes))])
                         value = builder.load(builder.bitcast(src, vptr), align=1)
+                        value = builder.select(scaled, builder.fmul(value, factor), value)
                         ptr = builder.gep(bpack, [builder.add(dst, const(v * lanes))])
                         builder.store(value, builder.bitcast(ptr, vptr), align=1)
 
@@ -288,40 +302,58 @@ def gemm_rows(a, b, out, bias, m0, m1, act):  # pragma: no cover - compiled
     """Rows [m0, m1) of out = a · b (a [m, k] any strides; b [k, n] and out [m, n] with
     contiguous rows, n at least one vector), then `act`: RAW, or an epilogue code with bias
     [m]. m0 a multiple of CO where the rows are split."""
-    _rows(a, b, out, bias, m0, m1, act)
+    _rows(a, b, bias, 0, out, bias, m0, m1, act)
 
 
 @_jit
-def _rows(a, b, out, bias, m0, m1, act):  # pragma: no cover - compiled
+def gemm_scaled_rows(a, b, s, out, bias, m0, m1, act):  # pragma: no cover - compiled
+    """gemm_rows of a and b's rows scaled, b[t, :] · s[t] (s [k], b's dtype): the bits of
+    gemm_rows on numpy's b · s[:, None], without that pass over b (a squeeze-excite gate
+    applied to a pointwise convolution's input as the product packs it)."""
+    _scale_check(b, s)
+    _rows(a, b, s, 1, out, bias, m0, m1, act)
+
+
+@_jit
+def _scale_check(b, s):  # pragma: no cover - compiled
+    if s.shape[0] != b.shape[0] or s.strides[0] != s.itemsize:
+        raise ValueError("gemm: a scale must be contiguous with one element per row of b")
+
+
+@_jit
+def _rows(a, b, s, ss, out, bias, m0, m1, act):  # pragma: no cover - compiled
     # (what gemm_rows does, for the compiled callers: a test may wrap gemm_rows in Python)
     k, n, nv = _shapes(a, b, out, bias, act)
     m0, m1 = max(m0, 0), min(m1, out.shape[0])
     if m1 <= m0:
         return
     isz = out.itemsize
-    _columns(address(a), address(b), address(out), address(bias), a.strides[0] // isz,
-             a.strides[1] // isz, b.strides[0] // isz, out.strides[0] // isz, m0, m1, n, k, act,
-             nv, out[0, 0])  # fmt: skip
+    _columns(address(a), address(b), address(s), address(out), address(bias),
+             a.strides[0] // isz, a.strides[1] // isz, b.strides[0] // isz, ss,
+             out.strides[0] // isz, m0, m1, n, k, act, nv, out[0, 0])  # fmt: skip
 
 
 @_jit
 def _columns(
-    ap, bp, op, biasp, sa0, sa1, ldb, ldo, m0, m1, n, k, act, nv, like
+    ap, bp, sp, op, biasp, sa0, sa1, ldb, ss, ldo, m0, m1, n, k, act, nv, like
 ):  # pragma: no cover
     """_gemm over columns [0, n) (n at least one vector; operands at these addresses, `like` a
-    scalar of their type) as whole blocks of nv vectors, then, where n is not a multiple of
-    their width, one more whole block ending at n (one vector where the rest fits in one), a
-    product of its own run after the first: it rewrites the columns it shares with the last
-    block with the same values. (A block overlapping the one before it inside _gemm is
-    computed over the whole inner dimension at once, from b and a in place: [96, 576] ·
-    [576, 49] took 91 µs on Zen 3, against 63 for 48 columns; in two products, 83.) Up to half
-    a vector of columns left over, where a's rows have unit stride, are _thin_columns' instead
-    (68 µs; about 4 µs a column there, a block of one vector 15)."""
+    scalar of their type; b's rows scaled by the scale at sp where ss > 0) as whole blocks of
+    nv vectors, then, where n is not a multiple of their width, one more whole block ending at
+    n (one vector where the rest fits in one), a product of its own run after the first: it
+    rewrites the columns it shares with the last block with the same values. (A block
+    overlapping the one before it inside _gemm is computed over the whole inner dimension at
+    once, from b and a in place: [96, 576] · [576, 49] took 91 µs on Zen 3, against 63 for 48
+    columns; in two products, 83.) So _gemm always gets whole blocks, which a scaled b needs
+    (it is scaled as packed). Up to half a vector of columns left over, where a's rows have
+    unit stride, are _thin_columns' instead (68 µs; about 4 µs a column there, a block of one
+    vector 15)."""
     isz = array_at(ap, 1, like).itemsize
     lanes = VECTOR_BYTES // isz
     whole = n - n % (nv * lanes)
     thin = whole < n and sa0 == 1 and 2 * (n - whole) <= lanes
     a, bias = array_at(ap, 1, like), array_at(biasp, 1, like)
+    scale = array_at(sp, 1, like)
     # One call site of _gemm for both products (each emits the whole kernel).
     for part in range(1 if whole == n or thin else 2):
         cols, vecs, shift = whole, nv, 0
@@ -329,29 +361,33 @@ def _columns(
             vecs = 1 if n - whole <= lanes else nv
             cols = vecs * lanes
             shift = (n - cols) * isz
-        _gemm(a, array_at(bp + shift, 1, like), array_at(op + shift, 1, like), bias, sa0, sa1,
-              ldb, ldo, m0, m1, cols, k, act, vecs)  # fmt: skip
+        _gemm(a, array_at(bp + shift, 1, like), scale, array_at(op + shift, 1, like), bias, sa0,
+              sa1, ldb, ss, ldo, m0, m1, cols, k, act, vecs)  # fmt: skip
     if thin:
-        _thin_columns(ap, bp, op, biasp, sa1, ldb, ldo, m0, m1, whole, n, k, act, like)
+        _thin_columns(ap, bp, sp, op, biasp, sa1, ldb, ss, ldo, m0, m1, whole, n, k, act, like)
 
 
 @_jit
 def _thin_columns(
-    ap, bp, op, biasp, sa1, ldb, ldo, m0, m1, c0, c1, k, act, like
+    ap, bp, sp, op, biasp, sa1, ldb, ss, ldo, m0, m1, c0, c1, k, act, like
 ):  # pragma: no cover
-    """Columns [c0, c1) (fewer than a vector) of rows [m0, m1) of out = a · b, then `act`, for a
-    with unit row stride (a pointwise convolution's filter seen transposed): vectorized over
-    the rows, each element the same chain of fused multiply-adds over the inner dimension in
-    order, from zero, as a block computes it, and the same epilogue (_conv_loops._epilogue's
-    operations); the sums held in a buffer of the columns' rows, which stays in L1."""
+    """Columns [c0, c1) (fewer than a vector) of rows [m0, m1) of out = a · b (b's rows scaled
+    by the scale at sp where ss > 0), then `act`, for a with unit row stride (a pointwise
+    convolution's filter seen transposed): vectorized over the rows, each element the same
+    chain of fused multiply-adds over the inner dimension in order, from zero, as a block
+    computes it, and the same epilogue (_conv_loops._epilogue's operations); the sums held in a
+    buffer of the columns' rows, which stays in L1."""
     rows, cols = m1 - m0, c1 - c0
     a = array_at(ap + m0 * array_at(ap, 1, like).itemsize, (k - 1) * sa1 + rows, like)
     b = array_at(bp, (k - 1) * ldb + c1, like)
+    scale = array_at(sp, (k - 1) * ss + 1, like)
     acc = np.zeros((cols, rows), a.dtype)
     for t in range(k):
         at = a[t * sa1 : t * sa1 + rows]
         for j in range(cols):
             bj = b[t * ldb + c0 + j]
+            if ss > 0:
+                bj = bj * scale[t * ss]
             sums = acc[j]
             for i in range(rows):
                 sums[i] = _fma(at[i], bj, sums[i])  # _gemm's fma(b, a, sum)
@@ -387,10 +423,12 @@ def _shapes(a, b, out, bias, act):  # pragma: no cover - compiled
 # the blocks of rows and the pieces each product is cut in, then the products (a stack of them,
 # each piece one product's rows or columns) and the bytes from one product's operands to the
 # next's; then the width of the blocks of columns where the pieces are runs of them (0: runs
-# of rows) and the element size.
+# of rows) and the element size; then the scale of b's rows (its address, its element stride,
+# 0 for none, and the bytes from one product's scale to the next's).
 _A, _B, _OUT, _BIAS, _SA0, _SA1, _LDB, _LDO, _M, _N, _K, _ACT, _NV, _BLOCKS, _PIECES = range(15)
 _STACK, _SPA, _SPB, _SPO, _COLUMNS, _ISZ = range(15, 21)
-_NARGS = 21
+_SCALE, _SS, _SPS = range(21, 24)
+_NARGS = 24
 
 
 @_jit
@@ -410,9 +448,9 @@ def _piece(v, p, like):  # pragma: no cover - compiled
         m0 = v[_BLOCKS] * q // v[_PIECES] * rows
         m1 = min(v[_M], v[_BLOCKS] * (q + 1) // v[_PIECES] * rows)
     shift = c0 * v[_ISZ]
-    _columns(v[_A] + s * v[_SPA], v[_B] + s * v[_SPB] + shift, v[_OUT] + s * v[_SPO] + shift,
-             v[_BIAS], v[_SA0], v[_SA1], v[_LDB], v[_LDO], m0, m1, n, v[_K], v[_ACT], v[_NV],
-             like)  # fmt: skip
+    _columns(v[_A] + s * v[_SPA], v[_B] + s * v[_SPB] + shift, v[_SCALE] + s * v[_SPS],
+             v[_OUT] + s * v[_SPO] + shift, v[_BIAS], v[_SA0], v[_SA1], v[_LDB], v[_SS],
+             v[_LDO], m0, m1, n, v[_K], v[_ACT], v[_NV], like)  # fmt: skip
 
 
 @numba.cfunc(PIECE_SIG, nopython=True, cache=True, error_model="numpy")
@@ -444,6 +482,21 @@ def gemm_team(a, b, out, bias, act, pieces, team, fn):  # pragma: no cover - com
     [576, 49], two threads: 70 µs in four runs of rows, 62 in two; the whole model at batch 1
     2% faster, same process, alternating)."""
     v = _team_args(a, b, out, bias, act, pieces)
+    _team_product(v, team, fn)
+
+
+@_jit
+def gemm_scaled_team(a, b, s, out, bias, act, pieces, team, fn):  # pragma: no cover - compiled
+    """gemm_team of a and b's rows scaled by s (gemm_scaled_rows): the same bits as one
+    gemm_scaled_rows call."""
+    _scale_check(b, s)
+    v = _team_args(a, b, out, bias, act, pieces)
+    v[_SCALE], v[_SS] = address(s), 1
+    _team_product(v, team, fn)
+
+
+@_jit
+def _team_product(v, team, fn):  # pragma: no cover - compiled
     if v[_COLUMNS] == 0:
         v[_PIECES] = max(1, min(v[_PIECES], 1 + polling(team)))
     team_run(team, fn, v, v[_PIECES])
@@ -456,6 +509,7 @@ def _team_args(a, b, out, bias, act, pieces):  # pragma: no cover - compiled
     isz = out.itemsize
     v = np.zeros(_NARGS, np.int64)
     v[_A], v[_B], v[_OUT], v[_BIAS] = address(a), address(b), address(out), address(bias)
+    v[_SCALE] = v[_BIAS]  # (unread: no scale)
     v[_SA0], v[_SA1] = a.strides[0] // isz, a.strides[1] // isz
     v[_LDB], v[_LDO] = b.strides[0] // isz, out.strides[0] // isz
     v[_M], v[_N], v[_K], v[_ACT] = m, n, k, act
@@ -491,7 +545,7 @@ def gemm_stack(a, b, out, s0, s1):  # pragma: no cover - compiled
     _stack_args(a, b, out)
     bias = np.zeros(1, out.dtype)
     for s in range(max(s0, 0), min(s1, out.shape[0])):
-        _rows(a[s], b[s], out[s], bias, 0, out.shape[1], RAW)
+        _rows(a[s], b[s], bias, 0, out[s], bias, 0, out.shape[1], RAW)
 
 
 @_jit
@@ -500,16 +554,36 @@ def gemm_batch_team(a, b, out, bias, act, pieces, team, fn):  # pragma: no cover
     product s of the stacks b and out (one matrix a for all: a batch's pointwise convolution)
     through the team, each product's rows in `pieces` pieces of whole row blocks (fn:
     piece_function(dtype)): the same bits as gemm_rows on each product."""
+    if out.shape[0] == 0:
+        return
+    v = _batch_args(a, b, out, bias, act, pieces)
+    team_run(team, fn, v, v[_PIECES] * v[_STACK])
+
+
+@_jit
+def gemm_scaled_batch_team(a, b, s, out, bias, act, pieces, team, fn):  # pragma: no cover
+    """gemm_batch_team with each product's b scaled by its row of s [stack, k] (b[i]'s rows
+    by s[i], as gemm_scaled_rows): the same bits as gemm_scaled_rows on each product."""
+    if s.shape[0] != b.shape[0]:
+        raise ValueError("gemm: a scale per product of the stack")
+    if out.shape[0] == 0:
+        return
+    _scale_check(b[0], s[0])
+    v = _batch_args(a, b, out, bias, act, pieces)
+    v[_SCALE], v[_SS], v[_SPS] = address(s), 1, s.strides[0]
+    team_run(team, fn, v, v[_PIECES] * v[_STACK])
+
+
+@_jit
+def _batch_args(a, b, out, bias, act, pieces):  # pragma: no cover - compiled
     if b.shape[0] != out.shape[0]:
         raise ValueError("gemm: stacks of different lengths")
     if b.strides[2] != b.itemsize or out.strides[2] != out.itemsize:
         raise ValueError("gemm: a stack's b and out need contiguous rows")
-    if out.shape[0] == 0:
-        return
     v = _team_args(a, b[0], out[0], bias, act, pieces)
     v[_STACK] = out.shape[0]
     v[_SPA], v[_SPB], v[_SPO] = 0, b.strides[0], out.strides[0]
-    team_run(team, fn, v, v[_PIECES] * v[_STACK])
+    return v
 
 
 @_jit

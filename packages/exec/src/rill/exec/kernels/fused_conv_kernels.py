@@ -381,14 +381,13 @@ def _input_scaled(strides, padding, explicit_paddings, dilations, ops, num_args,
     def compute(x, w, s, bias):
         check(x, s)
         if pointwise and x.shape[0] == 1 and s.dtype == x.dtype:
-            # One image: x·s whole (Mul's own multiply), then the plain product.
-            xs = _gated(x, s)
+            # One image: x·s as the product packs x (Mul's bits), else x·s whole first.
             out = None
             if code is not None or exp_swish is not None:
-                out = _pointwise_b1(xs, w, bias, code, exp_swish=exp_swish)
+                out = _pointwise_b1(x, w, bias, code, exp_swish=exp_swish, scale=s)
             if out is None and w.ndim == 4 and w.shape[:2] == (1, 1):
-                out = _pointwise(xs, w, bias, code, exp_swish, epilogue)
-            return out if out is not None else inner(xs, w, bias)
+                out = _pointwise(x, w, bias, code, exp_swish, epilogue, s)
+            return out if out is not None else inner(_gated(x, s), w, bias)
         if pointwise and w.ndim == 4 and w.shape[:2] == (1, 1) and s.dtype == x.dtype:
             out = _pointwise(x, w, bias, code, exp_swish, epilogue, s)
             if out is not None:
@@ -398,9 +397,11 @@ def _input_scaled(strides, padding, explicit_paddings, dilations, ops, num_args,
     return compute
 
 
-# The least output positions per plane for which a gated pointwise product (fused_ops [Mul, ...])
-# scales the input one image at a time into scratch: at batch 8 on 56×56 planes it took 20% less
-# time than the whole x·s then the product; on 14×14 and 7×7 planes and at batch 1, none.
+# The least output positions per plane for which a gated pointwise product with a residual
+# (fused_ops [Mul, BiasAdd, Add]) runs image by image, each image's residual pass right after
+# its product, rather than the batch's products through the team and then the residual pass.
+# (When the gate was multiplied in a pass of its own, that pass image by image took 20% less
+# time at batch 8 on 56×56 planes; on 14×14 and 7×7 planes, none.)
 _SCALED_PLANE = 1024
 
 
@@ -413,9 +414,11 @@ def _pointwise_product(x, w, s=None, after=None, codes=None):
     while they are in cache (the caller's epilogue, elementwise, so the bits do not change).
     Returns (out, done), done telling whether `after` ran (else the caller applies its
     epilogue); None where that case does not apply (the general path then runs). With several
-    images and no gate, `codes` (bias, code), the same epilogue as `after` in compiled form,
-    lets the batch's products run through the team with it in registers (pointwise.batch),
-    where a worker polls."""
+    images, `codes` (bias, code), the same epilogue as `after` in compiled form, lets the
+    batch's products run through the team with it in registers (pointwise.batch), where a
+    worker polls. A gate scales x's rows as the product packs them (pointwise.matmul's
+    `scale`: numpy's multiply's bits, with no pass over x of its own: MobileNetV3-small b1
+    2-4% faster)."""
     if (
         x.ndim != 4
         or w.ndim != 4
@@ -425,6 +428,7 @@ def _pointwise_product(x, w, s=None, after=None, codes=None):
         or not x.flags.c_contiguous
         or not x.size
         or not w.size
+        or (s is not None and (s.dtype != x.dtype or s.shape != (x.shape[0], x.shape[1], 1, 1)))
     ):
         return None
     n, c, h, wd = x.shape
@@ -432,38 +436,22 @@ def _pointwise_product(x, w, s=None, after=None, codes=None):
     out = np.empty((n, o, h, wd), x.dtype)
     per_image = out.reshape(n, o, h * wd)
     wt = w.reshape(c, o).T
-    if s is not None and (n == 1 or h * wd < _SCALED_PLANE):
-        # One image, or small planes: x·s whole (Mul's own multiply), then the plain product.
-        x, s = _gated(x, s), None
     xs = x.reshape(n, c, h * wd)
-    if n == 1:
-        # (x is the gated input by now) split over threads from _B1_HALVES
-        pointwise.matmul(wt, xs[0], per_image[0], _B1_HALVES)
+    gates = None if s is None else np.ascontiguousarray(s).reshape(n, c)
+    if n == 1:  # split over threads from _B1_HALVES
+        pointwise.matmul(wt, xs[0], per_image[0], _B1_HALVES,
+                         scale=None if gates is None else gates[0])  # fmt: skip
         return out, False
-    if s is None and codes is not None:
+    if codes is not None:
         # The whole batch's products through the team, the epilogue in registers (the Python
         # pool's image pieces: MobileNetV3-small b8, default threads, 7.75 -> 7.20 ms).
         bias, code = codes
-        if pointwise.batch(wt, xs, per_image, bias, code):
+        if pointwise.batch(wt, xs, per_image, bias, code, gates):
             return out, True
-    gates = None if s is None else s.reshape(n, c, 1)
 
     def image(i):
-        if gates is None:
-            pointwise.matmul(wt, xs[i], per_image[i], pointwise.NO_SPLIT)
-        else:
-            # x·s of image i (numpy's multiply: Mul's bits) into a cache-line-aligned scratch
-            # buffer, then the product: the scaled input is never written out whole.
-            size = c * h * wd
-            buf = scratch("pointwise_scaled", size + 64 // x.itemsize, x.dtype)
-            skip = (-buf.ctypes.data % 64) // x.itemsize
-            t = buf[skip : skip + size].reshape(c, h * wd)
-            loops = _loops()
-            if loops is not None:
-                loops.scale_planes(xs[i], gates[i].reshape(c), t, 0, c)
-            else:
-                np.multiply(xs[i], gates[i], out=t)
-            pointwise.matmul(wt, t, per_image[i], pointwise.NO_SPLIT)
+        pointwise.matmul(wt, xs[i], per_image[i], pointwise.NO_SPLIT,
+                         scale=None if gates is None else gates[i])  # fmt: skip
         if after is not None:
             # The epilogue of image i while its planes are in cache: at batch 8 a pass over
             # the whole output after the products read it all back from memory (MobileNetV3's
@@ -474,10 +462,11 @@ def _pointwise_product(x, w, s=None, after=None, codes=None):
     return out, after is not None
 
 
-def _batch_product(x, w):
-    """x [n, c, h, w] ⋆ a 1×1 filter w [1, 1, c, o] for n > 1 images through the pool's team
-    (pointwise.batch, no epilogue: each image's product has the bits of its own call), or None
-    where that does not run (the compiled product off, no polling worker, too little work)."""
+def _batch_product(x, w, s=None):
+    """x [n, c, h, w] (times a gate s [n, c, 1, 1], as pointwise.batch scales it) ⋆ a 1×1
+    filter w [1, 1, c, o] for n > 1 images through the pool's team (pointwise.batch, no
+    epilogue: each image's product has the bits of its own call), or None where that does not
+    run (the compiled product off, no polling worker, too little work)."""
     if (
         w.ndim != 4
         or w.shape[:3] != (1, 1, x.shape[1])
@@ -486,6 +475,7 @@ def _batch_product(x, w):
         or not x.flags.c_contiguous
         or not x.size
         or not w.size
+        or (s is not None and (s.dtype != x.dtype or s.shape != (x.shape[0], x.shape[1], 1, 1)))
     ):
         return None
     mod = pointwise._mod()
@@ -494,8 +484,9 @@ def _batch_product(x, w):
     n, c, h, wd = x.shape
     o = w.shape[3]
     out = np.empty((n, o, h, wd), x.dtype)
+    gates = None if s is None else np.ascontiguousarray(s).reshape(n, c)
     if pointwise.batch(w.reshape(c, o).T, x.reshape(n, c, h * wd), out.reshape(n, o, h * wd),
-                       np.zeros(o, x.dtype), mod.RAW):  # fmt: skip
+                       np.zeros(o, x.dtype), mod.RAW, gates):  # fmt: skip
         return out
     return None
 
@@ -530,14 +521,16 @@ def _b1_fits(c: int, o: int, hw: int, exp_swish) -> bool:
     return exp_swish is None or o * hw <= _CHUNK
 
 
-def _pointwise_b1(x, w, bias, code, side=None, relu=False, exp_swish=None):
+def _pointwise_b1(x, w, bias, code, side=None, relu=False, exp_swish=None, scale=None):
     """_pointwise for one image, a compiled activation `code` (or, for float32, Sigmoid or
     Swish: exp_swish False or True) and an output one epilogue call covers, with as few Python
     steps as may be: a batch-1 MobileNet's pointwise and squeeze-excite layers are a few
     microseconds of product each, and the general path's checks and views cost about as much
     (the same operations: np.matmul of the transposed filter and the input, then
     bias_activation_planes, sigmoid32_planes, or with a residual `side` bias_side_activation
-    (Relu when relu); so the same bits). None where it does not apply."""
+    (Relu when relu); so the same bits). With `scale` [1, c, 1, 1] (a gate of x's dtype) the
+    input is x · scale: the compiled product scales x as it packs it (pointwise.matmul), else
+    x · scale is formed first (_gated). None where it does not apply."""
     loops = _loops()
     dt = x.dtype
     if exp_swish is not None and (dt != np.float32 or side is not None):
@@ -565,9 +558,17 @@ def _pointwise_b1(x, w, bias, code, side=None, relu=False, exp_swish=None):
         return None
     out = np.empty((1, o, h, wd), dt)
     planes = out.reshape(o, hw)
+    wt, xs = w.reshape(c, o).T, x.reshape(c, hw)
+    if scale is not None:
+        if scale.dtype != dt or scale.shape != (1, c, 1, 1):
+            return None
+        if pointwise.compiled(wt, xs, planes) is None:  # (planes under a vector)
+            xs, scale = _gated(x, scale).reshape(c, hw), None
+        else:
+            scale = np.ascontiguousarray(scale).reshape(c)
     fuse = exp_swish is None and side is None
-    if pointwise.matmul(w.reshape(c, o).T, x.reshape(c, hw), planes, _B1_HALVES,
-                        bias if fuse else None, code if fuse else None):  # fmt: skip
+    if pointwise.matmul(wt, xs, planes, _B1_HALVES, bias if fuse else None,
+                        code if fuse else None, scale):  # fmt: skip
         return out  # the bias and activation applied in registers
     if exp_swish is not None:
         loops.sigmoid32_planes(planes, bias, exp_swish, 0, o)
@@ -688,18 +689,14 @@ def _conv_bias_add(strides, padding, explicit_paddings, dilations, ops, num_args
     def compute(x, w, bias, side, s=None):
         if (pointwise and x.ndim == 4 and x.shape[0] > 1
                 and (s is None or (s.dtype == x.dtype and x.shape[2] * x.shape[3] < _SCALED_PLANE))):  # fmt: skip
-            # Several images on small planes: x·s whole, the batch's products through the team
-            # (no epilogue in registers), then the residual pass split over the threads.
-            if s is not None:
-                x, s = _gated(x, s), None
-            out = _batch_product(x, w)
+            # Several images on small planes: the batch's products (x·s as they pack x) through
+            # the team (no epilogue in registers), then the residual pass split over threads.
+            out = _batch_product(x, w, s)
             if out is not None:
                 return residual(out, bias, side)
         if pointwise and x.ndim == 4 and x.shape[0] == 1 and (s is None or s.dtype == x.dtype):
-            # One image: x·s whole (Mul's own multiply), then the plain product.
-            if s is not None:
-                x, s = _gated(x, s), None
-            out = _pointwise_b1(x, w, bias, 0, side, relu)
+            # One image: the product (x·s as it packs x, else numpy's x·s first).
+            out = _pointwise_b1(x, w, bias, 0, side, relu, scale=s)
             if out is not None:
                 return out
         out = None

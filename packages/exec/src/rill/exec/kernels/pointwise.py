@@ -56,20 +56,27 @@ def compiled(wt: np.ndarray, x: np.ndarray, out: np.ndarray):
     return mod
 
 
-def matmul(wt, x, out, split_from: int = threads.SPLIT_GRAIN, bias=None, code=None) -> bool:
+def matmul(
+    wt, x, out, split_from: int = threads.SPLIT_GRAIN, bias=None, code=None, scale=None
+) -> bool:
     """out = wt · x (wt [o, c], x [c, p], out [o, p]); with `code` (an activation code of
     _conv_loops' epilogue) and bias [o] also the bias and the activation, where the compiled
     product applies them itself: returns whether it did (else the caller applies them).
+    With `scale` ([c], contiguous, x's dtype: a squeeze-excite gate) the product is wt · (x ·
+    scale[:, None]), x's rows scaled with numpy's multiply's bits: the compiled product scales
+    them as it packs x (no pass over x of its own), else numpy multiplies first.
     Splits over the intra-op threads from `split_from` multiply-adds."""
     mod = compiled(wt, x, out)
     if mod is None:
+        if scale is not None:
+            x = x * scale[:, None]
         work = wt.shape[0] * wt.shape[1] * x.shape[1]
         if work >= split_from and intra_op.threads_now() > 1:
             threads.matmul(wt, x, out=out, most=2, exact=True)
         else:
             np.matmul(wt, x, out=out)
         return False
-    return _run(mod, wt, x, out, split_from, 2, bias, code)
+    return _run(mod, wt, x, out, split_from, 2, bias, code, scale)
 
 
 def product(a, b, out, most: int = threads.MAX_PIECES, split_from: int = SPLIT_GRAIN) -> bool:
@@ -85,12 +92,13 @@ def product(a, b, out, most: int = threads.MAX_PIECES, split_from: int = SPLIT_G
     return True
 
 
-def batch(wt, x, out, bias, code) -> bool:
+def batch(wt, x, out, bias, code, scale=None) -> bool:
     """out[i] = wt · x[i] for a batch (wt [o, c]; x [n, c, p], out [n, o, p] with contiguous
     rows), then + bias [o] and the epilogue `code` in registers, through the team (each
     product's rows in pieces of whole row blocks): True where it ran, the same bits as each
     image's own product and epilogue; False, out untouched, where it does not run (the
-    compiled product off, no polling worker, too little work)."""
+    compiled product off, no polling worker, too little work). With `scale` [n, c] (contiguous
+    rows) image i's input is x[i] · scale[i][:, None], as matmul scales it."""
     if x.ndim != 3 or not len(x):
         return False
     mod = compiled(wt, x[0], out[0])
@@ -102,8 +110,11 @@ def batch(wt, x, out, bias, code) -> bool:
     team = intra_op.team()
     if team is None:
         return False
-    mod.gemm_batch_team(wt, x, out, bias, code, max(1, 4 // len(x)), team,
-                        mod.piece_function(dt))  # fmt: skip
+    pieces, fn = max(1, 4 // len(x)), mod.piece_function(dt)
+    if scale is None:
+        mod.gemm_batch_team(wt, x, out, bias, code, pieces, team, fn)
+    else:
+        mod.gemm_scaled_batch_team(wt, x, scale, out, bias, code, pieces, team, fn)
     return True
 
 
@@ -134,7 +145,7 @@ def row_dots(x, w, out) -> bool:
     return True
 
 
-def _run(mod, wt, x, out, split_from, most, bias, code) -> bool:
+def _run(mod, wt, x, out, split_from, most, bias, code, scale=None) -> bool:
     o, c = wt.shape
     work = o * c * x.shape[1]
     if code is None or bias is None or bias.dtype != out.dtype or bias.shape != (o,):
@@ -148,18 +159,28 @@ def _run(mod, wt, x, out, split_from, most, bias, code) -> bool:
     if team is not None:
         # Pieces of whole row blocks for the caller and the polling workers, with no Python
         # in the hand-off; four, so that a worker that starts late takes fewer.
-        mod.gemm_team(wt, x, out, bias, act, 4, team, mod.piece_function(out.dtype))
+        fn = mod.piece_function(out.dtype)
+        if scale is None:
+            mod.gemm_team(wt, x, out, bias, act, 4, team, fn)
+        else:
+            mod.gemm_scaled_team(wt, x, scale, out, bias, act, 4, team, fn)
         return act != mod.RAW
     parts = 1
     if work >= split_from:
         parts = min(threads.threads_for(work, most), intra_op.threads_now(), blocks)
     if parts <= 1:
-        mod.gemm_rows(wt, x, out, bias, 0, o, act)
+        if scale is None:
+            mod.gemm_rows(wt, x, out, bias, 0, o, act)
+        else:
+            mod.gemm_scaled_rows(wt, x, scale, out, bias, 0, o, act)
     else:
         cut = [min(o, blocks * i // parts * mod.CO) for i in range(parts + 1)]
 
         def rows(lo, hi):
-            mod.gemm_rows(wt, x, out, bias, cut[lo], cut[hi], act)
+            if scale is None:
+                mod.gemm_rows(wt, x, out, bias, cut[lo], cut[hi], act)
+            else:
+                mod.gemm_scaled_rows(wt, x, scale, out, bias, cut[lo], cut[hi], act)
 
         intra_op.parallel_for(parts, rows, max_threads=parts)
     return act != mod.RAW

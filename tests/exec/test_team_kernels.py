@@ -1,8 +1,8 @@
 """Batch-1 kernels split over the intra-op pool's team (compiled pieces, no Python in the
 hand-off: kernels._spin.team_run): the by-channel and plane-by-plane depthwise convolutions,
-the float32 epilogue of a large output, the direct convolution of an RGB stem and NCHW max
-pooling. Each gives the bits of its unsplit run, on whichever threads its pieces ran; the team
-path is checked to have run."""
+the float32 epilogue of a large output, the direct convolution of an RGB stem, NCHW max
+pooling, the float32 tanh GELU and Softmax. Each gives the bits of its unsplit run, on
+whichever threads its pieces ran; the team path is checked to have run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,17 @@ import time
 import numpy as np
 import pytest
 
-from rill.exec.kernels import _conv_loops, _conv_vec, _gemm_vec, conv_nchw, intra_op, jit, pointwise
+import rill.exec.kernels  # noqa: F401 - registers every kernel
+from rill.exec.kernels import (
+    _conv_loops,
+    _conv_vec,
+    _exp_tanh_loops,
+    _gemm_vec,
+    conv_nchw,
+    intra_op,
+    jit,
+    pointwise,
+)
 from rill.exec.kernels.fused_conv_kernels import fused_conv2d_nchw, fused_depthwise_conv2d_native
 
 pytestmark = pytest.mark.skipif(
@@ -31,7 +41,9 @@ def team_calls(monkeypatch, polling_team):
                       (_conv_loops, "depthwise_planes_team"), (_conv_loops, "epilogue_team"),
                       (_conv_vec, "direct_team"), (_conv_loops, "max_pool_team"),
                       (_gemm_vec, "gemm_batch_team"),
-                      (_gemm_vec, "gemm_scaled_batch_team")]:  # fmt: skip
+                      (_gemm_vec, "gemm_scaled_batch_team"),
+                      (_exp_tanh_loops, "tanh_gelu32_team"),
+                      (_exp_tanh_loops, "softmax32_team")]:  # fmt: skip
         real = getattr(mod, name)
 
         def watch(*args, _real=real, _name=name):
@@ -250,3 +262,41 @@ def test_a_batch_1_max_pool_over_the_team_is_the_unsplit_bits(team_calls, dtype,
         op = g.create_op("MaxPool", [rg.placeholder(rg.as_dtype(dtype))], attrs)
     used = _both(team_calls, lambda: run_kernel(op, x)[0])
     assert used == ["max_pool_team"]
+
+
+@pytest.mark.parametrize("shape", [(64, 1024), (3, 7000), (1, 16384)], ids=str)
+def test_a_float32_tanh_gelu_over_the_team_is_the_unsplit_bits(team_calls, shape):
+    # A GPT-2-like block's MLP at batch 1 ([64, 1024]), a length no piece divides evenly.
+    from rill.exec.kernels.fused_kernels import fused_tanh_gelu
+    from rill.graph import dtypes
+
+    x = (RNG.standard_normal(shape) * 4).astype(np.float32)
+    x.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    gelu = fused_tanh_gelu(dtypes.float32, [0.044715, 0.7978845608, 1.0, 0.5])
+    with np.errstate(all="ignore"):
+        used = _both(team_calls, lambda: gelu(x))
+        assert used == ["tanh_gelu32_team"]
+        want = np.empty_like(x)
+        jit.exp_tanh().tanh_gelu32(x.reshape(-1), want.reshape(-1), *np.float32(
+            [0.044715, 0.7978845608, 1.0, 0.5]), 0, x.size)  # fmt: skip
+        np.testing.assert_array_equal(gelu(x), want)
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 64, 64), (3, 197, 197), (8192, 1)], ids=str)
+def test_a_float32_softmax_over_the_team_is_the_unsplit_bits(team_calls, shape):
+    # An attention's heads at batch 1 (GPT-2-like, ViT-small), and rows of one value.
+    from rill.exec.kernels.nn_kernels import softmax
+
+    x = (RNG.standard_normal(shape) * 4).astype(np.float32)
+    x.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+    kernel = softmax(np)
+    with np.errstate(all="ignore"):
+        used = _both(team_calls, lambda: kernel(x))
+        assert used == ["softmax32_team"]
+        rows = x.reshape(-1, shape[-1])
+        want = np.empty_like(rows)
+        jit.exp_tanh().softmax32_rows(rows, want, 0, len(rows))
+        np.testing.assert_array_equal(kernel(x).reshape(rows.shape), want)
+        with pytest.raises(ValueError, match="out of x's shape"):
+            jit.exp_tanh().softmax32_team(rows, want[:1], 4, intra_op._pool.team,
+                                          jit.exp_tanh().softmax_piece_function())  # fmt: skip

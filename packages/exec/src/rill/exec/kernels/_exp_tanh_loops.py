@@ -15,6 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from rill.exec.kernels import _spin
 from rill.exec.kernels._conv_loops import tanh_gelu_head, tanh_gelu_tail
 from rill.exec.kernels._loops import row_maximum
 from rill.exec.kernels._sigmoid_loops import _exp_parts, _fma, _keep_nan, _pow2_magic
@@ -154,3 +155,76 @@ def tanh_gelu32(x, out, a, b, c, d, lo, hi):  # pragma: no cover - compiled
         tanh_gelu_head(x, out, a, b, s, e)
         tanh32_flat(out, s, e)
         tanh_gelu_tail(x, out, c, d, s, e)
+
+
+# -- Over the intra-op pool's team (rill.exec.kernels.intra_op.team): runs of values or rows per
+# piece, run by the caller and the polling workers with no Python in the hand-off. Each value
+# or row is computed as the unsplit call computes it, so the bits never depend on the split.
+# A piece's arguments (int64 cells): the operands' addresses, the values (GELU) or the rows and
+# their length (Softmax), the pieces, and for the GELU the address of its four coefficients.
+_TX, _TOUT, _TN, _TCOLS, _TPIECES, _TCOEF = range(6)
+_TNARGS = 6
+
+
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _gelu_piece(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _TNARGS)
+    n, f32 = v[_TN], np.float32(0)
+    x, out = _spin.array_at(v[_TX], n, f32), _spin.array_at(v[_TOUT], n, f32)
+    k = _spin.array_at(v[_TCOEF], 4, f32)
+    lo, hi = n * p // v[_TPIECES], n * (p + 1) // v[_TPIECES]
+    if hi > lo:
+        tanh_gelu32(x, out, k[0], k[1], k[2], k[3], lo, hi)
+
+
+@numba.cfunc(_spin.PIECE_SIG, nopython=True, cache=True, error_model="numpy")
+def _softmax_piece(argp, p):  # pragma: no cover - compiled
+    v = numba.carray(argp, _TNARGS)
+    rows, cols, f32 = v[_TN], v[_TCOLS], np.float32(0)
+    x = _spin.array_at(v[_TX], rows * cols, f32).reshape((rows, cols))
+    out = _spin.array_at(v[_TOUT], rows * cols, f32).reshape((rows, cols))
+    lo, hi = rows * p // v[_TPIECES], rows * (p + 1) // v[_TPIECES]
+    if hi > lo:
+        softmax32_rows(x, out, lo, hi)
+
+
+def gelu_piece_function() -> int:
+    """The address of tanh_gelu32_team's piece function."""
+    return _gelu_piece.address
+
+
+def softmax_piece_function() -> int:
+    """The address of softmax32_team's piece function."""
+    return _softmax_piece.address
+
+
+@_fjit
+def tanh_gelu32_team(x, out, coefficients, pieces, team, fn):  # pragma: no cover - compiled
+    """tanh_gelu32 over all of the flat float32 x (into out, as long) with coefficients
+    [a, b, c, d] (float32) in `pieces` runs of values over the team (fn:
+    gelu_piece_function()): the unsplit call's bits."""
+    if out.shape[0] != x.shape[0] or coefficients.shape[0] != 4:
+        raise ValueError("tanh_gelu32_team: out as long as x and four coefficients")
+    if x.shape[0] == 0:
+        return
+    v = np.empty(_TNARGS, np.int64)
+    v[_TX], v[_TOUT], v[_TN] = _spin.address(x), _spin.address(out), x.shape[0]
+    v[_TCOLS], v[_TCOEF] = 1, _spin.address(coefficients)
+    v[_TPIECES] = max(1, min(pieces, x.shape[0]))
+    _spin.team_run(team, fn, v, v[_TPIECES])
+
+
+@_fjit
+def softmax32_team(x, out, pieces, team, fn):  # pragma: no cover - compiled
+    """softmax32_rows over all rows of the C-contiguous float32 x [rows, n] (into out, of its
+    shape) in `pieces` runs of rows over the team (fn: softmax_piece_function()): the unsplit
+    call's bits."""
+    if out.shape != x.shape:
+        raise ValueError("softmax32_team: out of x's shape")
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        return
+    v = np.empty(_TNARGS, np.int64)
+    v[_TX], v[_TOUT] = _spin.address(x), _spin.address(out)
+    v[_TN], v[_TCOLS], v[_TCOEF] = x.shape[0], x.shape[1], 0
+    v[_TPIECES] = max(1, min(pieces, x.shape[0]))
+    _spin.team_run(team, fn, v, v[_TPIECES])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels import jit
+from rill.exec.kernels import intra_op, jit
 from rill.exec.kernels.conv_kernels import _conv2d
 from rill.exec.kernels.intra_op import parallel_for
 from rill.exec.kernels.matmul_kernels import matmul
@@ -158,6 +158,10 @@ _GELU_PIECE = 1 << 16
 _GELU_PIECES_PER_THREAD = 8
 # Elements per piece of the float32 _FusedTanhGelu's one compiled call (about 30 µs).
 _GELU_GRAIN = 1 << 15
+# The fewest elements of a float32 _FusedTanhGelu split over the pool's team (about 15 µs: the
+# hand-off is a microsecond or so). Through the Python pool a GPT-2-like block's [64, 1024]
+# (two pieces of _GELU_GRAIN) gained nothing from a second thread.
+_GELU_TEAM = 1 << 14
 # Elements per piece of a split _FusedLayerNorm: ViT-small b1's [197, 384] (75 K) took 48 µs on
 # one thread and 119 µs in four pieces over two.
 _NORM_PIECE = 1 << 18
@@ -176,6 +180,7 @@ def fused_tanh_gelu(T, coefficients):
             f"_FusedTanhGelu takes 4 coefficients [a, b, c, d], got {list(coefficients)}"
         )
     a, b, c, d = (T.np.type(v) for v in coefficients)
+    coef = np.array([a, b, c, d], T.np)  # (tanh_gelu32_team's, for float32)
 
     def compute(x):
         from rill.exec.kernels.fused_conv_kernels import _loops
@@ -191,6 +196,10 @@ def fused_tanh_gelu(T, coefficients):
         # the three passes in one compiled call per piece.
         mod = jit.exp_tanh() if x.dtype == np.float32 else None
         if mod is not None:
+            team = intra_op.team() if xf.size >= _GELU_TEAM else None
+            if team is not None:  # runs of values over the team (the unsplit bits)
+                mod.tanh_gelu32_team(xf, of, coef, 4, team, mod.gelu_piece_function())
+                return out
             parallel_for(xf.size, lambda lo, hi: mod.tanh_gelu32(xf, of, a, b, c, d, lo, hi),
                          grain=_GELU_GRAIN)  # fmt: skip
             return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from rill.exec.kernel_registry import register_kernel
-from rill.exec.kernels import jit
+from rill.exec.kernels import intra_op, jit
 from rill.exec.kernels.intra_op import parallel_for
 from rill.graph import dtypes
 from rill.graph.errors import InvalidArgumentError
@@ -257,6 +257,10 @@ def _check_rank_at_least_1(x, what: str) -> None:
 # Elements per piece of the compiled softmax (256 KiB of float32): its three passes over a
 # piece's rows run while they are in cache.
 _SOFTMAX_PIECE = 1 << 16
+# The fewest elements of a float32 softmax split over the pool's team (about 10 µs of rows;
+# the hand-off is a microsecond or so): a GPT-2-like block's attention, [4, 64, 64], took
+# 25-50 µs on one thread, under the Python pool's grain.
+_SOFTMAX_TEAM = 1 << 13
 
 
 def _softmax_rows(loops, x):
@@ -273,6 +277,10 @@ def _softmax_rows(loops, x):
     step = max(1, _SOFTMAX_PIECE // n)
     mod = jit.exp_tanh() if x.dtype == np.float32 else None
     if mod is not None:
+        team = intra_op.team() if rows.size >= _SOFTMAX_TEAM and rows.shape[0] > 1 else None
+        if team is not None:  # runs of rows over the team (each row its unsplit bits)
+            mod.softmax32_team(rows, flat, 4, team, mod.softmax_piece_function())
+            return out
         parallel_for(rows.shape[0], lambda lo, hi: mod.softmax32_rows(rows, flat, lo, hi),
                      grain=step)  # fmt: skip
         return out

@@ -142,12 +142,14 @@ def test_the_kernel_checks_its_coefficients():
 def test_large_inputs_split_over_threads_with_the_same_bits(monkeypatch, dtype, cases):
     """_FusedTanhGelu splits over the intra-op threads only in grains of work large enough;
     every piece is computed the same way on whichever thread, so the bits are the one-thread
-    run's."""
+    run's. (With no worker polling: where one polls, float32 takes the pool's team instead,
+    tests/exec/test_team_kernels.py.)"""
     from rill.exec import threads
     from rill.exec.kernels import intra_op
 
     if jit.loops() is None:
         pytest.skip("compiled loops off (RILL_JIT=0)")
+    monkeypatch.setattr(intra_op, "team", lambda: None)
     compute = fused_kernels.fused_tanh_gelu(rg.as_dtype(dtype), [0.044715, 0.7978846, 1.0, 0.5])
     calls = []
     real = fused_kernels.parallel_for

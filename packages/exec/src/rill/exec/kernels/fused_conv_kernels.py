@@ -428,7 +428,7 @@ def _pointwise_product(x, w, s=None, after=None, codes=None):
         or not x.flags.c_contiguous
         or not x.size
         or not w.size
-        or (s is not None and (s.dtype != x.dtype or s.shape != (x.shape[0], x.shape[1], 1, 1)))
+        or (s is not None and not _gate_fits(x, s))
     ):
         return None
     n, c, h, wd = x.shape
@@ -475,7 +475,7 @@ def _batch_product(x, w, s=None):
         or not x.flags.c_contiguous
         or not x.size
         or not w.size
-        or (s is not None and (s.dtype != x.dtype or s.shape != (x.shape[0], x.shape[1], 1, 1)))
+        or (s is not None and not _gate_fits(x, s))
     ):
         return None
     mod = pointwise._mod()
@@ -489,6 +489,11 @@ def _batch_product(x, w, s=None):
                        np.zeros(o, x.dtype), mod.RAW, gates):  # fmt: skip
         return out
     return None
+
+
+def _gate_fits(x, s) -> bool:
+    """Whether s is a squeeze-excite gate of x [n, c, h, w]: [n, c, 1, 1] of x's dtype."""
+    return s.dtype == x.dtype and s.shape == (x.shape[0], x.shape[1], 1, 1)
 
 
 def _gated(x, s):
@@ -560,7 +565,7 @@ def _pointwise_b1(x, w, bias, code, side=None, relu=False, exp_swish=None, scale
     planes = out.reshape(o, hw)
     wt, xs = w.reshape(c, o).T, x.reshape(c, hw)
     if scale is not None:
-        if scale.dtype != dt or scale.shape != (1, c, 1, 1):
+        if not _gate_fits(x, scale):
             return None
         if pointwise.compiled(wt, xs, planes) is None:  # (planes under a vector)
             xs, scale = _gated(x, scale).reshape(c, hw), None

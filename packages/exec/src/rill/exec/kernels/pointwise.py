@@ -165,24 +165,21 @@ def _run(mod, wt, x, out, split_from, most, bias, code, scale=None) -> bool:
         else:
             mod.gemm_scaled_team(wt, x, scale, out, bias, act, 4, team, fn)
         return act != mod.RAW
+
+    def rows(m0, m1):
+        if scale is None:
+            mod.gemm_rows(wt, x, out, bias, m0, m1, act)
+        else:
+            mod.gemm_scaled_rows(wt, x, scale, out, bias, m0, m1, act)
+
     parts = 1
     if work >= split_from:
         parts = min(threads.threads_for(work, most), intra_op.threads_now(), blocks)
     if parts <= 1:
-        if scale is None:
-            mod.gemm_rows(wt, x, out, bias, 0, o, act)
-        else:
-            mod.gemm_scaled_rows(wt, x, scale, out, bias, 0, o, act)
+        rows(0, o)
     else:
         cut = [min(o, blocks * i // parts * mod.CO) for i in range(parts + 1)]
-
-        def rows(lo, hi):
-            if scale is None:
-                mod.gemm_rows(wt, x, out, bias, cut[lo], cut[hi], act)
-            else:
-                mod.gemm_scaled_rows(wt, x, scale, out, bias, cut[lo], cut[hi], act)
-
-        intra_op.parallel_for(parts, rows, max_threads=parts)
+        intra_op.parallel_for(parts, lambda lo, hi: rows(cut[lo], cut[hi]), max_threads=parts)
     return act != mod.RAW
 
 

@@ -280,6 +280,10 @@ def test_a_float32_tanh_gelu_over_the_team_is_the_unsplit_bits(team_calls, shape
         jit.exp_tanh().tanh_gelu32(x.reshape(-1), want.reshape(-1), *np.float32(
             [0.044715, 0.7978845608, 1.0, 0.5]), 0, x.size)  # fmt: skip
         np.testing.assert_array_equal(gelu(x), want)
+        mod = jit.exp_tanh()
+        with pytest.raises(ValueError, match="four coefficients"):
+            mod.tanh_gelu32_team(x.reshape(-1), want.reshape(-1)[:-1], np.zeros(4, np.float32),
+                                 4, intra_op._pool.team, mod.gelu_piece_function())  # fmt: skip
 
 
 @pytest.mark.parametrize("shape", [(1, 4, 64, 64), (3, 197, 197), (8192, 1)], ids=str)
